@@ -1,0 +1,58 @@
+//! Where state lives: the backend traits, the in-memory backend and the
+//! adapter for custom stores.
+
+mod codec;
+mod janitor;
+mod keys;
+pub mod memory;
+pub mod store;
+mod table;
+
+use std::future::Future;
+
+pub use codec::{decode_state, encode_state};
+pub use keys::namespace;
+
+use crate::decision::Decision;
+use crate::error::{BackendError, Error};
+use crate::policy::Policy;
+
+/// What a limiter asks a backend to serve: one policy under one namespace.
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    /// The key prefix shared by every limiter of an application.
+    pub prefix: &'a str,
+    /// The resource name; empty for a limiter's default policy.
+    pub resource: &'a str,
+    /// The policy to enforce.
+    pub policy: &'a Policy,
+}
+
+/// A place to keep rate-limit state.
+///
+/// A backend is bound once per policy (per resource) when a limiter is built;
+/// the resulting [`Binding`] makes the decisions. Binding lets a backend
+/// prepare per-policy data once (a typed table, a key prefix, a script)
+/// instead of on every call.
+pub trait Backend: Send + Sync + 'static {
+    /// The per-policy handle that makes decisions.
+    type Binding: Binding;
+
+    /// Prepares the backend to serve `scope`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Error::Config`] when the backend cannot serve the policy.
+    fn bind(&self, scope: &Scope<'_>) -> Result<Self::Binding, Error>;
+}
+
+/// Makes decisions for one policy.
+pub trait Binding: Send + Sync + 'static {
+    /// Decides one request of `cost` units for `key`, atomically with respect
+    /// to every other decision on the same key.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written.
+    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send;
+}

@@ -1,0 +1,170 @@
+//! A sharded hash table of per-key strategy state.
+//!
+//! Each shard is a mutex around a `hashbrown` table, padded to its own cache
+//! lines. A decision locks exactly one shard for the duration of one pure
+//! strategy call (tens of nanoseconds), so decisions on the same key are
+//! atomic and decisions on keys in different shards run in parallel. Keys are
+//! hashed with a randomly seeded `ahash`, so clients cannot aim many keys at
+//! one shard or one probe chain.
+//!
+//! Expired state is reclaimed in two ways, neither needing a call from the
+//! user: a shard that grows to twice its size after its last sweep sweeps
+//! itself before inserting (amortised O(1) per insert), and the background
+//! janitor sweeps shards whose earliest expiry has passed.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use hashbrown::HashTable;
+
+use crate::clock::SharedClock;
+use crate::strategy::{Algorithm, Outcome, Rate};
+
+/// Shards never sweep themselves below this many entries.
+const MIN_SWEEP_LEN: usize = 64;
+
+struct Entry<S> {
+    key: Box<[u8]>,
+    state: S,
+}
+
+struct ShardInner<S> {
+    map: HashTable<Entry<S>>,
+    /// Sweep before inserting once the shard holds this many entries.
+    sweep_len: usize,
+    /// No entry of this shard expires before this tick.
+    earliest_expiry: u64,
+}
+
+#[repr(align(128))]
+struct Shard<S> {
+    inner: Mutex<ShardInner<S>>,
+}
+
+/// A sharded table holding the state of one strategy under one rate.
+pub(crate) struct Table<A: Algorithm> {
+    shards: Box<[Shard<A::State>]>,
+    shard_mask: usize,
+    hasher: ahash::RandomState,
+    rate: Rate,
+    clock: SharedClock,
+}
+
+impl<A: Algorithm> Table<A> {
+    pub(crate) fn new(rate: Rate, clock: SharedClock, shards: usize) -> Self {
+        let shards = shards.next_power_of_two().max(1);
+        Self {
+            shards: (0..shards)
+                .map(|_| Shard {
+                    inner: Mutex::new(ShardInner {
+                        map: HashTable::new(),
+                        sweep_len: MIN_SWEEP_LEN,
+                        earliest_expiry: u64::MAX,
+                    }),
+                })
+                .collect(),
+            shard_mask: shards - 1,
+            hasher: ahash::RandomState::new(),
+            rate,
+            clock,
+        }
+    }
+
+    pub(crate) fn rate(&self) -> &Rate {
+        &self.rate
+    }
+
+    fn lock(&self, index: usize) -> MutexGuard<'_, ShardInner<A::State>> {
+        // A panic while holding a shard cannot leave an entry half-written
+        // (strategies are pure), so a poisoned lock is still consistent.
+        self.shards[index]
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Decides one request for `key` at the clock's current time.
+    #[inline]
+    pub(crate) fn decide(&self, key: &[u8], cost: u64) -> Outcome {
+        let hash = self.hasher.hash_one(key);
+        // hashbrown uses the low bits for the slot and the top 7 for tags.
+        let index = (hash >> 40) as usize & self.shard_mask;
+        let mut shard = self.lock(index);
+        let now = self.clock.now_nanos();
+        match shard.map.find_entry(hash, |e| *e.key == *key) {
+            Ok(mut occupied) => {
+                let (outcome, next) = A::decide(&self.rate, Some(occupied.get().state), now, cost);
+                match next {
+                    Some(state) => {
+                        occupied.get_mut().state = state;
+                        let expiry = A::expires_at(&self.rate, &state);
+                        shard.earliest_expiry = shard.earliest_expiry.min(expiry);
+                    }
+                    None => {
+                        occupied.remove();
+                    }
+                }
+                outcome
+            }
+            Err(_) => {
+                let (outcome, next) = A::decide(&self.rate, None, now, cost);
+                if let Some(state) = next {
+                    if shard.map.len() >= shard.sweep_len {
+                        self.sweep_shard(&mut shard, now);
+                    }
+                    let expiry = A::expires_at(&self.rate, &state);
+                    shard.earliest_expiry = shard.earliest_expiry.min(expiry);
+                    let hasher = &self.hasher;
+                    shard.map.insert_unique(
+                        hash,
+                        Entry {
+                            key: key.into(),
+                            state,
+                        },
+                        |e| hasher.hash_one(&*e.key),
+                    );
+                }
+                outcome
+            }
+        }
+    }
+
+    /// Removes every entry that has expired at `now` and gives back memory
+    /// when the shard has shrunk well below its capacity.
+    fn sweep_shard(&self, shard: &mut ShardInner<A::State>, now: u64) {
+        let rate = &self.rate;
+        let mut earliest = u64::MAX;
+        shard.map.retain(|e| {
+            let expiry = A::expires_at(rate, &e.state);
+            earliest = earliest.min(expiry);
+            expiry > now
+        });
+        // `earliest` may name a removed entry; it stays a valid lower bound.
+        shard.earliest_expiry = earliest;
+        let len = shard.map.len();
+        shard.sweep_len = (len * 2).max(MIN_SWEEP_LEN);
+        if shard.map.capacity() > (len * 4).max(MIN_SWEEP_LEN) {
+            let hasher = &self.hasher;
+            shard.map.shrink_to(len * 2, |e| hasher.hash_one(&*e.key));
+        }
+    }
+
+    /// Sweeps every shard whose earliest expiry has passed; returns the
+    /// number of entries left.
+    pub(crate) fn sweep(&self) -> usize {
+        let now = self.clock.now_nanos();
+        let mut left = 0;
+        for index in 0..self.shards.len() {
+            let mut shard = self.lock(index);
+            if shard.earliest_expiry <= now {
+                self.sweep_shard(&mut shard, now);
+            }
+            left += shard.map.len();
+        }
+        left
+    }
+
+    /// The number of keys with stored state.
+    pub(crate) fn len(&self) -> usize {
+        (0..self.shards.len()).map(|i| self.lock(i).map.len()).sum()
+    }
+}

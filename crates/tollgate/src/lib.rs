@@ -1,0 +1,46 @@
+//! # tollgate
+//!
+//! Rate limiting with exact, documented semantics: fixed window, approximate
+//! sliding window, token bucket and leaky bucket (an admission meter), in
+//! memory (the default) or on any store that implements
+//! [`backend::store::Store`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Limiter, Strategy};
+//!
+//! let limiter = Limiter::builder()
+//!     .strategy(Strategy::FixedWindow)
+//!     .limit(100)
+//!     .window(Duration::from_secs(60))
+//!     .build()?;
+//! let decision = limiter.check("user-123");
+//! assert!(decision.allowed);
+//! assert_eq!(decision.remaining, 99);
+//! # Ok::<(), tollgate::Error>(())
+//! ```
+//!
+//! Every strategy is a pure function in [`strategy`]; backends only keep the
+//! state between calls, so all of them make the same decisions. The exact
+//! contract is in `SEMANTICS.md` at the repository root.
+#![warn(missing_docs)]
+
+pub mod backend;
+mod clock;
+mod decision;
+mod error;
+mod limiter;
+mod policy;
+mod resources;
+pub mod strategy;
+pub mod testing;
+
+pub use backend::memory::MemoryBackend;
+pub use backend::store::{Store, StoreBackend};
+pub use backend::{Backend, Binding};
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use decision::{Decision, Tick};
+pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
+pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
+pub use policy::{Policy, Strategy, UnknownStrategy, MAX_WINDOW};
+pub use resources::{ResourceLimiter, ResourceLimiterBuilder};

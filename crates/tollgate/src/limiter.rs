@@ -1,0 +1,279 @@
+//! The limiter: one policy on one backend.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::backend::memory::{MemoryBackend, MemoryBinding};
+use crate::backend::{Backend, Binding, Scope};
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::error::{ConfigError, Error};
+use crate::policy::{Policy, Strategy};
+
+/// The key prefix used unless configured otherwise.
+pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
+
+/// What a limiter does when its backend fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FailPolicy {
+    /// Deny: the call returns the backend error (the default).
+    #[default]
+    Closed,
+    /// Admit: the call returns an allowed decision with nothing remaining and
+    /// counts the event (see [`Limiter::fail_open_events`]).
+    Open,
+}
+
+/// Enforces one policy. Build it with [`Limiter::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Strategy};
+///
+/// let limiter = Limiter::builder()
+///     .strategy(Strategy::TokenBucket)
+///     .limit(2)
+///     .window(Duration::from_secs(1))
+///     .build()?;
+/// assert!(limiter.check("client-1").allowed);
+/// assert!(limiter.check("client-1").allowed);
+/// assert!(!limiter.check("client-1").allowed);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+pub struct Limiter<B: Backend = MemoryBackend> {
+    binding: B::Binding,
+    policy: Policy,
+    fail: FailPolicy,
+    fail_open_events: AtomicU64,
+}
+
+impl<B: Backend> std::fmt::Debug for Limiter<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limiter")
+            .field("policy", &self.policy)
+            .field("fail", &self.fail)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Limiter {
+    /// A builder for an in-memory limiter; switch stores with
+    /// [`LimiterBuilder::backend`].
+    pub fn builder() -> LimiterBuilder<MemoryBackend> {
+        LimiterBuilder::default()
+    }
+}
+
+impl<B: Backend> Limiter<B> {
+    pub(crate) fn bind(backend: &B, scope: &Scope<'_>, fail: FailPolicy) -> Result<Self, Error> {
+        Ok(Self {
+            binding: backend.bind(scope)?,
+            policy: *scope.policy,
+            fail,
+            fail_open_events: AtomicU64::new(0),
+        })
+    }
+
+    /// Decides one request of cost 1 for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] when the backend failed and the limiter fails
+    /// closed; the request must then be treated as denied.
+    pub async fn allow(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.allow_n(key, 1).await
+    }
+
+    /// Decides one request of `cost` units for `key` (`cost = 0` is a peek).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        match self.binding.decide(key.as_ref(), cost).await {
+            Ok(decision) => Ok(decision),
+            Err(err) => match self.fail {
+                FailPolicy::Closed => Err(Error::Backend(err)),
+                FailPolicy::Open => {
+                    self.fail_open_events.fetch_add(1, Ordering::Relaxed);
+                    Ok(Decision::fail_open(self.policy.limit()))
+                }
+            },
+        }
+    }
+
+    /// Reports whether a unit request would be admitted now, charging nothing.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn peek(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.allow_n(key, 0).await
+    }
+
+    /// The policy this limiter enforces.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The fail policy.
+    pub fn fail_policy(&self) -> FailPolicy {
+        self.fail
+    }
+
+    /// How many requests were admitted because the backend failed under
+    /// [`FailPolicy::Open`].
+    pub fn fail_open_events(&self) -> u64 {
+        self.fail_open_events.load(Ordering::Relaxed)
+    }
+
+    /// The backend's binding for this policy.
+    pub fn binding(&self) -> &B::Binding {
+        &self.binding
+    }
+}
+
+impl Limiter<MemoryBackend> {
+    /// Decides one request of cost 1 synchronously (in-memory only; cannot fail).
+    #[inline]
+    pub fn check(&self, key: impl AsRef<[u8]>) -> Decision {
+        self.check_n(key, 1)
+    }
+
+    /// Decides one request of `cost` units synchronously (in-memory only).
+    #[inline]
+    pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        MemoryBinding::check(&self.binding, key.as_ref(), cost)
+    }
+}
+
+/// Configures a [`Limiter`].
+#[derive(Debug, Clone)]
+pub struct LimiterBuilder<B> {
+    backend: B,
+    strategy: Strategy,
+    limit: Option<u64>,
+    window: Option<Duration>,
+    fail: FailPolicy,
+    prefix: String,
+    resource: String,
+}
+
+impl Default for LimiterBuilder<MemoryBackend> {
+    fn default() -> Self {
+        Self {
+            backend: MemoryBackend::new(),
+            strategy: Strategy::SlidingWindow,
+            limit: None,
+            window: None,
+            fail: FailPolicy::Closed,
+            prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            resource: String::new(),
+        }
+    }
+}
+
+impl LimiterBuilder<MemoryBackend> {
+    /// Runs the in-memory backend on `clock` (e.g. a [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.backend = self.backend.with_clock(clock);
+        self
+    }
+}
+
+impl<B: Backend> LimiterBuilder<B> {
+    /// The strategy (default: sliding window).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// `L`, the units admitted per window (required).
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// `W`, the window (required).
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = Some(window);
+        self
+    }
+
+    /// Takes strategy, limit and window from a policy.
+    pub fn policy(self, policy: Policy) -> Self {
+        self.strategy(policy.strategy())
+            .limit(policy.limit())
+            .window(policy.window())
+    }
+
+    /// What to do when the backend fails (default: fail closed).
+    pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
+        self.fail = fail;
+        self
+    }
+
+    /// Shorthand for `fail_policy(FailPolicy::Open)` when `open` is true.
+    pub fn fail_open(self, open: bool) -> Self {
+        self.fail_policy(if open {
+            FailPolicy::Open
+        } else {
+            FailPolicy::Closed
+        })
+    }
+
+    /// The prefix of every state key in shared stores (default `tollgate`).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// A resource name that separates this limiter's state from others
+    /// sharing the same store and prefix.
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = resource.into();
+        self
+    }
+
+    /// Replaces the backend.
+    pub fn backend<C: Backend>(self, backend: C) -> LimiterBuilder<C> {
+        LimiterBuilder {
+            backend,
+            strategy: self.strategy,
+            limit: self.limit,
+            window: self.window,
+            fail: self.fail,
+            prefix: self.prefix,
+            resource: self.resource,
+        }
+    }
+
+    /// Validates the configuration and builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the field that is missing or invalid.
+    pub fn build(self) -> Result<Limiter<B>, Error> {
+        let limit = self
+            .limit
+            .ok_or_else(|| ConfigError::new("limit", "is required"))?;
+        let window = self
+            .window
+            .ok_or_else(|| ConfigError::new("window", "is required"))?;
+        let policy = Policy::new(self.strategy, limit, window)?;
+        validate_prefix(&self.prefix)?;
+        let scope = Scope {
+            prefix: &self.prefix,
+            resource: &self.resource,
+            policy: &policy,
+        };
+        Limiter::bind(&self.backend, &scope, self.fail)
+    }
+}
+
+pub(crate) fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
+    if prefix.is_empty() {
+        return Err(ConfigError::new("key_prefix", "must not be empty"));
+    }
+    Ok(())
+}

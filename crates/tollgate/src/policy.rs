@@ -1,0 +1,152 @@
+//! Strategies and validated policies.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::strategy::Rate;
+
+/// The longest window a policy accepts: 100 years of 365 days.
+///
+/// Larger windows would overflow 64-bit nanosecond arithmetic near the end of
+/// a bucket and serve no real use.
+pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A rate-limiting strategy. See `docs/choosing-a-strategy.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Strategy {
+    /// A counter per clock-aligned window; allows up to `2L` across a boundary.
+    FixedWindow,
+    /// Two counters weighted by the position in the window; smooths boundaries.
+    SlidingWindow,
+    /// `L` tokens refilled continuously at `L / W`; allows bursts up to `L`.
+    TokenBucket,
+    /// A meter of capacity `L` draining at `L / W`; admits the same requests
+    /// as the token bucket, described as occupancy.
+    LeakyBucket,
+}
+
+impl Strategy {
+    /// All strategies, in documentation order.
+    pub const ALL: [Strategy; 4] = [
+        Strategy::FixedWindow,
+        Strategy::SlidingWindow,
+        Strategy::TokenBucket,
+        Strategy::LeakyBucket,
+    ];
+
+    /// The snake_case name used in files, keys and the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Strategy::FixedWindow => "fixed_window",
+            Strategy::SlidingWindow => "sliding_window",
+            Strategy::TokenBucket => "token_bucket",
+            Strategy::LeakyBucket => "leaky_bucket",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error returned when a strategy name is not recognised.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown strategy {0:?}: expected one of fixed_window, sliding_window, token_bucket, leaky_bucket")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let normalized = s.trim().to_ascii_lowercase().replace('-', "_");
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == normalized)
+            .ok_or_else(|| UnknownStrategy(s.to_owned()))
+    }
+}
+
+/// A validated policy: a strategy, a limit `L` and a window `W`.
+///
+/// Build one with [`Policy::new`]; every instance is known to be valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Policy {
+    strategy: Strategy,
+    limit: u64,
+    window: Duration,
+}
+
+impl Policy {
+    /// Validates and builds a policy.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming `limit` when it is 0, or `window` when it is
+    /// zero, shorter than one microsecond, or longer than [`MAX_WINDOW`].
+    pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
+        if limit == 0 {
+            return Err(ConfigError::new("limit", "must be at least 1"));
+        }
+        if window.is_zero() {
+            return Err(ConfigError::new("window", "must be longer than zero"));
+        }
+        if window < Duration::from_micros(1) {
+            return Err(ConfigError::new(
+                "window",
+                format!("{window:?} is shorter than the 1µs resolution shared by all backends"),
+            ));
+        }
+        if window > MAX_WINDOW {
+            return Err(ConfigError::new(
+                "window",
+                format!(
+                    "{}s exceeds the maximum of {}s (100 years)",
+                    window.as_secs(),
+                    MAX_WINDOW.as_secs()
+                ),
+            ));
+        }
+        Ok(Self {
+            strategy,
+            limit,
+            window,
+        })
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// `L`, the units admitted per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// `W`, the window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// The rate in nanosecond ticks (the in-memory clock unit).
+    pub fn rate_nanos(&self) -> Rate {
+        // MAX_WINDOW in nanoseconds fits comfortably in u64.
+        Rate::new(self.limit, self.window.as_nanos() as u64)
+    }
+
+    /// The rate in microsecond ticks, rounding the window down to whole
+    /// microseconds (used by backends whose clock counts microseconds).
+    pub fn rate_micros(&self) -> Rate {
+        Rate::new(self.limit, self.window.as_micros() as u64)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} per {:?}", self.strategy, self.limit, self.window)
+    }
+}

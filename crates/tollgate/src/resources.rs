@@ -1,0 +1,201 @@
+//! A limiter with a default policy and named per-resource policies.
+
+use std::collections::HashMap;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, Scope};
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::error::{ConfigError, Error};
+use crate::limiter::{validate_prefix, FailPolicy, Limiter, DEFAULT_KEY_PREFIX};
+use crate::policy::Policy;
+
+/// Enforces a default policy plus named per-resource overrides.
+///
+/// State of different resources never collides, even for equal keys.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Policy, ResourceLimiter, Strategy};
+///
+/// let limiter = ResourceLimiter::builder()
+///     .default_policy(Policy::new(Strategy::SlidingWindow, 100, Duration::from_secs(60))?)
+///     .resource("login", Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60))?)
+///     .build()?;
+/// assert_eq!(limiter.check("login", "alice").remaining, 4);
+/// assert_eq!(limiter.check("search", "alice").remaining, 99);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+pub struct ResourceLimiter<B: Backend = MemoryBackend> {
+    default: Limiter<B>,
+    resources: HashMap<Box<str>, Limiter<B>>,
+}
+
+impl<B: Backend> std::fmt::Debug for ResourceLimiter<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceLimiter")
+            .field("default", &self.default)
+            .field("resources", &self.resources)
+            .finish()
+    }
+}
+
+impl ResourceLimiter {
+    /// A builder for an in-memory resource-scoped limiter.
+    pub fn builder() -> ResourceLimiterBuilder<MemoryBackend> {
+        ResourceLimiterBuilder {
+            backend: MemoryBackend::new(),
+            default: None,
+            resources: Vec::new(),
+            fail: FailPolicy::Closed,
+            prefix: DEFAULT_KEY_PREFIX.to_owned(),
+        }
+    }
+}
+
+impl<B: Backend> ResourceLimiter<B> {
+    /// The limiter for `resource`, or the default one.
+    pub fn limiter(&self, resource: &str) -> &Limiter<B> {
+        self.resources.get(resource).unwrap_or(&self.default)
+    }
+
+    /// The policy applied to `resource`.
+    pub fn policy(&self, resource: &str) -> &Policy {
+        self.limiter(resource).policy()
+    }
+
+    /// The default limiter.
+    pub fn default_limiter(&self) -> &Limiter<B> {
+        &self.default
+    }
+
+    /// The named resources and their limiters.
+    pub fn resources(&self) -> impl Iterator<Item = (&str, &Limiter<B>)> {
+        self.resources.iter().map(|(name, l)| (&**name, l))
+    }
+
+    /// Decides one request of cost 1 for `key` under `resource`'s policy.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.limiter(resource).allow(key).await
+    }
+
+    /// Decides one request of `cost` units for `key` under `resource`'s policy.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        self.limiter(resource).allow_n(key, cost).await
+    }
+
+    /// Reports whether a unit request would be admitted, charging nothing.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn peek(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.limiter(resource).peek(key).await
+    }
+}
+
+impl ResourceLimiter<MemoryBackend> {
+    /// Decides one request of cost 1 synchronously (in-memory only).
+    pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
+        self.limiter(resource).check(key)
+    }
+
+    /// Decides one request of `cost` units synchronously (in-memory only).
+    pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        self.limiter(resource).check_n(key, cost)
+    }
+}
+
+/// Configures a [`ResourceLimiter`].
+#[derive(Debug, Clone)]
+pub struct ResourceLimiterBuilder<B> {
+    backend: B,
+    default: Option<Policy>,
+    resources: Vec<(String, Policy)>,
+    fail: FailPolicy,
+    prefix: String,
+}
+
+impl ResourceLimiterBuilder<MemoryBackend> {
+    /// Runs the in-memory backend on `clock`.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.backend = self.backend.with_clock(clock);
+        self
+    }
+}
+
+impl<B: Backend> ResourceLimiterBuilder<B> {
+    /// The policy for resources without an override (required).
+    pub fn default_policy(mut self, policy: Policy) -> Self {
+        self.default = Some(policy);
+        self
+    }
+
+    /// A named resource with its own policy.
+    pub fn resource(mut self, name: impl Into<String>, policy: Policy) -> Self {
+        self.resources.push((name.into(), policy));
+        self
+    }
+
+    /// What to do when the backend fails (default: fail closed).
+    pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
+        self.fail = fail;
+        self
+    }
+
+    /// The prefix of every state key in shared stores (default `tollgate`).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Replaces the backend.
+    pub fn backend<C: Backend>(self, backend: C) -> ResourceLimiterBuilder<C> {
+        ResourceLimiterBuilder {
+            backend,
+            default: self.default,
+            resources: self.resources,
+            fail: self.fail,
+            prefix: self.prefix,
+        }
+    }
+
+    /// Validates the configuration and builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the field: a missing default policy, an empty
+    /// or duplicate resource name, an empty key prefix.
+    pub fn build(self) -> Result<ResourceLimiter<B>, Error> {
+        validate_prefix(&self.prefix)?;
+        let default = self
+            .default
+            .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
+        let scope = |resource, policy| Scope {
+            prefix: &self.prefix,
+            resource,
+            policy,
+        };
+        let default = Limiter::bind(&self.backend, &scope("", &default), self.fail)?;
+        let mut resources = HashMap::with_capacity(self.resources.len());
+        for (name, policy) in &self.resources {
+            if name.is_empty() {
+                return Err(ConfigError::new("resources", "a resource name must not be empty").into());
+            }
+            if resources.contains_key(name.as_str()) {
+                return Err(ConfigError::new(format!("resources.{name}"), "is defined twice").into());
+            }
+            let limiter = Limiter::bind(&self.backend, &scope(name, policy), self.fail)?;
+            resources.insert(name.clone().into_boxed_str(), limiter);
+        }
+        Ok(ResourceLimiter { default, resources })
+    }
+}

@@ -1,0 +1,153 @@
+//! The four strategies as pure decision functions.
+//!
+//! Every strategy is a function
+//! `decide(rate, state_before, now, cost) -> (Outcome, state_after)` with no
+//! I/O, no clock and no locks. Backends only store the state between calls;
+//! the in-memory table, the generic store adapter and any remote backend all
+//! execute these same functions, so they agree decision for decision.
+//!
+//! Time is an integer count of *ticks* since the Unix epoch. The in-memory
+//! backend uses nanoseconds; backends with coarser clocks (for example
+//! microseconds) pass a [`Rate`] built for their unit. A state equal to
+//! `None` is the absent (fresh) state; a strategy returns `None` whenever the
+//! state after a decision is equivalent to absent, and treats any stored state
+//! that has expired exactly like absent state, so the moment at which a
+//! backend deletes expired state can never change a decision.
+
+mod fixed_window;
+mod gcra;
+mod leaky_bucket;
+mod sliding_window;
+mod token_bucket;
+
+pub use fixed_window::{FixedWindow, FixedWindowState};
+pub use gcra::GcraState;
+pub use leaky_bucket::LeakyBucket;
+pub use sliding_window::{SlidingWindow, SlidingWindowState};
+pub use token_bucket::TokenBucket;
+
+use crate::policy::Strategy;
+
+/// A policy's limit and window expressed in a backend's clock ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    /// `L`: units admitted per window, at least 1.
+    pub limit: u64,
+    /// `W`: the window in ticks, at least 1.
+    pub window: u64,
+    /// `T = max(1, W / L)`: the emission interval in ticks.
+    pub interval: u64,
+}
+
+impl Rate {
+    /// Builds a rate from a limit and a window in ticks.
+    ///
+    /// Both must be at least 1; [`crate::Policy`] validates this before any
+    /// rate is built, so this constructor clamps rather than fails.
+    pub fn new(limit: u64, window: u64) -> Self {
+        let limit = limit.max(1);
+        let window = window.max(1);
+        Self {
+            limit,
+            window,
+            interval: (window / limit).max(1),
+        }
+    }
+}
+
+/// The result of one decision, in ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// Further unit requests that would be admitted at the same instant.
+    pub remaining: u64,
+    /// Ticks until the key's state is fresh again if nothing else arrives.
+    pub reset: u64,
+    /// When denied: ticks until this same request would be admitted; `None`
+    /// when allowed or when it can never be admitted (`cost > limit`).
+    pub retry_after: Option<u64>,
+}
+
+/// One strategy: its state type and its pure decision function.
+pub trait Algorithm {
+    /// The state kept per key between decisions.
+    type State: Copy + Send + Sync + 'static;
+
+    /// The strategy this algorithm implements.
+    const STRATEGY: Strategy;
+
+    /// Decides one request of `cost` units at `now`, returning the outcome
+    /// and the state to store (`None`: delete the state, it equals absent).
+    fn decide(rate: &Rate, state: Option<Self::State>, now: u64, cost: u64)
+        -> (Outcome, Option<Self::State>);
+
+    /// The tick from which `state` is equivalent to absent state and may be
+    /// deleted.
+    fn expires_at(rate: &Rate, state: &Self::State) -> u64;
+}
+
+/// The state of any strategy, for backends that store all strategies alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Fixed-window state.
+    FixedWindow(FixedWindowState),
+    /// Sliding-window state.
+    SlidingWindow(SlidingWindowState),
+    /// Token-bucket or leaky-bucket state.
+    Gcra(GcraState),
+}
+
+/// Runs the decision function of `strategy` on a strategy-agnostic [`State`].
+///
+/// A stored state of the wrong kind (for example after a policy changed its
+/// strategy under the same key) is treated as absent.
+pub fn decide(
+    strategy: Strategy,
+    rate: &Rate,
+    state: Option<State>,
+    now: u64,
+    cost: u64,
+) -> (Outcome, Option<State>) {
+    match strategy {
+        Strategy::FixedWindow => {
+            let s = match state {
+                Some(State::FixedWindow(s)) => Some(s),
+                _ => None,
+            };
+            let (o, n) = FixedWindow::decide(rate, s, now, cost);
+            (o, n.map(State::FixedWindow))
+        }
+        Strategy::SlidingWindow => {
+            let s = match state {
+                Some(State::SlidingWindow(s)) => Some(s),
+                _ => None,
+            };
+            let (o, n) = SlidingWindow::decide(rate, s, now, cost);
+            (o, n.map(State::SlidingWindow))
+        }
+        Strategy::TokenBucket | Strategy::LeakyBucket => {
+            let s = match state {
+                Some(State::Gcra(s)) => Some(s),
+                _ => None,
+            };
+            let (o, n) = gcra::decide(rate, s, now, cost);
+            (o, n.map(State::Gcra))
+        }
+    }
+}
+
+/// The tick from which a strategy-agnostic state may be deleted.
+pub fn expires_at(rate: &Rate, state: &State) -> u64 {
+    match state {
+        State::FixedWindow(s) => FixedWindow::expires_at(rate, s),
+        State::SlidingWindow(s) => SlidingWindow::expires_at(rate, s),
+        State::Gcra(s) => gcra::expires_at(s),
+    }
+}
+
+/// The cost used in admission tests: a peek (`cost = 0`) asks about one unit.
+#[inline]
+pub(crate) fn unit_cost(cost: u64) -> u64 {
+    cost.max(1)
+}

@@ -1,0 +1,137 @@
+//! Approximate sliding window: two counters, the current and the previous
+//! window, weighted by how far into the current window `now` is.
+
+use super::{unit_cost, Algorithm, Outcome, Rate};
+use crate::policy::Strategy;
+
+/// Sliding-window state: the start of the current window (anchored at the
+/// key's first request) and the units charged in it and in the one before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingWindowState {
+    /// `ws`: start of the current window, in ticks.
+    pub start: u64,
+    /// Units charged in the current window.
+    pub curr: u64,
+    /// Units charged in the previous window.
+    pub prev: u64,
+}
+
+/// The approximate sliding-window strategy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlidingWindow;
+
+impl SlidingWindow {
+    /// Rolls a stored state forward to `now`. Returns the state (all zero
+    /// counts become a fresh window anchored at `now`) and the effective now.
+    fn roll(rate: &Rate, state: Option<SlidingWindowState>, now: u64) -> (SlidingWindowState, u64) {
+        let w = rate.window;
+        let fresh = |now| SlidingWindowState {
+            start: now,
+            curr: 0,
+            prev: 0,
+        };
+        let Some(s) = state else {
+            return (fresh(now), now);
+        };
+        let now = now.max(s.start);
+        let rolled = match (now - s.start) / w {
+            0 => s,
+            1 => SlidingWindowState {
+                start: s.start + w,
+                curr: 0,
+                prev: s.curr,
+            },
+            _ => fresh(now),
+        };
+        if rolled.curr == 0 && rolled.prev == 0 {
+            (fresh(now), now)
+        } else {
+            (rolled, now)
+        }
+    }
+
+    /// The scaled estimate `S = prev * (W - e) + curr * W`.
+    fn estimate(w: u64, e: u64, curr: u64, prev: u64) -> u128 {
+        u128::from(prev) * u128::from(w - e) + u128::from(curr) * u128::from(w)
+    }
+
+    /// The smallest `d >= 1` at which a request of `unit` units would be
+    /// admitted, given the rolled state at elapsed time `e` (it was denied
+    /// at `d = 0`, and `unit <= L`).
+    fn retry_after(rate: &Rate, s: &SlidingWindowState, e: u64, unit: u64) -> u64 {
+        let (l, w) = (u128::from(rate.limit), u128::from(rate.window));
+        let (curr, prev, e, unit) = (
+            u128::from(s.curr),
+            u128::from(s.prev),
+            u128::from(e),
+            u128::from(unit),
+        );
+        // Still inside the current window: the previous window's weight decays.
+        // Admitted at d iff prev * (W - e - d) < (L + 1 - unit - curr) * W.
+        let headroom = (l + 1).saturating_sub(unit + curr);
+        if headroom > 0 && prev > 0 {
+            let q = (headroom * w - 1) / prev;
+            let d = (w - e).saturating_sub(q).max(1);
+            if d < w - e {
+                return d as u64;
+            }
+        }
+        // In the next window the current count becomes the previous one.
+        // Admitted at d iff curr * (2W - e - d) < (L + 1 - unit) * W.
+        if curr == 0 {
+            return (w - e) as u64;
+        }
+        let q = ((l + 1 - unit) * w - 1) / curr;
+        (w - e).max((2 * w - e).saturating_sub(q)) as u64
+    }
+}
+
+impl Algorithm for SlidingWindow {
+    type State = SlidingWindowState;
+    const STRATEGY: Strategy = Strategy::SlidingWindow;
+
+    fn decide(
+        rate: &Rate,
+        state: Option<SlidingWindowState>,
+        now: u64,
+        cost: u64,
+    ) -> (Outcome, Option<SlidingWindowState>) {
+        let (limit, w) = (rate.limit, rate.window);
+        let (mut s, now) = Self::roll(rate, state, now);
+        let e = now - s.start;
+        let unit = unit_cost(cost);
+        let capacity = u128::from(limit) * u128::from(w);
+        let before = Self::estimate(w, e, s.curr, s.prev);
+        let allowed = unit <= limit && before + u128::from(unit - 1) * u128::from(w) < capacity;
+        let retry_after = (!allowed && unit <= limit).then(|| Self::retry_after(rate, &s, e, unit));
+        if allowed {
+            s.curr += cost;
+        }
+        let after = Self::estimate(w, e, s.curr, s.prev);
+        let remaining = capacity.saturating_sub(after).div_ceil(u128::from(w)) as u64;
+        let reset = if s.curr > 0 {
+            2 * w - e
+        } else if s.prev > 0 {
+            w - e
+        } else {
+            0
+        };
+        let outcome = Outcome {
+            allowed,
+            remaining,
+            reset,
+            retry_after,
+        };
+        let next = (s.curr > 0 || s.prev > 0).then_some(s);
+        (outcome, next)
+    }
+
+    fn expires_at(rate: &Rate, state: &SlidingWindowState) -> u64 {
+        let span = if state.curr > 0 {
+            2 * rate.window
+        } else {
+            rate.window
+        };
+        state.start.saturating_add(span)
+    }
+}

@@ -1,0 +1,151 @@
+//! Stores for tests and examples: a reference [`MapStore`] and a
+//! [`FlakyStore`] that fails on demand, for exercising fail policies.
+
+use std::collections::HashMap;
+use std::future::{ready, Future};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::backend::store::Store;
+use crate::clock::{Clock, ManualClock, SharedClock, SystemClock};
+use crate::error::{BackendError, BackendErrorKind};
+
+/// Stored values with their expiry in nanoseconds since the epoch.
+type Entries = HashMap<Vec<u8>, (Vec<u8>, u64)>;
+
+/// A reference [`Store`]: a mutex-guarded hash map with expiry on its own
+/// clock. It shows the shape a real store implementation takes; it is not
+/// meant for production (it never evicts keys that are not read again).
+pub struct MapStore {
+    entries: Mutex<Entries>,
+    clock: SharedClock,
+}
+
+impl Default for MapStore {
+    fn default() -> Self {
+        Self::new(SystemClock)
+    }
+}
+
+impl MapStore {
+    /// An empty store whose expiry follows `clock`.
+    pub fn new(clock: impl Clock) -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// An empty store on a manual clock.
+    pub fn with_manual_clock(clock: &ManualClock) -> Self {
+        Self::new(clock.clone())
+    }
+
+    /// The number of stored, unexpired keys.
+    pub fn len(&self) -> usize {
+        let now = self.clock.now_nanos();
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.values().filter(|(_, expiry)| *expiry > now).count()
+    }
+
+    /// Whether the store holds no unexpired key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Store for MapStore {
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Vec<u8>>, BackendError>> + Send {
+        let now = self.clock.now_nanos();
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let value = entries
+            .get(key)
+            .filter(|(_, expiry)| *expiry > now)
+            .map(|(v, _)| v.clone());
+        ready(Ok(value))
+    }
+
+    fn set(
+        &self,
+        key: &[u8],
+        value: Vec<u8>,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let expiry = self
+            .clock
+            .now_nanos()
+            .saturating_add(u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX));
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.insert(key.to_vec(), (value, expiry));
+        ready(Ok(()))
+    }
+
+    fn delete(&self, key: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.remove(key);
+        ready(Ok(()))
+    }
+}
+
+/// Wraps a store and fails every operation while switched to failing.
+pub struct FlakyStore<S> {
+    inner: S,
+    failing: AtomicBool,
+    failures: AtomicU64,
+}
+
+impl<S: Store> FlakyStore<S> {
+    /// Wraps `inner`, initially healthy.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            failing: AtomicBool::new(false),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// Makes every following operation fail (`true`) or succeed (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// How many operations have failed so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn check(&self) -> Result<(), BackendError> {
+        if self.failing.load(Ordering::SeqCst) {
+            self.failures.fetch_add(1, Ordering::SeqCst);
+            Err(BackendError::new(
+                BackendErrorKind::Unavailable,
+                "the store is switched to failing",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl<S: Store> Store for FlakyStore<S> {
+    async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, BackendError> {
+        self.check()?;
+        self.inner.get(key).await
+    }
+
+    async fn set(&self, key: &[u8], value: Vec<u8>, ttl: Duration) -> Result<(), BackendError> {
+        self.check()?;
+        self.inner.set(key, value, ttl).await
+    }
+
+    async fn delete(&self, key: &[u8]) -> Result<(), BackendError> {
+        self.check()?;
+        self.inner.delete(key).await
+    }
+}
