@@ -149,6 +149,11 @@ pub struct StoreBinding<S> {
 }
 
 impl<S: Store> StoreBinding<S> {
+    /// The store this binding reads and writes.
+    pub fn store(&self) -> &S {
+        &self.shared.store
+    }
+
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
         let mut full = Vec::with_capacity(self.namespace.len() + key.len());

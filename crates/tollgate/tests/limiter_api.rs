@@ -1,0 +1,247 @@
+//! The limiter and resource-limiter API: configuration errors, resources,
+//! peeks, fail policies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::testing::{FlakyStore, MapStore};
+use tollgate::{
+    BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Store, StoreBackend,
+    Strategy, MAX_WINDOW,
+};
+
+fn config_field(result: Result<impl std::fmt::Debug, Error>) -> String {
+    match result {
+        Err(Error::Config(e)) => e.field().to_owned(),
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_configuration_names_the_field() {
+    let ok = || Limiter::builder().limit(10).window(Duration::from_secs(1));
+    assert_eq!(config_field(ok().limit(0).build()), "limit");
+    assert_eq!(config_field(ok().window(Duration::ZERO).build()), "window");
+    assert_eq!(
+        config_field(ok().window(Duration::from_nanos(999)).build()),
+        "window"
+    );
+    assert_eq!(
+        config_field(ok().window(MAX_WINDOW + Duration::from_secs(1)).build()),
+        "window"
+    );
+    assert_eq!(config_field(ok().key_prefix("").build()), "key_prefix");
+    assert_eq!(
+        config_field(Limiter::builder().window(Duration::from_secs(1)).build()),
+        "limit"
+    );
+    assert_eq!(config_field(Limiter::builder().limit(1).build()), "window");
+    assert!(ok().window(MAX_WINDOW).build().is_ok());
+
+    let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(config_field(ResourceLimiter::builder().build()), "default");
+    let empty = ResourceLimiter::builder()
+        .default_policy(policy)
+        .resource("", policy)
+        .build();
+    assert_eq!(config_field(empty), "resources");
+    let twice = ResourceLimiter::builder()
+        .default_policy(policy)
+        .resource("login", policy)
+        .resource("login", policy)
+        .build();
+    assert_eq!(config_field(twice), "resources.login");
+    let message = Policy::new(Strategy::FixedWindow, 0, Duration::from_secs(1))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(message, "invalid limit: must be at least 1");
+}
+
+#[test]
+fn strategies_parse_from_their_names() {
+    for s in Strategy::ALL {
+        assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
+    }
+    assert_eq!("Token-Bucket".parse::<Strategy>().unwrap(), Strategy::TokenBucket);
+    let err = "gcra".parse::<Strategy>().unwrap_err().to_string();
+    assert!(err.contains("\"gcra\"") && err.contains("leaky_bucket"), "{err}");
+}
+
+#[test]
+fn resources_have_separate_state_and_policies() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = ResourceLimiter::builder()
+        .clock(clock.clone())
+        .default_policy(Policy::new(Strategy::SlidingWindow, 3, Duration::from_secs(10)).unwrap())
+        .resource(
+            "login",
+            Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(60)).unwrap(),
+        )
+        .resource(
+            "search",
+            Policy::new(Strategy::TokenBucket, 2, Duration::from_secs(1)).unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert!(limiter.check("login", "k").allowed);
+    assert!(!limiter.check("login", "k").allowed);
+    // Same key, other resources: untouched.
+    assert_eq!(limiter.check("search", "k").remaining, 1);
+    assert_eq!(limiter.check("other", "k").remaining, 2);
+    // Unknown resources share the default policy and its state.
+    assert_eq!(limiter.check("another", "k").remaining, 1);
+    assert_eq!(limiter.policy("login").strategy(), Strategy::FixedWindow);
+    assert_eq!(limiter.policy("nope").limit(), 3);
+    assert_eq!(limiter.resources().count(), 2);
+}
+
+#[test]
+fn resources_sharing_a_store_never_collide() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let store = StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone());
+    let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(60)).unwrap();
+    let limiter = ResourceLimiter::builder()
+        .backend(store)
+        .default_policy(policy)
+        .resource("a", policy)
+        .resource("a:fixed_window", policy)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        // Resource names that look like another namespace plus a key.
+        assert!(limiter.allow("a", "fixed_window:k").await.unwrap().allowed);
+        assert!(limiter.allow("a:fixed_window", "k").await.unwrap().allowed);
+        assert!(limiter.allow("", "k").await.unwrap().allowed);
+        assert!(!limiter.allow("a", "fixed_window:k").await.unwrap().allowed);
+    });
+}
+
+#[test]
+fn peek_reports_without_charging() {
+    let limiter = Limiter::builder()
+        .strategy(Strategy::FixedWindow)
+        .limit(2)
+        .window(Duration::from_secs(60))
+        .clock(ManualClock::new(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let d = limiter.check_n("k", 0);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 2);
+    }
+    assert_eq!(limiter.binding().len(), 0, "a peek must not create state");
+    assert!(limiter.check_n("k", 2).allowed);
+    let d = limiter.check_n("k", 0);
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Some(Duration::from_secs(60)));
+}
+
+fn flaky(clock: &ManualClock) -> StoreBackend<FlakyStore<MapStore>> {
+    StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(clock))).with_clock(clock.clone())
+}
+
+#[tokio::test]
+async fn fail_closed_returns_the_backend_error() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let backend = flaky(&clock);
+    let limiter = Limiter::builder()
+        .limit(1)
+        .window(Duration::from_secs(1))
+        .backend(backend)
+        .build()
+        .unwrap();
+    assert_eq!(limiter.fail_policy(), FailPolicy::Closed);
+    assert!(limiter.allow("k").await.unwrap().allowed);
+    let store = limiter_store(&limiter);
+    store.set_failing(true);
+    for _ in 0..3 {
+        match limiter.allow("k").await {
+            Err(Error::Backend(e)) => assert_eq!(e.kind(), BackendErrorKind::Unavailable),
+            other => panic!("fail-closed must return the error, got {other:?}"),
+        }
+    }
+    assert_eq!(limiter.fail_open_events(), 0);
+    store.set_failing(false);
+    // Nothing was charged or lost while failing: still denied until the window passes.
+    assert!(!limiter.allow("k").await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn fail_open_admits_and_counts() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let limiter = Limiter::builder()
+        .limit(1)
+        .window(Duration::from_secs(1))
+        .fail_open(true)
+        .backend(flaky(&clock))
+        .build()
+        .unwrap();
+    assert!(limiter.allow("k").await.unwrap().allowed);
+    assert!(!limiter.allow("k").await.unwrap().allowed);
+    let store = limiter_store(&limiter);
+    store.set_failing(true);
+    for i in 1..=3 {
+        let d = limiter.allow("k").await.unwrap();
+        assert!(d.allowed);
+        assert_eq!((d.remaining, d.reset, d.retry_after), (0, Duration::ZERO, None));
+        assert_eq!(limiter.fail_open_events(), i);
+    }
+    assert!(store.failures() >= 3);
+    store.set_failing(false);
+    assert!(!limiter.allow("k").await.unwrap().allowed);
+}
+
+/// The flaky store behind a limiter's binding (shared through the backend).
+fn limiter_store(limiter: &Limiter<StoreBackend<FlakyStore<MapStore>>>) -> &FlakyStore<MapStore> {
+    limiter.binding().store()
+}
+
+#[test]
+fn store_keys_follow_the_documented_layout() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let store = Arc::new(MapStore::with_manual_clock(&clock));
+    struct Shared(Arc<MapStore>);
+    impl Store for Shared {
+        fn get(
+            &self,
+            key: &[u8],
+        ) -> impl std::future::Future<Output = Result<Option<Vec<u8>>, tollgate::BackendError>> + Send
+        {
+            self.0.get(key)
+        }
+        fn set(
+            &self,
+            key: &[u8],
+            value: Vec<u8>,
+            ttl: Duration,
+        ) -> impl std::future::Future<Output = Result<(), tollgate::BackendError>> + Send {
+            self.0.set(key, value, ttl)
+        }
+        fn delete(
+            &self,
+            key: &[u8],
+        ) -> impl std::future::Future<Output = Result<(), tollgate::BackendError>> + Send {
+            self.0.delete(key)
+        }
+    }
+    let limiter = Limiter::builder()
+        .strategy(Strategy::TokenBucket)
+        .limit(5)
+        .window(Duration::from_secs(1))
+        .key_prefix("app")
+        .resource("api:v1")
+        .backend(StoreBackend::new(Shared(store.clone())).with_clock(clock.clone()))
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(limiter.allow("user:1")).unwrap();
+    let stored = rt
+        .block_on(store.get(b"app:api%3Av1:token_bucket:user:1"))
+        .unwrap();
+    assert!(stored.is_some(), "state stored under the documented key");
+    // Its TTL is the reset time: it is gone once the bucket is full again.
+    clock.advance(Duration::from_millis(200));
+    assert!(store.is_empty());
+}

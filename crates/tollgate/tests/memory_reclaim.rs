@@ -1,0 +1,131 @@
+//! Memory follows the number of active keys: expired state is reclaimed
+//! without any call from the user. Measured with a counting allocator, so the
+//! figures are live heap bytes, not resident pages the allocator keeps.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tollgate::{Limiter, ManualClock, MemoryBackend, Strategy};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const KEYS: usize = 1_000_000;
+
+/// The allocation count is process-wide: tests here must not overlap.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[test]
+fn one_million_one_off_keys_are_reclaimed_once_their_windows_pass() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for strategy in Strategy::ALL {
+        let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+        let backend = MemoryBackend::new()
+            .with_clock(clock.clone())
+            .with_sweep_interval(Duration::from_millis(20));
+        let limiter = Limiter::builder()
+            .strategy(strategy)
+            .limit(10)
+            .window(Duration::from_secs(1))
+            .backend(backend)
+            .build()
+            .unwrap();
+        let before = live();
+        let mut key = String::with_capacity(32);
+        for i in 0..KEYS {
+            key.clear();
+            use std::fmt::Write;
+            write!(key, "client-{i}").unwrap();
+            assert!(limiter.allow_now(&key));
+        }
+        let peak = live() - before;
+        assert_eq!(limiter.binding().len(), KEYS);
+        assert!(
+            peak > (KEYS * 24) as isize,
+            "{strategy}: only {peak} bytes for {KEYS} keys?"
+        );
+
+        // The windows pass; the user makes no call at all.
+        clock.advance(Duration::from_secs(3));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !limiter.binding().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{strategy}: state not reclaimed in time"
+            );
+            std::thread::yield_now();
+        }
+        let after = live() - before;
+        println!("{strategy}: {peak} bytes with {KEYS} keys, {after} bytes after their windows passed");
+        assert!(
+            after < 256 * 1024,
+            "{strategy}: {after} bytes still held after reclaiming"
+        );
+    }
+}
+
+#[test]
+fn memory_follows_active_keys_while_traffic_flows() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // No janitor help: the shards sweep themselves as new keys arrive.
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    let backend = MemoryBackend::new()
+        .with_clock(clock.clone())
+        .with_sweep_interval(Duration::from_secs(3_600));
+    let limiter = Limiter::builder()
+        .strategy(Strategy::SlidingWindow)
+        .limit(5)
+        .window(Duration::from_secs(1))
+        .backend(backend)
+        .build()
+        .unwrap();
+    const ACTIVE: usize = 50_000;
+    let mut most = 0;
+    for round in 0..10 {
+        for i in 0..ACTIVE {
+            assert!(limiter.allow_now(format!("r{round}-k{i}")));
+        }
+        most = most.max(limiter.binding().len());
+        clock.advance(Duration::from_secs(2));
+    }
+    // Each shard sweeps when it doubles past its last sweep: at most about
+    // twice the active keys, plus each shard's minimum.
+    assert!(
+        most <= 2 * ACTIVE + 64 * 256,
+        "{most} entries held for {ACTIVE} active keys"
+    );
+}
+
+trait AllowNow {
+    fn allow_now(&self, key: impl AsRef<[u8]>) -> bool;
+}
+
+impl AllowNow for Limiter {
+    fn allow_now(&self, key: impl AsRef<[u8]>) -> bool {
+        self.check(key).allowed
+    }
+}
