@@ -6,6 +6,7 @@ mod janitor;
 mod keys;
 pub mod memory;
 pub mod store;
+mod stored_key;
 mod table;
 
 use std::future::Future;

@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
 
+use super::stored_key::StoredKey;
 use crate::clock::SharedClock;
 use crate::strategy::{Algorithm, Outcome, Rate};
 
@@ -23,7 +24,7 @@ use crate::strategy::{Algorithm, Outcome, Rate};
 const MIN_SWEEP_LEN: usize = 64;
 
 struct Entry<S> {
-    key: Box<[u8]>,
+    key: StoredKey,
     state: S,
 }
 
@@ -90,7 +91,7 @@ impl<A: Algorithm> Table<A> {
         let index = (hash >> 40) as usize & self.shard_mask;
         let mut shard = self.lock(index);
         let now = self.clock.now_nanos();
-        match shard.map.find_entry(hash, |e| *e.key == *key) {
+        match shard.map.find_entry(hash, |e| e.key.as_bytes() == key) {
             Ok(mut occupied) => {
                 let (outcome, next) = A::decide(&self.rate, Some(occupied.get().state), now, cost);
                 match next {
@@ -117,10 +118,10 @@ impl<A: Algorithm> Table<A> {
                     shard.map.insert_unique(
                         hash,
                         Entry {
-                            key: key.into(),
+                            key: StoredKey::new(key),
                             state,
                         },
-                        |e| hasher.hash_one(&*e.key),
+                        |e| hasher.hash_one(e.key.as_bytes()),
                     );
                 }
                 outcome
@@ -144,7 +145,9 @@ impl<A: Algorithm> Table<A> {
         shard.sweep_len = (len * 2).max(MIN_SWEEP_LEN);
         if shard.map.capacity() > (len * 4).max(MIN_SWEEP_LEN) {
             let hasher = &self.hasher;
-            shard.map.shrink_to(len * 2, |e| hasher.hash_one(&*e.key));
+            shard
+                .map
+                .shrink_to(len * 2, |e| hasher.hash_one(e.key.as_bytes()));
         }
     }
 

@@ -12,31 +12,36 @@ pub struct GcraState {
 }
 
 /// Decides one request under GCRA with burst `L * T` and interval `T`.
+///
+/// Everything fits in 64 bits: `L * T <= W` and a validated window is far
+/// below `u64::MAX` ticks; additions saturate so even absurd clock readings
+/// cannot overflow.
+#[inline]
 pub(crate) fn decide(
     rate: &Rate,
     state: Option<GcraState>,
     now: u64,
     cost: u64,
 ) -> (Outcome, Option<GcraState>) {
-    let interval = u128::from(rate.interval);
-    let burst = u128::from(rate.limit) * interval;
-    let now128 = u128::from(now);
+    let interval = rate.interval;
+    let burst = rate.limit * interval;
     let t = state.map_or(now, |s| s.tat.max(now));
     let unit = unit_cost(cost);
+    let fits = unit <= rate.limit;
     // Ticks the bucket is "ahead" of now once this request is charged.
-    let needed = u128::from(t) - now128 + u128::from(unit) * interval;
-    let allowed = unit <= rate.limit && needed <= burst;
+    let needed = (t - now).saturating_add(unit.min(rate.limit) * interval);
+    let allowed = fits && needed <= burst;
     let tat = if allowed {
-        clamp(u128::from(t) + u128::from(cost) * interval)
+        t.saturating_add(cost * interval)
     } else {
         t
     };
-    let ahead = u128::from(tat) - now128;
+    let ahead = tat - now;
     let outcome = Outcome {
         allowed,
-        remaining: clamp(burst.saturating_sub(ahead) / interval),
-        reset: clamp(ahead),
-        retry_after: (!allowed && unit <= rate.limit).then(|| clamp(needed - burst)),
+        remaining: burst.saturating_sub(ahead) / interval,
+        reset: ahead,
+        retry_after: (!allowed && fits).then(|| needed - burst),
     };
     (outcome, (tat > now).then_some(GcraState { tat }))
 }
@@ -44,8 +49,4 @@ pub(crate) fn decide(
 /// The tick from which a GCRA state equals absent state.
 pub(crate) fn expires_at(state: &GcraState) -> u64 {
     state.tat
-}
-
-fn clamp(v: u128) -> u64 {
-    u64::try_from(v).unwrap_or(u64::MAX)
 }

@@ -86,6 +86,16 @@ impl SlidingWindow {
     }
 }
 
+/// `ceil(a / b)`, with a 64-bit division whenever `a` fits (the usual case;
+/// a 128-bit division is a slow library call).
+#[inline]
+fn div_ceil(a: u128, b: u64) -> u64 {
+    match u64::try_from(a) {
+        Ok(a) => a.div_ceil(b),
+        Err(_) => a.div_ceil(u128::from(b)) as u64,
+    }
+}
+
 impl Algorithm for SlidingWindow {
     type State = SlidingWindowState;
     const STRATEGY: Strategy = Strategy::SlidingWindow;
@@ -108,7 +118,7 @@ impl Algorithm for SlidingWindow {
             s.curr += cost;
         }
         let after = Self::estimate(w, e, s.curr, s.prev);
-        let remaining = capacity.saturating_sub(after).div_ceil(u128::from(w)) as u64;
+        let remaining = div_ceil(capacity.saturating_sub(after), w);
         let reset = if s.curr > 0 {
             2 * w - e
         } else if s.prev > 0 {

@@ -1,0 +1,223 @@
+//! In-memory backend against `governor`'s keyed limiter, same workloads, same
+//! run. Both use their default clocks (system time for tollgate, quanta for
+//! governor) and seeded hashers.
+//!
+//! `cargo bench -p tollgate --bench in_memory`
+//!
+//! Before the timings it prints the live heap bytes per active key for each
+//! strategy and for governor, measured with a counting allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use governor::{Quota, RateLimiter};
+use tollgate::{Limiter, Strategy};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+type Governor = governor::DefaultKeyedRateLimiter<String>;
+
+/// A limiter that admits everything the benchmarks throw at it.
+fn open_limiter(strategy: Strategy) -> Limiter {
+    Limiter::builder()
+        .strategy(strategy)
+        .limit(1_000_000_000)
+        .window(Duration::from_secs(1))
+        .build()
+        .expect("valid policy")
+}
+
+fn open_governor() -> Governor {
+    RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX))
+}
+
+/// A limiter that denies everything after the first request per key.
+fn closed_limiter(strategy: Strategy) -> Limiter {
+    Limiter::builder()
+        .strategy(strategy)
+        .limit(1)
+        .window(Duration::from_secs(3_600))
+        .build()
+        .expect("valid policy")
+}
+
+fn closed_governor() -> Governor {
+    RateLimiter::keyed(Quota::per_hour(NonZeroU32::MIN))
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255))
+        .collect()
+}
+
+/// One decision per iteration, cycling through `keys`.
+fn single_thread(c: &mut Criterion, group_name: &str, keys: &[String], open: bool) {
+    let mut group = c.benchmark_group(group_name);
+    for strategy in Strategy::ALL {
+        let limiter = if open {
+            open_limiter(strategy)
+        } else {
+            closed_limiter(strategy)
+        };
+        for k in keys {
+            limiter.check(k);
+        }
+        group.bench_function(BenchmarkId::new("tollgate", strategy), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % keys.len();
+                black_box(limiter.check(&keys[i]).allowed)
+            })
+        });
+    }
+    let gov = if open { open_governor() } else { closed_governor() };
+    for k in keys {
+        let _ = gov.check_key(k);
+    }
+    group.bench_function(BenchmarkId::new("governor", "gcra"), |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            black_box(gov.check_key(&keys[i]).is_ok())
+        })
+    });
+    group.finish();
+}
+
+/// Runs `threads` threads, each making `iters` decisions on its own keys;
+/// returns the wall time.
+fn parallel(
+    threads: usize,
+    iters: u64,
+    keys: &Arc<Vec<Vec<String>>>,
+    decide: Arc<dyn Fn(&String) + Send + Sync>,
+) -> Duration {
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (barrier, keys, decide) = (barrier.clone(), keys.clone(), decide.clone());
+            std::thread::spawn(move || {
+                let own = &keys[t];
+                barrier.wait();
+                for i in 0..iters as usize {
+                    decide(&own[i % own.len()]);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().expect("benchmark thread");
+    }
+    start.elapsed()
+}
+
+/// Wall time for `iters` decisions per thread with one and with two threads
+/// on disjoint key sets: equal times mean perfect scaling (2x throughput).
+fn two_threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads_distinct_keys");
+    let all = keys(2_048);
+    let keys = Arc::new(vec![all[..1_024].to_vec(), all[1_024..].to_vec()]);
+    for strategy in Strategy::ALL {
+        let limiter = Arc::new(open_limiter(strategy));
+        for threads in [1, 2] {
+            let l = limiter.clone();
+            let decide: Arc<dyn Fn(&String) + Send + Sync> = Arc::new(move |k| {
+                black_box(l.check(k).allowed);
+            });
+            group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
+                b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
+            });
+        }
+    }
+    let gov = Arc::new(open_governor());
+    for threads in [1, 2] {
+        let g = gov.clone();
+        let decide: Arc<dyn Fn(&String) + Send + Sync> = Arc::new(move |k| {
+            black_box(g.check_key(k).is_ok());
+        });
+        group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
+            b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
+        });
+    }
+    group.finish();
+}
+
+/// Live heap bytes per active key with 100,000 keys.
+fn memory_per_key() {
+    const N: usize = 100_000;
+    let names = keys(N);
+    let measure = |fill: &dyn Fn() -> Box<dyn std::any::Any>| {
+        let before = LIVE.load(Ordering::SeqCst);
+        let kept = fill();
+        let bytes = LIVE.load(Ordering::SeqCst) - before;
+        drop(kept);
+        bytes as f64 / N as f64
+    };
+    println!("memory per active key ({N} keys, live heap bytes incl. key storage):");
+    for strategy in Strategy::ALL {
+        let per_key = measure(&|| {
+            // A long window keeps every key's state alive while measured.
+            let limiter = Limiter::builder()
+                .strategy(strategy)
+                .limit(1_000)
+                .window(Duration::from_secs(3_600))
+                .build()
+                .expect("valid policy");
+            for k in &names {
+                limiter.check(k);
+            }
+            Box::new(limiter)
+        });
+        println!("  tollgate/{strategy:<15} {per_key:>6.1} B");
+    }
+    let per_key = measure(&|| {
+        let gov: Governor = RateLimiter::keyed(Quota::per_hour(NonZeroU32::new(1_000).expect("non-zero")));
+        for k in &names {
+            let _ = gov.check_key(k);
+        }
+        Box::new(gov)
+    });
+    println!("  governor/gcra            {per_key:>6.1} B");
+}
+
+fn main() {
+    memory_per_key();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30)
+        .configure_from_args();
+    single_thread(&mut c, "hot_key", &keys(1), true);
+    single_thread(&mut c, "keys_1024", &keys(1_024), true);
+    single_thread(&mut c, "keys_100000", &keys(100_000), true);
+    single_thread(&mut c, "denied", &keys(1_024), false);
+    two_threads(&mut c);
+    c.final_summary();
+}

@@ -1,0 +1,133 @@
+//! A key as stored in the in-memory table: 16 bytes, holding keys of up to
+//! 15 bytes inline (an IPv4 address in text fits) and longer keys on the heap.
+//!
+//! Memory per active key is a headline number for a rate limiter facing
+//! untrusted clients; a plain `Box<[u8]>` costs 16 bytes plus a heap block
+//! (with the allocator's own overhead) for every key, however short.
+
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+
+const INLINE: usize = 15;
+const INLINE_TAG: u8 = 0x80;
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Inline {
+    /// `INLINE_TAG | len`.
+    tag: u8,
+    bytes: [u8; INLINE],
+}
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Heap {
+    /// Byte 0 is 0 (the heap tag); bytes 1..8 hold the length, little-endian.
+    len: [u8; 8],
+    ptr: NonNull<u8>,
+}
+
+#[repr(C)]
+union Repr {
+    inline: Inline,
+    heap: Heap,
+}
+
+/// An owned key of any length in 16 bytes (plus a heap block when longer
+/// than 15 bytes).
+pub(crate) struct StoredKey {
+    repr: Repr,
+}
+
+// SAFETY: a StoredKey exclusively owns its bytes, like a Box<[u8]>.
+unsafe impl Send for StoredKey {}
+// SAFETY: shared access only reads the bytes.
+unsafe impl Sync for StoredKey {}
+
+const _: () = assert!(std::mem::size_of::<StoredKey>() == 16);
+
+impl StoredKey {
+    pub(crate) fn new(key: &[u8]) -> Self {
+        if key.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..key.len()].copy_from_slice(key);
+            return Self {
+                repr: Repr {
+                    inline: Inline {
+                        tag: INLINE_TAG | key.len() as u8,
+                        bytes,
+                    },
+                },
+            };
+        }
+        // Lengths above 2^56 cannot exist in memory.
+        let len = key.len() as u64;
+        let mut len_bytes = (len << 8).to_le_bytes();
+        len_bytes[0] = 0;
+        let boxed = ManuallyDrop::new(Box::<[u8]>::from(key));
+        let ptr = NonNull::new(boxed.as_ptr().cast_mut()).expect("boxed slices are non-null");
+        Self {
+            repr: Repr {
+                heap: Heap { len: len_bytes, ptr },
+            },
+        }
+    }
+
+    #[inline]
+    fn tag(&self) -> u8 {
+        // SAFETY: both variants start with an initialised byte at offset 0.
+        unsafe { self.repr.inline.tag }
+    }
+
+    #[inline]
+    fn heap_len(heap: &Heap) -> usize {
+        (u64::from_le_bytes(heap.len) >> 8) as usize
+    }
+
+    #[inline]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        let tag = self.tag();
+        if tag & INLINE_TAG != 0 {
+            // SAFETY: the tag says the inline variant is active.
+            let inline = unsafe { &self.repr.inline };
+            &inline.bytes[..usize::from(tag & !INLINE_TAG)]
+        } else {
+            // SAFETY: the tag says the heap variant is active; ptr and len
+            // come from a live boxed slice this key owns.
+            unsafe {
+                let heap = &self.repr.heap;
+                std::slice::from_raw_parts(heap.ptr.as_ptr(), Self::heap_len(heap))
+            }
+        }
+    }
+}
+
+impl Drop for StoredKey {
+    fn drop(&mut self) {
+        if self.tag() & INLINE_TAG == 0 {
+            // SAFETY: the heap variant owns a boxed slice of exactly this
+            // pointer and length, created in `new` and not freed before.
+            unsafe {
+                let heap = self.repr.heap;
+                let slice = std::ptr::slice_from_raw_parts_mut(heap.ptr.as_ptr(), Self::heap_len(&heap));
+                drop(Box::from_raw(slice));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_every_length_round_trip() {
+        for len in 0..100 {
+            let key: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            let stored = StoredKey::new(&key);
+            assert_eq!(stored.as_bytes(), &key[..], "length {len}");
+        }
+        let big = vec![0xAB; 1 << 16];
+        assert_eq!(StoredKey::new(&big).as_bytes(), &big[..]);
+    }
+}
