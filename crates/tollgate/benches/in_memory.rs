@@ -109,6 +109,9 @@ fn single_thread(c: &mut Criterion, group_name: &str, keys: &[String], open: boo
     group.finish();
 }
 
+/// One decision on a key, for any limiter.
+type Decide = Arc<dyn Fn(&String) + Send + Sync>;
+
 /// Runs `threads` threads, each making `iters` decisions on its own keys;
 /// returns the wall time.
 fn parallel(
@@ -140,33 +143,36 @@ fn parallel(
 
 /// Wall time for `iters` decisions per thread with one and with two threads
 /// on disjoint key sets: equal times mean perfect scaling (2x throughput).
+/// Two key sets: one key per thread, and 1,024 keys per thread.
 fn two_threads(c: &mut Criterion) {
-    let mut group = c.benchmark_group("threads_distinct_keys");
-    let all = keys(2_048);
-    let keys = Arc::new(vec![all[..1_024].to_vec(), all[1_024..].to_vec()]);
-    for strategy in Strategy::ALL {
-        let limiter = Arc::new(open_limiter(strategy));
+    for per_thread in [1, 1_024] {
+        let mut group = c.benchmark_group(format!("threads_distinct_keys_{per_thread}"));
+        let all = keys(2 * per_thread);
+        let keys = Arc::new(vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()]);
+        for strategy in Strategy::ALL {
+            let limiter = Arc::new(open_limiter(strategy));
+            for threads in [1, 2] {
+                let l = limiter.clone();
+                let decide: Decide = Arc::new(move |k| {
+                    black_box(l.check(k).allowed);
+                });
+                group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
+                    b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
+                });
+            }
+        }
+        let gov = Arc::new(open_governor());
         for threads in [1, 2] {
-            let l = limiter.clone();
-            let decide: Arc<dyn Fn(&String) + Send + Sync> = Arc::new(move |k| {
-                black_box(l.check(k).allowed);
+            let g = gov.clone();
+            let decide: Decide = Arc::new(move |k| {
+                black_box(g.check_key(k).is_ok());
             });
-            group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
+            group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
                 b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
             });
         }
+        group.finish();
     }
-    let gov = Arc::new(open_governor());
-    for threads in [1, 2] {
-        let g = gov.clone();
-        let decide: Arc<dyn Fn(&String) + Send + Sync> = Arc::new(move |k| {
-            black_box(g.check_key(k).is_ok());
-        });
-        group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
-            b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
-        });
-    }
-    group.finish();
 }
 
 /// Live heap bytes per active key with 100,000 keys.

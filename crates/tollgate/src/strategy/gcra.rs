@@ -13,7 +13,7 @@ pub struct GcraState {
 
 /// Decides one request under GCRA with burst `L * T` and interval `T`.
 ///
-/// Everything fits in 64 bits: `L * T <= W` and a validated window is far
+/// Everything fits in 64 bits: `L * T <= max(W, L)` and a validated window is far
 /// below `u64::MAX` ticks; additions saturate so even absurd clock readings
 /// cannot overflow.
 #[inline]
