@@ -1,0 +1,209 @@
+//! Replaying a trace through an in-memory limiter on the trace's own clock,
+//! and the statistics collected on the way.
+
+use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
+
+use crate::trace::{Request, Trace};
+
+/// What one strategy did with a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// The strategy replayed.
+    pub strategy: Strategy,
+    /// Requests in the trace.
+    pub requests: u64,
+    /// Requests admitted (peeks of cost 0 included).
+    pub admitted: u64,
+    /// Requests denied.
+    pub denied: u64,
+    /// Distinct keys in the trace.
+    pub keys: usize,
+    /// The busiest window of any key.
+    pub peak: Peak,
+}
+
+/// The most units admitted for one key inside one window length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// The units admitted within `[t, t + W)` for the best key and `t`.
+    pub units: u128,
+    /// The index of that key in [`Trace::keys`] (`None` when nothing with a
+    /// positive cost was admitted). Ties go to the key seen first.
+    pub key: Option<usize>,
+}
+
+/// Replays `trace` under `policy`: before each request the limiter's manual
+/// clock is set to the request's time, then the request is decided with
+/// [`Limiter::check_n`]. `sink` sees every request with its decision, in
+/// input order.
+///
+/// # Errors
+///
+/// The first error returned by `sink`, or [`tollgate::Error`] converted into
+/// `E` when the limiter cannot be built.
+pub fn replay<E>(
+    trace: &Trace,
+    policy: Policy,
+    mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
+) -> Result<Stats, E>
+where
+    E: From<tollgate::Error>,
+{
+    let clock = ManualClock::default();
+    let limiter = Limiter::builder()
+        .strategy(policy.strategy())
+        .limit(policy.limit())
+        .window(policy.window())
+        .clock(clock.clone())
+        .build()?;
+    let mut admitted_at: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.keys.len()];
+    let mut admitted = 0;
+    for request in &trace.requests {
+        clock.set_nanos(request.nanos);
+        let decision = limiter.check_n(trace.keys[request.key].as_bytes(), request.cost);
+        if decision.allowed {
+            admitted += 1;
+            if request.cost > 0 {
+                admitted_at[request.key].push((request.nanos, request.cost));
+            }
+        }
+        sink(request, &decision)?;
+    }
+    let window = policy.window().as_nanos();
+    let mut peak = Peak::default();
+    for (key, events) in admitted_at.iter_mut().enumerate() {
+        let units = peak_units(events, window);
+        if units > peak.units {
+            peak = Peak {
+                units,
+                key: Some(key),
+            };
+        }
+    }
+    let requests = trace.requests.len() as u64;
+    Ok(Stats {
+        strategy: policy.strategy(),
+        requests,
+        admitted,
+        denied: requests - admitted,
+        keys: trace.keys.len(),
+        peak,
+    })
+}
+
+/// The largest total cost of `events` (time in nanoseconds, cost) within any
+/// half-open interval `[t, t + window)`. Sorts `events` by time.
+pub fn peak_units(events: &mut [(u64, u64)], window: u128) -> u128 {
+    events.sort_unstable_by_key(|&(time, _)| time);
+    let mut best = 0;
+    let mut sum: u128 = 0;
+    let mut end = 0;
+    // The best interval can always start at an event's time.
+    for start in 0..events.len() {
+        let limit = u128::from(events[start].0) + window;
+        while end < events.len() && u128::from(events[end].0) < limit {
+            sum += u128::from(events[end].1);
+            end += 1;
+        }
+        best = best.max(sum);
+        sum -= u128::from(events[start].1);
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn peak_of_nothing_is_zero() {
+        assert_eq!(peak_units(&mut [], 10), 0);
+    }
+
+    #[test]
+    fn peak_window_is_half_open() {
+        let mut events = [(10, 1), (19, 2), (20, 4)];
+        assert_eq!(peak_units(&mut events, 10), 6); // [10, 20) or [19, 29)
+        let mut events = [(20, 4), (10, 1), (19, 2)];
+        assert_eq!(peak_units(&mut events, 11), 7); // [10, 21)
+        assert_eq!(peak_units(&mut events, 1), 4);
+    }
+
+    #[test]
+    fn peak_matches_brute_force() {
+        let mut seed = 7u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for _ in 0..200 {
+            let n = next(30) as usize;
+            let window = u128::from(next(50) + 1);
+            let events: Vec<(u64, u64)> = (0..n).map(|_| (next(200), next(5))).collect();
+            let brute = events
+                .iter()
+                .map(|&(t, _)| {
+                    events
+                        .iter()
+                        .filter(|&&(u, _)| u >= t && u128::from(u) < u128::from(t) + window)
+                        .map(|&(_, c)| u128::from(c))
+                        .sum::<u128>()
+                })
+                .max()
+                .unwrap_or(0);
+            assert_eq!(peak_units(&mut events.clone(), window), brute);
+        }
+    }
+
+    #[test]
+    fn replay_counts_and_names_the_busiest_key() {
+        let trace = Trace::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes()).unwrap();
+        let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
+        let mut seen = Vec::new();
+        let stats = replay(&trace, policy, |r, d| {
+            seen.push((r.line, d.allowed));
+            Ok::<_, tollgate::Error>(())
+        })
+        .unwrap();
+        assert_eq!(seen, [(2, true), (3, true), (4, true), (5, true), (6, true)]);
+        assert_eq!(
+            (stats.requests, stats.admitted, stats.denied, stats.keys),
+            (5, 5, 0, 2)
+        );
+        // b: 2 + 1 in [0, 1s), then 2 at 1s: the window [1ms, 1001ms) holds 3.
+        assert_eq!(
+            stats.peak,
+            Peak {
+                units: 3,
+                key: Some(1)
+            }
+        );
+    }
+
+    #[test]
+    fn replay_stops_at_the_first_sink_error() {
+        #[derive(Debug)]
+        enum E {
+            Sink,
+            Lib,
+        }
+        impl From<tollgate::Error> for E {
+            fn from(_: tollgate::Error) -> Self {
+                E::Lib
+            }
+        }
+        let trace = Trace::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
+        let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
+        let mut calls = 0;
+        let result = replay(&trace, policy, |_, _| {
+            calls += 1;
+            Err(E::Sink)
+        });
+        assert!(matches!(result, Err(E::Sink)));
+        assert_eq!(calls, 1);
+    }
+}

@@ -1,0 +1,302 @@
+//! Output: the summary table and the per-request decisions file.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tempfile::NamedTempFile;
+use tollgate::{Decision, Strategy};
+
+use crate::replay::Stats;
+use crate::trace::Request;
+
+/// The header row of a decisions file.
+pub const DECISIONS_HEADER: [&str; 7] = [
+    "time",
+    "key",
+    "cost",
+    "allowed",
+    "remaining",
+    "reset_ms",
+    "retry_after_ms",
+];
+
+/// The path of the decisions file of `strategy` when several are written:
+/// the strategy name goes before the extension (`out.csv` becomes
+/// `out.fixed_window.csv`; `out` becomes `out.fixed_window`).
+///
+/// Returns `None` when `path` does not name a file.
+pub fn path_for_strategy(path: &Path, strategy: Strategy) -> Option<PathBuf> {
+    let stem = path.file_stem()?;
+    let mut name = OsString::from(stem);
+    name.push(".");
+    name.push(strategy.name());
+    if let Some(ext) = path.extension() {
+        name.push(".");
+        name.push(ext);
+    }
+    Some(path.with_file_name(name))
+}
+
+/// Whole milliseconds in `d`, rounded up.
+pub fn ceil_millis(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000_000)
+}
+
+/// A decisions file being written: rows go to a temporary file in the
+/// target's directory, which replaces the target only on [`finish`]
+/// followed by [`Finished::persist`], so an error never leaves a partial file.
+///
+/// [`finish`]: DecisionsFile::finish
+pub struct DecisionsFile {
+    /// Where the file goes once complete.
+    path: PathBuf,
+    /// Rows are written to a temporary file beside `path`.
+    writer: csv::Writer<NamedTempFile>,
+}
+
+/// A complete decisions file waiting to be moved into place.
+pub struct Finished {
+    /// Where the file goes.
+    path: PathBuf,
+    /// The complete, flushed temporary file.
+    file: NamedTempFile,
+}
+
+impl DecisionsFile {
+    /// Starts a decisions file that will end up at `path`, writing the header.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the temporary file cannot be created or written.
+    pub fn create(path: &Path) -> io::Result<DecisionsFile> {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".tollgate-decisions-").suffix(".tmp");
+        #[cfg(unix)]
+        {
+            // Like File::create: 0666 less the umask (tempfile defaults to 0600).
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let file = builder.tempfile_in(dir)?;
+        let mut writer = csv::Writer::from_writer(file);
+        writer.write_record(DECISIONS_HEADER).map_err(io::Error::from)?;
+        Ok(DecisionsFile {
+            path: path.to_owned(),
+            writer,
+        })
+    }
+
+    /// The path the file will have once persisted.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the row of one request.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the row cannot be written.
+    pub fn write(&mut self, request: &Request, key: &str, decision: &Decision) -> io::Result<()> {
+        let retry_after = match decision.retry_after {
+            Some(d) if !decision.allowed => ceil_millis(d).to_string(),
+            _ => String::new(),
+        };
+        self.writer
+            .write_record([
+                request.time.as_str(),
+                key,
+                &request.cost.to_string(),
+                if decision.allowed { "true" } else { "false" },
+                &decision.remaining.to_string(),
+                &ceil_millis(decision.reset).to_string(),
+                &retry_after,
+            ])
+            .map_err(io::Error::from)
+    }
+
+    /// Flushes every row to the temporary file.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when flushing fails.
+    pub fn finish(self) -> io::Result<Finished> {
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|e| io::Error::new(e.error().kind(), e.to_string()))?;
+        Ok(Finished {
+            path: self.path,
+            file,
+        })
+    }
+}
+
+impl Finished {
+    /// The path the file will have once persisted.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the temporary file to its final path, replacing any file there.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the rename fails (the temporary file is removed).
+    pub fn persist(self) -> io::Result<()> {
+        self.file.persist(&self.path).map(drop).map_err(|e| e.error)
+    }
+}
+
+/// The summary: a title line naming the policy, then an aligned table with
+/// one row per strategy. `keys` resolves the key indices in `stats`.
+pub fn summary(limit: u64, window: Duration, stats: &[Stats], keys: &[String]) -> String {
+    let header = [
+        "strategy",
+        "requests",
+        "admitted",
+        "denied",
+        "keys",
+        "max_in_window",
+        "max_key",
+    ];
+    let rows: Vec<[String; 7]> = stats
+        .iter()
+        .map(|s| {
+            let key = s.peak.key.and_then(|k| keys.get(k));
+            [
+                s.strategy.name().to_owned(),
+                s.requests.to_string(),
+                s.admitted.to_string(),
+                s.denied.to_string(),
+                s.keys.to_string(),
+                s.peak.units.to_string(),
+                key.map_or_else(|| "-".to_owned(), |k| k.escape_debug().to_string()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = format!("limit {limit} per {}\n", humantime::format_duration(window));
+    let header = header.map(str::to_owned);
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(width - cell.chars().count());
+            match i {
+                0 => line.push_str(&format!("{cell}{pad}")),
+                6 => line.push_str(&format!("  {cell}")),
+                _ => line.push_str(&format!("  {pad}{cell}")),
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::Peak;
+
+    #[test]
+    fn strategy_goes_before_the_extension() {
+        let p = |s: &str| path_for_strategy(Path::new(s), Strategy::FixedWindow);
+        assert_eq!(p("out.csv"), Some("out.fixed_window.csv".into()));
+        assert_eq!(p("dir/run.1.csv"), Some("dir/run.1.fixed_window.csv".into()));
+        assert_eq!(p("out"), Some("out.fixed_window".into()));
+        assert_eq!(p("dir/.csv"), Some("dir/.csv.fixed_window".into()));
+        assert_eq!(p("/"), None);
+        assert_eq!(p(".."), None);
+    }
+
+    #[test]
+    fn milliseconds_round_up() {
+        assert_eq!(ceil_millis(Duration::ZERO), 0);
+        assert_eq!(ceil_millis(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_millis(Duration::from_millis(3)), 3);
+        assert_eq!(ceil_millis(Duration::from_nanos(3_000_001)), 4);
+        assert_eq!(ceil_millis(Duration::from_nanos(2_999_999)), 3);
+    }
+
+    #[test]
+    fn summary_is_aligned() {
+        let stats = |strategy, admitted, units, key| Stats {
+            strategy,
+            requests: 1200,
+            admitted,
+            denied: 1200 - admitted,
+            keys: 2,
+            peak: Peak { units, key },
+        };
+        let keys = ["10.0.0.1".to_owned(), "k".to_owned()];
+        let text = summary(
+            5,
+            Duration::from_millis(1500),
+            &[
+                stats(Strategy::FixedWindow, 1000, 10, Some(0)),
+                stats(Strategy::LeakyBucket, 7, 5, Some(1)),
+                stats(Strategy::TokenBucket, 0, 0, None),
+            ],
+            &keys,
+        );
+        let expected = "\
+limit 5 per 1s 500ms
+strategy      requests  admitted  denied  keys  max_in_window  max_key
+fixed_window      1200      1000     200     2             10  10.0.0.1
+leaky_bucket      1200         7    1193     2              5  k
+token_bucket      1200         0    1200     2              0  -
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn decisions_file_appears_only_when_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.csv");
+        let mut file = DecisionsFile::create(&path).unwrap();
+        let request = Request {
+            line: 2,
+            time: "2024-05-01T12:00:00+02:00".into(),
+            nanos: 0,
+            key: 0,
+            cost: 2,
+        };
+        let decision = Decision {
+            allowed: false,
+            limit: 1,
+            remaining: 0,
+            reset: Duration::from_nanos(1_000_001),
+            retry_after: Some(Duration::from_nanos(1)),
+        };
+        file.write(&request, "a,b", &decision).unwrap();
+        let finished = file.finish().unwrap();
+        assert!(!path.exists());
+        finished.persist().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "time,key,cost,allowed,remaining,reset_ms,retry_after_ms\n\
+             2024-05-01T12:00:00+02:00,\"a,b\",2,false,0,2,1\n"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn abandoned_decisions_file_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = DecisionsFile::create(&dir.path().join("d.csv")).unwrap();
+        drop(file);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,152 @@
+//! Helpers shared by the integration tests: running the real binary, reading
+//! CSV output and recomputing decisions with the library.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use tollgate::strategy::{decide, State};
+use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
+
+/// Runs `tollgate` with `args`.
+pub fn tollgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .output()
+        .expect("running the tollgate binary")
+}
+
+/// Runs `tollgate`, asserts that it succeeded and returns its stdout.
+pub fn tollgate_ok(args: &[&str]) -> String {
+    let out = tollgate(args);
+    assert!(
+        out.status.success(),
+        "tollgate {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+}
+
+/// A path under the repository's `examples/traces`.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/traces")
+        .join(name)
+}
+
+/// A path as a `&str` argument.
+pub fn arg(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// Reads a CSV file (with its header as the first row).
+pub fn read_csv(path: &Path) -> Vec<Vec<String>> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    reader
+        .records()
+        .map(|r| r.expect("valid CSV").iter().map(str::to_owned).collect())
+        .collect()
+}
+
+/// One request: time in nanoseconds since the epoch, key and cost.
+#[derive(Clone, Debug)]
+pub struct Req {
+    pub nanos: u64,
+    pub key: String,
+    pub cost: u64,
+}
+
+/// The sample trace's requests: (time field, key, cost).
+pub fn sample_requests() -> Vec<(String, Req)> {
+    let rows = read_csv(&example("sample.csv"));
+    let header = &rows[0];
+    let col = |name: &str| header.iter().position(|h| h == name).expect("column");
+    let (t, k, c) = (col("time"), col("key"), col("cost"));
+    rows[1..]
+        .iter()
+        .map(|r| {
+            let ms: u64 = r[t].parse().expect("integer ms");
+            let cost = if r[c].is_empty() {
+                1
+            } else {
+                r[c].parse().expect("cost")
+            };
+            (
+                r[t].clone(),
+                Req {
+                    nanos: ms * 1_000_000,
+                    key: r[k].clone(),
+                    cost,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The decision columns of a decisions row: allowed, remaining, reset_ms,
+/// retry_after_ms.
+pub fn columns(d: &Decision) -> [String; 4] {
+    let ceil_ms = |d: Duration| d.as_nanos().div_ceil(1_000_000).to_string();
+    [
+        d.allowed.to_string(),
+        d.remaining.to_string(),
+        ceil_ms(d.reset),
+        match d.retry_after {
+            Some(r) if !d.allowed => ceil_ms(r),
+            _ => String::new(),
+        },
+    ]
+}
+
+/// Decisions of an in-memory limiter driven by a manual clock.
+pub fn limiter_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
+    let clock = ManualClock::default();
+    let limiter = Limiter::builder()
+        .policy(policy)
+        .clock(clock.clone())
+        .build()
+        .expect("valid policy");
+    reqs.iter()
+        .map(|r| {
+            clock.set_nanos(r.nanos);
+            limiter.check_n(&r.key, r.cost)
+        })
+        .collect()
+}
+
+/// Decisions of the library's pure strategy functions, one state per key.
+pub fn pure_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
+    let rate = policy.rate_nanos();
+    let mut states: std::collections::HashMap<String, Option<State>> = Default::default();
+    reqs.iter()
+        .map(|r| {
+            let state = states.entry(r.key.clone()).or_default();
+            let (outcome, next) = decide(policy.strategy(), &rate, *state, r.nanos, r.cost);
+            *state = next;
+            Decision::from_outcome(outcome, policy.limit(), Tick::Nanos)
+        })
+        .collect()
+}
+
+/// Builds a policy, panicking on invalid values.
+pub fn policy(strategy: Strategy, limit: u64, window: Duration) -> Policy {
+    Policy::new(strategy, limit, window).expect("valid policy")
+}
+
+/// A deterministic pseudo-random generator (64-bit LCG).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A number in `0..m`.
+    pub fn below(&mut self, m: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % m
+    }
+}

@@ -1,0 +1,399 @@
+//! The decisions file and the summary of `tollgate simulate`, checked
+//! against the library making the same decisions.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tollgate::Strategy;
+
+const HEADER: [&str; 7] = [
+    "time",
+    "key",
+    "cost",
+    "allowed",
+    "remaining",
+    "reset_ms",
+    "retry_after_ms",
+];
+
+#[test]
+fn decisions_file_has_the_header_and_one_row_per_request_in_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.csv");
+    tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&example("sample.csv")),
+        "--strategy",
+        "fixed_window",
+        "--limit",
+        "20",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&out),
+    ]);
+    let rows = read_csv(&out);
+    assert_eq!(rows[0], HEADER);
+    let input = sample_requests();
+    assert!(input.len() > 2500, "the sample should hold about 3,000 requests");
+    assert_eq!(rows.len() - 1, input.len());
+    for (row, (time, req)) in rows[1..].iter().zip(&input) {
+        assert_eq!(row.len(), 7);
+        assert_eq!(
+            (&row[0], &row[1], &row[2]),
+            (time, &req.key, &req.cost.to_string())
+        );
+    }
+    // Only the decisions file is left in the directory (no temporary file).
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn every_row_equals_the_library_decision_on_the_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let reqs: Vec<Req> = sample_requests().into_iter().map(|(_, r)| r).collect();
+    for (limit, window, text) in [
+        (20, Duration::from_secs(1), "1s"),
+        (60, Duration::from_secs(5), "5s"),
+    ] {
+        let out = dir.path().join(format!("w{text}.csv"));
+        let limit_arg = limit.to_string();
+        tollgate_ok(&[
+            "simulate",
+            "--trace",
+            arg(&example("sample.csv")),
+            "--strategy",
+            "all",
+            "--limit",
+            &limit_arg,
+            "--window",
+            text,
+            "--decisions",
+            arg(&out),
+        ]);
+        for strategy in Strategy::ALL {
+            let file = dir.path().join(format!("w{text}.{}.csv", strategy.name()));
+            let rows = read_csv(&file);
+            let expected = limiter_decisions(policy(strategy, limit, window), &reqs);
+            assert_eq!(rows.len() - 1, expected.len());
+            let denied = expected.iter().filter(|d| !d.allowed).count();
+            assert!(
+                denied > 0,
+                "{strategy} {text}: the sample should make the limiter deny"
+            );
+            for (i, (row, d)) in rows[1..].iter().zip(&expected).enumerate() {
+                assert_eq!(row[3..], columns(d), "{strategy} {text}: row {} ({row:?})", i + 2);
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_equal_the_pure_strategy_functions_when_time_goes_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Lcg(42);
+    for case in 0..6 {
+        let limit = 1 + rng.below(6);
+        // Windows that are not whole milliseconds exercise the rounding.
+        let window_us = [1_000, 1_500, 250_000, 1_000_000, 333, 7_777][case];
+        let window = Duration::from_micros(window_us);
+        let mut t: u64 = 1_714_564_800_000;
+        let mut text = String::from("key,time,cost\n");
+        let mut reqs = Vec::new();
+        for _ in 0..300 {
+            // Mostly forwards, sometimes backwards, sometimes the same instant.
+            let step = rng.below(4 * (window_us / 1000 + 1));
+            t = if rng.below(5) == 0 {
+                t.saturating_sub(step)
+            } else {
+                t + step
+            };
+            let key = format!("k{}", rng.below(3));
+            let cost = [1, 1, 1, 0, 2, limit, limit + 1][rng.below(7) as usize];
+            text.push_str(&format!("{key},{t},{cost}\n"));
+            reqs.push(Req {
+                nanos: t * 1_000_000,
+                key,
+                cost,
+            });
+        }
+        let trace = dir.path().join(format!("case{case}.csv"));
+        std::fs::write(&trace, text).unwrap();
+        for strategy in Strategy::ALL {
+            let out = dir.path().join(format!("case{case}.{}.out.csv", strategy.name()));
+            let window_arg = format!("{window_us}us");
+            let limit_arg = limit.to_string();
+            tollgate_ok(&[
+                "simulate",
+                "--trace",
+                arg(&trace),
+                "--strategy",
+                strategy.name(),
+                "--limit",
+                &limit_arg,
+                "--window",
+                &window_arg,
+                "--decisions",
+                arg(&out),
+            ]);
+            let rows = read_csv(&out);
+            let expected = pure_decisions(policy(strategy, limit, window), &reqs);
+            assert_eq!(rows.len() - 1, expected.len());
+            for (i, (row, d)) in rows[1..].iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    row[3..],
+                    columns(d),
+                    "case {case} {strategy} L={limit} W={window_us}us: row {}",
+                    i + 2
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reset_and_retry_after_round_up_to_whole_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    // Half a microsecond past a whole second, then the same instant again.
+    std::fs::write(
+        &trace,
+        "time,key\n2024-05-01T10:00:00.0000005Z,a\n2024-05-01T10:00:00.0000005Z,a\n",
+    )
+    .unwrap();
+    let out = dir.path().join("d.csv");
+    let run = |strategy: &str, limit: &str| {
+        tollgate_ok(&[
+            "simulate",
+            "--trace",
+            arg(&trace),
+            "--strategy",
+            strategy,
+            "--limit",
+            limit,
+            "--window",
+            "1s",
+            "--decisions",
+            arg(&out),
+        ]);
+        read_csv(&out)
+    };
+    // Fixed window: 999.9995 ms to the end of the bucket.
+    let rows = run("fixed_window", "1");
+    assert_eq!(rows[1][3..], ["true", "0", "1000", ""]);
+    assert_eq!(rows[2][3..], ["false", "0", "1000", "1000"]);
+    // Token bucket with L = 3: T = 333,333,333 ns, i.e. 333.33 ms.
+    let rows = run("token_bucket", "3");
+    assert_eq!(rows[1][3..], ["true", "2", "334", ""]);
+    assert_eq!(rows[2][3..], ["true", "1", "667", ""]);
+}
+
+#[test]
+fn all_writes_four_files_equal_to_single_strategy_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = |name: &str| {
+        vec![
+            "simulate".to_owned(),
+            "--trace".to_owned(),
+            arg(&example("sample.csv")).to_owned(),
+            "--limit".to_owned(),
+            "30".to_owned(),
+            "--window".to_owned(),
+            "2s".to_owned(),
+            "--decisions".to_owned(),
+            arg(&dir.path().join(name)).to_owned(),
+            "--strategy".to_owned(),
+        ]
+    };
+    let mut all = base("all.csv");
+    all.push("all".to_owned());
+    let stdout = tollgate_ok(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "all.fixed_window.csv",
+            "all.leaky_bucket.csv",
+            "all.sliding_window.csv",
+            "all.token_bucket.csv"
+        ]
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{stdout}");
+    for (strategy, line) in Strategy::ALL.iter().zip(&lines[2..]) {
+        assert!(line.starts_with(strategy.name()), "{stdout}");
+        let mut one = base("one.csv");
+        one.push(strategy.name().to_owned());
+        let single = tollgate_ok(&one.iter().map(String::as_str).collect::<Vec<_>>());
+        let all_file = std::fs::read(dir.path().join(format!("all.{strategy}.csv"))).unwrap();
+        assert_eq!(
+            all_file,
+            std::fs::read(dir.path().join("one.csv")).unwrap(),
+            "{strategy}"
+        );
+        assert_eq!(
+            single
+                .lines()
+                .nth(2)
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            { line.split_whitespace().collect::<Vec<_>>() }
+        );
+    }
+}
+
+#[test]
+fn rfc3339_times_with_offsets_match_integer_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = example("rfc3339.csv");
+    let rows = read_csv(&source);
+    assert_eq!(rows[0], ["key", "cost", "time"]);
+    // The same instants as integer milliseconds, worked out by hand.
+    let base = 1_714_557_600_000u64; // 2024-05-01T10:00:00Z
+    let offsets_ms = [100, 200, 300, 400, 1050, 900, 1000, 2500];
+    assert_eq!(rows.len() - 1, offsets_ms.len());
+    let mut ms_text = String::from("key,cost,time\n");
+    for (row, off) in rows[1..].iter().zip(offsets_ms) {
+        ms_text.push_str(&format!("{},{},{}\n", row[0], row[1], base + off));
+    }
+    let ms_trace = dir.path().join("ms.csv");
+    std::fs::write(&ms_trace, ms_text).unwrap();
+    let run = |trace: &std::path::Path, out: &str| {
+        let out = dir.path().join(out);
+        let stdout = tollgate_ok(&[
+            "simulate",
+            "--trace",
+            arg(trace),
+            "--strategy",
+            "all",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--decisions",
+            arg(&out),
+        ]);
+        (stdout, out)
+    };
+    let (rfc_stdout, _) = run(&source, "rfc.csv");
+    let (ms_stdout, _) = run(&ms_trace, "ms.csv");
+    assert_eq!(rfc_stdout, ms_stdout);
+    for strategy in Strategy::ALL {
+        let rfc = read_csv(&dir.path().join(format!("rfc.{strategy}.csv")));
+        let ms = read_csv(&dir.path().join(format!("ms.{strategy}.csv")));
+        for (i, (a, b)) in rfc[1..].iter().zip(&ms[1..]).enumerate() {
+            assert_eq!(a[0], rows[i + 1][2], "time is copied exactly as given");
+            assert_eq!(a[1..], b[1..], "{strategy} row {}", i + 2);
+        }
+    }
+    // The third request for 10.0.0.1 is the third within one second.
+    let fixed = read_csv(&dir.path().join("rfc.fixed_window.csv"));
+    assert_eq!(
+        fixed[3],
+        [
+            "2024-05-01T06:00:00.300-04:00",
+            "10.0.0.1",
+            "1",
+            "false",
+            "0",
+            "700",
+            "700"
+        ]
+    );
+}
+
+#[test]
+fn summary_table_for_all_strategies() {
+    let stdout = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&example("rfc3339.csv")),
+        "--strategy",
+        "all",
+        "--limit",
+        "2",
+        "--window",
+        "1s",
+    ]);
+    // Worked out by hand from SEMANTICS.md; ties in max_in_window go to the
+    // key seen first.
+    let expected = "\
+limit 2 per 1s
+strategy        requests  admitted  denied  keys  max_in_window  max_key
+fixed_window           8         5       3     2              3  10.0.0.1
+sliding_window         8         3       5     2              2  10.0.0.1
+token_bucket           8         5       3     2              3  10.0.0.1
+leaky_bucket           8         5       3     2              3  10.0.0.1
+";
+    assert_eq!(stdout, expected);
+}
+
+#[test]
+fn summary_counts_match_the_decisions_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.csv");
+    let stdout = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&example("sample.csv")),
+        "--strategy",
+        "sliding_window",
+        "--limit",
+        "25",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&out),
+    ]);
+    let rows = read_csv(&out);
+    let admitted = rows[1..].iter().filter(|r| r[3] == "true").count();
+    let denied = rows.len() - 1 - admitted;
+    // Brute force: the most units admitted for one key within [t, t + 1s).
+    let reqs = sample_requests();
+    let mut best = (0u64, String::new());
+    let mut keys: Vec<&str> = Vec::new();
+    for (_, r) in &reqs {
+        if !keys.contains(&r.key.as_str()) {
+            keys.push(&r.key);
+        }
+    }
+    for key in &keys {
+        let events: Vec<(u64, u64)> = reqs
+            .iter()
+            .zip(&rows[1..])
+            .filter(|((_, r), row)| r.key == *key && row[3] == "true")
+            .map(|((_, r), _)| (r.nanos, r.cost))
+            .collect();
+        for &(t, _) in &events {
+            let units = events
+                .iter()
+                .filter(|&&(u, _)| u >= t && u < t + 1_000_000_000)
+                .map(|&(_, c)| c)
+                .sum::<u64>();
+            if units > best.0 {
+                best = (units, key.to_string());
+            }
+        }
+    }
+    let line = stdout.lines().nth(2).unwrap();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    let expected = [
+        "sliding_window".to_owned(),
+        (rows.len() - 1).to_string(),
+        admitted.to_string(),
+        denied.to_string(),
+        keys.len().to_string(),
+        best.0.to_string(),
+        best.1,
+    ];
+    assert_eq!(cells, expected);
+    assert_eq!(keys.len(), 20);
+}

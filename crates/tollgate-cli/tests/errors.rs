@@ -1,0 +1,291 @@
+//! Invalid input makes `tollgate simulate` fail with a message naming the
+//! problem (and the line), a non-zero exit code and no output file.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::*;
+
+/// Runs `simulate` on `trace` (bytes) with `--decisions` into a fresh
+/// directory; returns the output and the names of the files left beside the
+/// trace.
+fn simulate_bytes(trace: &[u8], extra: &[&str]) -> (Output, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.csv");
+    std::fs::write(&path, trace).unwrap();
+    let out = dir.path().join("out.csv");
+    let mut args = vec![
+        "simulate",
+        "--trace",
+        arg(&path),
+        "--decisions",
+        arg(&out),
+        "--strategy",
+        "all",
+    ];
+    args.extend_from_slice(extra);
+    if !extra.contains(&"--limit") {
+        args.extend_from_slice(&["--limit", "3"]);
+    }
+    if !extra.contains(&"--window") {
+        args.extend_from_slice(&["--window", "1s"]);
+    }
+    let output = tollgate(&args);
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    (output, files)
+}
+
+/// Asserts a clean failure: exit code 1, nothing on stdout, one `error:`
+/// line on stderr containing every fragment, and no file but the trace.
+fn assert_fails(trace: &[u8], fragments: &[&str]) {
+    let (out, files) = simulate_bytes(trace, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for fragment in fragments {
+        assert!(stderr.contains(fragment), "expected {fragment:?} in {stderr}");
+    }
+    assert_eq!(files, ["trace.csv"], "no decisions file may be left behind");
+}
+
+const GOOD: &str = "time,key,cost,path\n1714564800000,a,1,/x\n1714564800001,b,2,/y\n";
+
+#[test]
+fn a_valid_trace_passes_the_same_harness() {
+    let (out, files) = simulate_bytes(GOOD.as_bytes(), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(files.len(), 5);
+}
+
+#[test]
+fn malformed_lines_name_the_line_and_the_problem() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "1714564800002,c,1,/z\nsoon,d,1,/z\n",
+            &["line 5:", "bad time \"soon\""],
+        ),
+        (
+            "1714564800002,c,1,/z\n1.5,d,1,/z\n",
+            &["line 5:", "bad time \"1.5\""],
+        ),
+        (",d,1,/z\n", &["line 4:", "empty time"]),
+        ("-5,d,1,/z\n", &["line 4:", "before the Unix epoch"]),
+        (
+            "1969-12-31T23:59:59Z,d,1,/z\n",
+            &["line 4:", "before the Unix epoch"],
+        ),
+        ("18446744073710,d,1,/z\n", &["line 4:", "overflow 64 bits"]),
+        (
+            "2600-01-01T00:00:00+01:00,d,1,/z\n",
+            &["line 4:", "overflow 64 bits"],
+        ),
+        (
+            "1714564800002,d,x,/z\n",
+            &["line 4:", "bad cost \"x\"", "non-negative integer"],
+        ),
+        (
+            "1714564800002,d,-2,/z\n",
+            &["line 4:", "bad cost \"-2\"", "must not be negative"],
+        ),
+        (
+            "1714564800002,d,99999999999999999999,/z\n",
+            &["line 4:", "bad cost", "too large"],
+        ),
+        ("1714564800002,,1,/z\n", &["line 4:", "empty key"]),
+        ("1714564800002,  ,1,/z\n", &["line 4:", "empty key"]),
+        (
+            "1714564800002\n",
+            &["line 4:", "missing `key` field", "expected 4 fields, found 1"],
+        ),
+        ("1714564800002,d\n", &["line 4:", "missing `cost` field"]),
+        (
+            "1714564800002,d,1\n",
+            &["line 4:", "wrong number of fields: expected 4, found 3"],
+        ),
+        (
+            "1714564800002,d,1,/z,extra\n",
+            &["line 4:", "wrong number of fields: expected 4, found 5"],
+        ),
+        ("\n\n1714564800002,d,1\n", &["line 6:", "wrong number of fields"]),
+    ];
+    for (tail, fragments) in cases {
+        let trace = format!("{GOOD}{tail}");
+        assert_fails(trace.as_bytes(), fragments);
+    }
+}
+
+#[test]
+fn invalid_utf8_names_the_line() {
+    let mut trace = GOOD.as_bytes().to_vec();
+    trace.extend_from_slice(b"1714564800002,\xff\xfe,1,/z\n");
+    assert_fails(&trace, &["line 4:", "invalid UTF-8"]);
+}
+
+#[test]
+fn missing_columns_are_named() {
+    assert_fails(b"key,cost\na,1\n", &["line 1:", "missing column `time`"]);
+    assert_fails(b"time,cost,path\n1,1,/\n", &["line 1:", "missing column `key`"]);
+    assert_fails(b"time,key,Key\n1,a,b\n", &["line 1:", "duplicate column `key`"]);
+    assert_fails(b"", &["line 1:", "empty trace"]);
+}
+
+#[test]
+fn an_error_keeps_an_existing_decisions_file_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, format!("{GOOD}oops,c,1,/z\n")).unwrap();
+    let out = dir.path().join("out.csv");
+    std::fs::write(&out, "previous run\n").unwrap();
+    let output = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "token_bucket",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&out),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous run\n");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn bad_flags_name_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--limit", "0"], "--limit"),
+        (&["--limit", "-1"], "--limit"),
+        (&["--limit", "ten"], "--limit"),
+        (&["--window", "1 mnute"], "--window"),
+        (&["--window", "1"], "--window"),
+        (&["--window", "0s"], "--window"),
+        (&["--window", "500ns"], "--window"),
+        (&["--window", "200years"], "--window"),
+    ];
+    for (extra, flag) in cases {
+        let (out, files) = simulate_bytes(GOOD.as_bytes(), extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}");
+        assert_ne!(out.status.code(), Some(101), "{extra:?} panicked: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(stderr.contains(flag), "{extra:?}: expected {flag} in {stderr}");
+        assert_eq!(files, ["trace.csv"]);
+    }
+    let (out, _) = simulate_bytes(GOOD.as_bytes(), &["--limit", "0"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: invalid --limit 0: must be at least 1\n"
+    );
+}
+
+#[test]
+fn unknown_strategy_is_rejected() {
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&example("sample.csv")),
+        "--strategy",
+        "leaky",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--strategy") && stderr.contains("leaky_bucket"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unreadable_trace_and_unwritable_decisions_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.csv");
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&missing),
+        "--strategy",
+        "all",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.starts_with("error: cannot open trace") && stderr.contains("missing.csv"),
+        "{stderr}"
+    );
+
+    let nowhere = dir.path().join("no/such/dir/out.csv");
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&example("rfc3339.csv")),
+        "--strategy",
+        "fixed_window",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&nowhere),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.starts_with("error: cannot write decisions file"),
+        "{stderr}"
+    );
+    assert!(!Path::new(&nowhere).exists());
+}
+
+#[test]
+fn extreme_values_do_not_panic() {
+    let trace = "time,key,cost\n\
+        18446744073709,a,18446744073709551615\n\
+        18446744073709,a,1\n\
+        0,a,0\n\
+        0,a,18446744073709551615\n\
+        18446744073709,b,0\n\
+        2554-07-21T23:34:33.709551615Z,b,1\n\
+        2554-07-21T23:34:33.709551615Z,b,1\n";
+    for (limit, window) in [("1", "1us"), ("18446744073709551615", "36500days"), ("7", "1h")] {
+        let (out, _) = simulate_bytes(trace.as_bytes(), &["--limit", limit, "--window", window]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "L={limit} W={window}: {stderr}");
+    }
+}
+
+#[test]
+fn garbage_input_never_panics() {
+    let mut rng = Lcg(9);
+    let alphabet = b"0123456789,,,\n\n\r\"-:TZ+.abc \xff";
+    for _ in 0..40 {
+        let mut trace = b"time,key,cost\n".to_vec();
+        let len = rng.below(120) as usize;
+        trace.extend((0..len).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]));
+        let (out, _) = simulate_bytes(&trace, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{trace:?}: {stderr}");
+        if !out.status.success() {
+            assert!(stderr.starts_with("error: "), "{stderr}");
+        }
+    }
+}
