@@ -46,17 +46,32 @@ pub trait Store: Send + Sync + 'static {
     fn delete(&self, key: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
+/// What every binding of one adapter shares.
 struct Shared<S> {
-    store: S,
-    locks: Box<[tokio::sync::Mutex<()>]>,
+    store: Arc<S>,
+    locks: Arc<[tokio::sync::Mutex<()>]>,
     hasher: ahash::RandomState,
     clock: SharedClock,
     tick: Tick,
 }
 
+impl<S> Clone for Shared<S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            locks: self.locks.clone(),
+            hasher: self.hasher.clone(),
+            clock: self.clock.clone(),
+            tick: self.tick,
+        }
+    }
+}
+
 /// Runs the strategies on top of a custom [`Store`].
+///
+/// Clones share the store and the locks.
 pub struct StoreBackend<S> {
-    shared: Arc<Shared<S>>,
+    shared: Shared<S>,
 }
 
 impl<S> Clone for StoreBackend<S> {
@@ -67,51 +82,43 @@ impl<S> Clone for StoreBackend<S> {
     }
 }
 
+fn locks(count: usize) -> Arc<[tokio::sync::Mutex<()>]> {
+    (0..count).map(|_| tokio::sync::Mutex::new(())).collect()
+}
+
 impl<S: Store> StoreBackend<S> {
     /// An adapter over `store` on the system clock with [`DEFAULT_LOCKS`]
     /// locks and nanosecond ticks.
     pub fn new(store: S) -> Self {
-        Self::build(store, Arc::new(SystemClock), DEFAULT_LOCKS, Tick::Nanos)
+        Self {
+            shared: Shared {
+                store: Arc::new(store),
+                locks: locks(DEFAULT_LOCKS),
+                hasher: ahash::RandomState::new(),
+                clock: Arc::new(SystemClock),
+                tick: Tick::Nanos,
+            },
+        }
     }
 
     /// Uses `clock` instead of the system clock.
-    pub fn with_clock(self, clock: impl Clock) -> Self {
-        self.rebuild(|s| s.clock = Arc::new(clock))
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.shared.clock = Arc::new(clock);
+        self
     }
 
-    /// Uses `locks` key-sharded locks (rounded up to a power of two, at least 1).
-    pub fn with_locks(self, locks: usize) -> Self {
-        let count = locks.clamp(1, 1 << 20).next_power_of_two();
-        self.rebuild(|s| s.locks = (0..count).map(|_| tokio::sync::Mutex::new(())).collect())
+    /// Uses `locks` key-sharded locks (rounded up to a power of two, at most
+    /// 2^20).
+    pub fn with_locks(mut self, count: usize) -> Self {
+        self.shared.locks = locks(count.clamp(1, 1 << 20).next_power_of_two());
+        self
     }
 
     /// Counts time in `tick`s (microseconds suit stores whose numbers are
     /// doubles).
-    pub fn with_tick(self, tick: Tick) -> Self {
-        self.rebuild(|s| s.tick = tick)
-    }
-
-    fn build(store: S, clock: SharedClock, locks: usize, tick: Tick) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                store,
-                locks: (0..locks).map(|_| tokio::sync::Mutex::new(())).collect(),
-                hasher: ahash::RandomState::new(),
-                clock,
-                tick,
-            }),
-        }
-    }
-
-    fn rebuild(self, f: impl FnOnce(&mut Shared<S>)) -> Self {
-        let mut shared = match Arc::try_unwrap(self.shared) {
-            Ok(shared) => shared,
-            Err(_) => panic!("StoreBackend must be configured before it is cloned or bound"),
-        };
-        f(&mut shared);
-        Self {
-            shared: Arc::new(shared),
-        }
+    pub fn with_tick(mut self, tick: Tick) -> Self {
+        self.shared.tick = tick;
+        self
     }
 
     /// The store.
@@ -142,7 +149,7 @@ impl<S: Store> Backend for StoreBackend<S> {
 
 /// One policy served by a [`StoreBackend`].
 pub struct StoreBinding<S> {
-    shared: Arc<Shared<S>>,
+    shared: Shared<S>,
     namespace: Vec<u8>,
     strategy: Strategy,
     rate: Rate,
@@ -155,7 +162,7 @@ impl<S: Store> StoreBinding<S> {
     }
 
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
-        let shared = &*self.shared;
+        let shared = &self.shared;
         let mut full = Vec::with_capacity(self.namespace.len() + key.len());
         full.extend_from_slice(&self.namespace);
         full.extend_from_slice(key);
