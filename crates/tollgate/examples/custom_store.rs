@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use tollgate::{BackendError, Limiter, Store, StoreBackend, Strategy};
 
+/// Values with their expiry deadlines, ordered by key.
+type Entries = BTreeMap<Vec<u8>, (Vec<u8>, Instant)>;
+
 /// A toy store: an ordered map with expiry deadlines.
 #[derive(Default)]
 struct OrderedStore {
-    entries: Mutex<BTreeMap<Vec<u8>, (Vec<u8>, Instant)>>,
+    entries: Mutex<Entries>,
 }
 
 impl Store for OrderedStore {
