@@ -1,7 +1,7 @@
 //! Replaying a trace through an in-memory limiter on the trace's own clock,
 //! and the statistics collected on the way.
 
-use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
+use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy, Strategy};
 
 use crate::trace::{Request, Trace};
 
@@ -50,12 +50,13 @@ where
     E: From<tollgate::Error>,
 {
     let clock = ManualClock::default();
-    let limiter = Limiter::builder()
-        .strategy(policy.strategy())
-        .limit(policy.limit())
-        .window(policy.window())
-        .clock(clock.clone())
-        .build()?;
+    // Deleting expired state is only equivalent to keeping it while time
+    // moves forward; an unsorted trace keeps every key's state instead.
+    let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
+    let backend = MemoryBackend::new()
+        .with_clock(clock.clone())
+        .with_reclaim(sorted);
+    let limiter = Limiter::builder().policy(policy).backend(backend).build()?;
     let mut admitted_at: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.keys.len()];
     let mut admitted = 0;
     for request in &trace.requests {

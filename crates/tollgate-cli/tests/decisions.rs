@@ -397,3 +397,49 @@ fn summary_counts_match_the_decisions_file() {
     assert_eq!(cells, expected);
     assert_eq!(keys.len(), 20);
 }
+
+#[test]
+fn an_unsorted_trace_with_many_keys_never_admits_deleted_budget_again() {
+    // Enough keys that shards sweep themselves while the clock is far ahead;
+    // then the clock goes back to the first keys' window.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("time,key\n");
+    let mut reqs = Vec::new();
+    for (ms, prefix) in [(500u64, "a"), (100_000, "b"), (600, "a")] {
+        for i in 0..5_000 {
+            let key = format!("{prefix}{i}");
+            text.push_str(&format!("{ms},{key}\n"));
+            reqs.push(Req {
+                nanos: ms * 1_000_000,
+                key,
+                cost: 1,
+            });
+        }
+    }
+    let trace = dir.path().join("unsorted.csv");
+    std::fs::write(&trace, text).unwrap();
+    let out = dir.path().join("unsorted.out.csv");
+    tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "fixed_window",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&out),
+    ]);
+    let rows = read_csv(&out);
+    let expected = pure_decisions(policy(Strategy::FixedWindow, 1, Duration::from_secs(1)), &reqs);
+    let denied = rows[1..].iter().filter(|r| r[3] == "false").count();
+    assert_eq!(
+        denied, 5_000,
+        "the second request of each `a` key in its window must be denied"
+    );
+    for (i, (row, d)) in rows[1..].iter().zip(&expected).enumerate() {
+        assert_eq!(row[3..], columns(d), "row {}", i + 2);
+    }
+}

@@ -245,3 +245,56 @@ fn store_keys_follow_the_documented_layout() {
     clock.advance(Duration::from_millis(200));
     assert!(store.is_empty());
 }
+
+#[test]
+fn sweeps_keep_state_through_small_clock_steps_back() {
+    let clock = ManualClock::new(Duration::from_millis(500));
+    let limiter = Limiter::builder()
+        .strategy(Strategy::FixedWindow)
+        .limit(1)
+        .window(Duration::from_secs(1))
+        .backend(
+            tollgate::MemoryBackend::new()
+                .with_clock(clock.clone())
+                .with_sweep_interval(Duration::from_secs(3_600)),
+        )
+        .build()
+        .unwrap();
+    assert!(limiter.check("k").allowed);
+    // The bucket ended at 1s; at 1.5s a sweep must still keep its state...
+    clock.set(Duration::from_millis(1_500));
+    limiter.binding().sweep();
+    assert_eq!(limiter.binding().len(), 1);
+    // ...so a clock stepping back into the bucket still sees it spent.
+    clock.set(Duration::from_millis(600));
+    assert!(!limiter.check("k").allowed);
+    // Once the state is more than the tolerance past its expiry, it goes.
+    clock.set(Duration::from_millis(2_001));
+    limiter.binding().sweep();
+    assert_eq!(limiter.binding().len(), 0);
+}
+
+#[test]
+fn without_reclaim_nothing_is_ever_deleted() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let limiter = Limiter::builder()
+        .strategy(Strategy::TokenBucket)
+        .limit(1)
+        .window(Duration::from_secs(1))
+        .backend(
+            tollgate::MemoryBackend::new()
+                .with_clock(clock.clone())
+                .with_reclaim(false),
+        )
+        .build()
+        .unwrap();
+    for i in 0..10_000 {
+        limiter.check(format!("k{i}"));
+    }
+    clock.advance(Duration::from_secs(100));
+    for i in 0..10_000 {
+        limiter.check(format!("new{i}"));
+    }
+    // Only an explicit sweep deletes.
+    assert_eq!(limiter.binding().len(), 20_000);
+}

@@ -25,6 +25,7 @@ pub struct MemoryBackend {
     clock: SharedClock,
     shards: usize,
     sweep_interval: Duration,
+    reclaim: bool,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -32,6 +33,7 @@ impl std::fmt::Debug for MemoryBackend {
         f.debug_struct("MemoryBackend")
             .field("shards", &self.shards)
             .field("sweep_interval", &self.sweep_interval)
+            .field("reclaim", &self.reclaim)
             .finish_non_exhaustive()
     }
 }
@@ -51,6 +53,7 @@ impl MemoryBackend {
             clock: Arc::new(SystemClock),
             shards: (cores * 16).max(64).next_power_of_two(),
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
+            reclaim: true,
         }
     }
 
@@ -79,17 +82,33 @@ impl MemoryBackend {
         self
     }
 
+    /// Whether expired state is deleted (default `true`).
+    ///
+    /// Deleted state is equivalent to absent state only while time moves
+    /// forward (sweeps keep state for a second past its expiry to absorb
+    /// small clock steps). Turn reclaiming off for replays whose clock jumps
+    /// back arbitrarily, such as an unsorted trace: decisions then follow the
+    /// strategy functions exactly, and memory grows with every key seen.
+    pub fn with_reclaim(mut self, reclaim: bool) -> Self {
+        self.reclaim = reclaim;
+        self
+    }
+
     fn table<A: Algorithm + 'static>(&self, scope: &Scope<'_>) -> Arc<Table<A>>
     where
         Table<A>: Sweep,
     {
+        let rate = scope.policy.rate_nanos();
         let table = Arc::new(Table::<A>::new(
-            scope.policy.rate_nanos(),
+            rate,
             self.clock.clone(),
             self.shards,
+            self.reclaim,
         ));
-        let weak = Arc::downgrade(&table);
-        janitor::register(weak, self.sweep_interval);
+        if self.reclaim {
+            let weak = Arc::downgrade(&table);
+            janitor::register(weak, self.sweep_interval);
+        }
         table
     }
 }

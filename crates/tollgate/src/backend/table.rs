@@ -23,6 +23,11 @@ use crate::strategy::{Algorithm, Outcome, Rate};
 /// Shards never sweep themselves below this many entries.
 const MIN_SWEEP_LEN: usize = 64;
 
+/// Sweeps only delete state that expired at least this long ago, so a clock
+/// stepping back by up to this much can never bring back budget that deleted
+/// state had used.
+pub(crate) const CLOCK_STEP_TOLERANCE: u64 = 1_000_000_000;
+
 struct Entry<S> {
     key: StoredKey,
     state: S,
@@ -48,10 +53,11 @@ pub(crate) struct Table<A: Algorithm> {
     hasher: ahash::RandomState,
     rate: Rate,
     clock: SharedClock,
+    reclaim: bool,
 }
 
 impl<A: Algorithm> Table<A> {
-    pub(crate) fn new(rate: Rate, clock: SharedClock, shards: usize) -> Self {
+    pub(crate) fn new(rate: Rate, clock: SharedClock, shards: usize, reclaim: bool) -> Self {
         let shards = shards.next_power_of_two().max(1);
         Self {
             shards: (0..shards)
@@ -67,6 +73,7 @@ impl<A: Algorithm> Table<A> {
             hasher: ahash::RandomState::new(),
             rate,
             clock,
+            reclaim,
         }
     }
 
@@ -109,7 +116,7 @@ impl<A: Algorithm> Table<A> {
             Err(_) => {
                 let (outcome, next) = A::decide(&self.rate, None, now, cost);
                 if let Some(state) = next {
-                    if shard.map.len() >= shard.sweep_len {
+                    if self.reclaim && shard.map.len() >= shard.sweep_len {
                         self.sweep_shard(&mut shard, now);
                     }
                     let expiry = A::expires_at(&self.rate, &state);
@@ -129,9 +136,11 @@ impl<A: Algorithm> Table<A> {
         }
     }
 
-    /// Removes every entry that has expired at `now` and gives back memory
-    /// when the shard has shrunk well below its capacity.
+    /// Removes every entry that expired [`CLOCK_STEP_TOLERANCE`] before
+    /// `now` and gives back memory when the shard has shrunk well below its
+    /// capacity.
     fn sweep_shard(&self, shard: &mut ShardInner<A::State>, now: u64) {
+        let now = now.saturating_sub(CLOCK_STEP_TOLERANCE);
         let rate = &self.rate;
         let mut earliest = u64::MAX;
         shard.map.retain(|e| {
@@ -158,7 +167,7 @@ impl<A: Algorithm> Table<A> {
         let mut left = 0;
         for index in 0..self.shards.len() {
             let mut shard = self.lock(index);
-            if shard.earliest_expiry <= now {
+            if shard.earliest_expiry.saturating_add(CLOCK_STEP_TOLERANCE) <= now {
                 self.sweep_shard(&mut shard, now);
             }
             left += shard.map.len();
