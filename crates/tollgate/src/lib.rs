@@ -22,7 +22,7 @@
 //!
 //! Every strategy is a pure function in [`strategy`]; backends only keep the
 //! state between calls, so all of them make the same decisions. The exact
-//! contract is in `SEMANTICS.md` at the repository root.
+//! contract is `SEMANTICS.md` at the repository root.
 #![warn(missing_docs)]
 
 pub mod backend;
@@ -34,6 +34,11 @@ mod policy;
 mod resources;
 pub mod strategy;
 pub mod testing;
+
+/// The README's code blocks, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
 
 pub use backend::memory::MemoryBackend;
 pub use backend::store::{Store, StoreBackend};

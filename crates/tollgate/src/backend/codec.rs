@@ -10,7 +10,7 @@ use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
 /// Encodes a state for storage.
 pub fn encode_state(state: &State) -> Vec<u8> {
     let (tag, fields): (u8, &[u64]) = match state {
-        State::FixedWindow(s) => (b'F', &[s.bucket, s.count]),
+        State::FixedWindow(s) => (b'F', &[s.start, s.count]),
         State::SlidingWindow(s) => (b'S', &[s.start, s.curr, s.prev]),
         State::Gcra(s) => (b'G', &[s.tat]),
     };
@@ -44,7 +44,7 @@ pub fn decode_state(bytes: &[u8]) -> Result<State, BackendError> {
         .map(|c| u64::from_le_bytes(c.try_into().expect("chunk of 8")))
         .collect();
     match (tag, fields.as_slice()) {
-        (b'F', &[bucket, count]) => Ok(State::FixedWindow(FixedWindowState { bucket, count })),
+        (b'F', &[start, count]) => Ok(State::FixedWindow(FixedWindowState { start, count })),
         (b'S', &[start, curr, prev]) => Ok(State::SlidingWindow(SlidingWindowState { start, curr, prev })),
         (b'G', &[tat]) => Ok(State::Gcra(GcraState { tat })),
         _ => Err(bad()),
@@ -58,7 +58,10 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_garbage() {
         let states = [
-            State::FixedWindow(FixedWindowState { bucket: 7, count: 3 }),
+            State::FixedWindow(FixedWindowState {
+                start: 7_000,
+                count: 3,
+            }),
             State::SlidingWindow(SlidingWindowState {
                 start: 1,
                 curr: 2,

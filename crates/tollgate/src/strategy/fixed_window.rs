@@ -3,12 +3,15 @@
 use super::{unit_cost, Algorithm, Outcome, Rate};
 use crate::policy::Strategy;
 
-/// Fixed-window state: the bucket index `floor(now / W)` and the units
-/// charged in it.
+/// Fixed-window state: the start of the bucket (`floor(now / W) * W`) and the
+/// units charged in it.
+///
+/// Keeping the bucket's start rather than its index lets a decision inside
+/// the same bucket skip the division by `W`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindowState {
-    /// The bucket the count belongs to.
-    pub bucket: u64,
+    /// The start of the bucket the count belongs to, in ticks.
+    pub start: u64,
     /// Units charged in that bucket.
     pub count: u64,
 }
@@ -21,6 +24,7 @@ impl Algorithm for FixedWindow {
     type State = FixedWindowState;
     const STRATEGY: Strategy = Strategy::FixedWindow;
 
+    #[inline]
     fn decide(
         rate: &Rate,
         state: Option<FixedWindowState>,
@@ -28,20 +32,13 @@ impl Algorithm for FixedWindow {
         cost: u64,
     ) -> (Outcome, Option<FixedWindowState>) {
         let (limit, window) = (rate.limit, rate.window);
-        let mut now = now;
-        let mut bucket = now / window;
-        let mut count = 0;
-        if let Some(s) = state {
-            if s.bucket > bucket {
-                // The clock went backwards: stay in the stored bucket, at its start.
-                bucket = s.bucket;
-                now = s.bucket.saturating_mul(window);
-            }
-            if s.bucket == bucket {
-                count = s.count;
-            }
-        }
-        let end = bucket.saturating_add(1).saturating_mul(window);
+        let (start, mut count, now) = match state {
+            // The clock went backwards: stay in the stored bucket, at its start.
+            Some(s) if now < s.start => (s.start, s.count, s.start),
+            Some(s) if now - s.start < window => (s.start, s.count, now),
+            _ => (now - now % window, 0, now),
+        };
+        let end = start.saturating_add(window);
         let unit = unit_cost(cost);
         let allowed = unit <= limit && count <= limit - unit;
         if allowed {
@@ -53,11 +50,11 @@ impl Algorithm for FixedWindow {
             reset: if count > 0 { end - now } else { 0 },
             retry_after: (!allowed && unit <= limit).then_some(end - now),
         };
-        let next = (count > 0).then_some(FixedWindowState { bucket, count });
+        let next = (count > 0).then_some(FixedWindowState { start, count });
         (outcome, next)
     }
 
     fn expires_at(rate: &Rate, state: &FixedWindowState) -> u64 {
-        state.bucket.saturating_add(1).saturating_mul(rate.window)
+        state.start.saturating_add(rate.window)
     }
 }

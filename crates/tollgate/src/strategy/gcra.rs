@@ -39,11 +39,22 @@ pub(crate) fn decide(
     let ahead = tat - now;
     let outcome = Outcome {
         allowed,
-        remaining: burst.saturating_sub(ahead) / interval,
+        remaining: whole_intervals(burst.saturating_sub(ahead), interval),
         reset: ahead,
         retry_after: (!allowed && fits).then(|| needed - burst),
     };
     (outcome, (tat > now).then_some(GcraState { tat }))
+}
+
+/// `free / interval`, skipping the division when the answer is 0 (always
+/// the case on the denied path).
+#[inline]
+fn whole_intervals(free: u64, interval: u64) -> u64 {
+    if free < interval {
+        0
+    } else {
+        free / interval
+    }
 }
 
 /// The tick from which a GCRA state equals absent state.

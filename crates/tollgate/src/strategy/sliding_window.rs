@@ -34,14 +34,18 @@ impl SlidingWindow {
             return (fresh(now), now);
         };
         let now = now.max(s.start);
-        let rolled = match (now - s.start) / w {
-            0 => s,
-            1 => SlidingWindowState {
+        // k = floor((now - start) / W), needed only as 0, 1 or more.
+        let elapsed = now - s.start;
+        let rolled = if elapsed < w {
+            s
+        } else if elapsed - w < w {
+            SlidingWindowState {
                 start: s.start + w,
                 curr: 0,
                 prev: s.curr,
-            },
-            _ => fresh(now),
+            }
+        } else {
+            fresh(now)
         };
         if rolled.curr == 0 && rolled.prev == 0 {
             (fresh(now), now)
@@ -70,7 +74,7 @@ impl SlidingWindow {
         // Admitted at d iff prev * (W - e - d) < (L + 1 - unit - curr) * W.
         let headroom = (l + 1).saturating_sub(unit + curr);
         if headroom > 0 && prev > 0 {
-            let q = (headroom * w - 1) / prev;
+            let q = div_floor(headroom * w - 1, prev);
             let d = (w - e).saturating_sub(q).max(1);
             if d < w - e {
                 return d as u64;
@@ -81,8 +85,17 @@ impl SlidingWindow {
         if curr == 0 {
             return (w - e) as u64;
         }
-        let q = ((l + 1 - unit) * w - 1) / curr;
+        let q = div_floor((l + 1 - unit) * w - 1, curr);
         (w - e).max((2 * w - e).saturating_sub(q)) as u64
+    }
+}
+
+/// `floor(a / b)`, with a 64-bit division whenever both fit.
+#[inline]
+fn div_floor(a: u128, b: u128) -> u128 {
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => u128::from(a / b),
+        _ => a / b,
     }
 }
 
