@@ -1,0 +1,111 @@
+-- tollgate: prelude shared by every strategy script (prepended to each one).
+--
+-- KEYS[1]  the state key (one Redis key holds a rate-limit key's whole state)
+-- ARGV[1]  now in microseconds since the Unix epoch, or '' to read the server
+--          clock with TIME
+-- ARGV[2]  L, the limit
+-- ARGV[3]  W, the window in microseconds
+-- ARGV[4]  T = max(1, floor(W / L)), the emission interval in microseconds
+-- ARGV[5]  the cost (the caller clamps it to L + 1: every larger cost decides
+--          exactly alike)
+-- ARGV[6]  milliseconds added to every expiry (grace for caller clocks)
+--
+-- Every script returns {allowed (0 or 1), remaining, reset_us, retry_after_us}
+-- with retry_after_us = -1 for none.
+--
+-- Lua numbers are doubles, exact for integers up to 2^53. The binding rejects
+-- policies whose arithmetic could leave that range and this prelude rejects
+-- clock readings from 2^52 microseconds on (the year 2112), so every value
+-- below stays an exact integer. Comparisons use integers only.
+
+local key = KEYS[1]
+local server_clock = ARGV[1] == ''
+local limit = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local interval = tonumber(ARGV[4])
+local cost = tonumber(ARGV[5])
+local grace_ms = tonumber(ARGV[6])
+
+local now
+if server_clock then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+else
+  now = tonumber(ARGV[1])
+end
+if not now or now < 0 or now >= 4503599627370496 then
+  return redis.error_reply('TOLLGATE clock reading out of range: ' .. tostring(ARGV[1]))
+end
+
+-- floor(a / b) for integers 0 <= a <= 2^53 and b >= 1. The double quotient
+-- is correctly rounded, so its floor is off by at most one; the exact
+-- remainder corrects it.
+local function floor_div(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+  elseif r >= b then
+    q = q + 1
+  end
+  return q
+end
+
+-- ceil(a / b) for integers 0 <= a <= 2^53 and b >= 1.
+local function ceil_div(a, b)
+  local q = floor_div(a, b)
+  if q * b < a then
+    q = q + 1
+  end
+  return q
+end
+
+-- An integer as decimal digits (tostring would use an exponent).
+local function fmt(x)
+  return string.format('%.0f', x)
+end
+
+-- Parses a stored state of `n` non-negative integers separated by ':'.
+local function parse(raw, n)
+  local fields = {}
+  for field in string.gmatch(raw, '[^:]+') do
+    if not string.match(field, '^%d+$') then
+      return nil
+    end
+    fields[#fields + 1] = tonumber(field)
+  end
+  if #fields ~= n then
+    return nil
+  end
+  return fields
+end
+
+local function malformed(what)
+  return redis.error_reply('TOLLGATE malformed ' .. what .. ' state under key ' .. key)
+end
+
+-- Stores the state after a decision: deletes the key when the state equals
+-- absent state, leaves it alone when unchanged, otherwise writes it with an
+-- expiry at `expires_at` (microseconds, rounded up to whole milliseconds).
+local function save(old, new, expires_at)
+  if new == nil then
+    if old then
+      redis.call('DEL', key)
+    end
+    return
+  end
+  if new == old then
+    return
+  end
+  redis.call('SET', key, new)
+  if server_clock then
+    redis.call('PEXPIREAT', key, fmt(ceil_div(expires_at, 1000) + grace_ms))
+  else
+    local ttl = ceil_div(expires_at - now, 1000)
+    if ttl < 1 then
+      ttl = 1
+    end
+    redis.call('PEXPIRE', key, fmt(ttl + grace_ms))
+  end
+end
+

@@ -1,0 +1,489 @@
+//! [`RedisBackend`], its builder and its per-policy binding.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
+use tollgate::backend::{namespace, Scope};
+use tollgate::strategy::{Outcome, Rate};
+use tollgate::{
+    Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, SharedClock,
+    Strategy, Tick,
+};
+
+use crate::connection::Connection;
+use crate::error::{backend_error, ConnectError};
+use crate::scripts::LuaScript;
+
+/// How long a decision may take before it fails with
+/// [`BackendErrorKind::Timeout`], unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// How long connecting and the first `PING` may take, unless configured
+/// otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The expiry grace used with a caller clock unless configured otherwise
+/// (see [`RedisBackendBuilder::expiry_grace`]).
+pub const DEFAULT_CALLER_CLOCK_GRACE: Duration = Duration::from_secs(1);
+
+/// The largest limit and the largest window (in microseconds) the scripts
+/// accept: 2^51, so that every time and product they compute stays an exact
+/// integer in Lua's doubles.
+pub const MAX_EXACT_OPERAND: u64 = 1 << 51;
+
+/// The largest `limit × window` (window in microseconds) a sliding-window
+/// policy may have: 2^52. Its weighted estimate reaches `2 × limit × window`,
+/// which must stay exact below 2^53.
+pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
+
+#[derive(Clone)]
+struct Options {
+    timeout: Duration,
+    clock: Option<SharedClock>,
+    expiry_grace: Duration,
+}
+
+/// Rate-limit state in Redis, shared by every process and host that uses the
+/// same server or cluster.
+///
+/// Each decision is one atomic Lua script in one round trip; each rate-limit
+/// key's whole state is one Redis key with an expiry. Cloning is cheap and
+/// clones share the connection. See the [crate documentation](crate) for the
+/// time source, key layout, limits and failure behaviour.
+#[derive(Clone)]
+pub struct RedisBackend {
+    conn: Connection,
+    options: Options,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field(
+                "mode",
+                &match self.conn {
+                    Connection::Standalone(_) => "standalone",
+                    Connection::Cluster(_) => "cluster",
+                },
+            )
+            .field("timeout", &self.options.timeout)
+            .field("caller_clock", &self.options.clock.is_some())
+            .field("expiry_grace", &self.options.expiry_grace)
+            .finish()
+    }
+}
+
+impl RedisBackend {
+    /// Options for connecting: timeouts and the time source.
+    pub fn builder() -> RedisBackendBuilder {
+        RedisBackendBuilder::default()
+    }
+
+    /// Connects to one Redis server with the default options.
+    ///
+    /// `url` is `redis://[user:password@]host[:port][/db]`, `rediss://…` for
+    /// TLS, or `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (also
+    /// `unix://`). The server must answer `PING` within
+    /// [`DEFAULT_CONNECT_TIMEOUT`].
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] naming the problem: unparseable URL, refused
+    /// connection, rejected credentials, a port that does not speak Redis,
+    /// or no answer in time.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::builder().connect(url).await
+    }
+
+    /// Connects to a Redis Cluster through one or more seed nodes with the
+    /// default options.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect`]; a cluster that is not ready (no
+    /// slots served) is reported as a server error.
+    pub async fn connect_cluster<S: AsRef<str>>(seeds: &[S]) -> Result<Self, ConnectError> {
+        Self::builder().connect_cluster(seeds).await
+    }
+
+    /// The time a decision may take before it fails as timed out.
+    pub fn timeout(&self) -> Duration {
+        self.options.timeout
+    }
+
+    /// Whether the backend is connected to a cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Connection::Cluster(_))
+    }
+}
+
+/// Configures and connects a [`RedisBackend`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), tollgate::Error> {
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Strategy};
+/// use tollgate_redis::RedisBackend;
+///
+/// let backend = RedisBackend::builder()
+///     .timeout(Duration::from_millis(50))
+///     .connect("redis://127.0.0.1:6379/0")
+///     .await?;
+/// let limiter = Limiter::builder()
+///     .backend(backend)
+///     .strategy(Strategy::TokenBucket)
+///     .limit(100)
+///     .window(Duration::from_secs(60))
+///     .build()?;
+/// let decision = limiter.allow("user-123").await?;
+/// # let _ = decision;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackendBuilder {
+    timeout: Duration,
+    connect_timeout: Duration,
+    clock: Option<SharedClock>,
+    expiry_grace: Option<Duration>,
+}
+
+impl Default for RedisBackendBuilder {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            clock: None,
+            expiry_grace: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisBackendBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackendBuilder")
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("caller_clock", &self.clock.is_some())
+            .field("expiry_grace", &self.expiry_grace)
+            .finish()
+    }
+}
+
+impl RedisBackendBuilder {
+    /// The longest a decision may take, round trip included (default
+    /// [`DEFAULT_TIMEOUT`]). A decision that takes longer fails with
+    /// [`BackendErrorKind::Timeout`] and the limiter's fail policy decides.
+    ///
+    /// A timed-out script may still run on the server, so the request may
+    /// have been charged even though the caller saw an error: timeouts can
+    /// only make a limit stricter, never admit more.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The longest connecting and verifying the server with `PING` may take
+    /// (default [`DEFAULT_CONNECT_TIMEOUT`]); also bounds each reconnection
+    /// attempt.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Reads the current time from `clock` on the calling host and passes it
+    /// to the script, instead of reading the Redis server's clock.
+    ///
+    /// By default the script reads the server's clock (`TIME`), so every host
+    /// shares one timeline however far apart their own clocks are. A caller
+    /// clock makes decisions follow the host's clock: needed to drive time by
+    /// hand (a [`tollgate::ManualClock`] in tests or replays), but hosts with
+    /// skewed clocks then disagree about time. Skew never admits more than
+    /// the limit (a host whose clock is behind sees stricter decisions), but
+    /// a host whose clock is ahead can expire windows early for everyone.
+    ///
+    /// Key expiry always runs on the server's clock. With a caller clock the
+    /// expiry is set relative to the script's `now` and lengthened by the
+    /// [expiry grace](Self::expiry_grace), so a host slightly behind the
+    /// server does not lose state that is still live on its timeline.
+    pub fn with_caller_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Extra time each state key is kept after its state has expired
+    /// (rounded up to whole milliseconds).
+    ///
+    /// The default is zero with the server clock, whose expiry is exact, and
+    /// [`DEFAULT_CALLER_CLOCK_GRACE`] with a caller clock. Keeping expired
+    /// state longer never changes a decision (expired state reads as absent);
+    /// deleting live state early would, so the grace should exceed the clock
+    /// skew between callers and the server. A [`tollgate::ManualClock`] that
+    /// runs slower than real time needs a grace longer than the run.
+    pub fn expiry_grace(mut self, grace: Duration) -> Self {
+        self.expiry_grace = Some(grace);
+        self
+    }
+
+    fn options(&self) -> Options {
+        let default_grace = if self.clock.is_some() {
+            DEFAULT_CALLER_CLOCK_GRACE
+        } else {
+            Duration::ZERO
+        };
+        Options {
+            timeout: self.timeout,
+            clock: self.clock.clone(),
+            expiry_grace: self.expiry_grace.unwrap_or(default_grace),
+        }
+    }
+
+    /// Connects to one Redis server (see [`RedisBackend::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect`].
+    pub async fn connect(self, url: &str) -> Result<RedisBackend, ConnectError> {
+        let conn = Connection::standalone(url, self.connect_timeout).await?;
+        Ok(RedisBackend {
+            conn,
+            options: self.options(),
+        })
+    }
+
+    /// Connects to a Redis Cluster (see [`RedisBackend::connect_cluster`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect_cluster`].
+    pub async fn connect_cluster<S: AsRef<str>>(self, seeds: &[S]) -> Result<RedisBackend, ConnectError> {
+        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
+        let conn = Connection::cluster(&seeds, self.connect_timeout).await?;
+        Ok(RedisBackend {
+            conn,
+            options: self.options(),
+        })
+    }
+
+    /// Uses a connection manager configured elsewhere (for example with
+    /// client certificates), without verifying the server.
+    pub fn from_connection_manager(self, manager: ConnectionManager) -> RedisBackend {
+        RedisBackend {
+            conn: Connection::Standalone(manager),
+            options: self.options(),
+        }
+    }
+
+    /// Uses a cluster connection configured elsewhere, without verifying it.
+    pub fn from_cluster_connection(self, conn: ClusterConnection) -> RedisBackend {
+        RedisBackend {
+            conn: Connection::Cluster(conn),
+            options: self.options(),
+        }
+    }
+}
+
+impl Backend for RedisBackend {
+    type Binding = RedisBinding;
+
+    fn bind(&self, scope: &Scope<'_>) -> Result<RedisBinding, Error> {
+        let policy = scope.policy;
+        let rate = policy.rate_micros();
+        check_exact(policy.strategy(), &rate)?;
+        let grace_ms = self.options.expiry_grace.as_nanos().div_ceil(1_000_000);
+        Ok(RedisBinding {
+            shared: Arc::new(BindingShared {
+                conn: self.conn.clone(),
+                timeout: self.options.timeout,
+                clock: self.options.clock.clone(),
+                script: LuaScript::for_strategy(policy.strategy()),
+                namespace: namespace(scope.prefix, scope.resource, policy.strategy()),
+                rate,
+                args: [
+                    rate.limit.to_string(),
+                    rate.window.to_string(),
+                    rate.interval.to_string(),
+                    grace_ms.to_string(),
+                ],
+            }),
+        })
+    }
+}
+
+/// Rejects policies whose script arithmetic could leave the integers that a
+/// double represents exactly.
+fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
+    if rate.limit > MAX_EXACT_OPERAND {
+        return Err(ConfigError::new(
+            "limit",
+            format!(
+                "{} exceeds 2^51, the largest limit the Redis backend computes exactly \
+                 (Lua numbers are doubles)",
+                rate.limit
+            ),
+        ));
+    }
+    if rate.window > MAX_EXACT_OPERAND {
+        return Err(ConfigError::new(
+            "window",
+            format!(
+                "{}µs exceeds 2^51µs (about 71 years), the longest window the Redis backend \
+                 computes exactly (Lua numbers are doubles)",
+                rate.window
+            ),
+        ));
+    }
+    if strategy == Strategy::SlidingWindow
+        && u128::from(rate.limit) * u128::from(rate.window) > u128::from(MAX_SLIDING_PRODUCT)
+    {
+        return Err(ConfigError::new(
+            "limit",
+            format!(
+                "limit × window = {} × {}µs exceeds 2^52, the largest the Redis backend's sliding \
+                 window computes exactly (Lua numbers are doubles); lower the limit or shorten the \
+                 window, or use another strategy",
+                rate.limit, rate.window
+            ),
+        ));
+    }
+    Ok(())
+}
+
+struct BindingShared {
+    conn: Connection,
+    timeout: Duration,
+    clock: Option<SharedClock>,
+    script: LuaScript,
+    namespace: Vec<u8>,
+    rate: Rate,
+    /// `L`, `W`, `T` and the expiry grace in milliseconds, as sent.
+    args: [String; 4],
+}
+
+/// One policy served by a [`RedisBackend`]. Cheap to clone.
+#[derive(Clone)]
+pub struct RedisBinding {
+    shared: Arc<BindingShared>,
+}
+
+impl std::fmt::Debug for RedisBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBinding")
+            .field("namespace", &String::from_utf8_lossy(&self.shared.namespace))
+            .field("rate", &self.shared.rate)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBinding {
+    /// The Redis key that holds the state of `key`:
+    /// `{prefix}:{resource}:{strategy}:{key}`.
+    pub fn state_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.shared.namespace.len() + key.len());
+        full.extend_from_slice(&self.shared.namespace);
+        full.extend_from_slice(key);
+        full
+    }
+
+    /// The policy's rate in microsecond ticks, as the scripts see it.
+    pub fn rate(&self) -> Rate {
+        self.shared.rate
+    }
+
+    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let shared = &*self.shared;
+        let state_key = self.state_key(key);
+        let now = match &shared.clock {
+            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
+            None => String::new(),
+        };
+        // Every cost above the limit decides alike (denied, nothing charged,
+        // no retry), so clamping keeps the argument exact.
+        let cost = cost.min(shared.rate.limit + 1).to_string();
+        let [limit, window, interval, grace] = &shared.args;
+        let args: [&[u8]; 6] = [
+            now.as_bytes(),
+            limit.as_bytes(),
+            window.as_bytes(),
+            interval.as_bytes(),
+            cost.as_bytes(),
+            grace.as_bytes(),
+        ];
+        let reply = tokio::time::timeout(shared.timeout, shared.script.run(&shared.conn, &state_key, &args))
+            .await
+            .map_err(|_| BackendError::timeout(shared.timeout))?
+            .map_err(backend_error)?;
+        let outcome = parse_reply(&reply)?;
+        Ok(Decision::from_outcome(outcome, shared.rate.limit, Tick::Micros))
+    }
+}
+
+impl Binding for RedisBinding {
+    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        self.run(key, cost)
+    }
+}
+
+/// Reads `{allowed, remaining, reset_us, retry_after_us or -1}`.
+fn parse_reply(reply: &[i64]) -> Result<Outcome, BackendError> {
+    let bad = || {
+        BackendError::new(
+            BackendErrorKind::Protocol,
+            format!("unexpected reply from the rate-limit script: {reply:?}"),
+        )
+    };
+    let &[allowed, remaining, reset, retry_after] = reply else {
+        return Err(bad());
+    };
+    let allowed = match allowed {
+        0 => false,
+        1 => true,
+        _ => return Err(bad()),
+    };
+    let remaining = u64::try_from(remaining).map_err(|_| bad())?;
+    let reset = u64::try_from(reset).map_err(|_| bad())?;
+    let retry_after = match retry_after {
+        -1 => None,
+        d => Some(u64::try_from(d).map_err(|_| bad())?),
+    };
+    Ok(Outcome {
+        allowed,
+        remaining,
+        reset,
+        retry_after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_or_fail_as_protocol_errors() {
+        let o = parse_reply(&[1, 4, 1_000, -1]).unwrap();
+        assert!(o.allowed);
+        assert_eq!((o.remaining, o.reset, o.retry_after), (4, 1_000, None));
+        let o = parse_reply(&[0, 0, 7, 3]).unwrap();
+        assert_eq!(o.retry_after, Some(3));
+        for bad in [&[1, 2, 3][..], &[2, 0, 0, -1], &[1, -1, 0, -1], &[0, 0, 0, -2]] {
+            assert_eq!(parse_reply(bad).unwrap_err().kind(), BackendErrorKind::Protocol);
+        }
+    }
+
+    #[test]
+    fn policies_beyond_exact_double_arithmetic_are_rejected() {
+        let day = 86_400_000_000;
+        assert!(check_exact(Strategy::SlidingWindow, &Rate::new(1_000, day)).is_ok());
+        let err = check_exact(Strategy::SlidingWindow, &Rate::new(1_000_000, day)).unwrap_err();
+        assert_eq!(err.field(), "limit");
+        assert!(err.reason().contains("window"));
+        assert!(check_exact(Strategy::TokenBucket, &Rate::new(1_000_000, day)).is_ok());
+        let err = check_exact(Strategy::FixedWindow, &Rate::new(1, MAX_EXACT_OPERAND + 1)).unwrap_err();
+        assert_eq!(err.field(), "window");
+        let err = check_exact(Strategy::TokenBucket, &Rate::new(MAX_EXACT_OPERAND + 1, day)).unwrap_err();
+        assert_eq!(err.field(), "limit");
+    }
+}

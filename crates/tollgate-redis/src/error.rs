@@ -1,0 +1,186 @@
+//! Errors: failures to connect, and the mapping of Redis errors onto
+//! [`tollgate::BackendError`] kinds.
+
+use std::fmt;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+use tollgate::{BackendError, BackendErrorKind, ConfigError};
+
+/// What went wrong while connecting to Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectErrorKind {
+    /// The URL could not be parsed or uses an unsupported scheme.
+    InvalidUrl,
+    /// Nothing accepted the connection (refused, unknown host, missing socket).
+    Unreachable,
+    /// The server rejected the credentials (wrong password or user).
+    Authentication,
+    /// Something answered, but not as a Redis server does (wrong port,
+    /// TLS mismatch, another protocol).
+    NotRedis,
+    /// The server did not answer within the connect timeout.
+    Timeout,
+    /// The server answered with an error (for example an invalid database
+    /// number, or a cluster that is not ready).
+    Server,
+}
+
+impl fmt::Display for ConnectErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnectErrorKind::InvalidUrl => "invalid URL",
+            ConnectErrorKind::Unreachable => "unreachable",
+            ConnectErrorKind::Authentication => "authentication failed",
+            ConnectErrorKind::NotRedis => "not a Redis server",
+            ConnectErrorKind::Timeout => "timed out",
+            ConnectErrorKind::Server => "server error",
+        })
+    }
+}
+
+/// A failure to connect to Redis or to verify that the server answers.
+///
+/// The message names the address (never the password) and the problem.
+/// Converts into [`tollgate::Error`]: an invalid URL becomes a configuration
+/// error for the field `url`, everything else a backend error.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use Redis at {target}: {message}")]
+pub struct ConnectError {
+    kind: ConnectErrorKind,
+    target: String,
+    message: String,
+    #[source]
+    source: Option<RedisError>,
+}
+
+impl ConnectError {
+    pub(crate) fn new(kind: ConnectErrorKind, target: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            target: target.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn with_source(mut self, source: RedisError) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Classifies a Redis error raised while connecting to `target`.
+    pub(crate) fn from_redis(target: &str, err: RedisError) -> Self {
+        let (kind, message) = classify_connect(&err);
+        Self::new(kind, target, format!("{message} ({err})")).with_source(err)
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ConnectErrorKind {
+        self.kind
+    }
+
+    /// The address (or redacted URL) the error is about.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+}
+
+impl From<ConnectError> for tollgate::Error {
+    fn from(err: ConnectError) -> Self {
+        match err.kind {
+            ConnectErrorKind::InvalidUrl => ConfigError::new("url", err.to_string()).into(),
+            ConnectErrorKind::Timeout => BackendError::new(BackendErrorKind::Timeout, err.to_string())
+                .with_source(err)
+                .into(),
+            _ => BackendError::new(BackendErrorKind::Unavailable, err.to_string())
+                .with_source(err)
+                .into(),
+        }
+    }
+}
+
+fn classify_connect(err: &RedisError) -> (ConnectErrorKind, &'static str) {
+    match err.kind() {
+        ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm) => (
+            ConnectErrorKind::Authentication,
+            "the server rejected the credentials; check the user and password in the URL",
+        ),
+        ErrorKind::InvalidClientConfig => (ConnectErrorKind::InvalidUrl, "invalid connection settings"),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => (
+            ConnectErrorKind::NotRedis,
+            "the server does not speak the Redis protocol; is this the Redis port, and does it need TLS (rediss://)?",
+        ),
+        _ if err.is_connection_refusal() => (
+            ConnectErrorKind::Unreachable,
+            "connection refused: no server is listening there; is redis-server running on that port?",
+        ),
+        _ if err.is_timeout() => (
+            ConnectErrorKind::Timeout,
+            "no answer within the connect timeout",
+        ),
+        _ if err.is_connection_dropped() => (
+            ConnectErrorKind::NotRedis,
+            "the server closed the connection without answering; is this the Redis port, and does it need TLS (rediss://)?",
+        ),
+        ErrorKind::Io => (ConnectErrorKind::Unreachable, "cannot connect"),
+        ErrorKind::Server(_) | ErrorKind::Extension => {
+            (ConnectErrorKind::Server, "the server answered with an error")
+        }
+        _ => (ConnectErrorKind::Server, "connecting failed"),
+    }
+}
+
+/// Maps a Redis error raised during a decision onto a backend error kind,
+/// keeping the Redis error as the source.
+pub(crate) fn backend_error(err: RedisError) -> BackendError {
+    let kind = match err.kind() {
+        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound | ErrorKind::AuthenticationFailed => {
+            if err.is_timeout() {
+                BackendErrorKind::Timeout
+            } else {
+                BackendErrorKind::Unavailable
+            }
+        }
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ReadOnly
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
+        ) => BackendErrorKind::Unavailable,
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => BackendErrorKind::Protocol,
+        // Errors raised by the scripts themselves (malformed state, clock out
+        // of range) and values of another type under a state key.
+        ErrorKind::Extension if matches!(err.code(), Some("TOLLGATE" | "WRONGTYPE")) => {
+            BackendErrorKind::Protocol
+        }
+        _ => BackendErrorKind::Other,
+    };
+    BackendError::new(kind, format!("Redis: {err}")).with_source(err)
+}
+
+/// A URL with any user name and password replaced by `***`, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_credentials() {
+        assert_eq!(redact("redis://:secret@host:1/2"), "redis://***@host:1/2");
+        assert_eq!(redact("rediss://u:p@h"), "rediss://***@h");
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("nonsense"), "nonsense");
+    }
+}

@@ -1,0 +1,191 @@
+//! Differential tests: on random traces, the Lua scripts make exactly the
+//! decisions of tollgate's pure strategy functions at microsecond ticks, and
+//! exactly those of the in-memory backend where nanosecond and microsecond
+//! ticks agree.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use support::RedisServer;
+use tollgate::strategy::{decide, State};
+use tollgate::{Clock, Decision, Limiter, ManualClock, Policy, Strategy, Tick};
+use tollgate_redis::RedisBackend;
+
+/// 2023-11-14, in nanoseconds since the epoch.
+const START: u64 = 1_700_000_000_000_000_000;
+
+/// One step of a trace: a clock change in nanoseconds (occasionally
+/// backwards), a key index and a cost (peeks and costs above the limit
+/// included, since limits go down to 1).
+fn trace(max_step_ns: u64) -> impl proptest::strategy::Strategy<Value = Vec<(i64, usize, u64)>> {
+    let small = (max_step_ns / 1_000).max(1) as i64;
+    let large = max_step_ns as i64;
+    prop::collection::vec(
+        (
+            prop_oneof![
+                3 => 0i64..small,
+                3 => 0i64..large,
+                1 => 0i64..large * 4,
+                1 => -small..0,
+            ],
+            0usize..4,
+            0u64..7,
+        ),
+        1..80,
+    )
+}
+
+/// Any strategy, a limit of 1 to 8 and a window of 1µs to 2s with a
+/// sub-microsecond part (which microsecond ticks truncate).
+fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    (
+        0usize..4,
+        1u64..9,
+        prop_oneof![1u64..5_000, 1_000u64..2_000_000_000],
+    )
+        .prop_map(|(s, limit, window_ns)| {
+            let window = Duration::from_nanos(window_ns.max(1_000));
+            Policy::new(Strategy::ALL[s], limit, window).expect("valid policy")
+        })
+}
+
+/// Policies whose window in microseconds is a multiple of the limit, so the
+/// emission interval is exact in both nanoseconds and microseconds.
+fn divisible_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    (0usize..4, 1u64..9, prop_oneof![1u64..20, 1u64..300_000]).prop_map(|(s, limit, interval_us)| {
+        Policy::new(
+            Strategy::ALL[s],
+            limit,
+            Duration::from_micros(limit * interval_us),
+        )
+        .expect("valid policy")
+    })
+}
+
+struct Harness {
+    _server: RedisServer,
+    rt: tokio::runtime::Runtime,
+    clock: ManualClock,
+    backend: RedisBackend,
+    case: AtomicU64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let server = RedisServer::start();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let clock = ManualClock::default();
+        // The manual clock runs far ahead of real time and stands still in
+        // between, so keep expired keys for the whole run: the scripts must
+        // treat expired state as absent by themselves.
+        let backend = rt
+            .block_on(
+                RedisBackend::builder()
+                    .with_caller_clock(clock.clone())
+                    .expiry_grace(Duration::from_secs(3_600))
+                    .connect(&server.url()),
+            )
+            .unwrap();
+        Self {
+            _server: server,
+            rt,
+            clock,
+            backend,
+            case: AtomicU64::new(0),
+        }
+    }
+
+    /// A limiter on a fresh namespace, so cases never see each other's state.
+    fn limiter(&self, policy: Policy) -> Limiter<RedisBackend> {
+        let case = self.case.fetch_add(1, Ordering::Relaxed);
+        Limiter::builder()
+            .backend(self.backend.clone())
+            .policy(policy)
+            .key_prefix(format!("case{case}"))
+            .build()
+            .unwrap()
+    }
+
+    fn step(&self, dt: i64) {
+        let now = self.clock.now_nanos();
+        self.clock.set_nanos(now.saturating_add_signed(dt).max(START / 2));
+    }
+}
+
+#[test]
+fn scripts_match_the_strategy_functions_in_microseconds() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 160,
+        ..Config::default()
+    });
+    runner
+        .run(&(any_policy(), trace(3_000_000_000)), |(policy, trace)| {
+            h.clock.set_nanos(START + 123_456_789);
+            let limiter = h.limiter(policy);
+            let rate = policy.rate_micros();
+            let mut states: [Option<State>; 4] = [None; 4];
+            for (i, &(dt, key, cost)) in trace.iter().enumerate() {
+                h.step(dt);
+                let now = h.clock.now_nanos() / 1_000;
+                let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
+                states[key] = next;
+                let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
+                let got =
+                    h.rt.block_on(limiter.allow_n(format!("key-{key}"), cost))
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(got, expected, "request {} of {} ({:?})", i, policy, rate);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn scripts_match_the_in_memory_backend_when_ticks_agree() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 160,
+        ..Config::default()
+    });
+    runner
+        .run(&(divisible_policy(), trace(2_000_000_000)), |(policy, trace)| {
+            h.clock.set_nanos(START);
+            let limiter = h.limiter(policy);
+            let memory = Limiter::builder()
+                .policy(policy)
+                .clock(h.clock.clone())
+                .build()
+                .unwrap();
+            for (i, &(dt, key, cost)) in trace.iter().enumerate() {
+                // Whole microseconds only.
+                h.step(dt / 1_000 * 1_000);
+                let key = format!("key-{key}");
+                let mut expected = memory.check_n(&key, cost);
+                if policy.strategy() == Strategy::SlidingWindow {
+                    // The sliding window's retry delay is the first tick at
+                    // which the estimate falls far enough; in microsecond
+                    // ticks that is the nanosecond answer rounded up.
+                    expected.retry_after = expected.retry_after.map(ceil_micros);
+                }
+                let got =
+                    h.rt.block_on(limiter.allow_n(&key, cost))
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(got, expected, "request {} of {}", i, policy);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn ceil_micros(d: Duration) -> Duration {
+    Duration::from_micros(d.as_nanos().div_ceil(1_000) as u64)
+}
