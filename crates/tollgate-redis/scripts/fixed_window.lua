@@ -1,27 +1,28 @@
--- tollgate: fixed window. State: "bucket:count", the clock-aligned bucket
--- floor(now / W) and the units charged in it. Port of
--- crates/tollgate/src/strategy/fixed_window.rs.
+-- tollgate: fixed window. State: "start:count", the start of the
+-- clock-aligned bucket (floor(now / W) * W) and the units charged in it.
+-- Port of crates/tollgate/src/strategy/fixed_window.rs.
 
 local raw = redis.call('GET', key)
-local t = now
-local bucket = floor_div(now, window)
-local count = 0
+local s = nil
 if raw then
-  local s = parse(raw, 2)
+  s = parse(raw, 2)
   if not s then
     return malformed('fixed-window')
   end
-  if s[1] > bucket then
-    -- The clock went backwards: stay in the stored bucket, at its start.
-    bucket = s[1]
-    t = s[1] * window
-  end
-  if s[1] == bucket then
-    count = s[2]
-  end
 end
 
-local bucket_end = (bucket + 1) * window
+local t = now
+local start, count
+if s and now < s[1] then
+  -- The clock went backwards: stay in the stored bucket, at its start.
+  start, count, t = s[1], s[2], s[1]
+elseif s and now - s[1] < window then
+  start, count = s[1], s[2]
+else
+  start, count = floor_div(now, window) * window, 0
+end
+
+local bucket_end = start + window
 local unit = math.max(cost, 1)
 local allowed = unit <= limit and count <= limit - unit
 if allowed then
@@ -39,7 +40,7 @@ end
 
 local new = nil
 if count > 0 then
-  new = fmt(bucket) .. ':' .. fmt(count)
+  new = fmt(start) .. ':' .. fmt(count)
 end
 save(raw, new, bucket_end)
 

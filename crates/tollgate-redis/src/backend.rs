@@ -25,9 +25,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(200);
 /// otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The expiry grace used with a caller clock unless configured otherwise
-/// (see [`RedisBackendBuilder::expiry_grace`]).
-pub const DEFAULT_CALLER_CLOCK_GRACE: Duration = Duration::from_secs(1);
+/// How long a state key outlives its state unless configured otherwise
+/// (see [`RedisBackendBuilder::expiry_grace`]): one second, the clock-step
+/// tolerance of the in-memory backend's sweeps.
+pub const DEFAULT_EXPIRY_GRACE: Duration = Duration::from_secs(1);
 
 /// The largest limit and the largest window (in microseconds) the scripts
 /// accept: 2^51, so that every time and product they compute stays an exact
@@ -148,7 +149,7 @@ pub struct RedisBackendBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     clock: Option<SharedClock>,
-    expiry_grace: Option<Duration>,
+    expiry_grace: Duration,
 }
 
 impl Default for RedisBackendBuilder {
@@ -157,7 +158,7 @@ impl Default for RedisBackendBuilder {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             clock: None,
-            expiry_grace: None,
+            expiry_grace: DEFAULT_EXPIRY_GRACE,
         }
     }
 }
@@ -206,38 +207,35 @@ impl RedisBackendBuilder {
     /// a host whose clock is ahead can expire windows early for everyone.
     ///
     /// Key expiry always runs on the server's clock. With a caller clock the
-    /// expiry is set relative to the script's `now` and lengthened by the
-    /// [expiry grace](Self::expiry_grace), so a host slightly behind the
-    /// server does not lose state that is still live on its timeline.
+    /// expiry is set relative to the script's `now` (`PEXPIRE`) and
+    /// lengthened by the [expiry grace](Self::expiry_grace), so a host
+    /// slightly behind the server does not lose state that is still live on
+    /// its timeline. With the server clock it is absolute (`PEXPIREAT`).
     pub fn with_caller_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
     }
 
     /// Extra time each state key is kept after its state has expired
-    /// (rounded up to whole milliseconds).
+    /// (default [`DEFAULT_EXPIRY_GRACE`], rounded up to whole milliseconds).
     ///
-    /// The default is zero with the server clock, whose expiry is exact, and
-    /// [`DEFAULT_CALLER_CLOCK_GRACE`] with a caller clock. Keeping expired
-    /// state longer never changes a decision (expired state reads as absent);
-    /// deleting live state early would, so the grace should exceed the clock
-    /// skew between callers and the server. A [`tollgate::ManualClock`] that
-    /// runs slower than real time needs a grace longer than the run.
+    /// Keeping expired state longer never changes a decision: the scripts
+    /// read expired state as absent. Deleting state early would, when the
+    /// clock steps back to a time at which it was still live, or when a
+    /// caller clock is behind the server's. The grace absorbs such steps and
+    /// skew; zero makes keys disappear at the exact millisecond their state
+    /// expires. A [`tollgate::ManualClock`] that runs slower than real time
+    /// needs a grace longer than the run.
     pub fn expiry_grace(mut self, grace: Duration) -> Self {
-        self.expiry_grace = Some(grace);
+        self.expiry_grace = grace;
         self
     }
 
     fn options(&self) -> Options {
-        let default_grace = if self.clock.is_some() {
-            DEFAULT_CALLER_CLOCK_GRACE
-        } else {
-            Duration::ZERO
-        };
         Options {
             timeout: self.timeout,
             clock: self.clock.clone(),
-            expiry_grace: self.expiry_grace.unwrap_or(default_grace),
+            expiry_grace: self.expiry_grace,
         }
     }
 

@@ -114,7 +114,7 @@ fn timed_out(target: &str, after: Duration) -> ConnectError {
     ConnectError::new(
         ConnectErrorKind::Timeout,
         target,
-        format!("no answer to PING within {after:?}; is this a Redis server, and is it reachable?"),
+        format!("no answer within {after:?}; is this a Redis server, and is it reachable?"),
     )
 }
 

@@ -106,6 +106,10 @@ fn classify_connect(err: &RedisError) -> (ConnectErrorKind, &'static str) {
             ConnectErrorKind::Authentication,
             "the server rejected the credentials; check the user and password in the URL",
         ),
+        ErrorKind::Extension if err.code() == Some("NOAUTH") => (
+            ConnectErrorKind::Authentication,
+            "the server requires a password; give it in the URL (redis://:password@host or redis://user:password@host)",
+        ),
         ErrorKind::InvalidClientConfig => (ConnectErrorKind::InvalidUrl, "invalid connection settings"),
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => (
             ConnectErrorKind::NotRedis,
@@ -113,11 +117,11 @@ fn classify_connect(err: &RedisError) -> (ConnectErrorKind, &'static str) {
         ),
         _ if err.is_connection_refusal() => (
             ConnectErrorKind::Unreachable,
-            "connection refused: no server is listening there; is redis-server running on that port?",
+            "nothing accepts connections there (refused, or no such socket); is redis-server running at that address?",
         ),
         _ if err.is_timeout() => (
             ConnectErrorKind::Timeout,
-            "no answer within the connect timeout",
+            "no answer within the connect timeout; is this a Redis server, and is it reachable?",
         ),
         _ if err.is_connection_dropped() => (
             ConnectErrorKind::NotRedis,

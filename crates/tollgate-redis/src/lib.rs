@@ -45,10 +45,11 @@
 //! `{prefix}:{resource}:{strategy}:{key}` (see
 //! [`tollgate::backend::namespace`]); a Redis Cluster hash tag (`{…}`) can
 //! only come from the caller's key. The value is decimal integers in
-//! microseconds separated by `:` — `bucket:count` (fixed window),
+//! microseconds separated by `:` — `start:count` (fixed window, the start of its bucket),
 //! `start:curr:prev` (sliding window) or `tat` (token and leaky bucket) —
 //! and the key expires when its state does (rounded up to whole
-//! milliseconds). The scripts treat expired state exactly as absent state,
+//! milliseconds), plus a grace of one second by default
+//! ([`RedisBackendBuilder::expiry_grace`]). The scripts treat expired state exactly as absent state,
 //! so whether Redis has already removed a key never changes a decision. A
 //! state that becomes equivalent to absent is deleted at once.
 //!
@@ -90,7 +91,7 @@ mod error;
 mod scripts;
 
 pub use backend::{
-    RedisBackend, RedisBackendBuilder, RedisBinding, DEFAULT_CALLER_CLOCK_GRACE, DEFAULT_CONNECT_TIMEOUT,
+    RedisBackend, RedisBackendBuilder, RedisBinding, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EXPIRY_GRACE,
     DEFAULT_TIMEOUT, MAX_EXACT_OPERAND, MAX_SLIDING_PRODUCT,
 };
 pub use error::{ConnectError, ConnectErrorKind};

@@ -1,0 +1,177 @@
+//! Connecting: URL forms that work (TCP with a database number, password,
+//! unix sockets) and clear errors at construction for those that cannot.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{free_port, socket_path, RedisServer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tollgate::{Limiter, Strategy};
+use tollgate_redis::{ConnectErrorKind, RedisBackend};
+
+async fn limiter(backend: RedisBackend) -> Limiter<RedisBackend> {
+    Limiter::builder()
+        .backend(backend)
+        .strategy(Strategy::FixedWindow)
+        .limit(2)
+        .window(Duration::from_secs(3_600))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn database_number_selects_the_database() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&format!("{}/3", server.url()))
+        .await
+        .unwrap();
+    let limiter = limiter(backend).await;
+    assert!(limiter.allow("k").await.unwrap().allowed);
+    assert_eq!(
+        server.cli(&["-n", "3", "EXISTS", "tollgate::fixed_window:k"]),
+        "1"
+    );
+    assert_eq!(
+        server.cli(&["-n", "0", "EXISTS", "tollgate::fixed_window:k"]),
+        "0"
+    );
+}
+
+#[tokio::test]
+async fn unix_sockets_work_with_both_schemes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = socket_path(dir.path());
+    let server = RedisServer::start_with(&["--unixsocket", &sock.display().to_string()]);
+    for url in [
+        format!("redis+unix://{}", sock.display()),
+        format!("unix://{}?db=2", sock.display()),
+    ] {
+        let limiter = limiter(RedisBackend::connect(&url).await.unwrap()).await;
+        assert!(limiter.allow(&url).await.unwrap().allowed, "{url}");
+    }
+    assert_eq!(server.cli(&["-n", "2", "DBSIZE"]), "1");
+}
+
+#[tokio::test]
+async fn passwords_are_sent_and_wrong_ones_are_named() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let port = server.port();
+
+    let ok = RedisBackend::connect(&format!("redis://:s3cret@127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    assert!(limiter(ok).await.allow("k").await.unwrap().allowed);
+    let ok = RedisBackend::connect(&format!("redis://default:s3cret@127.0.0.1:{port}/1"))
+        .await
+        .unwrap();
+    assert!(limiter(ok).await.allow("k").await.unwrap().allowed);
+
+    let err = RedisBackend::connect(&format!("redis://:wrong@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::Authentication, "{err}");
+    let message = err.to_string();
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+    assert!(message.contains("password"), "{message}");
+    assert!(!message.contains("wrong"), "the password leaked: {message}");
+
+    let err = RedisBackend::connect(&server.url()).await.unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::Authentication, "{err}");
+    assert!(err.to_string().contains("password"), "{err}");
+}
+
+#[tokio::test]
+async fn unparseable_urls_are_configuration_errors() {
+    for url in [
+        "",
+        "localhost:6379",
+        "http://127.0.0.1:6379",
+        "redis://127.0.0.1:notaport",
+        "redis://:pw@[::1",
+    ] {
+        let err = RedisBackend::connect(url).await.unwrap_err();
+        assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{url}: {err}");
+        assert!(err.to_string().contains("not a valid Redis URL"), "{err}");
+        assert!(!err.to_string().contains(":pw@"), "the password leaked: {err}");
+        match tollgate::Error::from(err) {
+            tollgate::Error::Config(config) => assert_eq!(config.field(), "url"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+    let err = RedisBackend::connect_cluster::<&str>(&[]).await.unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{err}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_named() {
+    let port = free_port();
+    let err = RedisBackend::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::Unreachable, "{err}");
+    assert!(err.to_string().contains("nothing accepts connections"), "{err}");
+    assert!(err.to_string().contains(&port.to_string()), "{err}");
+    assert!(matches!(tollgate::Error::from(err), tollgate::Error::Backend(_)));
+}
+
+/// A listener on a free port that treats every connection with `serve`.
+async fn fake_server<F, Fut>(serve: F) -> u16
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve(stream));
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_port_that_speaks_another_protocol_is_not_redis() {
+    let port = fake_server(|mut stream| async move {
+        let _ = stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    let err = RedisBackend::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::NotRedis, "{err}");
+    assert!(err.to_string().contains("Redis protocol"), "{err}");
+}
+
+#[tokio::test]
+async fn a_port_that_hangs_up_is_not_redis() {
+    let port = fake_server(|stream| async move { drop(stream) }).await;
+    let err = RedisBackend::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::NotRedis, "{err}");
+    assert!(err.to_string().contains("closed the connection"), "{err}");
+}
+
+#[tokio::test]
+async fn a_port_that_never_answers_times_out() {
+    let port = fake_server(|stream| async move {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(stream);
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let err = RedisBackend::builder()
+        .connect_timeout(Duration::from_millis(300))
+        .connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::Timeout, "{err}");
+    assert!(err.to_string().contains("no answer"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

@@ -1,0 +1,143 @@
+//! Shared limits: several limiters, each on its own connection, with many
+//! tasks deciding on the same key at once admit exactly the limit. Also the
+//! state keys' layout and expiry on the server clock.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::RedisServer;
+use tollgate::{Limiter, Strategy};
+use tollgate_redis::RedisBackend;
+
+/// Windows long enough that nothing refills or rolls over during the test.
+/// The fixed window's buckets are aligned to the epoch, so a 50-year window
+/// has its boundaries in 2020 and 2070.
+fn window(strategy: Strategy) -> Duration {
+    match strategy {
+        Strategy::FixedWindow => Duration::from_secs(50 * 365 * 24 * 3600),
+        _ => Duration::from_secs(3_600),
+    }
+}
+
+/// Runs `tasks_per_limiter × per_task` requests of `cost` on one key from
+/// `limiters` limiters at once; returns the units admitted.
+async fn hammer(limiters: &[Arc<Limiter<RedisBackend>>], key: &str, cost: u64) -> u64 {
+    let mut tasks = Vec::new();
+    for limiter in limiters {
+        for _ in 0..16 {
+            let (limiter, key) = (limiter.clone(), key.to_owned());
+            tasks.push(tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..8 {
+                    if limiter.allow_n(&key, cost).await.unwrap().allowed {
+                        admitted += cost;
+                    }
+                }
+                admitted
+            }));
+        }
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn limiters_on_separate_connections_admit_exactly_the_limit() {
+    let server = RedisServer::start();
+    let mut backends = Vec::new();
+    for _ in 0..4 {
+        backends.push(RedisBackend::connect(&server.url()).await.unwrap());
+    }
+    for strategy in Strategy::ALL {
+        let limiters: Vec<_> = backends
+            .iter()
+            .map(|backend| {
+                Arc::new(
+                    Limiter::builder()
+                        .backend(backend.clone())
+                        .strategy(strategy)
+                        .limit(50)
+                        .window(window(strategy))
+                        .resource("shared")
+                        .build()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        // 512 unit requests for a limit of 50.
+        assert_eq!(hammer(&limiters, "unit", 1).await, 50, "{strategy}");
+        // 512 requests of 3 units: 16 fit (48 units), the 17th never does.
+        assert_eq!(hammer(&limiters, "weighted", 3).await, 48, "{strategy}");
+        let peek = limiters[0].peek("weighted").await.unwrap();
+        assert_eq!(peek.remaining, 2, "{strategy}");
+    }
+}
+
+#[tokio::test]
+async fn state_keys_follow_the_layout_and_expire_with_their_state() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder()
+        .expiry_grace(Duration::ZERO)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limiter = Limiter::builder()
+        .backend(backend.clone())
+        .strategy(Strategy::TokenBucket)
+        .limit(2)
+        .window(Duration::from_millis(400))
+        .key_prefix("app")
+        .resource("login")
+        .build()
+        .unwrap();
+    let key = "app:login:token_bucket:user:{42}";
+
+    // A peek on a fresh key creates nothing.
+    assert!(limiter.peek("user:{42}").await.unwrap().allowed);
+    assert_eq!(server.cli(&["EXISTS", key]), "0");
+
+    assert!(limiter.allow("user:{42}").await.unwrap().allowed);
+    let tat: u64 = server.cli(&["GET", key]).parse().expect("tat in microseconds");
+    let pttl: i64 = server.cli(&["PTTL", key]).parse().unwrap();
+    assert!((1..=200).contains(&pttl), "PTTL {pttl} for one 200ms token");
+    let expire_at_ms: u64 = server.cli(&["PEXPIRETIME", key]).parse().unwrap();
+    assert_eq!(
+        expire_at_ms,
+        tat.div_ceil(1_000),
+        "expiry is tat rounded up to ms"
+    );
+
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(server.cli(&["EXISTS", key]), "0", "the key outlived its state");
+    let d = limiter.allow("user:{42}").await.unwrap();
+    assert_eq!(d.remaining, 1);
+
+    // With a grace, the key outlives its state by that much.
+    let graceful = Limiter::builder()
+        .backend(
+            RedisBackend::builder()
+                .expiry_grace(Duration::from_secs(5))
+                .connect(&server.url())
+                .await
+                .unwrap(),
+        )
+        .strategy(Strategy::SlidingWindow)
+        .limit(2)
+        .window(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    assert!(graceful.allow("g").await.unwrap().allowed);
+    let raw = server.cli(&["GET", "tollgate::sliding_window:g"]);
+    let fields: Vec<u64> = raw.split(':').map(|f| f.parse().unwrap()).collect();
+    assert_eq!(fields[1..], [1, 0], "start:curr:prev, got {raw}");
+    let pttl: i64 = server
+        .cli(&["PTTL", "tollgate::sliding_window:g"])
+        .parse()
+        .unwrap();
+    assert!((5_000..=5_200).contains(&pttl), "PTTL {pttl}");
+}
