@@ -1,0 +1,155 @@
+//! Redis Cluster: three primaries started and joined by the test; keys spread
+//! over all of them, and shared limits stay exact.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{cli, free_cluster_port, RedisServer};
+use tollgate::{Limiter, Strategy};
+use tollgate_redis::RedisBackend;
+
+struct Cluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let mut ports: Vec<u16> = Vec::new();
+        while ports.len() < 3 {
+            let port = free_cluster_port();
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        let nodes: Vec<RedisServer> = ports
+            .iter()
+            .map(|&port| {
+                RedisServer::start_on(
+                    port,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let out = std::process::Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be installed to run these tests");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ports
+            .iter()
+            .all(|&p| cli(p, &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "the cluster did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { nodes }
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
+    let cluster = Cluster::start();
+    let urls = cluster.urls();
+    let mut backends = Vec::new();
+    // Each backend knows a different single seed; they find the others.
+    for url in &urls {
+        let backend = RedisBackend::connect_cluster(&[url]).await.unwrap();
+        assert!(backend.is_cluster());
+        backends.push(backend);
+    }
+    backends.push(RedisBackend::connect_cluster(&urls).await.unwrap());
+
+    for strategy in Strategy::ALL {
+        let limiters: Vec<_> = backends
+            .iter()
+            .map(|backend| {
+                Arc::new(
+                    Limiter::builder()
+                        .backend(backend.clone())
+                        .strategy(strategy)
+                        .limit(10)
+                        .window(Duration::from_secs(3_600))
+                        .build()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        // 24 keys; every limiter runs 3 tasks per key of 5 requests each:
+        // 60 requests per key for a limit of 10.
+        let mut tasks = Vec::new();
+        for key in 0..24 {
+            for limiter in &limiters {
+                for _ in 0..3 {
+                    let limiter = limiter.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let mut admitted = 0;
+                        for _ in 0..5 {
+                            if limiter.allow(format!("user-{key}")).await.unwrap().allowed {
+                                admitted += 1;
+                            }
+                        }
+                        (key, admitted)
+                    }));
+                }
+            }
+        }
+        let mut per_key = [0u32; 24];
+        for task in tasks {
+            let (key, admitted) = task.await.unwrap();
+            per_key[key] += admitted;
+        }
+        assert_eq!(per_key, [10; 24], "{strategy}");
+    }
+
+    // The keys landed on every primary.
+    for node in &cluster.nodes {
+        let keys: u64 = node.cli(&["DBSIZE"]).parse().unwrap();
+        assert!(keys > 0, "no key on the primary at port {}", node.port());
+    }
+
+    // Keys with one hash tag share a slot, so they share a primary.
+    let limiter = Limiter::builder()
+        .backend(backends[0].clone())
+        .strategy(Strategy::TokenBucket)
+        .limit(1)
+        .window(Duration::from_secs(3_600))
+        .build()
+        .unwrap();
+    assert!(limiter.allow("{tenant-7}:alice").await.unwrap().allowed);
+    assert!(limiter.allow("{tenant-7}:bob").await.unwrap().allowed);
+    assert!(!limiter.allow("{tenant-7}:bob").await.unwrap().allowed);
+    let holders: Vec<u16> = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.cli(&["EXISTS", "tollgate::token_bucket:{tenant-7}:alice"]) == "1")
+        .map(RedisServer::port)
+        .collect();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(
+        cli(holders[0], &["EXISTS", "tollgate::token_bucket:{tenant-7}:bob"]),
+        "1"
+    );
+}
