@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
+use redis::TlsCertificates;
 use tollgate::backend::{namespace, Scope};
 use tollgate::strategy::{Outcome, Rate};
 use tollgate::{
@@ -150,6 +151,7 @@ pub struct RedisBackendBuilder {
     connect_timeout: Duration,
     clock: Option<SharedClock>,
     expiry_grace: Duration,
+    tls: Option<TlsCertificates>,
 }
 
 impl Default for RedisBackendBuilder {
@@ -159,6 +161,7 @@ impl Default for RedisBackendBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             clock: None,
             expiry_grace: DEFAULT_EXPIRY_GRACE,
+            tls: None,
         }
     }
 }
@@ -170,6 +173,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("caller_clock", &self.clock.is_some())
             .field("expiry_grace", &self.expiry_grace)
+            .field("tls_certificates", &self.tls.is_some())
             .finish()
     }
 }
@@ -231,6 +235,18 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// Certificates for `rediss://` connections: a root certificate (PEM)
+    /// to trust instead of the system's trust store, for servers with a
+    /// private certificate authority, and optionally a client certificate and
+    /// key for servers that require mutual TLS.
+    ///
+    /// Without this, `rediss://` verifies the server against the system's
+    /// trust store.
+    pub fn tls_certificates(mut self, certificates: TlsCertificates) -> Self {
+        self.tls = Some(certificates);
+        self
+    }
+
     fn options(&self) -> Options {
         Options {
             timeout: self.timeout,
@@ -245,7 +261,7 @@ impl RedisBackendBuilder {
     ///
     /// As for [`RedisBackend::connect`].
     pub async fn connect(self, url: &str) -> Result<RedisBackend, ConnectError> {
-        let conn = Connection::standalone(url, self.connect_timeout).await?;
+        let conn = Connection::standalone(url, self.connect_timeout, self.tls.as_ref()).await?;
         Ok(RedisBackend {
             conn,
             options: self.options(),
@@ -259,7 +275,7 @@ impl RedisBackendBuilder {
     /// As for [`RedisBackend::connect_cluster`].
     pub async fn connect_cluster<S: AsRef<str>>(self, seeds: &[S]) -> Result<RedisBackend, ConnectError> {
         let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
-        let conn = Connection::cluster(&seeds, self.connect_timeout).await?;
+        let conn = Connection::cluster(&seeds, self.connect_timeout, self.tls.as_ref()).await?;
         Ok(RedisBackend {
             conn,
             options: self.options(),

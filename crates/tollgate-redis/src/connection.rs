@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, FromRedisValue, IntoConnectionInfo, RedisResult};
+use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
 use crate::error::{redact, ConnectError, ConnectErrorKind};
 
@@ -35,10 +35,19 @@ impl Connection {
     /// shared by every command waiting for it, so decisions fail promptly
     /// while the server is down (the limiter's fail policy then decides) and
     /// succeed again as soon as it is back.
-    pub(crate) async fn standalone(url: &str, connect_timeout: Duration) -> Result<Self, ConnectError> {
+    pub(crate) async fn standalone(
+        url: &str,
+        connect_timeout: Duration,
+        tls: Option<&TlsCertificates>,
+    ) -> Result<Self, ConnectError> {
         let info = url.into_connection_info().map_err(|err| invalid_url(url, err))?;
         let target = info.addr().to_string();
-        let client = Client::open(info).map_err(|err| invalid_url(url, err))?;
+        let uses_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        let client = match tls {
+            Some(certs) => Client::build_with_tls(info, certs.clone()),
+            None => Client::open(info),
+        }
+        .map_err(|err| invalid_url(url, err))?;
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(0)
             .set_connection_timeout(Some(connect_timeout))
@@ -51,14 +60,25 @@ impl Connection {
         };
         let (conn, pong) = tokio::time::timeout(connect_timeout, connect)
             .await
-            .map_err(|_| timed_out(&target, connect_timeout))?
-            .map_err(|err| ConnectError::from_redis(&target, err))?;
+            .map_err(|_| timed_out(&target, connect_timeout))
+            .and_then(|result| result.map_err(|err| ConnectError::from_redis(&target, err)))
+            .map_err(|err| match err.kind() {
+                // A plain Redis port never answers a TLS handshake.
+                ConnectErrorKind::Timeout if uses_tls => {
+                    err.hint("with rediss://, does this port serve TLS (or plain Redis, redis://)?")
+                }
+                _ => err,
+            })?;
         check_pong(&target, &pong)?;
         Ok(conn)
     }
 
     /// Connects to a cluster through `seeds` and checks that it answers.
-    pub(crate) async fn cluster(seeds: &[&str], connect_timeout: Duration) -> Result<Self, ConnectError> {
+    pub(crate) async fn cluster(
+        seeds: &[&str],
+        connect_timeout: Duration,
+        tls: Option<&TlsCertificates>,
+    ) -> Result<Self, ConnectError> {
         let mut infos = Vec::with_capacity(seeds.len());
         for seed in seeds {
             infos.push(
@@ -77,11 +97,15 @@ impl Connection {
                 ))
             }
         };
-        let client = ClusterClientBuilder::new(infos)
+        let mut builder = ClusterClientBuilder::new(infos)
             .connection_timeout(connect_timeout)
             .retries(2)
             .min_retry_wait(5)
-            .max_retry_wait(100)
+            .max_retry_wait(100);
+        if let Some(certs) = tls {
+            builder = builder.certs(certs.clone());
+        }
+        let client = builder
             .build()
             .map_err(|err| ConnectError::from_redis(&target, err))?;
         let connect = async {

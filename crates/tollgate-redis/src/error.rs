@@ -19,6 +19,9 @@ pub enum ConnectErrorKind {
     /// Something answered, but not as a Redis server does (wrong port,
     /// TLS mismatch, another protocol).
     NotRedis,
+    /// The TLS handshake failed (an untrusted or mismatched certificate, or
+    /// a server that does not speak TLS on that port).
+    Tls,
     /// The server did not answer within the connect timeout.
     Timeout,
     /// The server answered with an error (for example an invalid database
@@ -33,6 +36,7 @@ impl fmt::Display for ConnectErrorKind {
             ConnectErrorKind::Unreachable => "unreachable",
             ConnectErrorKind::Authentication => "authentication failed",
             ConnectErrorKind::NotRedis => "not a Redis server",
+            ConnectErrorKind::Tls => "TLS handshake failed",
             ConnectErrorKind::Timeout => "timed out",
             ConnectErrorKind::Server => "server error",
         })
@@ -62,6 +66,13 @@ impl ConnectError {
             message: message.into(),
             source: None,
         }
+    }
+
+    /// Appends a hint to the message.
+    pub(crate) fn hint(mut self, hint: &str) -> Self {
+        self.message.push_str("; ");
+        self.message.push_str(hint);
+        self
     }
 
     pub(crate) fn with_source(mut self, source: RedisError) -> Self {
@@ -101,6 +112,19 @@ impl From<ConnectError> for tollgate::Error {
 }
 
 fn classify_connect(err: &RedisError) -> (ConnectErrorKind, &'static str) {
+    if let Some(tls) = tls_error(err) {
+        return match tls {
+            rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => (
+                ConnectErrorKind::Tls,
+                "the server's TLS certificate is not trusted for this address; give its CA with \
+                 RedisBackendBuilder::tls_certificates, or check the host name",
+            ),
+            _ => (
+                ConnectErrorKind::Tls,
+                "the TLS handshake failed; does this port serve TLS (rediss://) or plain Redis (redis://)?",
+            ),
+        };
+    }
     match err.kind() {
         ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm) => (
             ConnectErrorKind::Authentication,
@@ -133,6 +157,33 @@ fn classify_connect(err: &RedisError) -> (ConnectErrorKind, &'static str) {
         }
         _ => (ConnectErrorKind::Server, "connecting failed"),
     }
+}
+
+/// The rustls error somewhere in the chain of `err`'s sources, if any.
+fn tls_error(err: &RedisError) -> Option<&rustls::Error> {
+    std::error::Error::source(err).and_then(find_rustls)
+}
+
+type SharedError = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
+fn find_rustls<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    // redis-rs keeps I/O errors behind an `Arc`, and an I/O error's `source`
+    // skips the error it wraps: look through both.
+    if let Some(shared) = err.downcast_ref::<SharedError>() {
+        let inner: &(dyn std::error::Error + 'static) = &**shared;
+        return find_rustls(inner);
+    }
+    if let Some(wrapped) = err
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+    {
+        let wrapped: &(dyn std::error::Error + 'static) = wrapped;
+        return find_rustls(wrapped);
+    }
+    err.source().and_then(find_rustls)
 }
 
 /// Maps a Redis error raised during a decision onto a backend error kind,

@@ -15,6 +15,7 @@ pub struct RedisServer {
     port: u16,
     extra: Vec<String>,
     dir: tempfile::TempDir,
+    tls: bool,
 }
 
 impl RedisServer {
@@ -31,19 +32,35 @@ impl RedisServer {
 
     /// Starts a server on `port` with extra arguments.
     pub fn start_on(port: u16, extra: &[&str]) -> Self {
+        Self::launch(port, extra, false)
+    }
+
+    /// Starts a server that serves TLS only, on a free port, with extra
+    /// arguments naming its certificate files.
+    pub fn start_tls(extra: &[&str]) -> Self {
+        let port = free_port();
+        let mut args = vec!["--tls-port".to_owned(), port.to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::launch(port, &args, true)
+    }
+
+    fn launch(port: u16, extra: &[&str], tls: bool) -> Self {
         let mut server = Self {
             child: None,
             port,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             dir: tempfile::tempdir().expect("temporary directory"),
+            tls,
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
+        let plain_port = if self.tls { 0 } else { self.port };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+            .args(["--port", &plain_port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", &self.dir.path().display().to_string()])
@@ -71,7 +88,12 @@ impl RedisServer {
                     self.log()
                 );
             }
-            if ping(self.port) {
+            let up = if self.tls {
+                TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                ping(self.port)
+            };
+            if up {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
