@@ -65,14 +65,19 @@ local function fmt(x)
   return string.format('%.0f', x)
 end
 
--- Parses a stored state of `n` non-negative integers separated by ':'.
+-- Parses a stored state of `n` non-negative integers below 2^53 separated
+-- by ':'; nil when it is anything else.
 local function parse(raw, n)
   local fields = {}
   for field in string.gmatch(raw, '[^:]+') do
     if not string.match(field, '^%d+$') then
       return nil
     end
-    fields[#fields + 1] = tonumber(field)
+    local value = tonumber(field)
+    if value >= 9007199254740992 then
+      return nil
+    end
+    fields[#fields + 1] = value
   end
   if #fields ~= n then
     return nil

@@ -124,7 +124,7 @@ impl Harness {
 fn scripts_match_the_strategy_functions_in_microseconds() {
     let h = Harness::new();
     let mut runner = TestRunner::new(Config {
-        cases: 160,
+        cases: 256,
         ..Config::default()
     });
     runner
@@ -153,7 +153,7 @@ fn scripts_match_the_strategy_functions_in_microseconds() {
 fn scripts_match_the_in_memory_backend_when_ticks_agree() {
     let h = Harness::new();
     let mut runner = TestRunner::new(Config {
-        cases: 160,
+        cases: 256,
         ..Config::default()
     });
     runner
@@ -188,4 +188,61 @@ fn scripts_match_the_in_memory_backend_when_ticks_agree() {
 
 fn ceil_micros(d: Duration) -> Duration {
     Duration::from_micros(d.as_nanos().div_ceil(1_000) as u64)
+}
+
+/// Policies at the edge of what the scripts accept: limits and windows up to
+/// 2^51 (µs), sliding windows with `limit × window` up to 2^52.
+fn extreme_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    (0usize..4, 0u32..52, 1u64..1_000).prop_map(|(s, limit_bits, scale)| {
+        let strategy = Strategy::ALL[s];
+        let limit = ((1u64 << limit_bits) + scale % (1u64 << limit_bits)).min(1 << 51);
+        let max_window = match strategy {
+            Strategy::SlidingWindow => (1u64 << 52) / limit,
+            _ => 1 << 51,
+        };
+        let window = max_window
+            .saturating_sub(scale * (max_window / 1_000_000).max(1))
+            .clamp(1, 1 << 51);
+        Policy::new(strategy, limit, Duration::from_micros(window)).expect("valid policy")
+    })
+}
+
+#[test]
+fn scripts_stay_exact_at_the_edges_of_the_accepted_range() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        ..Config::default()
+    });
+    let steps = prop::collection::vec((0u64..2_500, 0usize..2, 0u64..1_000_000, 0u64..3), 1..40);
+    runner
+        .run(&(extreme_policy(), steps), |(policy, steps)| {
+            // 2023, with ~2.8e15µs of headroom below the scripts' 2^52µs.
+            h.clock.set_nanos(START);
+            let limiter = h.limiter(policy);
+            let rate = policy.rate_micros();
+            let last_us = (1u64 << 52) - 1;
+            let mut states: [Option<State>; 2] = [None; 2];
+            for (i, &(per_mille, key, frac, kind)) in steps.iter().enumerate() {
+                // Steps of 0 to 2.5 windows, capped below 2^52µs.
+                let dt = (u128::from(rate.window) * u128::from(per_mille) / 1_000) as u64;
+                let now = (h.clock.now_nanos() / 1_000).saturating_add(dt).min(last_us);
+                h.clock.set_nanos(now * 1_000);
+                // Costs near the limit, a few units, or above it.
+                let cost = match kind {
+                    0 => (u128::from(rate.limit) * u128::from(frac) / 1_000_000) as u64,
+                    1 => frac % 4,
+                    _ => rate.limit - frac.min(rate.limit - 1) % 3 + frac % 3,
+                };
+                let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
+                states[key] = next;
+                let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
+                let got =
+                    h.rt.block_on(limiter.allow_n(format!("key-{key}"), cost))
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(got, expected, "request {} (cost {}) of {:?}", i, cost, rate);
+            }
+            Ok(())
+        })
+        .unwrap();
 }
