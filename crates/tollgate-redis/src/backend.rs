@@ -282,8 +282,10 @@ impl RedisBackendBuilder {
         })
     }
 
-    /// Uses a connection manager configured elsewhere (for example with
-    /// client certificates), without verifying the server.
+    /// Uses a connection manager configured elsewhere (for example for
+    /// RESP3, other reconnection settings, or an address resolved through
+    /// Sentinel), without verifying the server. The builder's timeout, clock
+    /// and expiry grace still apply.
     pub fn from_connection_manager(self, manager: ConnectionManager) -> RedisBackend {
         RedisBackend {
             conn: Connection::Standalone(manager),
@@ -292,6 +294,7 @@ impl RedisBackendBuilder {
     }
 
     /// Uses a cluster connection configured elsewhere, without verifying it.
+    /// The builder's timeout, clock and expiry grace still apply.
     pub fn from_cluster_connection(self, conn: ClusterConnection) -> RedisBackend {
         RedisBackend {
             conn: Connection::Cluster(conn),
