@@ -113,6 +113,33 @@ impl Clock for ManualClock {
 /// A shareable clock handle.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// A clock as held by a backend: the system clock is called directly (and
+/// inlined into the decision path), any other clock through a shared pointer.
+#[derive(Clone)]
+pub(crate) enum ClockHandle {
+    System,
+    Shared(SharedClock),
+}
+
+impl ClockHandle {
+    /// Wraps `clock`, recognising the system clock.
+    pub(crate) fn of<C: Clock>(clock: C) -> Self {
+        if std::any::TypeId::of::<C>() == std::any::TypeId::of::<SystemClock>() {
+            ClockHandle::System
+        } else {
+            ClockHandle::Shared(Arc::new(clock))
+        }
+    }
+
+    #[inline]
+    pub(crate) fn now_nanos(&self) -> u64 {
+        match self {
+            ClockHandle::System => SystemClock.now_nanos(),
+            ClockHandle::Shared(clock) => clock.now_nanos(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

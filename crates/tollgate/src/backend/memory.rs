@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::janitor::{self, Sweep};
 use super::table::Table;
 use super::{Backend, Binding, Scope};
-use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
 use crate::policy::Strategy;
@@ -22,7 +22,7 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// bound to the backend gets its own table). See `docs/concurrency.md`.
 #[derive(Clone)]
 pub struct MemoryBackend {
-    clock: SharedClock,
+    clock: ClockHandle,
     shards: usize,
     sweep_interval: Duration,
     reclaim: bool,
@@ -50,7 +50,7 @@ impl MemoryBackend {
     pub fn new() -> Self {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         Self {
-            clock: Arc::new(SystemClock),
+            clock: ClockHandle::System,
             shards: (cores * 16).max(64).next_power_of_two(),
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             reclaim: true,
@@ -59,13 +59,13 @@ impl MemoryBackend {
 
     /// Uses `clock` instead of the system clock (e.g. a [`crate::ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.clock = ClockHandle::of(clock);
         self
     }
 
     /// Uses a shared clock handle.
     pub fn with_shared_clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
+        self.clock = ClockHandle::Shared(clock);
         self
     }
 

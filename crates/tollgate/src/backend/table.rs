@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use hashbrown::HashTable;
 
 use super::stored_key::StoredKey;
-use crate::clock::SharedClock;
+use crate::clock::ClockHandle;
 use crate::strategy::{Algorithm, Outcome, Rate};
 
 /// Shards never sweep themselves below this many entries.
@@ -52,12 +52,12 @@ pub(crate) struct Table<A: Algorithm> {
     shard_mask: usize,
     hasher: ahash::RandomState,
     rate: Rate,
-    clock: SharedClock,
+    clock: ClockHandle,
     reclaim: bool,
 }
 
 impl<A: Algorithm> Table<A> {
-    pub(crate) fn new(rate: Rate, clock: SharedClock, shards: usize, reclaim: bool) -> Self {
+    pub(crate) fn new(rate: Rate, clock: ClockHandle, shards: usize, reclaim: bool) -> Self {
         let shards = shards.next_power_of_two().max(1);
         Self {
             shards: (0..shards)
@@ -93,11 +93,15 @@ impl<A: Algorithm> Table<A> {
     /// Decides one request for `key` at the clock's current time.
     #[inline]
     pub(crate) fn decide(&self, key: &[u8], cost: u64) -> Outcome {
+        // Read the clock before locking: the read overlaps hashing, and the
+        // critical section stays short. Two threads racing on one key may
+        // then apply their decisions out of timestamp order by the length of
+        // the race; strategies treat such a step back as "no time passed".
+        let now = self.clock.now_nanos();
         let hash = self.hasher.hash_one(key);
         // hashbrown uses the low bits for the slot and the top 7 for tags.
         let index = (hash >> 40) as usize & self.shard_mask;
         let mut shard = self.lock(index);
-        let now = self.clock.now_nanos();
         match shard.map.find_entry(hash, |e| e.key.as_bytes() == key) {
             Ok(mut occupied) => {
                 let (outcome, next) = A::decide(&self.rate, Some(occupied.get().state), now, cost);
