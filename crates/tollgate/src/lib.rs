@@ -30,6 +30,7 @@ mod clock;
 mod decision;
 mod error;
 mod limiter;
+pub mod metrics;
 mod policy;
 mod resources;
 pub mod strategy;

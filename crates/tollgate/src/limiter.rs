@@ -1,13 +1,14 @@
 //! The limiter: one policy on one backend.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backend::memory::{MemoryBackend, MemoryBinding};
 use crate::backend::{Backend, Binding, Scope};
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::error::{ConfigError, Error};
+use crate::error::{BackendError, ConfigError, Error};
+use crate::metrics::LimiterMetrics;
 use crate::policy::{Policy, Strategy};
 
 /// The key prefix used unless configured otherwise.
@@ -45,6 +46,7 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     policy: Policy,
     fail: FailPolicy,
     fail_open_events: AtomicU64,
+    metrics: LimiterMetrics,
 }
 
 impl<B: Backend> std::fmt::Debug for Limiter<B> {
@@ -71,7 +73,42 @@ impl<B: Backend> Limiter<B> {
             policy: *scope.policy,
             fail,
             fail_open_events: AtomicU64::new(0),
+            metrics: LimiterMetrics::register(scope.resource, scope.policy.strategy()),
         })
+    }
+
+    /// Applies the fail policy to a backend's answer and counts it.
+    #[inline]
+    fn finish(
+        &self,
+        result: Result<Decision, BackendError>,
+        started: Option<Instant>,
+    ) -> Result<Decision, Error> {
+        if let Some(started) = started {
+            self.metrics.latency(started.elapsed().as_secs_f64());
+        }
+        match result {
+            Ok(decision) => {
+                self.metrics.decided(decision.allowed);
+                Ok(decision)
+            }
+            Err(err) => {
+                self.metrics.failed(self.fail == FailPolicy::Open);
+                match self.fail {
+                    FailPolicy::Closed => Err(Error::Backend(err)),
+                    FailPolicy::Open => {
+                        self.fail_open_events.fetch_add(1, Ordering::Relaxed);
+                        Ok(Decision::fail_open(self.policy.limit()))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The start time of this decision when it is one to time.
+    #[inline]
+    fn start(&self) -> Option<Instant> {
+        self.metrics.sample().then(Instant::now)
     }
 
     /// Decides one request of cost 1 for `key`.
@@ -90,16 +127,9 @@ impl<B: Backend> Limiter<B> {
     ///
     /// As for [`Limiter::allow`].
     pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        match self.binding.decide(key.as_ref(), cost).await {
-            Ok(decision) => Ok(decision),
-            Err(err) => match self.fail {
-                FailPolicy::Closed => Err(Error::Backend(err)),
-                FailPolicy::Open => {
-                    self.fail_open_events.fetch_add(1, Ordering::Relaxed);
-                    Ok(Decision::fail_open(self.policy.limit()))
-                }
-            },
-        }
+        let started = self.start();
+        let result = self.binding.decide(key.as_ref(), cost).await;
+        self.finish(result, started)
     }
 
     /// Reports whether a unit request would be admitted now, charging nothing.
@@ -143,7 +173,13 @@ impl Limiter<MemoryBackend> {
     /// Decides one request of `cost` units synchronously (in-memory only).
     #[inline]
     pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        MemoryBinding::check(&self.binding, key.as_ref(), cost)
+        let started = self.start();
+        let decision = MemoryBinding::check(&self.binding, key.as_ref(), cost);
+        if let Some(started) = started {
+            self.metrics.latency(started.elapsed().as_secs_f64());
+        }
+        self.metrics.decided(decision.allowed);
+        decision
     }
 }
 

@@ -1,0 +1,140 @@
+//! Metrics through the `metrics` facade: counts match the decisions made,
+//! labels are resource and strategy, never the key.
+
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::MetricKind;
+use tollgate::testing::{FlakyStore, MapStore};
+use tollgate::{Limiter, ManualClock, Policy, ResourceLimiter, StoreBackend, Strategy};
+
+/// Label (name, value) pairs, sorted.
+type Labels = Vec<(String, String)>;
+
+/// One metric: name, labels, and its count (samples for a histogram).
+type Metric = (String, Labels, u64);
+
+/// Every counter with its value, and every histogram with its sample count.
+fn counters(snapshotter: &Snapshotter) -> Vec<Metric> {
+    let mut out = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let (kind, key) = key.into_parts();
+        let mut labels: Vec<_> = key
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        labels.sort();
+        let value = match (kind, value) {
+            (MetricKind::Counter, DebugValue::Counter(v)) => v,
+            (MetricKind::Histogram, DebugValue::Histogram(samples)) => samples.len() as u64,
+            _ => continue,
+        };
+        out.push((key.name().to_owned(), labels, value));
+    }
+    out.sort();
+    out
+}
+
+fn labels(resource: &str, strategy: &str) -> Labels {
+    vec![
+        ("resource".into(), resource.into()),
+        ("strategy".into(), strategy.into()),
+    ]
+}
+
+fn value(all: &[Metric], name: &str, labels: &[(String, String)]) -> u64 {
+    all.iter()
+        .find(|(n, l, _)| n == name && l == labels)
+        .map_or(0, |(_, _, v)| *v)
+}
+
+#[test]
+fn counts_follow_decisions_per_resource_and_strategy() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        ResourceLimiter::builder()
+            .clock(clock.clone())
+            .default_policy(Policy::new(Strategy::SlidingWindow, 3, Duration::from_secs(60)).unwrap())
+            .resource(
+                "login",
+                Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap(),
+            )
+            .build()
+            .unwrap()
+    });
+    let (mut allowed, mut denied) = ([0u64; 2], [0u64; 2]);
+    for i in 0..40 {
+        for (r, resource) in ["login", "search"].into_iter().enumerate() {
+            // Many distinct keys: none may appear as a label.
+            let d = limiter.check(resource, format!("client-{}", i % 7));
+            if d.allowed {
+                allowed[r] += 1;
+            } else {
+                denied[r] += 1;
+            }
+        }
+    }
+    let all = counters(&snapshotter);
+    let login = labels("login", "fixed_window");
+    let default = labels("default", "sliding_window");
+    assert_eq!(value(&all, "tollgate_allowed_total", &login), allowed[0]);
+    assert_eq!(value(&all, "tollgate_denied_total", &login), denied[0]);
+    assert_eq!(value(&all, "tollgate_allowed_total", &default), allowed[1]);
+    assert_eq!(value(&all, "tollgate_denied_total", &default), denied[1]);
+    assert_eq!(allowed, [14, 21]);
+    for (name, labels, _) in &all {
+        let keys: Vec<_> = labels.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["resource", "strategy"], "{name} has labels {labels:?}");
+    }
+    // Latency is sampled: one decision in LATENCY_SAMPLE per thread.
+    let sampled: u64 = all
+        .iter()
+        .filter(|(n, ..)| n == "tollgate_decision_seconds")
+        .map(|(.., v)| v)
+        .sum();
+    assert_eq!(sampled, 80 / u64::from(tollgate::metrics::LATENCY_SAMPLE));
+}
+
+#[tokio::test]
+async fn backend_errors_and_fail_open_admissions_are_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let build = |open: bool| {
+        let backend =
+            StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(&clock))).with_clock(clock.clone());
+        metrics::with_local_recorder(&recorder, || {
+            Limiter::builder()
+                .strategy(Strategy::TokenBucket)
+                .limit(5)
+                .window(Duration::from_secs(1))
+                .resource(if open { "open" } else { "closed" })
+                .fail_open(open)
+                .backend(backend)
+                .build()
+                .unwrap()
+        })
+    };
+    let (open, closed) = (build(true), build(false));
+    for limiter in [&open, &closed] {
+        assert!(limiter.allow("k").await.unwrap().allowed);
+        limiter.binding().store().set_failing(true);
+        for _ in 0..3 {
+            let _ = limiter.allow("k").await;
+        }
+    }
+    let all = counters(&snapshotter);
+    let open_labels = labels("open", "token_bucket");
+    let closed_labels = labels("closed", "token_bucket");
+    assert_eq!(value(&all, "tollgate_backend_errors_total", &open_labels), 3);
+    assert_eq!(value(&all, "tollgate_fail_open_total", &open_labels), 3);
+    assert_eq!(value(&all, "tollgate_backend_errors_total", &closed_labels), 3);
+    assert_eq!(value(&all, "tollgate_fail_open_total", &closed_labels), 0);
+    assert_eq!(
+        value(&all, "tollgate_allowed_total", &open_labels),
+        1,
+        "fail-open admissions are counted apart"
+    );
+}
