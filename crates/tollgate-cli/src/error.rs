@@ -39,6 +39,45 @@ pub enum CliError {
         /// The underlying error.
         source: io::Error,
     },
+    /// `--backend redis`: the server at `--redis-url` cannot be used.
+    #[error("--redis-url {url}: {source}")]
+    RedisConnect {
+        /// The URL given, without its password.
+        url: String,
+        /// What went wrong, naming the address and the problem.
+        source: tollgate_redis::ConnectError,
+    },
+    /// `--backend redis`: the second connection, used to delete the run's
+    /// keys, failed.
+    #[error("--redis-url {url}: cannot open a connection for deleting the replay's keys: {source}")]
+    RedisAdmin {
+        /// The URL given, without its password.
+        url: String,
+        /// The client's error.
+        source: tollgate_redis::redis::RedisError,
+    },
+    /// `--backend redis`: a decision failed on the server.
+    #[error("Redis failed to decide the request on line {line}: {source}")]
+    RedisDecision {
+        /// The trace line of the request.
+        line: u64,
+        /// The backend's error.
+        source: tollgate::Error,
+    },
+    /// `--backend redis`: the run's keys could not all be deleted.
+    #[error("cannot delete the replay's keys ({pattern}) from Redis: {source}; delete them with redis-cli --scan --pattern '{pattern}' | xargs redis-cli del")]
+    RedisCleanup {
+        /// The `SCAN` pattern matching the keys left behind.
+        pattern: String,
+        /// The client's error.
+        source: tollgate_redis::redis::RedisError,
+    },
+    /// The async runtime (or the Ctrl-C handler) could not be set up.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(io::Error),
+    /// Ctrl-C stopped the replay.
+    #[error("interrupted")]
+    Interrupted,
     /// The summary could not be written.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod redis_replay;
 mod replay;
 mod report;
 mod trace;
@@ -19,6 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tollgate::{ConfigError, Policy, Strategy};
 
 use crate::error::CliError;
+use crate::redis_replay::RedisReplay;
 use crate::report::{DecisionsFile, Finished};
 use crate::trace::Trace;
 
@@ -59,7 +61,21 @@ invalid line stops the command with an error naming its line number (the header 
 Each strategy runs an in-memory limiter whose clock is set to each request's time before
 the request is decided. The summary has one row per strategy: requests, admitted, denied,
 distinct keys, and max_in_window: the most units admitted for one key within any interval
-[t, t + window) of the trace's time, with the key it happened for (max_key).";
+[t, t + window) of the trace's time, with the key it happened for (max_key).
+
+With --backend redis --redis-url URL, every decision is made by the Redis backend's Lua
+scripts on that server instead, with the trace's time passed as the caller's clock
+(microsecond ticks), so the decisions file shows what a production limiter on Redis would
+have decided. The decisions equal the in-memory ones whenever the policy's emission
+interval (window / limit) is a whole number of microseconds; otherwise the in-memory
+backend's nanosecond arithmetic can round differently. Only a standalone server is
+supported (not a Cluster). Each run writes its keys under its own prefix,
+tollgate-simulate:<pid>-<start time in ns>:, so concurrent runs and applications using
+the same server never interfere, and deletes them all (SCAN and DEL on that prefix) when
+it ends, also after an error or Ctrl-C. Key expiry runs on the server's clock while the
+trace has its own, so the keys get an expiry grace of 24 hours instead of the library's
+1 second: no key can expire during a replay and change a decision, and the keys of a run
+killed before it could clean up still disappear by themselves a day later.";
 
 /// Which strategies `simulate` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -93,6 +109,16 @@ impl StrategyArg {
     }
 }
 
+/// Where `simulate` keeps the limiters' state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// In this process (the library's in-memory backend).
+    #[default]
+    Memory,
+    /// On a Redis server, decided by the Redis backend's Lua scripts (needs --redis-url).
+    Redis,
+}
+
 /// Arguments of `simulate`.
 #[derive(Debug, Args)]
 struct SimulateArgs {
@@ -118,6 +144,14 @@ struct SimulateArgs {
     /// Files are written only when the whole trace was replayed without error.
     #[arg(long, value_name = "OUT.csv")]
     decisions: Option<PathBuf>,
+    /// Where the state lives: in memory, or on the Redis server at --redis-url (see --help).
+    #[arg(long, value_name = "BACKEND", default_value = "memory")]
+    backend: BackendArg,
+    /// The Redis server for --backend redis: redis://[user:password@]host[:port][/db],
+    /// rediss://... for TLS, or redis+unix:///path/to/socket. Its keys under
+    /// tollgate-simulate:<run>: are deleted when the run ends.
+    #[arg(long, value_name = "URL", required_if_eq("backend", "redis"))]
+    redis_url: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -127,6 +161,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Interrupted) => {
+            eprintln!("error: interrupted");
+            ExitCode::from(130)
+        }
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE
@@ -156,24 +194,76 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
             })
             .collect::<Result<_, _>>()?,
     };
+    if args.redis_url.is_some() && args.backend != BackendArg::Redis {
+        return Err(CliError::Flag {
+            flag: "redis-url".to_owned(),
+            value: args.redis_url.clone().unwrap_or_default(),
+            reason: "only used with --backend redis".to_owned(),
+        });
+    }
     let trace = Trace::read_path(&args.trace)?;
+    let mut redis = match (&args.backend, &args.redis_url) {
+        (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
+        _ => None,
+    };
+    let replayed = replay_all(args, &trace, policies, outputs, redis.as_mut());
+    // The run's keys go whatever happened to the replay.
+    if let Some(redis) = redis.as_mut() {
+        match (redis.cleanup(), &replayed) {
+            (Err(err), Ok(_)) => return Err(err),
+            (Err(err), Err(_)) => eprintln!("error: {err}"),
+            (Ok(_), _) => {}
+        }
+    }
+    let stats = replayed?;
+    let text = report::summary(args.limit, args.window, &stats, &trace.keys);
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(CliError::Stdout)
+}
+
+/// Replays `trace` under every policy, on Redis when `redis` is given,
+/// writing each policy's decisions file; the files are moved into place only
+/// once every replay succeeded.
+fn replay_all(
+    args: &SimulateArgs,
+    trace: &Trace,
+    policies: Vec<Policy>,
+    outputs: Vec<Option<PathBuf>>,
+    mut redis: Option<&mut RedisReplay>,
+) -> Result<Vec<replay::Stats>, CliError> {
     let mut stats = Vec::new();
     let mut finished: Vec<Finished> = Vec::new();
     for (policy, output) in policies.into_iter().zip(outputs) {
         let mut file = output
             .map(|path| DecisionsFile::create(&path).map_err(|source| CliError::Decisions { path, source }))
             .transpose()?;
-        stats.push(replay::replay(&trace, policy, |request, decision| {
-            match file.as_mut() {
-                Some(f) => f
-                    .write(request, &trace.keys[request.key], decision)
-                    .map_err(|source| CliError::Decisions {
-                        path: f.path().to_owned(),
-                        source,
-                    }),
-                None => Ok(()),
+        let mut sink = |request: &trace::Request, decision: &tollgate::Decision| match file.as_mut() {
+            Some(f) => f
+                .write(request, &trace.keys[request.key], decision)
+                .map_err(|source| CliError::Decisions {
+                    path: f.path().to_owned(),
+                    source,
+                }),
+            None => Ok(()),
+        };
+        stats.push(match redis.as_deref_mut() {
+            None => replay::replay(trace, policy, &mut sink)?,
+            Some(redis) => {
+                let limiter = redis.limiter(policy).map_err(|err| match err {
+                    tollgate::Error::Config(err) => flag_error(args, &err),
+                    err => CliError::Limiter(err),
+                })?;
+                replay::replay_with(
+                    trace,
+                    policy,
+                    |request, key| redis.decide(&limiter, request.line, request.nanos, key, request.cost),
+                    &mut sink,
+                )?
             }
-        })?);
+        });
         if let Some(f) = file {
             let path = f.path().to_owned();
             finished.push(
@@ -187,12 +277,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
         f.persist()
             .map_err(|source| CliError::Decisions { path, source })?;
     }
-    let text = report::summary(args.limit, args.window, &stats, &trace.keys);
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(CliError::Stdout)
+    Ok(stats)
 }
 
 /// Names the flag behind a policy error, with the value given.

@@ -32,10 +32,10 @@ pub struct Peak {
     pub key: Option<usize>,
 }
 
-/// Replays `trace` under `policy`: before each request the limiter's manual
-/// clock is set to the request's time, then the request is decided with
-/// [`Limiter::check_n`]. `sink` sees every request with its decision, in
-/// input order.
+/// Replays `trace` under `policy` on an in-memory limiter: before each
+/// request the limiter's manual clock is set to the request's time, then the
+/// request is decided with [`Limiter::check_n`]. `sink` sees every request
+/// with its decision, in input order.
 ///
 /// # Errors
 ///
@@ -44,7 +44,7 @@ pub struct Peak {
 pub fn replay<E>(
     trace: &Trace,
     policy: Policy,
-    mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
+    sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
 ) -> Result<Stats, E>
 where
     E: From<tollgate::Error>,
@@ -57,11 +57,36 @@ where
         .with_clock(clock.clone())
         .with_reclaim(sorted);
     let limiter = Limiter::builder().policy(policy).backend(backend).build()?;
+    replay_with(
+        trace,
+        policy,
+        |request, key| {
+            clock.set_nanos(request.nanos);
+            Ok(limiter.check_n(key.as_bytes(), request.cost))
+        },
+        sink,
+    )
+}
+
+/// Replays `trace` under `policy` through `decide`, which is given each
+/// request (in input order) with its key and returns the decision; it is
+/// responsible for setting its limiter's clock to the request's time. `sink`
+/// sees every request with its decision, and the statistics are collected on
+/// the way.
+///
+/// # Errors
+///
+/// The first error returned by `decide` or `sink`.
+pub fn replay_with<E>(
+    trace: &Trace,
+    policy: Policy,
+    mut decide: impl FnMut(&Request, &str) -> Result<Decision, E>,
+    mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
+) -> Result<Stats, E> {
     let mut admitted_at: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.keys.len()];
     let mut admitted = 0;
     for request in &trace.requests {
-        clock.set_nanos(request.nanos);
-        let decision = limiter.check_n(trace.keys[request.key].as_bytes(), request.cost);
+        let decision = decide(request, &trace.keys[request.key])?;
         if decision.allowed {
             admitted += 1;
             if request.cost > 0 {
