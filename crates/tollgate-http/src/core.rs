@@ -1,0 +1,176 @@
+//! The framework-neutral part of the middleware: from a request to either
+//! "call the service, then add these headers" or "send this reply".
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::headers::{HeaderMode, RateHeaders};
+use crate::ip::IpGrouping;
+use crate::key::{peer_key, Key, KeyError, KeyExtractor, MissingKey};
+use crate::limits::Limits;
+use crate::reply::{Denied, Failure, GrpcMode, KeyRejected, Reply, ReplyFormat};
+use crate::request::RequestInfo;
+use crate::resource::ResourceExtractor;
+
+pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
+pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
+pub(crate) type KeyErrorFn = dyn Fn(&KeyRejected<'_>) -> Reply + Send + Sync;
+
+/// Everything the middleware needs, shared by every request.
+pub(crate) struct Core<L> {
+    pub(crate) limits: Arc<L>,
+    pub(crate) key: KeyExtractor,
+    pub(crate) missing: MissingKey,
+    pub(crate) resource: ResourceExtractor,
+    pub(crate) grouping: IpGrouping,
+    pub(crate) headers: HeaderMode,
+    pub(crate) format: ReplyFormat,
+    pub(crate) grpc: GrpcMode,
+    pub(crate) on_denied: Option<Arc<DeniedFn>>,
+    pub(crate) on_failure: Option<Arc<FailureFn>>,
+    pub(crate) on_key_error: Option<Arc<KeyErrorFn>>,
+}
+
+impl<L> Clone for Core<L> {
+    fn clone(&self) -> Self {
+        Self {
+            limits: self.limits.clone(),
+            key: self.key.clone(),
+            missing: self.missing,
+            resource: self.resource.clone(),
+            grouping: self.grouping,
+            headers: self.headers,
+            format: self.format,
+            grpc: self.grpc,
+            on_denied: self.on_denied.clone(),
+            on_failure: self.on_failure.clone(),
+            on_key_error: self.on_key_error.clone(),
+        }
+    }
+}
+
+impl<L> std::fmt::Debug for Core<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("key", &self.key)
+            .field("missing_key", &self.missing)
+            .field("resource", &self.resource)
+            .field("ip_grouping", &self.grouping)
+            .field("headers", &self.headers)
+            .field("format", &self.format)
+            .field("grpc", &self.grpc)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request's key and resource, borrowed from the request where possible.
+pub(crate) struct Prepared<'a> {
+    key: Key<'a>,
+    resource: Cow<'a, str>,
+    grpc: bool,
+}
+
+/// What to do with a request.
+pub(crate) enum Verdict {
+    /// Call the service and add these headers to its response.
+    Allow(RateHeaders),
+    /// Answer with this reply instead.
+    Reply(Reply),
+}
+
+impl<L> Core<L> {
+    pub(crate) fn new(limits: Arc<L>) -> Self {
+        Self {
+            limits,
+            key: KeyExtractor::default(),
+            missing: MissingKey::default(),
+            resource: ResourceExtractor::default(),
+            grouping: IpGrouping::default(),
+            headers: HeaderMode::default(),
+            format: ReplyFormat::default(),
+            grpc: GrpcMode::default(),
+            on_denied: None,
+            on_failure: None,
+            on_key_error: None,
+        }
+    }
+}
+
+impl<L: Limits> Core<L> {
+    /// Takes key and resource from `req` (no I/O); a reply when there is no
+    /// key. Kept apart from [`Core::decide`] so that the request view, which
+    /// need not be `Sync`, is not held across an await.
+    pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
+        let grpc = match self.grpc {
+            GrpcMode::Detect => req.is_grpc(),
+            GrpcMode::Always => true,
+            GrpcMode::Never => false,
+        };
+        let key = match self.key.extract(req, &self.grouping) {
+            Ok(key) => key,
+            Err(error) => match self.missing {
+                MissingKey::PeerIp => {
+                    peer_key(req, &self.grouping).map_err(|e| Box::new(self.key_error(&e, grpc)))?
+                }
+                MissingKey::Reject => return Err(Box::new(self.key_error(&error, grpc))),
+            },
+        };
+        Ok(Prepared {
+            key,
+            resource: self.resource.extract(req),
+            grpc,
+        })
+    }
+
+    /// Asks the limiter and maps its answer to a verdict.
+    pub(crate) async fn decide(&self, p: &Prepared<'_>) -> Verdict {
+        let key = p.key.as_bytes();
+        match self.limits.decide(&p.resource, key).await {
+            Ok(decision) => {
+                let headers =
+                    RateHeaders::for_decision(self.headers, &decision, || self.limits.policy(&p.resource));
+                if decision.allowed {
+                    return Verdict::Allow(headers);
+                }
+                let denied = Denied {
+                    decision: &decision,
+                    key,
+                    resource: &p.resource,
+                    format: self.format,
+                    grpc: p.grpc,
+                };
+                let mut reply = match &self.on_denied {
+                    Some(handler) => handler(&denied),
+                    None => Reply::for_denied(&denied),
+                };
+                headers.write_to(reply.headers_mut());
+                Verdict::Reply(reply)
+            }
+            Err(error) => {
+                let failure = Failure {
+                    error: &error,
+                    key,
+                    resource: &p.resource,
+                    format: self.format,
+                    grpc: p.grpc,
+                };
+                Verdict::Reply(match &self.on_failure {
+                    Some(handler) => handler(&failure),
+                    None => Reply::for_failure(&failure),
+                })
+            }
+        }
+    }
+
+    fn key_error(&self, error: &KeyError, grpc: bool) -> Reply {
+        let rejected = KeyRejected {
+            error,
+            format: self.format,
+            grpc,
+        };
+        match &self.on_key_error {
+            Some(handler) => handler(&rejected),
+            None => Reply::for_key_error(&rejected),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The same application on both stacks, served on 127.0.0.1 with the
+//! middleware in front:
+//!
+//! - `GET /` → `ok`, `POST /` → `posted`
+//! - `GET /users/{id}` → `user {id}`
+//! - `POST /echo` → the `x-test` header and the body, echoed
+//! - `GET /stream` → `first;`, then `second` once the test opens the gate
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use tokio::sync::Semaphore;
+use tollgate_http::{Limits, RateLimit};
+
+/// Which middleware serves the application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// The tower layer on axum.
+    Axum,
+    /// The actix-web middleware.
+    Actix,
+}
+
+/// A running server.
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Opened by the test to let `/stream` send its second chunk.
+    pub gate: Arc<Semaphore>,
+}
+
+/// Serves the application behind `config` on `stack`.
+pub async fn start<L: Limits>(stack: Stack, config: RateLimit<L>) -> Server {
+    let gate = Arc::new(Semaphore::new(0));
+    let addr = match stack {
+        Stack::Axum => axum_app::start(config, gate.clone()).await,
+        Stack::Actix => actix_app::start(config, gate.clone()),
+    };
+    Server { addr, gate }
+}
+
+/// `first;`, then `second` once `gate` has a permit.
+fn gated_stream(gate: Arc<Semaphore>) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::unfold(0u8, move |step| {
+        let gate = gate.clone();
+        async move {
+            match step {
+                0 => Some((Ok(Bytes::from_static(b"first;")), 1)),
+                1 => {
+                    gate.acquire().await.ok()?.forget();
+                    Some((Ok(Bytes::from_static(b"second")), 2))
+                }
+                _ => None,
+            }
+        }
+    })
+}
+
+mod axum_app {
+    use super::*;
+    use axum::body::Body;
+    use axum::extract::{Path, State};
+    use axum::http::HeaderMap;
+    use axum::routing::{get, post};
+    use axum::Router;
+
+    pub async fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }).post(|| async { "posted" }))
+            .route(
+                "/users/{id}",
+                get(|Path(id): Path<String>| async move { format!("user {id}") }),
+            )
+            .route(
+                "/echo",
+                post(|headers: HeaderMap, body: Bytes| async move {
+                    echo(headers.get("x-test").map(|v| v.as_bytes()), &body)
+                }),
+            )
+            .route(
+                "/stream",
+                get(
+                    |State(gate): State<Arc<Semaphore>>| async move { Body::from_stream(gated_stream(gate)) },
+                ),
+            )
+            .layer(config.layer())
+            .with_state(gate);
+        serve(app).await
+    }
+
+    /// Serves `app` with the peer address recorded.
+    pub async fn serve(app: Router) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        tokio::spawn(async move {
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                .await
+                .expect("axum server");
+        });
+        addr
+    }
+}
+
+mod actix_app {
+    use super::*;
+    use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+
+    pub fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let middleware = config.actix();
+        // The server runs on its own actix system until the test process ends.
+        std::thread::spawn(move || {
+            actix_rt::System::new().block_on(async move {
+                HttpServer::new(move || {
+                    App::new()
+                        .wrap(middleware.clone())
+                        .app_data(web::Data::new(gate.clone()))
+                        .route("/", web::get().to(|| async { "ok" }))
+                        .route("/", web::post().to(|| async { "posted" }))
+                        .route(
+                            "/users/{id}",
+                            web::get().to(|id: web::Path<String>| async move { format!("user {id}") }),
+                        )
+                        .route(
+                            "/echo",
+                            web::post().to(|req: HttpRequest, body: Bytes| async move {
+                                echo(req.headers().get("x-test").map(|v| v.as_bytes()), &body)
+                            }),
+                        )
+                        .route(
+                            "/stream",
+                            web::get().to(|gate: web::Data<Arc<Semaphore>>| async move {
+                                HttpResponse::Ok().streaming(gated_stream(gate.get_ref().clone()))
+                            }),
+                        )
+                })
+                .workers(1)
+                .disable_signals()
+                .shutdown_timeout(0)
+                .listen(listener)
+                .expect("listen")
+                .run()
+                .await
+                .expect("actix server");
+            });
+        });
+        addr
+    }
+}
+
+/// What `/echo` answers.
+fn echo(header: Option<&[u8]>, body: &[u8]) -> String {
+    format!(
+        "x-test={} body={}",
+        String::from_utf8_lossy(header.unwrap_or(b"-")),
+        String::from_utf8_lossy(body)
+    )
+}
+
+/// Runs each named scenario `async fn name(stack: Stack)` as one test per
+/// stack, in modules `axum` and `actix`.
+#[macro_export]
+macro_rules! on_both_stacks {
+    ($($name:ident),* $(,)?) => {
+        mod axum {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::apps::Stack::Axum).await
+                }
+            )*
+        }
+        mod actix {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::apps::Stack::Actix).await
+                }
+            )*
+        }
+    };
+}
