@@ -1,0 +1,78 @@
+//! [`AnyBackend`]: the backend a policy file selects, chosen at run time
+//! without boxing.
+
+use tollgate::backend::memory::MemoryBinding;
+use tollgate::backend::Scope;
+use tollgate::{Backend, BackendError, Binding, Decision, Error, MemoryBackend};
+#[cfg(feature = "redis")]
+use tollgate_redis::{RedisBackend, RedisBinding};
+
+/// In-memory or Redis state, decided when the policy file is read.
+///
+/// A plain enum: each decision is one `match`, with no boxing or dynamic
+/// dispatch. Build one with [`PolicyFile::backend`](crate::PolicyFile::backend),
+/// or from either backend with `From`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum AnyBackend {
+    /// State in this process.
+    Memory(MemoryBackend),
+    /// State in a Redis server or Redis Cluster.
+    #[cfg(feature = "redis")]
+    Redis(RedisBackend),
+}
+
+impl From<MemoryBackend> for AnyBackend {
+    fn from(backend: MemoryBackend) -> Self {
+        AnyBackend::Memory(backend)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<RedisBackend> for AnyBackend {
+    fn from(backend: RedisBackend) -> Self {
+        AnyBackend::Redis(backend)
+    }
+}
+
+impl Backend for AnyBackend {
+    type Binding = AnyBinding;
+
+    fn bind(&self, scope: &Scope<'_>) -> Result<AnyBinding, Error> {
+        match self {
+            AnyBackend::Memory(backend) => backend.bind(scope).map(AnyBinding::Memory),
+            #[cfg(feature = "redis")]
+            AnyBackend::Redis(backend) => backend.bind(scope).map(AnyBinding::Redis),
+        }
+    }
+}
+
+/// One policy served by an [`AnyBackend`].
+#[non_exhaustive]
+pub enum AnyBinding {
+    /// A policy's in-memory state.
+    Memory(MemoryBinding),
+    /// A policy served by Redis.
+    #[cfg(feature = "redis")]
+    Redis(RedisBinding),
+}
+
+impl std::fmt::Debug for AnyBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnyBinding::Memory(binding) => f.debug_struct("Memory").field("keys", &binding.len()).finish(),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => f.debug_tuple("Redis").field(binding).finish(),
+        }
+    }
+}
+
+impl Binding for AnyBinding {
+    async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        match self {
+            AnyBinding::Memory(binding) => Ok(binding.check(key, cost)),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.decide(key, cost).await,
+        }
+    }
+}

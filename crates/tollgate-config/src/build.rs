@@ -1,0 +1,122 @@
+//! From a policy file to a running limiter: connecting its storage and
+//! binding every policy.
+
+use tollgate::backend::Scope;
+use tollgate::{Backend, ConfigError, Error, MemoryBackend, ResourceLimiter, ResourceLimiterBuilder};
+
+use crate::any_backend::AnyBackend;
+use crate::policy_file::{PolicyFile, Storage, Target};
+
+impl PolicyFile {
+    /// Connects the file's storage and builds a limiter enforcing its
+    /// policies: the default policy, one policy per resource, with the
+    /// file's fail policy and key prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let file = tollgate_config::PolicyFile::load("policies.yaml")?;
+    /// let limiter = file.build().await?;
+    /// if !limiter.allow("login", "203.0.113.7").await?.allowed {
+    ///     // answer 429
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] when Redis cannot be reached or does not answer
+    /// (the message names the address, never the password);
+    /// [`Error::Config`] when the storage cannot serve a policy, naming its
+    /// field (for example `tollgate.resources.login.limit` above the Redis
+    /// backend's exact range), or when the file names Redis and this build
+    /// has no Redis support.
+    pub async fn build(&self) -> Result<ResourceLimiter<AnyBackend>, Error> {
+        let backend = self.backend().await?;
+        if !matches!(backend, AnyBackend::Memory(_)) {
+            self.check_bindings(&backend)?;
+        }
+        self.limiter_builder(backend).build()
+    }
+
+    /// The backend the file names, connected: in memory, or a Redis server
+    /// or cluster (which must answer `PING` within the connect timeout).
+    ///
+    /// # Errors
+    ///
+    /// As for [`PolicyFile::build`].
+    pub async fn backend(&self) -> Result<AnyBackend, Error> {
+        match self.storage() {
+            Storage::Memory => Ok(AnyBackend::Memory(MemoryBackend::new())),
+            #[cfg(feature = "redis")]
+            Storage::Redis(url) => tollgate_redis::RedisBackend::connect(url)
+                .await
+                .map(AnyBackend::Redis)
+                .map_err(|err| connect_error(err, "tollgate.redis_url")),
+            #[cfg(feature = "redis")]
+            Storage::RedisCluster(seeds) => tollgate_redis::RedisBackend::connect_cluster(seeds)
+                .await
+                .map(AnyBackend::Redis)
+                .map_err(|err| connect_error(err, "tollgate.redis_cluster")),
+            #[cfg(not(feature = "redis"))]
+            Storage::Redis(_) => Err(no_redis("tollgate.redis_url")),
+            #[cfg(not(feature = "redis"))]
+            Storage::RedisCluster(_) => Err(no_redis("tollgate.redis_cluster")),
+        }
+    }
+
+    /// A limiter builder on `backend` with the file's policies, fail policy
+    /// and key prefix, for backends configured in code (a
+    /// [`MemoryBackend`] on a [`tollgate::ManualClock`], a custom store).
+    pub fn limiter_builder<B: Backend>(&self, backend: B) -> ResourceLimiterBuilder<B> {
+        let mut builder = ResourceLimiter::builder()
+            .backend(backend)
+            .default_policy(*self.default_policy())
+            .fail_policy(self.fail_policy())
+            .key_prefix(self.key_prefix());
+        for (name, policy) in self.resources() {
+            builder = builder.resource(name, *policy);
+        }
+        builder
+    }
+
+    /// Binds every policy once so that a policy the backend cannot serve is
+    /// reported under its field path.
+    fn check_bindings<B: Backend>(&self, backend: &B) -> Result<(), Error> {
+        for (target, policy) in self.effective_policies() {
+            let (resource, path) = match target {
+                Target::Default => ("", "tollgate.default".to_owned()),
+                Target::Resource(name) => (name, format!("tollgate.resources.{name}")),
+            };
+            let scope = Scope {
+                prefix: self.key_prefix(),
+                resource,
+                policy: &policy,
+            };
+            backend.bind(&scope).map_err(|err| match err {
+                Error::Config(err) => Error::Config(err.within(&path)),
+                other => other,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A connection failure as a [`tollgate::Error`]; an invalid URL names the
+/// file's field.
+#[cfg(feature = "redis")]
+fn connect_error(err: tollgate_redis::ConnectError, field: &'static str) -> Error {
+    match Error::from(err) {
+        Error::Config(err) => ConfigError::new(field, err.reason().to_owned()).into(),
+        other => other,
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+fn no_redis(field: &'static str) -> Error {
+    ConfigError::new(
+        field,
+        "this build has no Redis support: enable the `redis` feature of tollgate-config",
+    )
+    .into()
+}

@@ -1,0 +1,263 @@
+//! A loaded policy file: its policies, where state lives, and the limiter
+//! settings.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use tollgate::{FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
+
+use crate::error::ConfigFileError;
+use crate::format::Format;
+use crate::load;
+use crate::schema::RawPolicy;
+
+/// The strategy of every policy when the file names none.
+pub const DEFAULT_STRATEGY: Strategy = Strategy::SlidingWindow;
+
+/// A parsed and validated policy file.
+///
+/// ```
+/// use tollgate_config::{Format, PolicyFile, Target};
+///
+/// let file = PolicyFile::from_str(
+///     r#"
+/// tollgate:
+///   default: { limit: 100, window: 1m }
+///   resources:
+///     login: { limit: 5, window: 1m, strategy: fixed_window }
+/// "#,
+///     Format::Yaml,
+///     "policies.yaml",
+/// )?;
+/// for (target, policy) in file.effective_policies() {
+///     println!("{target}: {policy}");
+/// }
+/// assert_eq!(file.policy("login").limit(), 5);
+/// assert_eq!(file.policy("search").limit(), 100);
+/// # Ok::<(), tollgate_config::ConfigFileError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PolicyFile {
+    origin: String,
+    format: Format,
+    strategy: Strategy,
+    default: Policy,
+    resources: BTreeMap<String, Policy>,
+    storage: Storage,
+    fail_policy: FailPolicy,
+    key_prefix: String,
+}
+
+impl PolicyFile {
+    /// Reads, parses and validates the policy file at `path`, in the format
+    /// its extension names (`.yaml`/`.yml`, `.toml`, `.json`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the file, and for content errors the
+    /// line, column and field: an unknown extension, an unreadable file,
+    /// malformed syntax, an unknown or missing field, a wrong type, an
+    /// invalid value, an unset environment variable.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
+        let path = path.as_ref();
+        let origin = path.display().to_string();
+        let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigFileError::io(&origin, err))?;
+        Self::from_str(&text, format, &origin)
+    }
+
+    /// Parses and validates `text` in `format`; `origin` names it in errors
+    /// (a file name, or something like `<stdin>`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`PolicyFile::load`].
+    pub fn from_str(text: &str, format: Format, origin: &str) -> Result<Self, ConfigFileError> {
+        let section = load::parse(text, format, origin)?;
+        let strategy = section.strategy.unwrap_or(DEFAULT_STRATEGY);
+        let resolve = |raw: &RawPolicy, path: &str| {
+            raw.policy(strategy).map_err(|err| {
+                let err = err.within(path);
+                ConfigFileError::invalid(origin, None, err.field().to_owned(), err.reason().to_owned())
+            })
+        };
+        let default = resolve(&section.default, "tollgate.default")?;
+        let mut resources = BTreeMap::new();
+        for (name, raw) in &section.resources {
+            let policy = resolve(raw, &format!("tollgate.resources.{name}"))?;
+            resources.insert(name.clone(), policy);
+        }
+        let storage = match (section.redis_url, section.redis_cluster) {
+            (Some(url), _) => Storage::Redis(url),
+            (None, Some(seeds)) => Storage::RedisCluster(seeds),
+            (None, None) => Storage::Memory,
+        };
+        Ok(Self {
+            origin: origin.to_owned(),
+            format,
+            strategy,
+            default,
+            resources,
+            storage,
+            fail_policy: match section.fail_open {
+                Some(true) => FailPolicy::Open,
+                Some(false) | None => FailPolicy::Closed,
+            },
+            key_prefix: section
+                .key_prefix
+                .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned()),
+        })
+    }
+
+    /// The file's name as given to [`PolicyFile::load`], or the origin given
+    /// to [`PolicyFile::from_str`].
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The strategy of policies that name none (`tollgate.strategy`, or
+    /// [`DEFAULT_STRATEGY`]).
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The policy of every resource without its own (`tollgate.default`).
+    pub fn default_policy(&self) -> &Policy {
+        &self.default
+    }
+
+    /// The named resources and their policies, sorted by name.
+    pub fn resources(&self) -> impl Iterator<Item = (&str, &Policy)> {
+        self.resources
+            .iter()
+            .map(|(name, policy)| (name.as_str(), policy))
+    }
+
+    /// The policy that applies to `resource`: its own, or the default.
+    pub fn policy(&self, resource: &str) -> &Policy {
+        self.resources.get(resource).unwrap_or(&self.default)
+    }
+
+    /// Every policy with what it applies to, for display: the default first,
+    /// then the resources sorted by name, each with its strategy resolved.
+    pub fn effective_policies(&self) -> Vec<(Target<'_>, Policy)> {
+        std::iter::once((Target::Default, self.default))
+            .chain(
+                self.resources
+                    .iter()
+                    .map(|(name, policy)| (Target::Resource(name), *policy)),
+            )
+            .collect()
+    }
+
+    /// Where rate-limit state lives.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// What limiters do when the storage fails (`tollgate.fail_open`;
+    /// closed unless `true`).
+    pub fn fail_policy(&self) -> FailPolicy {
+        self.fail_policy
+    }
+
+    /// The prefix of every state key (`tollgate.key_prefix`, default
+    /// `tollgate`).
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+}
+
+/// What a policy applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target<'a> {
+    /// Every resource without its own policy.
+    Default,
+    /// One named resource.
+    Resource(&'a str),
+}
+
+impl fmt::Display for Target<'_> {
+    /// `default`, or the resource's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Default => f.write_str("default"),
+            Target::Resource(name) => f.write_str(name),
+        }
+    }
+}
+
+/// Where a policy file keeps rate-limit state.
+///
+/// `Debug` and `Display` hide any user name and password in the URLs.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Storage {
+    /// In this process (no `redis_url` or `redis_cluster`).
+    Memory,
+    /// One Redis server (`redis_url`).
+    Redis(String),
+    /// A Redis Cluster, reached through these seed URLs (`redis_cluster`).
+    RedisCluster(Vec<String>),
+}
+
+impl fmt::Display for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Storage::Memory => f.write_str("in memory"),
+            Storage::Redis(url) => write!(f, "Redis at {}", redact(url)),
+            Storage::RedisCluster(seeds) => {
+                let seeds: Vec<String> = seeds.iter().map(|s| redact(s)).collect();
+                write!(f, "Redis Cluster through {}", seeds.join(", "))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Storage::Memory => f.write_str("Memory"),
+            Storage::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
+            Storage::RedisCluster(seeds) => f
+                .debug_tuple("RedisCluster")
+                .field(&seeds.iter().map(|s| redact(s)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+/// A URL with any user name and password replaced by `***`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        let storage = Storage::Redis("redis://user:s3cret@cache:6379/1".to_owned());
+        assert_eq!(storage.to_string(), "Redis at redis://***@cache:6379/1");
+        assert!(!format!("{storage:?}").contains("s3cret"));
+        let cluster =
+            Storage::RedisCluster(vec!["redis://:pw@a:7000".to_owned(), "redis://b:7001".to_owned()]);
+        assert_eq!(
+            cluster.to_string(),
+            "Redis Cluster through redis://***@a:7000, redis://b:7001"
+        );
+        assert!(!format!("{cluster:?}").contains("pw"));
+    }
+}

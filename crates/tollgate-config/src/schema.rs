@@ -1,0 +1,301 @@
+//! The file's structure: the `tollgate` section, policies and resources,
+//! with unknown, missing, repeated and conflicting fields reported at the
+//! value they concern (the values themselves are in [`crate::values`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use tollgate::{ConfigError, Policy, Strategy};
+
+use crate::values::{Flag, KeyPrefix, Limit, RedisUrl, Seeds, StrategyName, Window};
+
+/// The whole file: one `tollgate` section.
+pub(crate) struct Root {
+    pub(crate) tollgate: Section,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootFields {
+    tollgate: Section,
+}
+
+impl<'de> Deserialize<'de> for Root {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields: RootFields =
+            deserializer.deserialize_any(MapOf::new("a map with a `tollgate` section"))?;
+        Ok(Root {
+            tollgate: fields.tollgate,
+        })
+    }
+}
+
+/// The `tollgate` section, as written.
+pub(crate) struct Section {
+    pub(crate) strategy: Option<Strategy>,
+    pub(crate) redis_url: Option<String>,
+    pub(crate) redis_cluster: Option<Vec<String>>,
+    pub(crate) fail_open: Option<bool>,
+    pub(crate) key_prefix: Option<String>,
+    pub(crate) default: RawPolicy,
+    pub(crate) resources: BTreeMap<String, RawPolicy>,
+}
+
+/// One policy entry, as written.
+pub(crate) struct RawPolicy {
+    limit: u64,
+    window: Duration,
+    strategy: Option<Strategy>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFields {
+    limit: Limit,
+    window: Window,
+    #[serde(default)]
+    strategy: Option<StrategyName>,
+}
+
+impl<'de> Deserialize<'de> for RawPolicy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields: PolicyFields = deserializer.deserialize_any(MapOf::new(
+            "a policy: a map with `limit`, `window` and optionally `strategy`",
+        ))?;
+        Ok(RawPolicy {
+            limit: fields.limit.0,
+            window: fields.window.0,
+            strategy: fields.strategy.map(|s| s.0),
+        })
+    }
+}
+
+/// Reads a map into the derived `T` through `deserialize_any`, so that a
+/// value of another type is reported with what was expected.
+struct MapOf<T> {
+    expecting: &'static str,
+    _value: PhantomData<T>,
+}
+
+impl<T> MapOf<T> {
+    fn new(expecting: &'static str) -> Self {
+        Self {
+            expecting,
+            _value: PhantomData,
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for MapOf<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+impl RawPolicy {
+    /// The validated policy, with `fallback` when the entry names no strategy.
+    pub(crate) fn policy(&self, fallback: Strategy) -> Result<Policy, ConfigError> {
+        Policy::new(self.strategy.unwrap_or(fallback), self.limit, self.window)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum SectionField {
+    Strategy,
+    RedisUrl,
+    RedisCluster,
+    FailOpen,
+    KeyPrefix,
+    Default,
+    Resources,
+}
+
+const EXCLUSIVE: &str = "`redis_url` and `redis_cluster` are mutually exclusive: give one server's URL \
+                         or the cluster's seed URLs, not both";
+
+impl<'de> Deserialize<'de> for Section {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SectionVisitor)
+    }
+}
+
+struct SectionVisitor;
+
+impl<'de> Visitor<'de> for SectionVisitor {
+    type Value = Section;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, `redis_url`, `redis_cluster`, `fail_open` and `key_prefix`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section, A::Error> {
+        let mut strategy: Option<StrategyName> = None;
+        let mut redis_url: Option<RedisUrl> = None;
+        let mut redis_cluster: Option<Seeds> = None;
+        let mut fail_open: Option<Flag> = None;
+        let mut key_prefix: Option<KeyPrefix> = None;
+        let mut default: Option<RawPolicy> = None;
+        let mut resources: Option<Resources> = None;
+        while let Some(field) = map.next_key::<SectionField>()? {
+            match field {
+                SectionField::Strategy => strategy = Some(next(&mut map, &strategy, |_| false)?),
+                SectionField::RedisUrl => {
+                    let cluster = redis_cluster.as_ref().is_some_and(|c| c.0.is_some());
+                    redis_url = Some(next(&mut map, &redis_url, |url: &RedisUrl| {
+                        cluster && url.0.is_some()
+                    })?);
+                }
+                SectionField::RedisCluster => {
+                    let url = redis_url.as_ref().is_some_and(|u| u.0.is_some());
+                    redis_cluster = Some(next(&mut map, &redis_cluster, |seeds: &Seeds| {
+                        url && seeds.0.is_some()
+                    })?);
+                }
+                SectionField::FailOpen => fail_open = Some(next(&mut map, &fail_open, |_| false)?),
+                SectionField::KeyPrefix => key_prefix = Some(next(&mut map, &key_prefix, |_| false)?),
+                SectionField::Default => default = Some(next(&mut map, &default, |_| false)?),
+                SectionField::Resources => resources = Some(next(&mut map, &resources, |_| false)?),
+            }
+        }
+        Ok(Section {
+            strategy: strategy.map(|s| s.0),
+            redis_url: redis_url.and_then(|u| u.0),
+            redis_cluster: redis_cluster.and_then(|s| s.0),
+            fail_open: fail_open.map(|f| f.0),
+            key_prefix: key_prefix.map(|p| p.0),
+            default: default.ok_or_else(|| de::Error::missing_field("default"))?,
+            resources: resources.map(|r| r.0).unwrap_or_default(),
+        })
+    }
+}
+
+/// Reads the value of a section field; a field given twice, or one that
+/// `conflicts` with another field, is an error at the value.
+fn next<'de, A, T>(map: &mut A, slot: &Option<T>, conflicts: impl FnOnce(&T) -> bool) -> Result<T, A::Error>
+where
+    A: MapAccess<'de>,
+    T: Deserialize<'de>,
+{
+    let twice = slot.is_some();
+    map.next_value_seed(Checked::new(move |value: T| {
+        if twice {
+            Err("is given twice".to_owned())
+        } else if conflicts(&value) {
+            Err(EXCLUSIVE.to_owned())
+        } else {
+            Ok(value)
+        }
+    }))
+}
+
+/// Deserializes a `T`, then checks it with `check`; a failed check is
+/// reported at the value, under the value's field path.
+struct Checked<T, F> {
+    check: F,
+    _value: PhantomData<T>,
+}
+
+impl<T, F> Checked<T, F> {
+    fn new<U>(check: F) -> Self
+    where
+        F: FnOnce(T) -> Result<U, String>,
+    {
+        Self {
+            check,
+            _value: PhantomData,
+        }
+    }
+}
+
+impl<'de, T, U, F> DeserializeSeed<'de> for Checked<T, F>
+where
+    T: Deserialize<'de>,
+    F: FnOnce(T) -> Result<U, String>,
+{
+    type Value = U;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<U, D::Error> {
+        let value = T::deserialize(deserializer)?;
+        (self.check)(value).map_err(de::Error::custom)
+    }
+}
+
+/// `resources`: a map from resource names to policies.
+struct Resources(BTreeMap<String, RawPolicy>);
+
+impl<'de> Deserialize<'de> for Resources {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ResourcesVisitor)
+    }
+}
+
+struct ResourcesVisitor;
+
+impl<'de> Visitor<'de> for ResourcesVisitor {
+    type Value = Resources;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map from resource names to policies")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Resources, A::Error> {
+        let mut resources = BTreeMap::new();
+        while let Some(ResourceName(name)) = map.next_key()? {
+            let twice = resources.contains_key(&name);
+            let policy = map.next_value_seed(Checked::new(|policy: RawPolicy| {
+                if twice {
+                    Err("this resource is defined twice".to_owned())
+                } else {
+                    Ok(policy)
+                }
+            }))?;
+            resources.insert(name, policy);
+        }
+        Ok(Resources(resources))
+    }
+}
+
+/// A resource name: any non-empty text (not expanded: it is a key).
+struct ResourceName(String);
+
+impl<'de> Deserialize<'de> for ResourceName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ResourceNameVisitor)
+    }
+}
+
+struct ResourceNameVisitor;
+
+impl Visitor<'_> for ResourceNameVisitor {
+    type Value = ResourceName;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a resource name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<ResourceName, E> {
+        if name.is_empty() {
+            return Err(E::custom("a resource name must not be empty"));
+        }
+        Ok(ResourceName(name.to_owned()))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<ResourceName, E> {
+        Ok(ResourceName(n.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<ResourceName, E> {
+        Ok(ResourceName(n.to_string()))
+    }
+}

@@ -1,0 +1,304 @@
+//! The values of the schema's fields: each is expanded (`${VAR}`), parsed
+//! and validated as it is read, so that a mistake is reported at its line.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
+use serde::Deserialize;
+use tollgate::{ConfigError, Policy, Strategy};
+
+use crate::env;
+
+/// Expands `${VAR}` in a string value.
+fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
+    env::expand(raw).map_err(E::custom)
+}
+
+/// A value for messages: `"text"`, or `"text" (from "${VAR}")` when it came
+/// from the environment.
+fn shown(raw: &str, value: &str) -> String {
+    if raw == value {
+        format!("{value:?}")
+    } else {
+        format!("{value:?} (from {raw:?})")
+    }
+}
+
+/// Checks a limit with [`Policy::new`]'s rules.
+fn check_limit(limit: u64) -> Result<u64, ConfigError> {
+    Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(1)).map(|_| limit)
+}
+
+/// Checks a window with [`Policy::new`]'s rules.
+fn check_window(window: Duration) -> Result<Duration, ConfigError> {
+    Policy::new(Strategy::FixedWindow, 1, window).map(|_| window)
+}
+
+/// Implements `Deserialize` through `deserialize_any` with a visitor.
+macro_rules! deserialize_any_with {
+    ($ty:ident, $visitor:ident) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any($visitor)
+            }
+        }
+    };
+}
+
+/// `limit`: a whole number of at least 1 (or a string holding one).
+pub(crate) struct Limit(pub(crate) u64);
+deserialize_any_with!(Limit, LimitVisitor);
+
+struct LimitVisitor;
+
+impl Visitor<'_> for LimitVisitor {
+    type Value = Limit;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number of requests, at least 1 (such as 100)")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Limit, E> {
+        check_limit(n).map(Limit).map_err(|e| E::custom(e.reason()))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Limit, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Limit, E> {
+        let text = expanded(raw)?;
+        match text.trim().parse::<u64>() {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::custom(format!(
+                "{} is not a whole number of requests (such as 100)",
+                shown(raw, &text)
+            ))),
+        }
+    }
+}
+
+/// `window`: a human-readable duration (`250ms`, `1s`, `1m`, `1h`, `1d`).
+pub(crate) struct Window(pub(crate) Duration);
+deserialize_any_with!(Window, WindowVisitor);
+
+struct WindowVisitor;
+
+impl Visitor<'_> for WindowVisitor {
+    type Value = Window;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration with a unit, such as \"250ms\", \"1s\", \"1m\", \"1h\" or \"1d\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Window, E> {
+        let text = expanded(raw)?;
+        let window = humantime::parse_duration(text.trim())
+            .map_err(|e| E::custom(format!("{} is not a duration ({e})", shown(raw, &text))))?;
+        check_window(window)
+            .map(Window)
+            .map_err(|e| E::custom(e.reason()))
+    }
+}
+
+/// `strategy`: one of the four strategy names.
+pub(crate) struct StrategyName(pub(crate) Strategy);
+deserialize_any_with!(StrategyName, StrategyVisitor);
+
+struct StrategyVisitor;
+
+impl Visitor<'_> for StrategyVisitor {
+    type Value = StrategyName;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a strategy name: fixed_window, sliding_window, token_bucket or leaky_bucket")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<StrategyName, E> {
+        let text = expanded(raw)?;
+        text.parse().map(StrategyName).map_err(E::custom)
+    }
+}
+
+/// `fail_open`: `true` or `false` (or a string holding one).
+pub(crate) struct Flag(pub(crate) bool);
+deserialize_any_with!(Flag, FlagVisitor);
+
+struct FlagVisitor;
+
+impl Visitor<'_> for FlagVisitor {
+    type Value = Flag;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("true or false")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Flag, E> {
+        Ok(Flag(value))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Flag, E> {
+        let text = expanded(raw)?;
+        match text.trim() {
+            "true" => Ok(Flag(true)),
+            "false" => Ok(Flag(false)),
+            _ => Err(E::custom(format!("{} is not true or false", shown(raw, &text)))),
+        }
+    }
+}
+
+/// `key_prefix`: non-empty text.
+pub(crate) struct KeyPrefix(pub(crate) String);
+deserialize_any_with!(KeyPrefix, KeyPrefixVisitor);
+
+struct KeyPrefixVisitor;
+
+impl Visitor<'_> for KeyPrefixVisitor {
+    type Value = KeyPrefix;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the prefix of every state key, such as \"tollgate\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<KeyPrefix, E> {
+        let text = expanded(raw)?;
+        if text.is_empty() {
+            return Err(E::custom("must not be empty"));
+        }
+        Ok(KeyPrefix(text.into_owned()))
+    }
+}
+
+/// `redis_url`: one server's URL; empty (for example `${REDIS_URL:-}` with
+/// the variable unset) means no Redis.
+pub(crate) struct RedisUrl(pub(crate) Option<String>);
+deserialize_any_with!(RedisUrl, RedisUrlVisitor);
+
+struct RedisUrlVisitor;
+
+impl Visitor<'_> for RedisUrlVisitor {
+    type Value = RedisUrl;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Redis URL, such as \"redis://127.0.0.1:6379\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<RedisUrl, E> {
+        let text = expanded(raw)?;
+        let url = text.trim();
+        if url.is_empty() {
+            return Ok(RedisUrl(None));
+        }
+        check_url(url).map_err(E::custom)?;
+        Ok(RedisUrl(Some(url.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RedisUrl, E> {
+        Ok(RedisUrl(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RedisUrl, E> {
+        Ok(RedisUrl(None))
+    }
+}
+
+/// `redis_cluster`: a list of seed URLs, or one string of comma-separated
+/// URLs (handy from a single environment variable); an empty string means no
+/// Redis.
+pub(crate) struct Seeds(pub(crate) Option<Vec<String>>);
+deserialize_any_with!(Seeds, SeedsVisitor);
+
+struct SeedsVisitor;
+
+impl<'de> Visitor<'de> for SeedsVisitor {
+    type Value = Seeds;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of Redis Cluster seed URLs")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seeds, A::Error> {
+        let mut seeds = Vec::new();
+        while let Some(seed) = seq.next_element::<Seed>()? {
+            seeds.push(seed.0);
+        }
+        if seeds.is_empty() {
+            return Err(de::Error::custom(
+                "lists no seed URL; give at least one, or remove `redis_cluster`",
+            ));
+        }
+        Ok(Seeds(Some(seeds)))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Seeds, E> {
+        let text = expanded(raw)?;
+        if text.trim().is_empty() {
+            return Ok(Seeds(None));
+        }
+        let mut seeds = Vec::new();
+        for url in text.split(',').map(str::trim) {
+            if url.is_empty() {
+                return Err(E::custom("an empty seed URL between commas"));
+            }
+            check_url(url).map_err(E::custom)?;
+            seeds.push(url.to_owned());
+        }
+        Ok(Seeds(Some(seeds)))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Seeds, E> {
+        Ok(Seeds(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Seeds, E> {
+        Ok(Seeds(None))
+    }
+}
+
+/// One cluster seed URL.
+struct Seed(String);
+deserialize_any_with!(Seed, SeedVisitor);
+
+struct SeedVisitor;
+
+impl Visitor<'_> for SeedVisitor {
+    type Value = Seed;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Redis URL, such as \"redis://127.0.0.1:7000\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Seed, E> {
+        let text = expanded(raw)?;
+        let url = text.trim();
+        if url.is_empty() {
+            return Err(E::custom("a seed URL must not be empty"));
+        }
+        check_url(url).map_err(E::custom)?;
+        Ok(Seed(url.to_owned()))
+    }
+}
+
+/// Checks that `url` parses as a Redis URL. The message never repeats the
+/// URL, which may hold a password.
+#[cfg(feature = "redis")]
+fn check_url(url: &str) -> Result<(), String> {
+    use tollgate_redis::redis::IntoConnectionInfo;
+
+    url.into_connection_info().map(|_| ()).map_err(|_| {
+        "is not a Redis URL: expected redis://[user:password@]host[:port][/db], rediss://… for TLS, \
+         or redis+unix:///path/to/socket"
+            .to_owned()
+    })
+}
+
+/// Without Redis support, URLs are checked when the limiter is built.
+#[cfg(not(feature = "redis"))]
+fn check_url(_url: &str) -> Result<(), String> {
+    Ok(())
+}

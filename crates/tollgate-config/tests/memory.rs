@@ -1,0 +1,144 @@
+//! Limiters built from files keep their state in memory unless the file
+//! names Redis, and decide by each resource's policy.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tollgate::{FailPolicy, ManualClock, MemoryBackend, Strategy};
+use tollgate_config::{load_limiter, AnyBackend, Format, LoadError, PolicyFile};
+
+const POLICIES: &str = "\
+tollgate:
+  strategy: sliding_window
+  fail_open: true
+  default:  { limit: 100, window: 1m }
+  resources:
+    login:  { limit: 5,  window: 1m }
+    search: { limit: 3,  window: 1h, strategy: token_bucket }
+    export: { limit: 2,  window: 1m, strategy: fixed_window }
+";
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn decisions_follow_each_resource_policy() {
+    let file = PolicyFile::from_str(POLICIES, Format::Yaml, "policies.yaml").unwrap();
+    let limiter = file.build().await.unwrap();
+    assert!(matches!(
+        limiter.default_limiter().binding(),
+        tollgate_config::AnyBinding::Memory(_)
+    ));
+
+    // login: sliding window, 5 per minute (anchored at the first request).
+    for remaining in (0..5).rev() {
+        let d = limiter.allow("login", "alice").await.unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, remaining);
+    }
+    let d = limiter.allow("login", "alice").await.unwrap();
+    assert!(!d.allowed);
+    assert!(d
+        .retry_after
+        .is_some_and(|r| r > Duration::ZERO && r <= Duration::from_secs(120)));
+    // Another key, and another resource, have budgets of their own.
+    assert!(limiter.allow("login", "bob").await.unwrap().allowed);
+
+    // search: token bucket, 3 per hour: a burst of 3, then one token per 20 minutes.
+    let d = limiter.allow_n("search", "alice", 3).await.unwrap();
+    assert!(d.allowed);
+    assert_eq!(d.remaining, 0);
+    let d = limiter.allow("search", "alice").await.unwrap();
+    assert!(!d.allowed);
+    let retry = d.retry_after.unwrap();
+    assert!(
+        retry > Duration::from_secs(1_190) && retry <= Duration::from_secs(1_200),
+        "{retry:?}"
+    );
+
+    // Anything else: the default, sliding window, 100 per minute.
+    let d = limiter.allow("checkout", "alice").await.unwrap();
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
+
+    assert_eq!(limiter.policy("search").strategy(), Strategy::TokenBucket);
+    assert_eq!(limiter.policy("login").strategy(), Strategy::SlidingWindow);
+    assert_eq!(limiter.policy("export").strategy(), Strategy::FixedWindow);
+    assert_eq!(limiter.policy("checkout"), file.default_policy());
+    assert_eq!(limiter.limiter("login").fail_policy(), FailPolicy::Open);
+    assert_eq!(limiter.resources().count(), 3);
+}
+
+#[tokio::test]
+async fn a_file_on_a_manual_clock() {
+    let file = PolicyFile::from_str(POLICIES, Format::Yaml, "policies.yaml").unwrap();
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    let backend = AnyBackend::from(MemoryBackend::new().with_clock(clock.clone()));
+    let limiter = file.limiter_builder(backend).build().unwrap();
+
+    // export: fixed window, 2 per clock-aligned minute.
+    assert!(limiter.allow("export", "k").await.unwrap().allowed);
+    assert!(limiter.allow("export", "k").await.unwrap().allowed);
+    let d = limiter.allow("export", "k").await.unwrap();
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Some(Duration::from_secs(40))); // 1_700_000_000 is 20 s into its minute
+    clock.advance(Duration::from_secs(40));
+    let d = limiter.allow("export", "k").await.unwrap();
+    assert!(d.allowed);
+    assert_eq!(d.remaining, 1);
+}
+
+#[tokio::test]
+async fn load_limiter_reads_and_builds_in_one_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(&dir, "policies.yml", POLICIES);
+    let limiter = load_limiter(&path).await.unwrap();
+    assert_eq!(limiter.policy("login").limit(), 5);
+    assert!(limiter.allow("login", "carol").await.unwrap().allowed);
+
+    let path = write(
+        &dir,
+        "broken.toml",
+        "[tollgate]\ndefault = { limit = 0, window = \"1m\" }\n",
+    );
+    match load_limiter(&path).await {
+        Err(LoadError::File(err)) => {
+            assert_eq!(
+                err.to_string(),
+                format!("{}:2: tollgate.default.limit: must be at least 1", path.display())
+            );
+        }
+        other => panic!("expected a file error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_example_files_build() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies");
+    if std::env::var_os("REDIS_URL").is_some() {
+        return; // the examples would connect to that server
+    }
+    for name in ["policies.yaml", "policies.toml", "policies.json"] {
+        let limiter = load_limiter(dir.join(name)).await.unwrap();
+        let d = limiter.allow("search", "k").await.unwrap();
+        assert_eq!((d.allowed, d.limit), (true, 50), "{name}");
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+#[tokio::test]
+async fn without_redis_support_a_redis_url_is_a_build_error() {
+    let file = PolicyFile::from_str(
+        "tollgate:\n  redis_url: redis://127.0.0.1:6390\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "policies.yaml",
+    )
+    .unwrap();
+    let Err(tollgate::Error::Config(err)) = file.build().await else {
+        panic!("expected a configuration error");
+    };
+    assert_eq!(err.field(), "tollgate.redis_url");
+    assert!(err.reason().contains("`redis` feature"), "{err}");
+}

@@ -1,0 +1,92 @@
+//! Files that name Redis: limiters share state through a real server
+//! started by the test, and an unreachable server is a clear error.
+#![cfg(feature = "redis")]
+
+mod support;
+
+use support::{free_port, RedisServer};
+use tollgate::{BackendErrorKind, Error};
+use tollgate_config::{load_limiter, AnyBinding, Format, LoadError, PolicyFile};
+
+fn file(text: &str) -> PolicyFile {
+    PolicyFile::from_str(text, Format::Yaml, "policies.yaml").unwrap_or_else(|err| panic!("{err}"))
+}
+
+#[tokio::test]
+async fn limiters_built_from_the_file_share_state_in_redis() {
+    let server = RedisServer::start();
+    std::env::set_var("TGC_REDIS_A_URL", server.url());
+    let policies = file(
+        "tollgate:\n  redis_url: ${TGC_REDIS_A_URL}\n  key_prefix: app\n  default: { limit: 100, window: 1m }\n  resources:\n    login: { limit: 2, window: 1h, strategy: token_bucket }\n",
+    );
+    let first = policies.build().await.unwrap();
+    let second = policies.build().await.unwrap(); // as another process would
+    assert!(matches!(first.limiter("login").binding(), AnyBinding::Redis(_)));
+
+    assert!(first.allow("login", "alice").await.unwrap().allowed);
+    let d = second.allow("login", "alice").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 0));
+    let d = first.allow("login", "alice").await.unwrap();
+    assert!(!d.allowed);
+    assert!(d.retry_after.is_some());
+
+    // The key layout follows the file: prefix, resource, strategy, key.
+    assert_eq!(server.cli(&["EXISTS", "app:login:token_bucket:alice"]), "1");
+    let d = second.allow("search", "alice").await.unwrap();
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
+    assert_eq!(server.cli(&["EXISTS", "app::sliding_window:alice"]), "1");
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_clear_error() {
+    let port = free_port(); // nothing listens there
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policies.json");
+    let text = format!(
+        "{{\"tollgate\": {{\"redis_url\": \"redis://127.0.0.1:{port}\", \"default\": {{\"limit\": 1, \"window\": \"1s\"}}}}}}"
+    );
+    std::fs::write(&path, text).unwrap();
+
+    let err = PolicyFile::load(&path).unwrap().build().await.unwrap_err();
+    let Error::Backend(backend) = &err else {
+        panic!("expected a backend error, got {err:?}");
+    };
+    assert_eq!(backend.kind(), BackendErrorKind::Unavailable);
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "rate-limit backend unavailable: cannot use Redis at 127.0.0.1:{port}: nothing accepts connections there"
+        )),
+        "{message}"
+    );
+    assert!(matches!(
+        load_limiter(&path).await,
+        Err(LoadError::Build(Error::Backend(_)))
+    ));
+
+    let err = file(&format!(
+        "tollgate:\n  redis_cluster: [redis://127.0.0.1:{port}]\n  default: {{ limit: 1, window: 1s }}\n"
+    ))
+    .build()
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::Backend(_)), "{err:?}");
+    assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
+}
+
+#[tokio::test]
+async fn a_policy_redis_cannot_serve_exactly_names_its_field() {
+    let server = RedisServer::start();
+    let policies = file(&format!(
+        "tollgate:\n  redis_url: {}\n  default: {{ limit: 100, window: 1m }}\n  resources:\n    huge: {{ limit: 3000000000000000, window: 1s, strategy: token_bucket }}\n",
+        server.url()
+    ));
+    let Err(Error::Config(err)) = policies.build().await else {
+        panic!("a limit above 2^51 must be rejected by the Redis backend");
+    };
+    assert_eq!(err.field(), "tollgate.resources.huge.limit");
+    assert!(err.reason().contains("exceeds 2^51"), "{err}");
+    // The same file in memory is fine.
+    let in_memory = policies.limiter_builder(tollgate::MemoryBackend::new()).build();
+    assert!(in_memory.is_ok());
+}

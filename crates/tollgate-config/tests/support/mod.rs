@@ -1,0 +1,94 @@
+//! A real `redis-server` for tests, on a free port (never the machine's
+//! 6379), killed when the handle is dropped. Startup is detected by reading
+//! the server's log on its standard output, so nothing waits on a timer.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+
+/// A `redis-server` child process.
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and returns once it accepts
+    /// connections.
+    pub fn start() -> Self {
+        let mut failures = String::new();
+        // Another process may take the port between choosing and binding it.
+        for _ in 0..5 {
+            match Self::try_start(free_port()) {
+                Ok(server) => return server,
+                Err(log) => failures.push_str(&log),
+            }
+        }
+        panic!("redis-server did not start:\n{failures}");
+    }
+
+    fn try_start(port: u16) -> Result<Self, String> {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &dir.path().display().to_string()])
+            .args(["--logfile", ""])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed to run these tests");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let mut log = String::new();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains("Ready to accept connections") {
+                // Keep reading so that the server never blocks on a full pipe.
+                std::thread::spawn(move || lines.for_each(drop));
+                return Ok(Self {
+                    child,
+                    port,
+                    _dir: dir,
+                });
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(log)
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli` against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli must be installed to run these tests");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
