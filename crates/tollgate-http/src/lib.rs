@@ -82,6 +82,8 @@ pub mod tower;
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
 pub use config::RateLimit;
 pub use headers::HeaderMode;
+/// The `http` crate (version 1) whose types [`Reply`] is made of.
+pub use http;
 pub use ip::{IpGrouping, IpKey};
 /// The network type of [`ClientIp::trust`], from the `ipnet` crate.
 pub use ipnet::IpNet;

@@ -22,7 +22,8 @@ async fn exactly_the_limit_of_a_concurrent_burst_is_admitted(stack: Stack) {
         .build()
         .unwrap();
     let server = start(stack, RateLimit::new(limiter)).await;
-    let results = burst(&client(), &url(server.addr, "/"), 20).await;
+    let c = client();
+    let results = burst(|| c.get(url(server.addr, "/")), 20).await;
     assert_exactly(&results, 5, "8");
 
     // Another client (another source address) has its own budget...

@@ -25,6 +25,31 @@ pub fn client_from(source: [u8; 4]) -> reqwest::Client {
         .expect("HTTP client")
 }
 
+/// Sends a request twice under a limit of one and returns the key the
+/// second was denied under (echoed by a [`echo_key`] denial handler), or
+/// the status and body of a first request that was not admitted.
+pub async fn key_of(request: impl Fn() -> reqwest::RequestBuilder) -> Result<String, (u16, String)> {
+    let first = request().send().await.expect("response");
+    if first.status() != 200 {
+        return Err((first.status().as_u16(), first.text().await.expect("body")));
+    }
+    let second = request().send().await.expect("response");
+    assert_eq!(
+        second.status(),
+        429,
+        "the key was admitted twice under a limit of one"
+    );
+    Ok(second.text().await.expect("body"))
+}
+
+/// A denial handler whose body is the key.
+pub fn echo_key(denied: &tollgate_http::Denied<'_>) -> tollgate_http::Reply {
+    tollgate_http::Reply::text(
+        tollgate_http::http::StatusCode::TOO_MANY_REQUESTS,
+        denied.key().to_vec(),
+    )
+}
+
 /// A client from 127.0.0.1.
 pub fn client() -> reqwest::Client {
     client_from([127, 0, 0, 1])
@@ -42,18 +67,17 @@ pub fn header(res: &reqwest::Response, name: &str) -> Option<String> {
         .map(|v| v.to_str().expect("visible ASCII").to_owned())
 }
 
-/// Sends `n` GET requests to `url` at once and returns each status with
-/// the response's `Retry-After` and `RateLimit-Remaining`.
+/// Sends `n` requests made by `request` at once and returns each status
+/// with the response's `Retry-After` and `RateLimit-Remaining`.
 pub async fn burst(
-    client: &reqwest::Client,
-    url: &str,
+    request: impl Fn() -> reqwest::RequestBuilder,
     n: usize,
 ) -> Vec<(u16, Option<String>, Option<String>)> {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..n {
-        let (client, url) = (client.clone(), url.to_owned());
+        let request = request();
         tasks.spawn(async move {
-            let res = client.get(url).send().await.expect("response");
+            let res = request.send().await.expect("response");
             (
                 res.status().as_u16(),
                 header(&res, "retry-after"),
