@@ -1,0 +1,227 @@
+//! Shared limits across operating-system processes: the test re-runs its own
+//! binary as worker processes, each with its own `RedisBackend` (its own
+//! connection), which hammer the same keys at the same moment. Together they
+//! admit exactly the limit, never one unit more.
+//!
+//! A worker is the ignored test `worker_process`, run by the parent with
+//! `--ignored --exact worker_process` and the settings in environment
+//! variables; it connects, says `ready`, waits for `go` on its standard
+//! input, then decides and prints what it admitted.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::RedisServer;
+use tollgate::{Limiter, Strategy};
+use tollgate_redis::RedisBackend;
+
+/// The environment variable that turns `worker_process` into a worker: the
+/// Redis URL to use.
+const WORKER_URL: &str = "TOLLGATE_REDIS_WORKER_URL";
+/// Lines a worker prints for the parent start with this.
+const TAG: &str = "tollgate-worker:";
+
+const WORKERS: usize = 4;
+/// Concurrent tasks in each worker, and requests per task and key.
+const TASKS: usize = 8;
+const REQUESTS: usize = 16;
+const LIMIT: u64 = 50;
+
+/// Windows long enough that nothing refills or rolls over during the test
+/// (the fixed window's buckets are aligned to the epoch: 50-year buckets
+/// have their boundaries in 2020 and 2070).
+fn window(strategy: Strategy) -> Duration {
+    match strategy {
+        Strategy::FixedWindow => Duration::from_secs(50 * 365 * 24 * 3600),
+        _ => Duration::from_secs(3_600),
+    }
+}
+
+/// (key, cost) pairs every worker requests, for every strategy.
+const KEYS: [(&str, u64); 2] = [("unit", 1), ("weighted", 3)];
+
+#[test]
+#[ignore = "a worker process started by limits_are_exact_across_processes"]
+fn worker_process() {
+    let Ok(url) = std::env::var(WORKER_URL) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let backend = RedisBackend::builder()
+            .timeout(Duration::from_secs(5))
+            .connect(&url)
+            .await
+            .unwrap();
+        let limiters: Vec<_> = Strategy::ALL
+            .iter()
+            .map(|&strategy| {
+                Arc::new(
+                    Limiter::builder()
+                        .backend(backend.clone())
+                        .strategy(strategy)
+                        .limit(LIMIT)
+                        .window(window(strategy))
+                        .resource("processes")
+                        .build()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        println!("{TAG} ready");
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        assert_eq!(go.trim(), "go");
+        // A worker never outlives a stuck test for long.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut tasks = Vec::new();
+        for limiter in &limiters {
+            for (key, cost) in KEYS {
+                for _ in 0..TASKS {
+                    let limiter = limiter.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let mut admitted = 0;
+                        for _ in 0..REQUESTS {
+                            if limiter.allow_n(key, cost).await.unwrap().allowed {
+                                admitted += cost;
+                            }
+                        }
+                        (limiter.policy().strategy(), key, admitted)
+                    }));
+                }
+            }
+        }
+        for task in tasks {
+            let (strategy, key, admitted) = tokio::time::timeout_at(deadline, task)
+                .await
+                .expect("the worker's decisions took over 30 s")
+                .unwrap();
+            println!("{TAG} {strategy} {key} {admitted}");
+        }
+        println!("{TAG} done");
+    });
+}
+
+/// Worker processes, killed if the test ends early.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Reads a worker's output up to the next tagged line, returning it without
+/// the tag (`None` at the end of its output).
+fn next_tagged(out: &mut BufReader<ChildStdout>) -> Option<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
+        // The harness prints `test worker_process ... ` before the first line.
+        if let Some(at) = line.find(TAG) {
+            return Some(line[at + TAG.len()..].trim().to_owned());
+        }
+    }
+}
+
+#[test]
+fn limits_are_exact_across_processes() {
+    let server = RedisServer::start();
+    let exe = std::env::current_exe().unwrap();
+    let mut workers = Workers(Vec::new());
+    for _ in 0..WORKERS {
+        let child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "worker_process",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(WORKER_URL, server.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        workers.0.push(child);
+    }
+    let mut outputs: Vec<_> = workers
+        .0
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    // Every worker is connected before any of them starts deciding.
+    for out in &mut outputs {
+        assert_eq!(next_tagged(out).as_deref(), Some("ready"));
+    }
+    for child in &mut workers.0 {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let mut admitted = std::collections::HashMap::<(String, String), u64>::new();
+    for out in &mut outputs {
+        loop {
+            let line = next_tagged(out).expect("the worker stopped before printing done");
+            if line == "done" {
+                break;
+            }
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [strategy, key, units] = fields[..] else {
+                panic!("unexpected worker line {line:?}");
+            };
+            *admitted.entry((strategy.to_owned(), key.to_owned())).or_default() +=
+                units.parse::<u64>().unwrap();
+        }
+    }
+    for child in &mut workers.0 {
+        assert!(child.wait().unwrap().success());
+    }
+    let requested = (WORKERS * TASKS * REQUESTS) as u64;
+    for strategy in Strategy::ALL {
+        for (key, cost) in KEYS {
+            assert!(requested * cost > 4 * LIMIT, "the test must overload the limit");
+            // Whole requests of `cost` units that fit in the limit.
+            let expected = LIMIT / cost * cost;
+            let got = admitted[&(strategy.name().to_owned(), key.to_owned())];
+            assert_eq!(
+                got, expected,
+                "{strategy} {key}: {WORKERS} processes admitted {got} units"
+            );
+        }
+    }
+    // The state on the server agrees: a peek from yet another connection
+    // sees the budget spent.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let backend = RedisBackend::connect(&server.url()).await.unwrap();
+        for strategy in Strategy::ALL {
+            let limiter = Limiter::builder()
+                .backend(backend.clone())
+                .strategy(strategy)
+                .limit(LIMIT)
+                .window(window(strategy))
+                .resource("processes")
+                .build()
+                .unwrap();
+            let peek = limiter.peek("unit").await.unwrap();
+            assert!(!peek.allowed && peek.remaining == 0, "{strategy}: {peek:?}");
+        }
+    });
+}
