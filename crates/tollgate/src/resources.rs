@@ -193,7 +193,11 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(format!("resources.{name}"), "is defined twice").into());
             }
-            let limiter = Limiter::bind(&self.backend, &scope(name, policy), self.fail)?;
+            let limiter =
+                Limiter::bind(&self.backend, &scope(name, policy), self.fail).map_err(|e| match e {
+                    Error::Config(e) => Error::Config(e.within(format!("resources.{name}"))),
+                    other => other,
+                })?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
         Ok(ResourceLimiter { default, resources })

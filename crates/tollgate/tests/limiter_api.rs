@@ -298,3 +298,30 @@ fn without_reclaim_nothing_is_ever_deleted() {
     // Only an explicit sweep deletes.
     assert_eq!(limiter.binding().len(), 20_000);
 }
+
+/// A backend that serves only limits up to 100.
+struct SmallLimitsOnly(tollgate::MemoryBackend);
+
+impl tollgate::Backend for SmallLimitsOnly {
+    type Binding = tollgate::backend::memory::MemoryBinding;
+
+    fn bind(&self, scope: &tollgate::backend::Scope<'_>) -> Result<Self::Binding, Error> {
+        if scope.policy.limit() > 100 {
+            return Err(tollgate::ConfigError::new("limit", "above 100").into());
+        }
+        self.0.bind(scope)
+    }
+}
+
+#[test]
+fn a_resource_the_backend_cannot_serve_is_named_in_the_error() {
+    let small = Policy::new(Strategy::FixedWindow, 10, Duration::from_secs(1)).unwrap();
+    let large = Policy::new(Strategy::FixedWindow, 1_000, Duration::from_secs(1)).unwrap();
+    let err = ResourceLimiter::builder()
+        .backend(SmallLimitsOnly(tollgate::MemoryBackend::new()))
+        .default_policy(small)
+        .resource("login", small)
+        .resource("bulk", large)
+        .build();
+    assert_eq!(config_field(err), "resources.bulk.limit");
+}

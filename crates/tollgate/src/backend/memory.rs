@@ -147,6 +147,20 @@ pub struct MemoryBinding {
     tables: Tables,
 }
 
+impl std::fmt::Debug for MemoryBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let strategy = match &self.tables {
+            Tables::Fixed(_) => "fixed_window",
+            Tables::Sliding(_) => "sliding_window",
+            Tables::Gcra(_) => "gcra",
+        };
+        f.debug_struct("MemoryBinding")
+            .field("table", &strategy)
+            .field("keys", &self.len())
+            .finish()
+    }
+}
+
 impl MemoryBinding {
     /// Decides one request synchronously; the in-memory backend cannot fail.
     #[inline]
