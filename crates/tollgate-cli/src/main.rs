@@ -59,9 +59,12 @@ Other columns are ignored. Every row must have as many fields as the header; the
 invalid line stops the command with an error naming its line number (the header is line 1).
 
 Each strategy runs an in-memory limiter whose clock is set to each request's time before
-the request is decided. The summary has one row per strategy: requests, admitted, denied,
-distinct keys, and max_in_window: the most units admitted for one key within any interval
-[t, t + window) of the trace's time, with the key it happened for (max_key).
+the request is decided. The summary's title line names the policy and counts the trace's
+requests and distinct keys; then the table has one row per strategy: requests admitted and
+denied, the denied share of all requests (denied%), max_in_window: the most units admitted
+for one key within any interval [t, t + window) of the trace's time, with the key it
+happened for (max_key), and most_denied: the three keys with the most denied requests, each
+with its count.
 
 With --backend redis --redis-url URL, every decision is made by the Redis backend's Lua
 scripts on that server instead, with the trace's time passed as the caller's clock
@@ -216,7 +219,8 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
         }
     }
     let stats = replayed?;
-    let text = report::summary(args.limit, args.window, &stats, &trace.keys);
+    let title = report::title(args.limit, args.window, trace.requests.len(), trace.keys.len());
+    let text = report::summary(&title, &stats, &trace.keys);
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())

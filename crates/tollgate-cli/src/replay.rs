@@ -5,8 +5,11 @@ use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy, Strategy};
 
 use crate::trace::{Request, Trace};
 
+/// How many keys [`Stats::most_denied`] names.
+pub const MOST_DENIED: usize = 3;
+
 /// What one strategy did with a trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stats {
     /// The strategy replayed.
     pub strategy: Strategy,
@@ -20,6 +23,10 @@ pub struct Stats {
     pub keys: usize,
     /// The busiest window of any key.
     pub peak: Peak,
+    /// The keys with the most denied requests, at most [`MOST_DENIED`]:
+    /// (index in [`Trace::keys`], denied requests), most denied first, ties
+    /// to the key seen first; keys with nothing denied are left out.
+    pub most_denied: Vec<(usize, u64)>,
 }
 
 /// The most units admitted for one key inside one window length.
@@ -84,6 +91,7 @@ pub fn replay_with<E>(
     mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
 ) -> Result<Stats, E> {
     let mut admitted_at: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.keys.len()];
+    let mut denied_by_key = vec![0u64; trace.keys.len()];
     let mut admitted = 0;
     for request in &trace.requests {
         let decision = decide(request, &trace.keys[request.key])?;
@@ -92,6 +100,8 @@ pub fn replay_with<E>(
             if request.cost > 0 {
                 admitted_at[request.key].push((request.nanos, request.cost));
             }
+        } else {
+            denied_by_key[request.key] += 1;
         }
         sink(request, &decision)?;
     }
@@ -114,7 +124,23 @@ pub fn replay_with<E>(
         denied: requests - admitted,
         keys: trace.keys.len(),
         peak,
+        most_denied: most_denied(&denied_by_key, MOST_DENIED),
     })
+}
+
+/// The `n` keys with the most denied requests, given the denied count of
+/// every key by index: (index, count), most first, ties to the lower index;
+/// keys with a count of zero are left out.
+pub fn most_denied(denied_by_key: &[u64], n: usize) -> Vec<(usize, u64)> {
+    let mut keys: Vec<(usize, u64)> = denied_by_key
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, denied)| denied > 0)
+        .collect();
+    keys.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    keys.truncate(n);
+    keys
 }
 
 /// The largest total cost of `events` (time in nanoseconds, cost) within any
@@ -208,6 +234,24 @@ mod tests {
                 key: Some(1)
             }
         );
+        assert!(stats.most_denied.is_empty());
+    }
+
+    #[test]
+    fn most_denied_keys_come_first_and_ties_keep_trace_order() {
+        assert_eq!(most_denied(&[], 3), []);
+        assert_eq!(most_denied(&[0, 0], 3), []);
+        assert_eq!(most_denied(&[2, 5, 0, 5, 1, 2], 3), [(1, 5), (3, 5), (0, 2)]);
+        assert_eq!(most_denied(&[1, 4], 3), [(1, 4), (0, 1)]);
+    }
+
+    #[test]
+    fn replay_counts_denied_requests_per_key() {
+        let trace = Trace::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
+        let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
+        let stats = replay(&trace, policy, |_, _| Ok::<_, tollgate::Error>(())).unwrap();
+        assert_eq!((stats.admitted, stats.denied), (3, 4));
+        assert_eq!(stats.most_denied, [(1, 2), (0, 1), (2, 1)]);
     }
 
     #[test]

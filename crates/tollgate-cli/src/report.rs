@@ -153,30 +153,59 @@ impl Finished {
     }
 }
 
-/// The summary: a title line naming the policy, then an aligned table with
-/// one row per strategy. `keys` resolves the key indices in `stats`.
-pub fn summary(limit: u64, window: Duration, stats: &[Stats], keys: &[String]) -> String {
+/// The title line of a summary for one policy shape: the limit, the window,
+/// and how many requests and keys the trace holds.
+pub fn title(limit: u64, window: Duration, requests: usize, keys: usize) -> String {
+    format!(
+        "limit {limit} per {}: {requests} {} from {keys} {}",
+        humantime::format_duration(window),
+        if requests == 1 { "request" } else { "requests" },
+        if keys == 1 { "key" } else { "keys" },
+    )
+}
+
+/// The summary: `title`, then an aligned table with one row per strategy.
+///
+/// Columns: the strategy; requests admitted and denied; the denied share of
+/// all requests in percent; `max_in_window`, the most units admitted for one
+/// key within one window length, and `max_key`, that key; `most_denied`,
+/// the keys with the most denied requests, each followed by its count in
+/// brackets. `keys` resolves the key indices in `stats`; keys are printed
+/// with Rust's debug escapes, so control characters stay visible.
+pub fn summary(title: &str, stats: &[Stats], keys: &[String]) -> String {
     let header = [
         "strategy",
-        "requests",
         "admitted",
         "denied",
-        "keys",
+        "denied%",
         "max_in_window",
         "max_key",
+        "most_denied",
     ];
+    let key_name = |k: usize| {
+        keys.get(k)
+            .map_or_else(|| "?".to_owned(), |k| k.escape_debug().to_string())
+    };
     let rows: Vec<[String; 7]> = stats
         .iter()
         .map(|s| {
-            let key = s.peak.key.and_then(|k| keys.get(k));
+            let most_denied = if s.most_denied.is_empty() {
+                "-".to_owned()
+            } else {
+                s.most_denied
+                    .iter()
+                    .map(|&(k, n)| format!("{} ({n})", key_name(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             [
                 s.strategy.name().to_owned(),
-                s.requests.to_string(),
                 s.admitted.to_string(),
                 s.denied.to_string(),
-                s.keys.to_string(),
+                percent(s.denied, s.requests),
                 s.peak.units.to_string(),
-                key.map_or_else(|| "-".to_owned(), |k| k.escape_debug().to_string()),
+                s.peak.key.map_or_else(|| "-".to_owned(), key_name),
+                most_denied,
             ]
         })
         .collect();
@@ -186,7 +215,7 @@ pub fn summary(limit: u64, window: Duration, stats: &[Stats], keys: &[String]) -
             *width = (*width).max(cell.chars().count());
         }
     }
-    let mut out = format!("limit {limit} per {}\n", humantime::format_duration(window));
+    let mut out = format!("{title}\n");
     let header = header.map(str::to_owned);
     for row in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
@@ -194,6 +223,7 @@ pub fn summary(limit: u64, window: Duration, stats: &[Stats], keys: &[String]) -
             let pad = " ".repeat(width - cell.chars().count());
             match i {
                 0 => line.push_str(&format!("{cell}{pad}")),
+                5 => line.push_str(&format!("  {cell}{pad}")),
                 6 => line.push_str(&format!("  {cell}")),
                 _ => line.push_str(&format!("  {pad}{cell}")),
             }
@@ -202,6 +232,17 @@ pub fn summary(limit: u64, window: Duration, stats: &[Stats], keys: &[String]) -
         out.push('\n');
     }
     out
+}
+
+/// `part` as a percentage of `whole` with one decimal, rounded half up
+/// (`-` when `whole` is zero).
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".to_owned();
+    }
+    // Tenths of a percent, in integers: no float rounding surprises.
+    let tenths = (u128::from(part) * 2000 + u128::from(whole)) / (2 * u128::from(whole));
+    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 #[cfg(test)]
@@ -230,32 +271,65 @@ mod tests {
     }
 
     #[test]
+    fn percentages_round_half_up_in_integers() {
+        assert_eq!(percent(0, 0), "-");
+        assert_eq!(percent(0, 7), "0.0");
+        assert_eq!(percent(7, 7), "100.0");
+        assert_eq!(percent(1, 3), "33.3");
+        assert_eq!(percent(2, 3), "66.7");
+        assert_eq!(percent(1, 8), "12.5"); // exactly 12.5
+        assert_eq!(percent(1, 16), "6.3"); // 6.25 rounds up
+        assert_eq!(percent(u64::MAX, u64::MAX), "100.0");
+        assert_eq!(percent(1, u64::MAX), "0.0");
+    }
+
+    #[test]
+    fn title_names_the_policy_and_the_trace() {
+        assert_eq!(
+            title(5, Duration::from_millis(1500), 1200, 2),
+            "limit 5 per 1s 500ms: 1200 requests from 2 keys"
+        );
+        assert_eq!(
+            title(1, Duration::from_secs(60), 1, 1),
+            "limit 1 per 1m: 1 request from 1 key"
+        );
+    }
+
+    #[test]
     fn summary_is_aligned() {
-        let stats = |strategy, admitted, units, key| Stats {
+        let stats = |strategy, admitted, units, key, most_denied: &[(usize, u64)]| Stats {
             strategy,
             requests: 1200,
             admitted,
             denied: 1200 - admitted,
-            keys: 2,
+            keys: 3,
             peak: Peak { units, key },
+            most_denied: most_denied.to_vec(),
         };
-        let keys = ["10.0.0.1".to_owned(), "k".to_owned()];
+        let keys = ["10.0.0.1".to_owned(), "k".to_owned(), "tab\there".to_owned()];
         let text = summary(
-            5,
-            Duration::from_millis(1500),
+            "limit 5 per 1s 500ms: 1200 requests from 3 keys",
             &[
-                stats(Strategy::FixedWindow, 1000, 10, Some(0)),
-                stats(Strategy::LeakyBucket, 7, 5, Some(1)),
-                stats(Strategy::TokenBucket, 0, 0, None),
+                stats(Strategy::FixedWindow, 1000, 10, Some(0), &[(1, 150), (0, 50)]),
+                stats(
+                    Strategy::LeakyBucket,
+                    7,
+                    5,
+                    Some(1),
+                    &[(2, 1000), (1, 100), (0, 93)],
+                ),
+                stats(Strategy::TokenBucket, 0, 0, None, &[(0, 1200)]),
+                stats(Strategy::SlidingWindow, 1200, 2, Some(2), &[]),
             ],
             &keys,
         );
         let expected = "\
-limit 5 per 1s 500ms
-strategy      requests  admitted  denied  keys  max_in_window  max_key
-fixed_window      1200      1000     200     2             10  10.0.0.1
-leaky_bucket      1200         7    1193     2              5  k
-token_bucket      1200         0    1200     2              0  -
+limit 5 per 1s 500ms: 1200 requests from 3 keys
+strategy        admitted  denied  denied%  max_in_window  max_key    most_denied
+fixed_window        1000     200     16.7             10  10.0.0.1   k (150), 10.0.0.1 (50)
+leaky_bucket           7    1193     99.4              5  k          tab\\there (1000), k (100), 10.0.0.1 (93)
+token_bucket           0    1200    100.0              0  -          10.0.0.1 (1200)
+sliding_window      1200       0      0.0              2  tab\\there  -
 ";
         assert_eq!(text, expected);
     }

@@ -324,14 +324,18 @@ fn summary_table_for_all_strategies() {
         "1s",
     ]);
     // Worked out by hand from SEMANTICS.md; ties in max_in_window go to the
-    // key seen first.
+    // key seen first. 10.0.0.1's request of cost 3 exceeds the limit and is
+    // denied by every strategy. The sliding window anchors each key's window
+    // at its first request, so 10.0.0.1's window [0.100 s, 1.100 s) already
+    // holds 2 when its request at 1.050 s arrives, and 10.0.0.2's window
+    // [0.400 s, 1.400 s) holds 2 at its peek at 1.000 s: both are denied.
     let expected = "\
-limit 2 per 1s
-strategy        requests  admitted  denied  keys  max_in_window  max_key
-fixed_window           8         5       3     2              3  10.0.0.1
-sliding_window         8         3       5     2              2  10.0.0.1
-token_bucket           8         5       3     2              3  10.0.0.1
-leaky_bucket           8         5       3     2              3  10.0.0.1
+limit 2 per 1s: 8 requests from 2 keys
+strategy        admitted  denied  denied%  max_in_window  max_key   most_denied
+fixed_window           5       3     37.5              3  10.0.0.1  10.0.0.1 (2), 10.0.0.2 (1)
+sliding_window         3       5     62.5              2  10.0.0.1  10.0.0.1 (3), 10.0.0.2 (2)
+token_bucket           5       3     37.5              3  10.0.0.1  10.0.0.1 (2), 10.0.0.2 (1)
+leaky_bucket           5       3     37.5              3  10.0.0.1  10.0.0.1 (2), 10.0.0.2 (1)
 ";
     assert_eq!(stdout, expected);
 }
@@ -383,18 +387,59 @@ fn summary_counts_match_the_decisions_file() {
             }
         }
     }
-    let line = stdout.lines().nth(2).unwrap();
-    let cells: Vec<&str> = line.split_whitespace().collect();
+    // The keys with the most denied requests, ties to the key seen first.
+    let mut denied_by_key: Vec<(usize, &str)> = keys
+        .iter()
+        .map(|key| {
+            let n = reqs
+                .iter()
+                .zip(&rows[1..])
+                .filter(|((_, r), row)| r.key == *key && row[3] == "false")
+                .count();
+            (n, *key)
+        })
+        .collect();
+    denied_by_key.sort_by_key(|&(n, _)| std::cmp::Reverse(n));
+    let most_denied: Vec<String> = denied_by_key[..3]
+        .iter()
+        .map(|(n, key)| format!("{key} ({n})"))
+        .collect();
+    assert!(
+        denied_by_key[0].0 > denied_by_key[3].0,
+        "the sample should have clear leaders"
+    );
+    let share = format!("{:.1}", 100.0 * denied as f64 / (rows.len() - 1) as f64);
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("limit 25 per 1s: {} requests from 20 keys", rows.len() - 1)
+    );
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        [
+            "strategy",
+            "admitted",
+            "denied",
+            "denied%",
+            "max_in_window",
+            "max_key",
+            "most_denied"
+        ]
+    );
+    let line = lines.next().unwrap();
+    let (cells, rest) = line.split_at(line.find(&best.1).unwrap() + best.1.len());
+    let cells: Vec<&str> = cells.split_whitespace().collect();
     let expected = [
         "sliding_window".to_owned(),
-        (rows.len() - 1).to_string(),
         admitted.to_string(),
         denied.to_string(),
-        keys.len().to_string(),
+        share,
         best.0.to_string(),
-        best.1,
+        best.1.clone(),
     ];
     assert_eq!(cells, expected);
+    assert_eq!(rest.trim_start(), most_denied.join(", "));
+    assert_eq!(lines.next(), None);
     assert_eq!(keys.len(), 20);
 }
 
