@@ -1,7 +1,6 @@
 //! Real listeners on 127.0.0.1 and real HTTP clients for the tests.
 #![allow(dead_code)]
 
-#[path = "../../../tollgate-redis/tests/support/mod.rs"]
 pub mod redis;
 
 use std::net::{IpAddr, SocketAddr};
