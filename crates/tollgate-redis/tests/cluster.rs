@@ -4,74 +4,16 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{cli, free_cluster_port, RedisServer};
+use support::cluster::Cluster;
+use support::{cli, RedisServer};
 use tollgate::{Limiter, Strategy};
 use tollgate_redis::RedisBackend;
 
-struct Cluster {
-    nodes: Vec<RedisServer>,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let mut ports: Vec<u16> = Vec::new();
-        while ports.len() < 3 {
-            let port = free_cluster_port();
-            if !ports.contains(&port) {
-                ports.push(port);
-            }
-        }
-        let nodes: Vec<RedisServer> = ports
-            .iter()
-            .map(|&port| {
-                RedisServer::start_on(
-                    port,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ],
-                )
-            })
-            .collect();
-        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let out = std::process::Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("redis-cli must be installed to run these tests");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ports
-            .iter()
-            .all(|&p| cli(p, &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-        {
-            assert!(Instant::now() < deadline, "the cluster did not become ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self { nodes }
-    }
-
-    fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(3, 0, 2_000);
     let urls = cluster.urls();
     let mut backends = Vec::new();
     // Each backend knows a different single seed; they find the others.
