@@ -78,6 +78,14 @@ pub enum CliError {
     /// Ctrl-C stopped the replay.
     #[error("interrupted")]
     Interrupted,
+    /// The `--plot` chart could not be written.
+    #[error("cannot write plot {}: {source}", path.display())]
+    Plot {
+        /// The chart's path.
+        path: PathBuf,
+        /// What went wrong.
+        source: crate::plot::PlotError,
+    },
     /// The summary could not be written.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),

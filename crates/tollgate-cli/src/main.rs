@@ -6,13 +6,14 @@
 #![warn(missing_docs)]
 
 mod error;
+mod plot;
 mod redis_replay;
 mod replay;
 mod report;
 mod trace;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -155,6 +156,23 @@ struct SimulateArgs {
     /// tollgate-simulate:<run>: are deleted when the run ends.
     #[arg(long, value_name = "URL", required_if_eq("backend", "redis"))]
     redis_url: Option<String>,
+    /// Draw a chart of one key's admitted and denied requests over time, one panel per strategy,
+    /// to this file: SVG or PNG, chosen by the extension (.svg or .png).
+    ///
+    /// Each panel shows the units admitted for the key within the trailing window (a step line
+    /// whose highest point is the key's max_in_window), the limit as a dashed line, and every
+    /// denied request as a red cross on the time axis. The key is the busiest of the trace (the
+    /// most requests; ties to the key seen first) unless --key names another. Written only when
+    /// the whole trace was replayed without error.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    plot: Option<PathBuf>,
+    /// The key to plot with --plot (default: the key with the most requests).
+    #[arg(long, value_name = "KEY", requires = "plot")]
+    key: Option<String>,
+    /// The chart's size in pixels, WIDTHxHEIGHT (default: 1000 wide, 260 high per strategy plus
+    /// 44 for the title).
+    #[arg(long, value_name = "WIDTHxHEIGHT", requires = "plot", value_parser = plot::parse_size)]
+    plot_size: Option<(u32, u32)>,
 }
 
 fn main() -> ExitCode {
@@ -204,12 +222,27 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
             reason: "only used with --backend redis".to_owned(),
         });
     }
+    let plot_format = args
+        .plot
+        .as_deref()
+        .map(|path| {
+            plot::Format::from_path(path).map_err(|reason| CliError::Flag {
+                flag: "plot".to_owned(),
+                value: path.display().to_string(),
+                reason,
+            })
+        })
+        .transpose()?;
     let trace = Trace::read_path(&args.trace)?;
+    let plot_key = match &args.plot {
+        Some(_) => Some(plot_key(args, &trace)?),
+        None => None,
+    };
     let mut redis = match (&args.backend, &args.redis_url) {
         (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
         _ => None,
     };
-    let replayed = replay_all(args, &trace, policies, outputs, redis.as_mut());
+    let replayed = replay_all(args, &trace, policies, outputs, plot_key, redis.as_mut());
     // The run's keys go whatever happened to the replay.
     if let Some(redis) = redis.as_mut() {
         match (redis.cleanup(), &replayed) {
@@ -218,7 +251,26 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
             (Ok(_), _) => {}
         }
     }
-    let stats = replayed?;
+    let (stats, panels) = replayed?;
+    if let (Some(path), Some(format), Some(key)) = (&args.plot, plot_format, plot_key) {
+        let chart = plot::Chart {
+            key: &trace.keys[key],
+            requests: trace.requests.iter().filter(|r| r.key == key).count(),
+            busiest: args.key.is_none(),
+            limit: args.limit,
+            window: args.window,
+            start: trace.requests.iter().map(|r| r.nanos).min().unwrap_or(0),
+            end: trace.requests.iter().map(|r| r.nanos).max().unwrap_or(0),
+            panels,
+        };
+        let size = args
+            .plot_size
+            .unwrap_or_else(|| plot::default_size(chart.panels.len()));
+        plot::write(&chart, path, format, size).map_err(|source| CliError::Plot {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let title = report::title(args.limit, args.window, trace.requests.len(), trace.keys.len());
     let text = report::summary(&title, &stats, &trace.keys);
     let mut stdout = std::io::stdout().lock();
@@ -228,30 +280,88 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
         .map_err(CliError::Stdout)
 }
 
+/// The index of the key `--plot` draws: `--key`, or the key with the most
+/// requests (ties to the key seen first).
+///
+/// # Errors
+///
+/// [`CliError::Flag`] when `--key` is not in the trace, or the trace is
+/// empty.
+fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
+    if let Some(key) = &args.key {
+        return trace
+            .keys
+            .iter()
+            .position(|k| k == key)
+            .ok_or_else(|| CliError::Flag {
+                flag: "key".to_owned(),
+                value: key.escape_debug().to_string(),
+                reason: format!(
+                    "no request in the trace has this key ({} distinct keys)",
+                    trace.keys.len()
+                ),
+            });
+    }
+    let mut counts = vec![0usize; trace.keys.len()];
+    for request in &trace.requests {
+        counts[request.key] += 1;
+    }
+    // max_by_key keeps the last maximum; reversing makes ties go to the first key.
+    counts
+        .iter()
+        .enumerate()
+        .rev()
+        .max_by_key(|&(_, n)| *n)
+        .map(|(key, _)| key)
+        .ok_or_else(|| CliError::Flag {
+            flag: "plot".to_owned(),
+            value: args
+                .plot
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display()
+                .to_string(),
+            reason: "the trace has no requests to plot".to_owned(),
+        })
+}
+
 /// Replays `trace` under every policy, on Redis when `redis` is given,
 /// writing each policy's decisions file; the files are moved into place only
-/// once every replay succeeded.
+/// once every replay succeeded. With `plot_key`, also collects that key's
+/// decisions per policy, for the chart.
 fn replay_all(
     args: &SimulateArgs,
     trace: &Trace,
     policies: Vec<Policy>,
     outputs: Vec<Option<PathBuf>>,
+    plot_key: Option<usize>,
     mut redis: Option<&mut RedisReplay>,
-) -> Result<Vec<replay::Stats>, CliError> {
+) -> Result<(Vec<replay::Stats>, Vec<plot::Panel>), CliError> {
     let mut stats = Vec::new();
+    let mut panels = Vec::new();
     let mut finished: Vec<Finished> = Vec::new();
     for (policy, output) in policies.into_iter().zip(outputs) {
+        let mut events = Vec::new();
         let mut file = output
             .map(|path| DecisionsFile::create(&path).map_err(|source| CliError::Decisions { path, source }))
             .transpose()?;
-        let mut sink = |request: &trace::Request, decision: &tollgate::Decision| match file.as_mut() {
-            Some(f) => f
-                .write(request, &trace.keys[request.key], decision)
-                .map_err(|source| CliError::Decisions {
-                    path: f.path().to_owned(),
-                    source,
-                }),
-            None => Ok(()),
+        let mut sink = |request: &trace::Request, decision: &tollgate::Decision| {
+            if Some(request.key) == plot_key {
+                events.push(plot::Event {
+                    nanos: request.nanos,
+                    cost: request.cost,
+                    allowed: decision.allowed,
+                });
+            }
+            match file.as_mut() {
+                Some(f) => f
+                    .write(request, &trace.keys[request.key], decision)
+                    .map_err(|source| CliError::Decisions {
+                        path: f.path().to_owned(),
+                        source,
+                    }),
+                None => Ok(()),
+            }
         };
         stats.push(match redis.as_deref_mut() {
             None => replay::replay(trace, policy, &mut sink)?,
@@ -268,6 +378,10 @@ fn replay_all(
                 )?
             }
         });
+        panels.push(plot::Panel {
+            strategy: policy.strategy(),
+            events,
+        });
         if let Some(f) = file {
             let path = f.path().to_owned();
             finished.push(
@@ -281,7 +395,7 @@ fn replay_all(
         f.persist()
             .map_err(|source| CliError::Decisions { path, source })?;
     }
-    Ok(stats)
+    Ok((stats, panels))
 }
 
 /// Names the flag behind a policy error, with the value given.
