@@ -56,6 +56,10 @@ The trace is CSV with a header row. Columns (any order, names matched ignoring c
   key   the key being limited (not empty)
   cost  optional: units the request costs, a non-negative integer (default 1, also when
         the field is empty; 0 asks whether a unit request would be admitted, charging nothing)
+  resource  optional: the name of the policy that applies to the request in a policy file
+        (--config); surrounding whitespace is ignored, empty means the default policy, and
+        control characters are rejected. Without --config every request gets the one policy
+        of --strategy, --limit and --window.
 Other columns are ignored. Every row must have as many fields as the header; the first
 invalid line stops the command with an error naming its line number (the header is line 1).
 

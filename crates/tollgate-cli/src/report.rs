@@ -344,6 +344,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             time: "2024-05-01T12:00:00+02:00".into(),
             nanos: 0,
             key: 0,
+            resource: None,
             cost: 2,
         };
         let decision = Decision {

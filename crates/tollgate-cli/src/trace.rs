@@ -1,7 +1,8 @@
 //! Reading request traces.
 //!
 //! A trace is CSV with a header row. The `time` and `key` columns are
-//! required, `cost` is optional, any other column is ignored and the columns
+//! required, `cost` and `resource` are optional, any other column is
+//! ignored and the columns
 //! may come in any order (header names are matched ignoring case and
 //! surrounding whitespace). Every data row must have as many fields as the
 //! header; a row that cannot be read stops the whole read with an error
@@ -25,6 +26,9 @@ pub struct Request {
     pub nanos: u64,
     /// The index of the request's key in [`Trace::keys`].
     pub key: usize,
+    /// The index of the request's resource in [`Trace::resources`], if it
+    /// names one (`None`: the default policy applies).
+    pub resource: Option<usize>,
     /// The units the request costs (1 when the trace has no `cost` column or
     /// the field is empty).
     pub cost: u64,
@@ -35,6 +39,8 @@ pub struct Request {
 pub struct Trace {
     /// The distinct keys, in order of first appearance.
     pub keys: Vec<String>,
+    /// The distinct resources, in order of first appearance.
+    pub resources: Vec<String>,
     /// The requests, in input order.
     pub requests: Vec<Request>,
 }
@@ -108,6 +114,14 @@ pub enum Problem {
     /// The `key` field is empty or only whitespace.
     #[error("empty key")]
     EmptyKey,
+    /// The `resource` field is invalid.
+    #[error("bad resource {value:?}: {reason}")]
+    Resource {
+        /// The field as written.
+        value: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
     /// The line is not valid UTF-8.
     #[error("invalid UTF-8")]
     InvalidUtf8,
@@ -191,8 +205,7 @@ impl Trace {
             line: Some(header_line),
             problem,
         })?;
-        let mut trace = Trace::default();
-        let mut index: AHashMap<String, usize> = AHashMap::new();
+        let mut trace = TraceBuilder::default();
         let mut record = StringRecord::new();
         while reader
             .read_record(&mut record)
@@ -203,25 +216,54 @@ impl Trace {
                 line: Some(line),
                 problem,
             })?;
-            let key = match index.get(row.key) {
-                Some(&key) => key,
-                None => {
-                    let key = trace.keys.len();
-                    trace.keys.push(row.key.to_owned());
-                    index.insert(row.key.to_owned(), key);
-                    key
-                }
-            };
-            trace.requests.push(Request {
-                line,
-                time: row.time.to_owned(),
-                nanos: row.nanos,
-                key,
-                cost: row.cost,
-            });
+            trace.push(line, row.time, row.nanos, row.key, row.resource, row.cost);
         }
-        Ok(trace)
+        Ok(trace.finish())
     }
+}
+
+/// Builds a [`Trace`] one request at a time, numbering keys and resources
+/// in order of first appearance.
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    /// The trace so far.
+    trace: Trace,
+    /// The index of every key in `trace.keys`.
+    keys: AHashMap<String, usize>,
+    /// The index of every resource in `trace.resources`.
+    resources: AHashMap<String, usize>,
+}
+
+impl TraceBuilder {
+    /// Appends one valid request.
+    pub fn push(&mut self, line: u64, time: &str, nanos: u64, key: &str, resource: Option<&str>, cost: u64) {
+        let key = intern(&mut self.keys, &mut self.trace.keys, key);
+        let resource = resource.map(|r| intern(&mut self.resources, &mut self.trace.resources, r));
+        self.trace.requests.push(Request {
+            line,
+            time: time.to_owned(),
+            nanos,
+            key,
+            resource,
+            cost,
+        });
+    }
+
+    /// The trace built.
+    pub fn finish(self) -> Trace {
+        self.trace
+    }
+}
+
+/// The index of `name` in `names`, appending it when new.
+fn intern(index: &mut AHashMap<String, usize>, names: &mut Vec<String>, name: &str) -> usize {
+    if let Some(&i) = index.get(name) {
+        return i;
+    }
+    let i = names.len();
+    names.push(name.to_owned());
+    index.insert(name.to_owned(), i);
+    i
 }
 
 /// Turns the byte offsets the CSV reader reports into 1-based file lines.
@@ -276,6 +318,8 @@ struct Columns {
     key: usize,
     /// The index of `cost`, if the trace has it.
     cost: Option<usize>,
+    /// The index of `resource`, if the trace has it.
+    resource: Option<usize>,
     /// The number of columns in the header.
     count: usize,
 }
@@ -290,6 +334,8 @@ struct Row<'a> {
     key: &'a str,
     /// The cost (1 by default).
     cost: u64,
+    /// The resource, if the row names one.
+    resource: Option<&'a str>,
 }
 
 impl Columns {
@@ -314,6 +360,7 @@ impl Columns {
             time: find("time")?.ok_or(Problem::MissingColumn("time"))?,
             key: find("key")?.ok_or(Problem::MissingColumn("key"))?,
             cost: find("cost")?,
+            resource: find("resource")?,
             count: header.len(),
         })
     }
@@ -322,7 +369,7 @@ impl Columns {
     fn parse<'a>(&self, header: &StringRecord, record: &'a StringRecord) -> Result<Row<'a>, Problem> {
         let found = record.len();
         if found != self.count {
-            let needed = [Some(self.time), Some(self.key), self.cost];
+            let needed = [Some(self.time), Some(self.key), self.cost, self.resource];
             return Err(match needed.into_iter().flatten().filter(|&i| i >= found).min() {
                 Some(missing) if found < self.count => Problem::MissingField {
                     column: header.get(missing).unwrap_or_default().trim().to_owned(),
@@ -346,11 +393,16 @@ impl Columns {
             Some(i) => parse_cost(field(i))?,
             None => 1,
         };
+        let resource = match self.resource {
+            Some(i) => parse_resource(field(i))?,
+            None => None,
+        };
         Ok(Row {
             time,
             nanos,
             key,
             cost,
+            resource,
         })
     }
 }
@@ -420,6 +472,23 @@ pub fn parse_cost(field: &str) -> Result<u64, Problem> {
         return Err(bad("expected a non-negative integer"));
     }
     s.parse::<u64>().map_err(|_| bad("too large for 64 bits"))
+}
+
+/// Parses a `resource` field: the name of the policy that applies, with
+/// surrounding whitespace ignored; `None` when empty (the default policy).
+///
+/// # Errors
+///
+/// [`Problem::Resource`] when the name contains a control character.
+pub fn parse_resource(field: &str) -> Result<Option<&str>, Problem> {
+    let name = field.trim();
+    if name.chars().any(char::is_control) {
+        return Err(Problem::Resource {
+            value: field.to_owned(),
+            reason: "must not contain control characters",
+        });
+    }
+    Ok(Some(name).filter(|n| !n.is_empty()))
 }
 
 /// Converts a reader error into a [`ParseError`] with its line when known.
@@ -552,6 +621,40 @@ mod tests {
                 (3, 2_000_000_000, 1, 1),
                 (4, 1_500_000_000, 0, 0)
             ]
+        );
+    }
+
+    #[test]
+    fn resources_are_optional_and_numbered_in_order_of_appearance() {
+        let t = read("time,key,Resource\n1,a,login\n2,b,\n3,a, search \n4,b,login\n").unwrap();
+        assert_eq!(t.resources, ["login", "search"]);
+        let resources: Vec<_> = t.requests.iter().map(|r| r.resource).collect();
+        assert_eq!(resources, [Some(0), None, Some(1), Some(0)]);
+        let t = read("time,key\n1,a\n").unwrap();
+        assert_eq!((t.requests[0].resource, t.resources.len()), (None, 0));
+        assert_eq!(parse_resource(" \t "), Ok(None));
+        assert_eq!(parse_resource("/api/items"), Ok(Some("/api/items")));
+        assert_eq!(
+            err("time,key,resource\n1,a,x\n2,a,\"lo\ngin\"\n"),
+            (
+                Some(3),
+                Problem::Resource {
+                    value: "lo\ngin".into(),
+                    reason: "must not contain control characters"
+                }
+            )
+        );
+        assert_eq!(
+            err("time,key,resource,resource\n"),
+            (Some(1), Problem::DuplicateColumn("resource"))
+        );
+        assert_eq!(
+            err("time,key,x,resource\n1,a,2\n").1,
+            Problem::MissingField {
+                column: "resource".into(),
+                expected: 4,
+                found: 3
+            }
         );
     }
 

@@ -488,3 +488,39 @@ fn an_unsorted_trace_with_many_keys_never_admits_deleted_budget_again() {
         assert_eq!(row[3..], columns(d), "row {}", i + 2);
     }
 }
+
+#[test]
+fn a_resource_column_changes_nothing_without_a_policy_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // The sample with its `path` column renamed `resource`.
+    let text = std::fs::read_to_string(example("sample.csv")).unwrap();
+    let (header, rows) = text.split_once('\n').unwrap();
+    assert_eq!(header, "time,key,path,cost");
+    let trace = dir.path().join("resources.csv");
+    std::fs::write(&trace, format!("time,key,resource,cost\n{rows}")).unwrap();
+    let summary = |trace: &std::path::Path, out: &str| {
+        let out = dir.path().join(out);
+        let stdout = tollgate_ok(&[
+            "simulate",
+            "--trace",
+            arg(trace),
+            "--strategy",
+            "all",
+            "--limit",
+            "10",
+            "--window",
+            "10s",
+            "--decisions",
+            arg(&out),
+        ]);
+        let files: Vec<Vec<u8>> = Strategy::ALL
+            .iter()
+            .map(|s| std::fs::read(out.with_extension(format!("{}.csv", s.name()))).unwrap())
+            .collect();
+        (stdout, files)
+    };
+    assert_eq!(
+        summary(&trace, "with.csv"),
+        summary(&example("sample.csv"), "without.csv")
+    );
+}

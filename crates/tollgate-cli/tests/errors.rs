@@ -130,6 +130,18 @@ fn invalid_utf8_names_the_line() {
 }
 
 #[test]
+fn a_bad_resource_names_the_line() {
+    assert_fails(
+        b"time,key,resource\n1,a,login\n2,b,\n3,c,\"log\x07in\"\n",
+        &["line 4:", "bad resource", "control characters"],
+    );
+    assert_fails(
+        b"time,key,resource\n1,a,login\n2,b\n",
+        &["line 3:", "missing `resource` field"],
+    );
+}
+
+#[test]
 fn missing_columns_are_named() {
     assert_fails(b"key,cost\na,1\n", &["line 1:", "missing column `time`"]);
     assert_fails(b"time,cost,path\n1,1,/\n", &["line 1:", "missing column `key`"]);
