@@ -16,7 +16,9 @@
 //!    multiplexed connection: criterion times batches of decisions spread
 //!    over 64 tasks (decisions per second), a second pass records every
 //!    decision's latency for p50 and p99; `redis-benchmark -c 64` gives
-//!    its requests per second and latency percentiles.
+//!    its requests per second and latency percentiles, and
+//!    `redis-benchmark -c 1 -P 64` (one connection, 64 requests pipelined,
+//!    the way the backend's connection carries them) the server's ceiling.
 //!
 //! It prints the `redis-benchmark` commands it runs and a table at the end.
 //! Criterion's arguments work as usual (e.g. a filter: `-- sequential`), but
@@ -102,7 +104,8 @@ impl Samples {
         let all = self.0.lock().unwrap();
         let mut last: Vec<f64> = all[all.len().saturating_sub(n)..].to_vec();
         last.sort_by(f64::total_cmp);
-        last[last.len() / 2]
+        // NaN when criterion's filter skipped the benchmark.
+        last.get(last.len() / 2).copied().unwrap_or(f64::NAN)
     }
 }
 
@@ -114,17 +117,19 @@ struct RedisBenchmark {
     p99_ms: f64,
 }
 
-/// Runs `redis-benchmark` with `clients` connections and `requests` requests
-/// of `EVALSHA sha 1 key args...` against the server; prints the command.
+/// Runs `redis-benchmark` with `clients` connections, each pipelining
+/// `pipeline` requests, and `requests` requests of `EVALSHA sha 1 key
+/// args...` against the server; prints the command.
 fn redis_benchmark(
     server: &RedisServer,
     clients: usize,
+    pipeline: usize,
     requests: usize,
     sha: &str,
     key: &str,
 ) -> RedisBenchmark {
     let port = server.port().to_string();
-    let (clients, requests) = (clients.to_string(), requests.to_string());
+    let (clients, pipeline, requests) = (clients.to_string(), pipeline.to_string(), requests.to_string());
     let mut args: Vec<String> = [
         "-h",
         "127.0.0.1",
@@ -132,6 +137,8 @@ fn redis_benchmark(
         &port,
         "-c",
         &clients,
+        "-P",
+        &pipeline,
         "-n",
         &requests,
         "--csv",
@@ -235,6 +242,7 @@ struct Row {
     p50_us: f64,
     p99_us: f64,
     concurrent_rb: RedisBenchmark,
+    pipelined_rb: RedisBenchmark,
 }
 
 fn main() {
@@ -300,7 +308,7 @@ fn main() {
             })
         });
         let rb_key = format!("tollgate-bench:redis-benchmark:{}", strategy.name());
-        let sequential_rb = redis_benchmark(&server, 1, 50_000, &sha, &rb_key);
+        let sequential_rb = redis_benchmark(&server, 1, 1, 50_000, &sha, &rb_key);
 
         let con_limiter = limiter(&concurrent_backend, strategy);
         let con = Samples::default();
@@ -308,7 +316,10 @@ fn main() {
             b.iter_custom(|iters| con.record(iters, concurrent_rt.block_on(concurrent(&con_limiter, iters))))
         });
         let (p50_us, p99_us) = concurrent_rt.block_on(latencies(&con_limiter, 2_000));
-        let concurrent_rb = redis_benchmark(&server, CALLERS, 200_000, &sha, &rb_key);
+        let concurrent_rb = redis_benchmark(&server, CALLERS, 1, 200_000, &sha, &rb_key);
+        // The server's ceiling on one connection: 64 requests in flight,
+        // pipelined, as the backend's multiplexed connection carries them.
+        let pipelined_rb = redis_benchmark(&server, 1, CALLERS, 200_000, &sha, &rb_key);
 
         rows.push(Row {
             strategy,
@@ -318,6 +329,7 @@ fn main() {
             p50_us,
             p99_us,
             concurrent_rb,
+            pipelined_rb,
         });
     }
     c.final_summary();
@@ -334,21 +346,22 @@ fn main() {
     }
     println!();
     println!(
-        "| {CALLERS} concurrent callers | tollgate decisions/s | redis-benchmark -c {CALLERS} calls/s | ratio (target ≥ 1×) | tollgate p50 / p99 µs | redis-benchmark p50 / p99 µs |"
+        "| {CALLERS} concurrent callers | tollgate decisions/s | redis-benchmark -c {CALLERS} calls/s | ratio (target ≥ 1×) | tollgate p50 / p99 µs | redis-benchmark p50 / p99 µs | redis-benchmark -c 1 -P {CALLERS} calls/s |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for r in &rows {
         let per_s = 1e9 / r.concurrent_ns;
         let rb = &r.concurrent_rb;
         println!(
-            "| {} | {per_s:.0} | {:.0} | {:.2}× | {:.0} / {:.0} | {:.0} / {:.0} |",
+            "| {} | {per_s:.0} | {:.0} | {:.2}× | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} |",
             r.strategy,
             rb.rps,
             per_s / rb.rps,
             r.p50_us,
             r.p99_us,
             rb.p50_ms * 1e3,
-            rb.p99_ms * 1e3
+            rb.p99_ms * 1e3,
+            r.pipelined_rb.rps
         );
     }
 }
