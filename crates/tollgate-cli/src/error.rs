@@ -22,6 +22,9 @@ pub enum CliError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// A CSV trace that is an access log.
+    #[error("{0} (the file looks like an nginx access log: add --format nginx)")]
+    AccessLogAsCsv(TraceError),
     /// The limiter could not be built.
     #[error("cannot build the limiter: {0}")]
     Limiter(#[from] tollgate::Error),

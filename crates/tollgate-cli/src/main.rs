@@ -5,6 +5,7 @@
 //! each strategy admitted.
 #![warn(missing_docs)]
 
+mod access_log;
 mod error;
 mod plot;
 mod redis_replay;
@@ -23,7 +24,7 @@ use tollgate::{ConfigError, Policy, Strategy};
 use crate::error::CliError;
 use crate::redis_replay::RedisReplay;
 use crate::report::{DecisionsFile, Finished};
-use crate::trace::Trace;
+use crate::trace::{Trace, TraceError};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
@@ -62,6 +63,14 @@ The trace is CSV with a header row. Columns (any order, names matched ignoring c
         of --strategy, --limit and --window.
 Other columns are ignored. Every row must have as many fields as the header; the first
 invalid line stops the command with an error naming its line number (the header is line 1).
+
+With --format nginx the trace is an nginx or Apache access log in the combined format,
+  $remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"
+or the common format, which ends after the size. Each line is one request of cost 1: the key
+is the client address, the resource the request's path without the query string (none when
+the request is \"-\"), and the time $time_local, such as [10/Oct/2000:13:55:36 -0700]. Blank
+lines are skipped; any other line that does not match stops the command with an error
+naming its line number and the problem.
 
 Each strategy runs an in-memory limiter whose clock is set to each request's time before
 the request is decided. The summary's title line names the policy and counts the trace's
@@ -117,6 +126,16 @@ impl StrategyArg {
     }
 }
 
+/// How the trace file is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    /// CSV with a header row: time, key and optionally cost and resource (see --help).
+    #[default]
+    Csv,
+    /// An nginx or Apache access log in the combined (or common) log format (see --help).
+    Nginx,
+}
+
 /// Where `simulate` keeps the limiters' state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
@@ -130,9 +149,13 @@ enum BackendArg {
 /// Arguments of `simulate`.
 #[derive(Debug, Args)]
 struct SimulateArgs {
-    /// The CSV trace to replay: columns time, key and optionally cost (see --help).
+    /// The trace to replay: CSV with columns time, key and optionally cost and resource, or an
+    /// access log with --format nginx (see --help).
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
+    /// How the trace is written: csv, or nginx for an nginx/Apache access log.
+    #[arg(long, value_name = "FORMAT", default_value = "csv")]
+    format: FormatArg,
     /// The strategy to run, or all four.
     #[arg(long, value_name = "STRATEGY")]
     strategy: StrategyArg,
@@ -237,7 +260,10 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
             })
         })
         .transpose()?;
-    let trace = Trace::read_path(&args.trace)?;
+    let trace = match args.format {
+        FormatArg::Csv => Trace::read_path(&args.trace).map_err(csv_error_hint)?,
+        FormatArg::Nginx => access_log::read_path(&args.trace)?,
+    };
     let plot_key = match &args.plot {
         Some(_) => Some(plot_key(args, &trace)?),
         None => None,
@@ -282,6 +308,24 @@ fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(CliError::Stdout)
+}
+
+/// Adds a hint to a CSV trace error whose first line is an access log line:
+/// the user probably forgot `--format nginx`.
+fn csv_error_hint(err: TraceError) -> CliError {
+    if let TraceError::Parse { path, error } = &err {
+        if error.line == Some(1) && matches!(error.problem, trace::Problem::MissingColumn(_)) {
+            let mut first = String::new();
+            if let Ok(file) = std::fs::File::open(path) {
+                // Only the first line; a read error just means no hint.
+                let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first);
+            }
+            if access_log::parse_line(first.trim_end()).is_ok() {
+                return CliError::AccessLogAsCsv(err);
+            }
+        }
+    }
+    CliError::Trace(err)
 }
 
 /// The index of the key `--plot` draws: `--key`, or the key with the most

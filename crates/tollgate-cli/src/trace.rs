@@ -122,6 +122,9 @@ pub enum Problem {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A line of an access log (`--format nginx`) is malformed.
+    #[error(transparent)]
+    AccessLog(#[from] crate::access_log::LogProblem),
     /// The line is not valid UTF-8.
     #[error("invalid UTF-8")]
     InvalidUtf8,

@@ -1,0 +1,238 @@
+//! `simulate --format nginx`: access logs replay exactly like the same
+//! requests written as a CSV trace, and a malformed line stops the command
+//! with its line number and the problem.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::*;
+use tollgate::Strategy;
+
+/// Runs `simulate --format nginx --strategy all` on `log` with decisions
+/// written to `out` (one file per strategy).
+fn simulate_log(log: &Path, out: &Path) -> Output {
+    tollgate(&[
+        "simulate",
+        "--trace",
+        arg(log),
+        "--format",
+        "nginx",
+        "--strategy",
+        "all",
+        "--limit",
+        "10",
+        "--window",
+        "10s",
+        "--decisions",
+        arg(out),
+    ])
+}
+
+/// One log line split by the test's own reading of the combined format:
+/// (address, time as written, milliseconds since the epoch, path).
+fn split_line(line: &str) -> (String, String, u64, String) {
+    let (address, rest) = line.split_once(" - - [").expect("address");
+    let (time, rest) = rest.split_once("] \"").expect("time");
+    let request = rest.split('"').next().unwrap();
+    let at = chrono::DateTime::parse_from_str(time, "%d/%b/%Y:%H:%M:%S %z").expect("time");
+    let ms = u64::try_from(at.timestamp_millis()).unwrap();
+    let path = match request.split(' ').nth(1) {
+        Some(target) => target.split('?').next().unwrap().to_owned(),
+        None => String::new(),
+    };
+    (address.to_owned(), time.to_owned(), ms, path)
+}
+
+#[test]
+fn the_example_log_replays_like_the_same_requests_in_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example("access.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<(String, String, u64, String)> = text.lines().map(split_line).collect();
+    assert!(lines.len() > 300, "a few hundred lines");
+    let mut csv = String::from("time,key,resource\n");
+    for (address, _, ms, path) in &lines {
+        csv.push_str(&format!("{ms},{address},{path}\n"));
+    }
+    let csv_trace = dir.path().join("same.csv");
+    std::fs::write(&csv_trace, csv).unwrap();
+
+    let out = simulate_log(&log, &dir.path().join("log.csv"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty());
+    let csv_summary = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&csv_trace),
+        "--strategy",
+        "all",
+        "--limit",
+        "10",
+        "--window",
+        "10s",
+        "--decisions",
+        arg(&dir.path().join("csv.csv")),
+    ]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), csv_summary);
+    assert!(csv_summary.starts_with(&format!(
+        "limit 10 per 10s: {} requests from 8 keys\n",
+        lines.len()
+    )));
+    for strategy in Strategy::ALL {
+        let from_log = read_csv(&dir.path().join(format!("log.{strategy}.csv")));
+        let from_csv = read_csv(&dir.path().join(format!("csv.{strategy}.csv")));
+        assert_eq!(from_log.len(), lines.len() + 1);
+        assert!(
+            from_log[1..].iter().any(|r| r[3] == "false"),
+            "{strategy} denies some"
+        );
+        for (i, ((a, b), (address, time, _, _))) in
+            from_log[1..].iter().zip(&from_csv[1..]).zip(&lines).enumerate()
+        {
+            // The time is copied as the log wrote it; every request costs 1.
+            assert_eq!(
+                (&a[0], &a[1], a[2].as_str()),
+                (time, address, "1"),
+                "line {}",
+                i + 1
+            );
+            assert_eq!(a[1..], b[1..], "{strategy} line {}", i + 1);
+        }
+    }
+}
+
+/// A valid log line at second `s` past 14:00:00 +0200 on 1 May 2024.
+fn good(s: u32) -> String {
+    format!(
+        "192.0.2.1 - - [01/May/2024:14:00:{s:02} +0200] \"GET /api/search?q=x HTTP/1.1\" 200 512 \"-\" \"curl/8.5.0\"\n"
+    )
+}
+
+#[test]
+fn malformed_lines_name_the_line_and_the_problem() {
+    let head = format!("{}{}\n{}", good(0), good(1), good(2)); // a blank line 3 counts
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "garbage\n",
+            &[
+                "line 5:",
+                "expected the identity (usually -) after the client address",
+            ],
+        ),
+        (
+            "192.0.2.1 - - [01/May/2024:14:00:03] \"GET / HTTP/1.1\" 200 1 \"-\" \"-\"\n",
+            &[
+                "line 5:",
+                "bad time \"01/May/2024:14:00:03\"",
+                "10/Oct/2000:13:55:36 -0700",
+            ],
+        ),
+        (
+            "192.0.2.1 - - [01/May/2024:14:00:03 +0200] \"GET / HTTP/1.1\" 2OO 1 \"-\" \"-\"\n",
+            &["line 5:", "bad status \"2OO\""],
+        ),
+        (
+            "192.0.2.1 - - [01/May/2024:14:00:03 +0200] \"GET / HTTP/1.1\" 200 1 \"-\" \"curl\n",
+            &["line 5:", "the quoted user agent has no closing quote"],
+        ),
+        (
+            "192.0.2.1 - - [01/May/2024:14:00:03 +0200] \"BREW\" 200 1 \"-\" \"-\"\n",
+            &["line 5:", "bad request \"BREW\""],
+        ),
+        (
+            "192.0.2.1 - - [31/Dec/1969:23:59:59 +0000] \"GET / HTTP/1.1\" 200 1\n",
+            &["line 5:", "before the Unix epoch"],
+        ),
+    ];
+    for (bad, fragments) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("access.log");
+        std::fs::write(&log, format!("{head}{bad}{}", good(4))).unwrap();
+        let out = simulate_log(&log, &dir.path().join("d.csv"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {stderr}");
+        assert!(out.stdout.is_empty());
+        assert!(stderr.starts_with("error: trace "), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        for fragment in *fragments {
+            assert!(stderr.contains(fragment), "expected {fragment:?} in {stderr}");
+        }
+        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(files.len(), 1, "no decisions file may be left behind");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(b"192.0.2.\xff - - [01/May/2024:14:00:03 +0200] \"GET / HTTP/1.1\" 200 1\n");
+    std::fs::write(&log, bytes).unwrap();
+    let out = simulate_log(&log, &dir.path().join("d.csv"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 5: invalid UTF-8"));
+}
+
+#[test]
+fn common_format_crlf_blank_lines_and_dash_requests_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let text = "192.0.2.1 - alice [01/May/2024:14:00:00 +0200] \"GET /a?x=1 HTTP/1.1\" 200 5\r\n\
+                \r\n\
+                192.0.2.1 - - [01/May/2024:14:00:00 +0200] \"-\" 400 0 \"-\" \"-\"\r\n\
+                2001:db8::1 - - [01/May/2024:12:00:01 +0000] \"GET / HTTP/2.0\" 304 -\n";
+    std::fs::write(&log, text).unwrap();
+    let out = dir.path().join("d.csv");
+    let output = simulate_log(&log, &out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = read_csv(&dir.path().join("d.fixed_window.csv"));
+    let cells: Vec<_> = rows[1..]
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str(), r[3].as_str()))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("01/May/2024:14:00:00 +0200", "192.0.2.1", "true"),
+            ("01/May/2024:14:00:00 +0200", "192.0.2.1", "true"),
+            ("01/May/2024:12:00:01 +0000", "2001:db8::1", "true"),
+        ]
+    );
+}
+
+#[test]
+fn a_log_read_as_csv_suggests_the_format() {
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&example("access.log")),
+        "--strategy",
+        "all",
+        "--limit",
+        "10",
+        "--window",
+        "10s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("line 1: missing column `time`"), "{stderr}");
+    assert!(stderr.contains("add --format nginx"), "{stderr}");
+    // A CSV trace missing a column gets no such hint.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "when,key\n1,a\n").unwrap();
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "all",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("--format"));
+}
