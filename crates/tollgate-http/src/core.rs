@@ -117,7 +117,11 @@ impl<L: Limits> Core<L> {
         };
         Ok(Prepared {
             key,
-            resource: self.resource.extract(req),
+            resource: if self.limits.uses_resources() {
+                self.resource.extract(req)
+            } else {
+                Cow::Borrowed("")
+            },
             grpc,
         })
     }

@@ -1,5 +1,6 @@
 //! One mapping from a decision to response headers, for every framework.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sfv::{Integer, ItemSerializer, KeyRef, StringRef};
@@ -81,6 +82,37 @@ static HTTP_NAMES: [http::HeaderName; 9] = [
     http::HeaderName::from_static(Field::LegacyReset.name()),
 ];
 
+/// Numbers below this have a preallocated header value.
+const SMALL_INTS: u64 = 1000;
+
+/// The header values `0` to `999`, sliced from one string made once, so
+/// that the common numbers cost neither an allocation nor a reference count.
+static SMALL_INT_VALUES: LazyLock<Vec<http::HeaderValue>> = LazyLock::new(|| {
+    let mut text = String::new();
+    let mut ends = Vec::with_capacity(SMALL_INTS as usize);
+    for n in 0..SMALL_INTS {
+        text.push_str(&n.to_string());
+        ends.push(text.len());
+    }
+    let text: &'static str = Box::leak(text.into_boxed_str());
+    let mut start = 0;
+    ends.into_iter()
+        .map(|end| {
+            let value = http::HeaderValue::from_static(&text[start..end]);
+            start = end;
+            value
+        })
+        .collect()
+});
+
+/// `n` as a header value.
+fn int_value(n: u64) -> http::HeaderValue {
+    match SMALL_INT_VALUES.get(n as usize) {
+        Some(value) if n < SMALL_INTS => value.clone(),
+        _ => http::HeaderValue::from(n),
+    }
+}
+
 /// A header value: a number, or structured-field text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FieldValue {
@@ -104,9 +136,10 @@ impl RateHeaders {
 
     /// Sets the headers on an `http` header map, replacing earlier values.
     pub(crate) fn write_to(&self, map: &mut http::HeaderMap) {
+        map.reserve(self.items.len());
         for (field, value) in self.iter() {
             let value = match value {
-                FieldValue::Int(n) => http::HeaderValue::from(*n),
+                FieldValue::Int(n) => int_value(*n),
                 // Structured-field text is printable ASCII by construction.
                 FieldValue::Text(text) => match http::HeaderValue::from_str(text) {
                     Ok(value) => value,
@@ -300,6 +333,13 @@ mod tests {
         d.limit = u64::MAX;
         let h = RateHeaders::for_decision(HeaderMode::IetfDraft, &d, named("default"));
         assert_eq!(text(&h)[1].1, r#""default";r=999999999999999;t=0"#);
+    }
+
+    #[test]
+    fn numbers_become_the_same_header_values_with_or_without_the_table() {
+        for n in [0, 1, 9, 10, 99, 100, 998, 999, 1000, 12_345, u64::MAX] {
+            assert_eq!(int_value(n), http::HeaderValue::from(n), "{n}");
+        }
     }
 
     #[test]

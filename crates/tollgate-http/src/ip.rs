@@ -70,7 +70,21 @@ impl IpGrouping {
 
 fn write_v4(out: &mut IpKey, ip: Ipv4Addr, prefix: u8) -> std::fmt::Result {
     if prefix == 32 {
-        return write!(out, "{ip}");
+        // Dotted decimal by hand: the common case, several times faster
+        // than going through `Display`.
+        for (i, octet) in ip.octets().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b'.');
+            }
+            if octet >= 100 {
+                out.push(b'0' + octet / 100);
+            }
+            if octet >= 10 {
+                out.push(b'0' + octet / 10 % 10);
+            }
+            out.push(b'0' + octet % 10);
+        }
+        return Ok(());
     }
     let net = Ipv4Net::new(ip, prefix).map_err(|_| std::fmt::Error)?.trunc();
     write!(out, "{net}")
@@ -107,8 +121,23 @@ impl Default for IpKey {
 impl IpKey {
     /// The key as text.
     pub fn as_str(&self) -> &str {
-        // Only `write_str` fills the buffer, with whole UTF-8 strings.
-        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+        // Only ASCII and whole UTF-8 strings are written to the buffer.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// The key's bytes (ASCII).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+impl IpKey {
+    /// Appends one ASCII byte; only called within the capacity.
+    fn push(&mut self, byte: u8) {
+        if let Some(slot) = self.buf.get_mut(usize::from(self.len)) {
+            *slot = byte;
+            self.len += 1;
+        }
     }
 }
 
@@ -143,6 +172,9 @@ mod tests {
     fn ipv4_stands_alone_by_default_and_groups_on_request() {
         let g = IpGrouping::new();
         assert_eq!(key(g, "203.0.113.7"), "203.0.113.7");
+        for ip in ["0.0.0.0", "255.255.255.255", "10.9.99.100", "1.20.109.250"] {
+            assert_eq!(key(g, ip), ip);
+        }
         assert_eq!(key(g.ipv4_prefix(24), "203.0.113.7"), "203.0.113.0/24");
         assert_eq!(key(g.ipv4_prefix(0), "203.0.113.7"), "0.0.0.0/0");
     }

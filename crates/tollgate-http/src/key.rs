@@ -167,7 +167,7 @@ impl<'a> Key<'a> {
     /// The key's bytes, as handed to the limiter.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.repr {
-            Repr::Ip(ip) => ip.as_str().as_bytes(),
+            Repr::Ip(ip) => ip.as_bytes(),
             Repr::Bytes(bytes) => bytes,
         }
     }

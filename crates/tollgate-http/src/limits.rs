@@ -25,6 +25,12 @@ pub trait Limits: Send + Sync + 'static {
     /// The policy applied to `resource` and its name (the resource name for
     /// a resource with its own policy, `default` otherwise).
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, &'a Policy);
+
+    /// Whether the resource selects the policy; when not, the middleware
+    /// does not take it from requests.
+    fn uses_resources(&self) -> bool {
+        true
+    }
 }
 
 impl<B: Backend> Limits for Limiter<B> {
@@ -35,6 +41,10 @@ impl<B: Backend> Limits for Limiter<B> {
 
     fn policy<'a>(&'a self, _resource: &'a str) -> (&'a str, &'a Policy) {
         (DEFAULT_POLICY_NAME, Limiter::policy(self))
+    }
+
+    fn uses_resources(&self) -> bool {
+        false
     }
 }
 

@@ -138,14 +138,24 @@ impl<'a> RequestInfo<'a> {
     /// Whether the request is gRPC: its content type is `application/grpc`
     /// or `application/grpc+...`.
     pub fn is_grpc(&self) -> bool {
-        self.header(CONTENT_TYPE).is_some_and(|ct| {
+        let content_type = match self.source {
+            #[cfg(feature = "tower")]
+            Source::Http(parts) => parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .map(|v| v.as_bytes()),
+            #[cfg(feature = "actix")]
+            Source::Actix(req) => req
+                .headers()
+                .get(actix_web::http::header::CONTENT_TYPE)
+                .map(|v| v.as_bytes()),
+        };
+        content_type.is_some_and(|ct| {
             ct.strip_prefix(b"application/grpc")
                 .is_some_and(|rest| rest.is_empty() || rest[0] == b'+' || rest[0] == b';')
         })
     }
 }
-
-const CONTENT_TYPE: &str = "content-type";
 
 /// The values of one header, from [`RequestInfo::header_values`].
 pub struct HeaderValues<'a> {

@@ -1,0 +1,39 @@
+//! An actix-web server limited per client address, with a policy per route.
+//!
+//! ```sh
+//! cargo run -p tollgate-http --example actix_server
+//! curl -i http://127.0.0.1:3000/
+//! ```
+//!
+//! The same application, policies and environment variables as the
+//! `axum_server` example: `GET /` allows 5 requests per 10 seconds per
+//! client, `/users/{id}` 60 per minute.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use actix_web::{web, App, HttpServer};
+use tollgate_http::RateLimit;
+
+#[actix_web::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let middleware = RateLimit::new(support::limiter()?)
+        .key(support::key()?)
+        .headers(support::header_mode())
+        .actix();
+    let server = HttpServer::new(move || {
+        App::new()
+            .wrap(middleware.clone())
+            .route("/", web::get().to(|| async { "hello\n" }))
+            .route(
+                "/users/{id}",
+                web::get().to(|id: web::Path<u64>| async move { format!("user {id}\n") }),
+            )
+    })
+    .bind(support::addr())?;
+    for addr in server.addrs() {
+        println!("listening on http://{addr}");
+    }
+    server.run().await?;
+    Ok(())
+}

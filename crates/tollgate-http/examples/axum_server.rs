@@ -1,0 +1,43 @@
+//! An axum server limited per client address, with a policy per route.
+//!
+//! ```sh
+//! cargo run -p tollgate-http --example axum_server
+//! curl -i http://127.0.0.1:3000/
+//! ```
+//!
+//! `GET /` allows 5 requests per 10 seconds per client, `/users/{id}` 60
+//! per minute for all users together (the route template, not the path,
+//! selects the policy). Environment: `TOLLGATE_ADDR` (default
+//! 127.0.0.1:3000), `TOLLGATE_HEADERS` (`ratelimit`, `ietf`, `legacy`,
+//! `off`), `TOLLGATE_TRUSTED_PROXIES` (e.g. `127.0.0.1/32`).
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::net::SocketAddr;
+
+use axum::extract::Path;
+use axum::routing::get;
+use axum::Router;
+use tollgate_http::RateLimit;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let rate_limit = RateLimit::new(support::limiter()?)
+        .key(support::key()?)
+        .headers(support::header_mode());
+    let app = Router::new()
+        .route("/", get(|| async { "hello\n" }))
+        .route(
+            "/users/{id}",
+            get(|Path(id): Path<u64>| async move { format!("user {id}\n") }),
+        )
+        // `Router::layer` runs after routing: the limiter sees `/users/{id}`.
+        .layer(rate_limit.layer());
+
+    let listener = tokio::net::TcpListener::bind(support::addr()).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    // Record each connection's peer address for the key.
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+    Ok(())
+}
