@@ -169,3 +169,61 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("only used with --backend redis"));
 }
+
+#[test]
+fn ctrl_c_stops_a_redis_replay_and_still_deletes_its_keys() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // A trace long enough that the replay is still running when interrupted.
+    let trace = dir.path().join("long.csv");
+    let mut text = String::from("time,key\n");
+    for i in 0..200_000u64 {
+        text.push_str(&format!("{},k{}\n", 1_714_564_800_000 + i, i % 500));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let out = dir.path().join("out.csv");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "simulate",
+            "--trace",
+            arg(&trace),
+            "--strategy",
+            "all",
+            "--limit",
+            "10",
+        ])
+        .args(["--window", "10s", "--decisions", arg(&out), "--backend", "redis"])
+        .args(["--redis-url", &server.url()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the replay has stored state on the server.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.cli(&["DBSIZE"]) == "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replay never wrote to Redis"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the replay ended early");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(stderr.trim(), "error: interrupted");
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        server.cli(&["DBSIZE"]),
+        "0",
+        "an interrupted replay left keys behind"
+    );
+    assert!(!out.exists(), "no decisions file from an interrupted replay");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "only the trace remains");
+}
