@@ -14,8 +14,8 @@ use crate::resource::ResourceExtractor;
 /// A rate-limiting middleware configuration around a limiter.
 ///
 /// Configure it once, then turn it into a tower layer with
-/// [`RateLimit::layer`] (feature `tower`) or an actix-web middleware with
-/// [`RateLimit::actix`] (feature `actix`). Both behave the same.
+/// `RateLimit::layer` (feature `tower`) or an actix-web middleware with
+/// `RateLimit::actix` (feature `actix`). Both behave the same.
 ///
 /// ```
 /// use std::time::Duration;

@@ -135,13 +135,14 @@ impl RateHeaders {
     }
 
     /// Sets the headers on an `http` header map, replacing earlier values.
-    pub(crate) fn write_to(&self, map: &mut http::HeaderMap) {
+    pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
         map.reserve(self.items.len());
-        for (field, value) in self.iter() {
+        for (field, value) in self.items.into_iter().flatten() {
             let value = match value {
-                FieldValue::Int(n) => int_value(*n),
-                // Structured-field text is printable ASCII by construction.
-                FieldValue::Text(text) => match http::HeaderValue::from_str(text) {
+                FieldValue::Int(n) => int_value(n),
+                // Structured-field text is printable ASCII by construction;
+                // the string becomes the value without a copy.
+                FieldValue::Text(text) => match http::HeaderValue::try_from(text) {
                     Ok(value) => value,
                     Err(_) => continue,
                 },
@@ -156,8 +157,7 @@ impl RateHeaders {
     }
 
     /// The headers for `decision` under `mode`; `Retry-After` is added when
-    /// the request was denied.
-    /// `policy` gives the policy's name and the policy, for the structured
+    /// the request was denied. `policy` gives the policy's name and the policy, for the structured
     /// fields only.
     pub(crate) fn for_decision<'p>(
         mode: HeaderMode,

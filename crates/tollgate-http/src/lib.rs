@@ -1,12 +1,12 @@
 //! # tollgate-http
 //!
-//! HTTP middleware for [`tollgate`]: a tower [`Layer`](tower_layer::Layer)
-//! for hyper 1, axum 0.8 and tonic services (feature `tower`, on by default
-//! through `axum`), and an actix-web 4 middleware (feature `actix`). Both are
-//! built from one [`RateLimit`] configuration and share everything that is
-//! not specific to a framework: how a key and a resource are taken from a
-//! request, how a decision becomes headers and how a denial, a backend error
-//! or a missing key becomes a response.
+//! HTTP middleware for [`tollgate`]: a tower `Layer` for hyper 1, axum 0.8
+//! and tonic services (feature `tower`, on by default through `axum`), and
+//! an actix-web 4 middleware (feature `actix`). Both are built from one
+//! [`RateLimit`] configuration and share everything that is not specific to
+//! a framework: how a key and a resource are taken from a request, how a
+//! decision becomes headers and how a denial, a backend error or a missing
+//! key becomes a response.
 //!
 //! ```
 //! # #[cfg(feature = "axum")] {

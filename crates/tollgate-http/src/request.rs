@@ -99,7 +99,7 @@ impl<'a> RequestInfo<'a> {
     }
 
     /// The address of the connection's other end, when the server recorded
-    /// it: actix-web always does; for tower, a [`PeerAddr`](crate::PeerAddr)
+    /// it: actix-web always does; for tower, a `PeerAddr`
     /// extension, axum's `ConnectInfo<SocketAddr>` (feature `axum`) or
     /// tonic's `TcpConnectInfo` (feature `tonic`).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
