@@ -25,6 +25,10 @@ pub enum CliError {
     /// A CSV trace that is an access log.
     #[error("{0} (the file looks like an nginx access log: add --format nginx)")]
     AccessLogAsCsv(TraceError),
+    /// The policy file is invalid or unreadable (the message names the
+    /// file, line and field).
+    #[error(transparent)]
+    Config(#[from] tollgate_config::ConfigFileError),
     /// The limiter could not be built.
     #[error("cannot build the limiter: {0}")]
     Limiter(#[from] tollgate::Error),

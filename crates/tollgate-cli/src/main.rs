@@ -1,30 +1,30 @@
 //! The `tollgate` command.
 //!
-//! `tollgate simulate` replays a CSV trace of requests through one or all of
-//! the rate-limiting strategies, on the trace's own clock, and reports what
-//! each strategy admitted.
+//! `tollgate simulate` replays a trace of requests (CSV, or an nginx access
+//! log) through one or all of the rate-limiting strategies, or through a
+//! policy file's limiter, on the trace's own clock, and reports what each
+//! policy admitted. `tollgate check` validates a policy file.
 #![warn(missing_docs)]
 
 mod access_log;
+mod check;
+mod config_replay;
 mod error;
 mod plot;
 mod redis_replay;
 mod replay;
 mod report;
+mod simulate;
 mod trace;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tollgate::{ConfigError, Policy, Strategy};
+use tollgate::Strategy;
 
 use crate::error::CliError;
-use crate::redis_replay::RedisReplay;
-use crate::report::{DecisionsFile, Finished};
-use crate::trace::{Trace, TraceError};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
@@ -45,6 +45,32 @@ enum Command {
     /// Replay a trace of requests through rate-limiting strategies.
     #[command(long_about = SIMULATE_ABOUT)]
     Simulate(SimulateArgs),
+    /// Validate a policy file and print its effective policies.
+    #[command(long_about = CHECK_ABOUT)]
+    Check(CheckArgs),
+}
+
+/// The long help of `check`.
+const CHECK_ABOUT: &str = "\
+Validate a policy file and print its effective policies.
+
+The file is YAML, TOML or JSON, chosen by its extension (.yaml or .yml, .toml, .json), with
+everything under `tollgate`: `default` (required) and `resources` map names to policies
+{ limit, window, strategy }; `strategy` sets the strategy of policies that name none
+(sliding_window when absent); `redis_url` or `redis_cluster`, `fail_open` and `key_prefix`
+configure the limiter. ${VAR} and ${VAR:-default} are replaced from the environment.
+
+A valid file prints one line per policy, the default first, then the resources sorted by
+name, with the strategy, limit and window that apply, and exits with 0. Otherwise the error
+is printed with the file, line and field, and the exit code is 1. Nothing is connected to:
+a Redis URL is checked, not used.";
+
+/// Arguments of `check`.
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The policy file (.yaml, .yml, .toml or .json).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 /// The long help of `simulate`.
@@ -156,17 +182,40 @@ struct SimulateArgs {
     /// How the trace is written: csv, or nginx for an nginx/Apache access log.
     #[arg(long, value_name = "FORMAT", default_value = "csv")]
     format: FormatArg,
-    /// The strategy to run, or all four.
-    #[arg(long, value_name = "STRATEGY")]
-    strategy: StrategyArg,
-    /// Units admitted per window and key (at least 1).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    limit: u64,
-    /// The window, e.g. 250ms, 1s, 1m, 1h or 1m 30s.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    window: Duration,
-    /// Write one CSV row per request, in input order, to this file. With --strategy all, write one
-    /// file per strategy, the strategy name inserted before the extension: out.csv becomes
+    /// The strategy to run, or all four (required unless --config is given).
+    #[arg(
+        long,
+        value_name = "STRATEGY",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
+    strategy: Option<StrategyArg>,
+    /// Units admitted per window and key, at least 1 (required unless --config is given).
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
+    limit: Option<u64>,
+    /// The window, e.g. 250ms, 1s, 1m, 1h or 1m 30s (required unless --config is given).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = humantime::parse_duration,
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
+    window: Option<Duration>,
+    /// Replay against this policy file's limiter instead of --strategy, --limit and --window:
+    /// each request is decided by its resource's policy (the trace's resource column, or the
+    /// path of an access log), or the file's default policy. See `tollgate check --help` for the
+    /// file; the replay always runs in memory, whatever storage the file names.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Write one CSV row per request, in input order, to this file (one file with --config). With
+    /// --strategy all, write one file per strategy, the strategy name inserted before the extension: out.csv becomes
     /// out.fixed_window.csv, out.sliding_window.csv, out.token_bucket.csv and out.leaky_bucket.csv.
     ///
     /// The header is time,key,cost,allowed,remaining,reset_ms,retry_after_ms: time as written in
@@ -183,8 +232,9 @@ struct SimulateArgs {
     /// tollgate-simulate:<run>: are deleted when the run ends.
     #[arg(long, value_name = "URL", required_if_eq("backend", "redis"))]
     redis_url: Option<String>,
-    /// Draw a chart of one key's admitted and denied requests over time, one panel per strategy,
-    /// to this file: SVG or PNG, chosen by the extension (.svg or .png).
+    /// Draw a chart of one key's admitted and denied requests over time, one panel per strategy
+    /// (with --config, per policy the key's requests fell under), to this file: SVG or PNG,
+    /// chosen by the extension (.svg or .png).
     ///
     /// Each panel shows the units admitted for the key within the trailing window (a step line
     /// whose highest point is the key's max_in_window), the limit as a dashed line, and every
@@ -196,8 +246,8 @@ struct SimulateArgs {
     /// The key to plot with --plot (default: the key with the most requests).
     #[arg(long, value_name = "KEY", requires = "plot")]
     key: Option<String>,
-    /// The chart's size in pixels, WIDTHxHEIGHT (default: 1000 wide, 260 high per strategy plus
-    /// 44 for the title).
+    /// The chart's size in pixels, WIDTHxHEIGHT (default: 1000 wide, 260 high per panel plus 70
+    /// for the title).
     #[arg(long, value_name = "WIDTHxHEIGHT", requires = "plot", value_parser = plot::parse_size)]
     plot_size: Option<(u32, u32)>,
 }
@@ -205,7 +255,8 @@ struct SimulateArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Simulate(args) => simulate(&args),
+        Command::Simulate(args) => simulate::simulate(&args),
+        Command::Check(args) => check::check(&args.file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -217,245 +268,5 @@ fn main() -> ExitCode {
             eprintln!("error: {err}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Runs `simulate`: validates the flags, reads the whole trace, replays it
-/// per strategy, then moves the decisions files into place and prints the
-/// summary.
-fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
-    let policies = args
-        .strategy
-        .strategies()
-        .into_iter()
-        .map(|strategy| Policy::new(strategy, args.limit, args.window).map_err(|e| flag_error(args, &e)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let outputs = match &args.decisions {
-        None => vec![None; policies.len()],
-        Some(path) if args.strategy != StrategyArg::All => vec![Some(path.clone())],
-        Some(path) => policies
-            .iter()
-            .map(|p| {
-                report::path_for_strategy(path, p.strategy())
-                    .map(Some)
-                    .ok_or_else(|| CliError::DecisionsPath { path: path.clone() })
-            })
-            .collect::<Result<_, _>>()?,
-    };
-    if args.redis_url.is_some() && args.backend != BackendArg::Redis {
-        return Err(CliError::Flag {
-            flag: "redis-url".to_owned(),
-            value: args.redis_url.clone().unwrap_or_default(),
-            reason: "only used with --backend redis".to_owned(),
-        });
-    }
-    let plot_format = args
-        .plot
-        .as_deref()
-        .map(|path| {
-            plot::Format::from_path(path).map_err(|reason| CliError::Flag {
-                flag: "plot".to_owned(),
-                value: path.display().to_string(),
-                reason,
-            })
-        })
-        .transpose()?;
-    let trace = match args.format {
-        FormatArg::Csv => Trace::read_path(&args.trace).map_err(csv_error_hint)?,
-        FormatArg::Nginx => access_log::read_path(&args.trace)?,
-    };
-    let plot_key = match &args.plot {
-        Some(_) => Some(plot_key(args, &trace)?),
-        None => None,
-    };
-    let mut redis = match (&args.backend, &args.redis_url) {
-        (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
-        _ => None,
-    };
-    let replayed = replay_all(args, &trace, policies, outputs, plot_key, redis.as_mut());
-    // The run's keys go whatever happened to the replay.
-    if let Some(redis) = redis.as_mut() {
-        match (redis.cleanup(), &replayed) {
-            (Err(err), Ok(_)) => return Err(err),
-            (Err(err), Err(_)) => eprintln!("error: {err}"),
-            (Ok(_), _) => {}
-        }
-    }
-    let (stats, panels) = replayed?;
-    if let (Some(path), Some(format), Some(key)) = (&args.plot, plot_format, plot_key) {
-        let chart = plot::Chart {
-            key: &trace.keys[key],
-            requests: trace.requests.iter().filter(|r| r.key == key).count(),
-            busiest: args.key.is_none(),
-            limit: args.limit,
-            window: args.window,
-            start: trace.requests.iter().map(|r| r.nanos).min().unwrap_or(0),
-            end: trace.requests.iter().map(|r| r.nanos).max().unwrap_or(0),
-            panels,
-        };
-        let size = args
-            .plot_size
-            .unwrap_or_else(|| plot::default_size(chart.panels.len()));
-        plot::write(&chart, path, format, size).map_err(|source| CliError::Plot {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    let title = report::title(args.limit, args.window, trace.requests.len(), trace.keys.len());
-    let text = report::summary(&title, &stats, &trace.keys);
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(CliError::Stdout)
-}
-
-/// Adds a hint to a CSV trace error whose first line is an access log line:
-/// the user probably forgot `--format nginx`.
-fn csv_error_hint(err: TraceError) -> CliError {
-    if let TraceError::Parse { path, error } = &err {
-        if error.line == Some(1) && matches!(error.problem, trace::Problem::MissingColumn(_)) {
-            let mut first = String::new();
-            if let Ok(file) = std::fs::File::open(path) {
-                // Only the first line; a read error just means no hint.
-                let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first);
-            }
-            if access_log::parse_line(first.trim_end()).is_ok() {
-                return CliError::AccessLogAsCsv(err);
-            }
-        }
-    }
-    CliError::Trace(err)
-}
-
-/// The index of the key `--plot` draws: `--key`, or the key with the most
-/// requests (ties to the key seen first).
-///
-/// # Errors
-///
-/// [`CliError::Flag`] when `--key` is not in the trace, or the trace is
-/// empty.
-fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
-    if let Some(key) = &args.key {
-        return trace
-            .keys
-            .iter()
-            .position(|k| k == key)
-            .ok_or_else(|| CliError::Flag {
-                flag: "key".to_owned(),
-                value: key.escape_debug().to_string(),
-                reason: format!(
-                    "no request in the trace has this key ({} distinct keys)",
-                    trace.keys.len()
-                ),
-            });
-    }
-    let mut counts = vec![0usize; trace.keys.len()];
-    for request in &trace.requests {
-        counts[request.key] += 1;
-    }
-    // max_by_key keeps the last maximum; reversing makes ties go to the first key.
-    counts
-        .iter()
-        .enumerate()
-        .rev()
-        .max_by_key(|&(_, n)| *n)
-        .map(|(key, _)| key)
-        .ok_or_else(|| CliError::Flag {
-            flag: "plot".to_owned(),
-            value: args
-                .plot
-                .as_deref()
-                .unwrap_or(Path::new(""))
-                .display()
-                .to_string(),
-            reason: "the trace has no requests to plot".to_owned(),
-        })
-}
-
-/// Replays `trace` under every policy, on Redis when `redis` is given,
-/// writing each policy's decisions file; the files are moved into place only
-/// once every replay succeeded. With `plot_key`, also collects that key's
-/// decisions per policy, for the chart.
-fn replay_all(
-    args: &SimulateArgs,
-    trace: &Trace,
-    policies: Vec<Policy>,
-    outputs: Vec<Option<PathBuf>>,
-    plot_key: Option<usize>,
-    mut redis: Option<&mut RedisReplay>,
-) -> Result<(Vec<replay::Stats>, Vec<plot::Panel>), CliError> {
-    let mut stats = Vec::new();
-    let mut panels = Vec::new();
-    let mut finished: Vec<Finished> = Vec::new();
-    for (policy, output) in policies.into_iter().zip(outputs) {
-        let mut events = Vec::new();
-        let mut file = output
-            .map(|path| DecisionsFile::create(&path).map_err(|source| CliError::Decisions { path, source }))
-            .transpose()?;
-        let mut sink = |request: &trace::Request, decision: &tollgate::Decision| {
-            if Some(request.key) == plot_key {
-                events.push(plot::Event {
-                    nanos: request.nanos,
-                    cost: request.cost,
-                    allowed: decision.allowed,
-                });
-            }
-            match file.as_mut() {
-                Some(f) => f
-                    .write(request, &trace.keys[request.key], decision)
-                    .map_err(|source| CliError::Decisions {
-                        path: f.path().to_owned(),
-                        source,
-                    }),
-                None => Ok(()),
-            }
-        };
-        stats.push(match redis.as_deref_mut() {
-            None => replay::replay(trace, policy, &mut sink)?,
-            Some(redis) => {
-                let limiter = redis.limiter(policy).map_err(|err| match err {
-                    tollgate::Error::Config(err) => flag_error(args, &err),
-                    err => CliError::Limiter(err),
-                })?;
-                replay::replay_with(
-                    trace,
-                    policy,
-                    |request, key| redis.decide(&limiter, request.line, request.nanos, key, request.cost),
-                    &mut sink,
-                )?
-            }
-        });
-        panels.push(plot::Panel {
-            strategy: policy.strategy(),
-            events,
-        });
-        if let Some(f) = file {
-            let path = f.path().to_owned();
-            finished.push(
-                f.finish()
-                    .map_err(|source| CliError::Decisions { path, source })?,
-            );
-        }
-    }
-    for f in finished {
-        let path = f.path().to_owned();
-        f.persist()
-            .map_err(|source| CliError::Decisions { path, source })?;
-    }
-    Ok((stats, panels))
-}
-
-/// Names the flag behind a policy error, with the value given.
-fn flag_error(args: &SimulateArgs, err: &ConfigError) -> CliError {
-    let value = match err.field() {
-        "limit" => args.limit.to_string(),
-        "window" => humantime::format_duration(args.window).to_string(),
-        _ => String::new(),
-    };
-    CliError::Flag {
-        flag: err.field().to_owned(),
-        value,
-        reason: err.reason().to_owned(),
     }
 }

@@ -26,7 +26,6 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
-use tollgate::Strategy;
 
 /// The embedded font (DejaVu Sans; license in `assets/DejaVuSans-LICENSE.txt`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -123,11 +122,15 @@ pub struct Event {
     pub allowed: bool,
 }
 
-/// One panel: a strategy and what it decided for the plotted key.
+/// One panel: a policy and what it decided for the plotted key.
 #[derive(Clone, Debug)]
 pub struct Panel {
-    /// The strategy.
-    pub strategy: Strategy,
+    /// What the panel shows: a strategy's name, or a policy file's target.
+    pub name: String,
+    /// The policy's limit `L`.
+    pub limit: u64,
+    /// The policy's window `W`.
+    pub window: Duration,
     /// The plotted key's requests with their decisions, in any order.
     pub events: Vec<Event>,
 }
@@ -141,10 +144,9 @@ pub struct Chart<'a> {
     pub requests: usize,
     /// Whether the key was chosen as the busiest of the trace.
     pub busiest: bool,
-    /// The limit `L`.
-    pub limit: u64,
-    /// The window `W`.
-    pub window: Duration,
+    /// What the policies are, after the key in the title: `limit 10 per
+    /// 10s`, or `policies from FILE`.
+    pub policies: String,
     /// The time of the trace's first request, in nanoseconds since the
     /// epoch: x = 0.
     pub start: u64,
@@ -293,31 +295,36 @@ const RED: RGBColor = RGBColor(214, 39, 40);
 /// Draws the title band and the panels on `root`.
 fn draw<DB: DrawingBackend>(chart: &Chart<'_>, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(draw_error)?;
-    let window = humantime::format_duration(chart.window).to_string();
     let (band, body) = root.split_vertically(TITLE_HEIGHT);
-    draw_title(chart, &band, &window)?;
+    draw_title(chart, &band)?;
     let areas = body.split_evenly((chart.panels.len().max(1), 1));
-    // Every panel shares the axes, so the strategies compare at a glance.
+    // Every panel shares the x axis, and the y axis too when the limits are
+    // equal, so the strategies compare at a glance.
     let x_max = (chart.end.saturating_sub(chart.start) as f64 / 1e9).max(1e-9);
     let series: Vec<Vec<(f64, f64)>> = chart
         .panels
         .iter()
-        .map(|p| clip(trailing_admitted(&p.events, chart.window, chart.start), x_max))
+        .map(|p| clip(trailing_admitted(&p.events, p.window, chart.start), x_max))
         .collect();
-    let peak = series.iter().flatten().map(|&(_, y)| y).fold(0.0_f64, f64::max);
-    let y_max = (peak.max(chart.limit as f64) * 1.12).max(1.0);
+    let top = |panel: &Panel, points: &[(f64, f64)]| {
+        points.iter().map(|&(_, y)| y).fold(panel.limit as f64, f64::max)
+    };
+    let shared = chart.panels.windows(2).all(|w| w[0].limit == w[1].limit);
+    let y_all = chart
+        .panels
+        .iter()
+        .zip(&series)
+        .map(|(p, s)| top(p, s))
+        .fold(0.0, f64::max);
     for ((panel, area), points) in chart.panels.iter().zip(&areas).zip(&series) {
-        draw_panel(chart, panel, area, points, (x_max, y_max), &window)?;
+        let y = if shared { y_all } else { top(panel, points) };
+        draw_panel(chart, panel, area, points, (x_max, (y * 1.12).max(1.0)))?;
     }
     Ok(())
 }
 
 /// Draws the title line and, below it, the legend.
-fn draw_title<DB: DrawingBackend>(
-    chart: &Chart<'_>,
-    band: &DrawingArea<DB, Shift>,
-    window: &str,
-) -> Result<(), PlotError> {
+fn draw_title<DB: DrawingBackend>(chart: &Chart<'_>, band: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
     let key = chart.key.escape_debug().to_string();
     let mut title = format!(
         "key {key}: {} request{}",
@@ -327,16 +334,28 @@ fn draw_title<DB: DrawingBackend>(
     if chart.busiest {
         title.push_str(" (the busiest key)");
     }
-    let _ = write!(title, ", limit {} per {window}", chart.limit);
+    let _ = write!(title, ", {}", chart.policies);
     let text = |size| TextStyle::from((FAMILY, size).into_font()).color(&BLACK);
     band.draw_text(&title, &text(22), (16, 10)).map_err(draw_error)?;
-    // The legend: a sample of each mark followed by its meaning.
+    // The legend: a sample of each mark followed by its meaning. With one
+    // window and one limit they are named; otherwise each panel says its own.
+    let uniform = chart
+        .panels
+        .windows(2)
+        .all(|w| (w[0].limit, w[0].window) == (w[1].limit, w[1].window));
+    let (window, limit) = match chart.panels.first() {
+        Some(p) if uniform => (
+            format!("the trailing {}", humantime::format_duration(p.window)),
+            format!("the limit, {}", p.limit),
+        ),
+        _ => ("the trailing window".to_owned(), "the limit".to_owned()),
+    };
     let y = 52;
     let mut x = 16;
     let label = text(14).pos(Pos::new(HPos::Left, VPos::Center));
     let items = [
-        format!("units admitted in the trailing {window}"),
-        format!("the limit, {}", chart.limit),
+        format!("units admitted in {window}"),
+        limit,
         "a denied request (at its time)".to_owned(),
     ];
     for (mark, words) in items.iter().enumerate() {
@@ -402,14 +421,14 @@ fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     points: &[(f64, f64)],
     (x_max, y_max): (f64, f64),
-    window: &str,
 ) -> Result<(), PlotError> {
+    let window = humantime::format_duration(panel.window).to_string();
     let admitted = panel.events.iter().filter(|e| e.allowed).count();
     let denied = panel.events.len() - admitted;
     let peak = points.iter().map(|&(_, y)| y).fold(0.0_f64, f64::max);
     let caption = format!(
         "{}: {admitted} admitted, {denied} denied, peak {peak} in {window}",
-        panel.strategy.name()
+        panel.name
     );
     let mut ctx = ChartBuilder::on(area)
         .caption(caption, (FAMILY, 17))
@@ -434,7 +453,7 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(draw_error)?;
     ctx.draw_series(LineSeries::new(points.iter().copied(), BLUE.stroke_width(1)))
         .map_err(draw_error)?;
-    let limit = chart.limit as f64;
+    let limit = panel.limit as f64;
     ctx.draw_series(DashedLineSeries::new(
         [(0.0, limit), (x_max, limit)],
         8,

@@ -1,25 +1,28 @@
 //! Replaying a trace through an in-memory limiter on the trace's own clock,
 //! and the statistics collected on the way.
 
-use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy, Strategy};
+use std::time::Duration;
+
+use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy};
 
 use crate::trace::{Request, Trace};
 
 /// How many keys [`Stats::most_denied`] names.
 pub const MOST_DENIED: usize = 3;
 
-/// What one strategy did with a trace.
+/// What one policy did with a trace (or with the requests it applied to).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stats {
-    /// The strategy replayed.
-    pub strategy: Strategy,
-    /// Requests in the trace.
+    /// What the row is called: the strategy's name, or a policy file's
+    /// target (`default` or the resource).
+    pub name: String,
+    /// Requests decided.
     pub requests: u64,
     /// Requests admitted (peeks of cost 0 included).
     pub admitted: u64,
     /// Requests denied.
     pub denied: u64,
-    /// Distinct keys in the trace.
+    /// Distinct keys among the requests decided.
     pub keys: usize,
     /// The busiest window of any key.
     pub peak: Peak,
@@ -90,55 +93,101 @@ pub fn replay_with<E>(
     mut decide: impl FnMut(&Request, &str) -> Result<Decision, E>,
     mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
 ) -> Result<Stats, E> {
-    let mut admitted_at: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.keys.len()];
-    let mut denied_by_key = vec![0u64; trace.keys.len()];
-    let mut admitted = 0;
+    let mut tally = Tally::new(trace.keys.len(), policy.window());
     for request in &trace.requests {
         let decision = decide(request, &trace.keys[request.key])?;
-        if decision.allowed {
-            admitted += 1;
-            if request.cost > 0 {
-                admitted_at[request.key].push((request.nanos, request.cost));
-            }
-        } else {
-            denied_by_key[request.key] += 1;
-        }
+        tally.record(request, decision.allowed);
         sink(request, &decision)?;
     }
-    let window = policy.window().as_nanos();
-    let mut peak = Peak::default();
-    for (key, events) in admitted_at.iter_mut().enumerate() {
-        let units = peak_units(events, window);
-        if units > peak.units {
-            peak = Peak {
-                units,
-                key: Some(key),
-            };
-        }
-    }
-    let requests = trace.requests.len() as u64;
-    Ok(Stats {
-        strategy: policy.strategy(),
-        requests,
-        admitted,
-        denied: requests - admitted,
-        keys: trace.keys.len(),
-        peak,
-        most_denied: most_denied(&denied_by_key, MOST_DENIED),
-    })
+    Ok(tally.finish(policy.strategy().name()))
 }
 
-/// The `n` keys with the most denied requests, given the denied count of
-/// every key by index: (index, count), most first, ties to the lower index;
-/// keys with a count of zero are left out.
-pub fn most_denied(denied_by_key: &[u64], n: usize) -> Vec<(usize, u64)> {
-    let mut keys: Vec<(usize, u64)> = denied_by_key
-        .iter()
-        .copied()
-        .enumerate()
-        .filter(|&(_, denied)| denied > 0)
-        .collect();
-    keys.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+/// The statistics of one policy, collected one decision at a time.
+#[derive(Clone, Debug)]
+pub struct Tally {
+    /// The policy's window, in nanoseconds.
+    window: u128,
+    /// Per key: (time, cost) of every admitted request of positive cost.
+    admitted_at: Vec<Vec<(u64, u64)>>,
+    /// Per key: denied requests.
+    denied_by_key: Vec<u64>,
+    /// Per key: whether any request was recorded.
+    seen: Vec<bool>,
+    /// The keys recorded, in order of their first request here: ties go to
+    /// the key seen first by this policy.
+    order: Vec<usize>,
+    /// Requests recorded.
+    requests: u64,
+    /// Requests admitted.
+    admitted: u64,
+}
+
+impl Tally {
+    /// An empty tally for a trace with `keys` keys, under a policy with
+    /// this `window`.
+    pub fn new(keys: usize, window: Duration) -> Self {
+        Self {
+            window: window.as_nanos(),
+            admitted_at: vec![Vec::new(); keys],
+            denied_by_key: vec![0; keys],
+            seen: vec![false; keys],
+            order: Vec::new(),
+            requests: 0,
+            admitted: 0,
+        }
+    }
+
+    /// Counts one decided request.
+    pub fn record(&mut self, request: &Request, allowed: bool) {
+        self.requests += 1;
+        if !self.seen[request.key] {
+            self.seen[request.key] = true;
+            self.order.push(request.key);
+        }
+        if allowed {
+            self.admitted += 1;
+            if request.cost > 0 {
+                self.admitted_at[request.key].push((request.nanos, request.cost));
+            }
+        } else {
+            self.denied_by_key[request.key] += 1;
+        }
+    }
+
+    /// The statistics, for a row called `name`.
+    pub fn finish(mut self, name: &str) -> Stats {
+        let mut peak = Peak::default();
+        for &key in &self.order {
+            let units = peak_units(&mut self.admitted_at[key], self.window);
+            if units > peak.units {
+                peak = Peak {
+                    units,
+                    key: Some(key),
+                };
+            }
+        }
+        Stats {
+            name: name.to_owned(),
+            requests: self.requests,
+            admitted: self.admitted,
+            denied: self.requests - self.admitted,
+            keys: self.order.len(),
+            peak,
+            most_denied: most_denied(
+                self.order.iter().map(|&key| (key, self.denied_by_key[key])),
+                MOST_DENIED,
+            ),
+        }
+    }
+}
+
+/// The `n` keys with the most denied requests, given (key, denied count)
+/// pairs in tie-breaking order: (key, count), most first, ties in the
+/// order given; keys with a count of zero are left out.
+pub fn most_denied(denied: impl IntoIterator<Item = (usize, u64)>, n: usize) -> Vec<(usize, u64)> {
+    let mut keys: Vec<(usize, u64)> = denied.into_iter().filter(|&(_, count)| count > 0).collect();
+    // Stable: equal counts keep their order.
+    keys.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
     keys.truncate(n);
     keys
 }
@@ -165,7 +214,7 @@ pub fn peak_units(events: &mut [(u64, u64)], window: u128) -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use tollgate::Strategy;
 
     use super::*;
 
@@ -239,10 +288,32 @@ mod tests {
 
     #[test]
     fn most_denied_keys_come_first_and_ties_keep_trace_order() {
+        let most_denied = |counts: &[u64], n| most_denied(counts.iter().copied().enumerate(), n);
         assert_eq!(most_denied(&[], 3), []);
         assert_eq!(most_denied(&[0, 0], 3), []);
         assert_eq!(most_denied(&[2, 5, 0, 5, 1, 2], 3), [(1, 5), (3, 5), (0, 2)]);
         assert_eq!(most_denied(&[1, 4], 3), [(1, 4), (0, 1)]);
+    }
+
+    #[test]
+    fn ties_go_to_the_key_this_tally_saw_first() {
+        let trace = Trace::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
+        let mut tally = Tally::new(2, Duration::from_secs(1));
+        // b comes first here, though a comes first in the trace.
+        tally.record(&trace.requests[1], false);
+        tally.record(&trace.requests[0], false);
+        tally.record(&trace.requests[1], true);
+        tally.record(&trace.requests[0], true);
+        let stats = tally.finish("t");
+        assert_eq!(stats.most_denied, [(1, 1), (0, 1)]);
+        assert_eq!(
+            stats.peak,
+            Peak {
+                units: 1,
+                key: Some(1)
+            }
+        );
+        assert_eq!((stats.requests, stats.admitted, stats.keys), (4, 2, 2));
     }
 
     #[test]

@@ -164,17 +164,19 @@ pub fn title(limit: u64, window: Duration, requests: usize, keys: usize) -> Stri
     )
 }
 
-/// The summary: `title`, then an aligned table with one row per strategy.
+/// The summary: `title`, then an aligned table with one row per strategy
+/// (or policy).
 ///
-/// Columns: the strategy; requests admitted and denied; the denied share of
+/// Columns: the row's name, under the header `first` (`strategy` or
+/// `policy`); requests admitted and denied; the denied share of
 /// all requests in percent; `max_in_window`, the most units admitted for one
 /// key within one window length, and `max_key`, that key; `most_denied`,
 /// the keys with the most denied requests, each followed by its count in
 /// brackets. `keys` resolves the key indices in `stats`; keys are printed
 /// with Rust's debug escapes, so control characters stay visible.
-pub fn summary(title: &str, stats: &[Stats], keys: &[String]) -> String {
+pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &[String]) -> String {
     let header = [
-        "strategy",
+        first,
         "admitted",
         "denied",
         "denied%",
@@ -199,7 +201,7 @@ pub fn summary(title: &str, stats: &[Stats], keys: &[String]) -> String {
                     .join(", ")
             };
             [
-                s.strategy.name().to_owned(),
+                s.name.clone(),
                 s.admitted.to_string(),
                 s.denied.to_string(),
                 percent(s.denied, s.requests),
@@ -297,8 +299,8 @@ mod tests {
 
     #[test]
     fn summary_is_aligned() {
-        let stats = |strategy, admitted, units, key, most_denied: &[(usize, u64)]| Stats {
-            strategy,
+        let stats = |strategy: Strategy, admitted, units, key, most_denied: &[(usize, u64)]| Stats {
+            name: strategy.name().to_owned(),
             requests: 1200,
             admitted,
             denied: 1200 - admitted,
@@ -309,6 +311,7 @@ mod tests {
         let keys = ["10.0.0.1".to_owned(), "k".to_owned(), "tab\there".to_owned()];
         let text = summary(
             "limit 5 per 1s 500ms: 1200 requests from 3 keys",
+            "strategy",
             &[
                 stats(Strategy::FixedWindow, 1000, 10, Some(0), &[(1, 150), (0, 50)]),
                 stats(

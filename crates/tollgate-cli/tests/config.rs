@@ -1,0 +1,330 @@
+//! `tollgate check FILE` and `simulate --config FILE`: policy files are
+//! validated with errors naming the file, line and field, and a replay
+//! against a policy file decides each resource's requests exactly as a
+//! replay of that resource's requests alone under its policy.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Policies for the sample trace's paths: one resource per strategy family
+/// and a default for the rest.
+const POLICIES: &str = "\
+tollgate:
+  strategy: token_bucket
+  default: { limit: 10, window: 10s }
+  resources:
+    /api/login: { limit: 3, window: 5s, strategy: fixed_window }
+    /api/search: { limit: 8, window: 2s, strategy: sliding_window }
+    /never/used: { limit: 1, window: 1s }
+";
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_prints_the_effective_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "p.yaml", POLICIES);
+    let out = tollgate(&["check", arg(&file)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stderr.is_empty());
+    let expected = format!(
+        "{}: valid, 4 policies; state in memory, fail closed, key prefix \"tollgate\"\n\
+         target       strategy        limit  window\n\
+         default      token_bucket       10  10s\n\
+         /api/login   fixed_window        3  5s\n\
+         /api/search  sliding_window      8  2s\n\
+         /never/used  token_bucket        1  1s\n",
+        file.display()
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    // The example beside the access log is valid too, and so are TOML and JSON.
+    tollgate_ok(&["check", arg(&example("policies.yaml"))]);
+    let toml = write(
+        dir.path(),
+        "p.toml",
+        "[tollgate]\ndefault = { limit = 5, window = \"1m\" }\n",
+    );
+    let json = write(
+        dir.path(),
+        "p.json",
+        r#"{"tollgate": {"default": {"limit": 5, "window": "1m"}, "fail_open": true}}"#,
+    );
+    assert!(tollgate_ok(&["check", arg(&toml)]).contains("default  sliding_window      5  1m"));
+    assert!(tollgate_ok(&["check", arg(&json)]).contains("fail open"));
+}
+
+#[test]
+fn check_names_the_file_line_and_field_of_a_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "bad.yaml",
+            "tollgate:\n  default: { limit: 10, window: 1m }\n  resources:\n    login: { limit: 0, window: 1m }\n",
+            &["bad.yaml:4", "tollgate.resources.login.limit", "at least 1"],
+        ),
+        (
+            "window.yaml",
+            "tollgate:\n  default: { limit: 10, window: 1 mnute }\n",
+            &["window.yaml:2", "tollgate.default.window", "mnute"],
+        ),
+        (
+            "unknown.yaml",
+            "tollgate:\n  default: { limit: 10, window: 1m }\n  limits: {}\n",
+            &["unknown.yaml:3", "limits"],
+        ),
+        ("nodefault.yaml", "tollgate:\n  resources: {}\n", &["nodefault.yaml", "default"]),
+        ("p.ini", "x", &["p.ini", ".yaml"]),
+    ];
+    for (name, text, fragments) in cases {
+        let file = write(dir.path(), name, text);
+        let out = tollgate(&["check", arg(&file)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        for fragment in *fragments {
+            assert!(
+                stderr.contains(fragment),
+                "{name}: expected {fragment:?} in {stderr}"
+            );
+        }
+    }
+    let out = tollgate(&["check", arg(&dir.path().join("missing.yaml"))]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
+    // No file at all is a usage error.
+    assert_eq!(tollgate(&["check"]).status.code(), Some(2));
+}
+
+/// The sample trace with its `path` column as the `resource` column.
+fn sample_with_resources(dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(example("sample.csv")).unwrap();
+    let (header, rows) = text.split_once('\n').unwrap();
+    assert_eq!(header, "time,key,path,cost");
+    write(dir, "resources.csv", &format!("time,key,resource,cost\n{rows}"))
+}
+
+#[test]
+fn each_resource_is_decided_as_if_replayed_alone_under_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = sample_with_resources(dir.path());
+    let policies = write(dir.path(), "p.yaml", POLICIES);
+    let out = dir.path().join("all.csv");
+    let summary = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--config",
+        arg(&policies),
+        "--decisions",
+        arg(&out),
+    ]);
+    let rows = read_csv(&trace);
+    let decisions = read_csv(&out);
+    assert_eq!(
+        decisions.len(),
+        rows.len(),
+        "one decisions file, a row per request"
+    );
+    // Split the trace by the policy that applies, replay each part alone.
+    let parts: [(&str, &[&str], &str, &str, &str); 3] = [
+        ("/api/login", &["/api/login"], "fixed_window", "3", "5s"),
+        ("/api/search", &["/api/search"], "sliding_window", "8", "2s"),
+        ("default", &[], "token_bucket", "10", "10s"),
+    ];
+    let named: Vec<&str> = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+    let mut lines = summary.lines().skip(5); // the title and four policy lines
+    assert!(lines.next().unwrap().starts_with("policy "), "{summary}");
+    let mut rows_by_name = std::collections::HashMap::new();
+    for line in lines {
+        rows_by_name.insert(
+            line.split_whitespace().next().unwrap().to_owned(),
+            line.to_owned(),
+        );
+    }
+    for (name, resources, strategy, limit, window) in parts {
+        let picked: Vec<usize> = (1..rows.len())
+            .filter(|&i| {
+                let r = rows[i][2].as_str();
+                if resources.is_empty() {
+                    !named.contains(&r)
+                } else {
+                    resources.contains(&r)
+                }
+            })
+            .collect();
+        assert!(
+            picked.len() > 50,
+            "{name}: the sample should exercise every policy"
+        );
+        let mut part = String::from("time,key,resource,cost\n");
+        for &i in &picked {
+            part.push_str(&format!(
+                "{},{},{},{}\n",
+                rows[i][0], rows[i][1], rows[i][2], rows[i][3]
+            ));
+        }
+        let part_trace = write(dir.path(), "part.csv", &part);
+        let part_out = dir.path().join("part.out.csv");
+        let alone = tollgate_ok(&[
+            "simulate",
+            "--trace",
+            arg(&part_trace),
+            "--strategy",
+            strategy,
+            "--limit",
+            limit,
+            "--window",
+            window,
+            "--decisions",
+            arg(&part_out),
+        ]);
+        let expected = read_csv(&part_out);
+        let denied = expected[1..].iter().filter(|r| r[3] == "false").count();
+        assert!(denied > 0, "{name}: the policy should deny some requests");
+        for (j, &i) in picked.iter().enumerate() {
+            assert_eq!(decisions[i], expected[j + 1], "{name}: trace line {}", i + 1);
+        }
+        // The summary row equals the lone replay's, but for its name.
+        let alone_row: Vec<&str> = alone.lines().nth(2).unwrap().split_whitespace().skip(1).collect();
+        let row: Vec<&str> = rows_by_name[name].split_whitespace().skip(1).collect();
+        assert_eq!(row, alone_row, "{name}");
+    }
+    let unused: Vec<&str> = rows_by_name["/never/used"].split_whitespace().collect();
+    assert_eq!(unused[1..], ["0", "0", "-", "0", "-", "-"]);
+}
+
+#[test]
+fn the_summary_names_the_file_and_every_policy() {
+    let stdout = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&example("access.log")),
+        "--format",
+        "nginx",
+        "--config",
+        arg(&example("policies.yaml")),
+    ]);
+    let mut lines = stdout.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .ends_with("policies.yaml: 754 requests from 8 keys"));
+    assert_eq!(lines.next(), Some("  default      sliding_window, 30 per 10s"));
+    assert_eq!(lines.next(), Some("  /api/login   fixed_window, 5 per 1m"));
+    assert_eq!(lines.next(), Some("  /api/search  token_bucket, 10 per 10s"));
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header[0], "policy");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(names, ["default", "/api/login", "/api/search"]);
+    // Every request is in exactly one row.
+    let total: u64 = rows
+        .iter()
+        .map(|r| r[1].parse::<u64>().unwrap() + r[2].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 754);
+    // The login retrier meets the fixed window: 5 per minute, 10 across a
+    // minute boundary.
+    assert_eq!(rows[1][4..6], ["10", "198.51.100.23"]);
+}
+
+#[test]
+fn flags_and_policy_files_are_exclusive_and_errors_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let policies = write(dir.path(), "p.yaml", POLICIES);
+    let trace = sample_with_resources(dir.path());
+    let base = ["simulate", "--trace", arg(&trace)];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        tollgate(&args)
+    };
+    for extra in [
+        &["--config", arg(&policies), "--limit", "3"][..],
+        &["--config", arg(&policies), "--strategy", "all"],
+        &["--config", arg(&policies), "--window", "1s"],
+        &["--strategy", "all", "--limit", "3"],
+        &[],
+    ] {
+        let out = run(extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+    }
+    let out = run(&[
+        "--config",
+        arg(&policies),
+        "--backend",
+        "redis",
+        "--redis-url",
+        "redis://127.0.0.1:1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("invalid --backend redis"), "{stderr}");
+
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "tollgate:\n  default: { limit: 10, window: 0s }\n",
+    );
+    let out_file = dir.path().join("d.csv");
+    let out = run(&["--config", arg(&bad), "--decisions", arg(&out_file)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("bad.yaml:2"),
+        "{stderr}"
+    );
+    assert!(!out_file.exists());
+}
+
+#[test]
+fn a_chart_with_a_policy_file_has_a_panel_per_policy_the_key_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("c.svg");
+    tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&example("access.log")),
+        "--format",
+        "nginx",
+        "--config",
+        arg(&example("policies.yaml")),
+        "--plot",
+        arg(&svg),
+        "--key",
+        "192.0.2.10",
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    assert!(texts[0].starts_with("key 192.0.2.10: "), "{texts:?}");
+    assert!(texts[0].ends_with("policies.yaml"), "{texts:?}");
+    let captions: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.contains(" admitted, "))
+        .collect();
+    // A browser hits the default policy (/, the stylesheet) and /api/search,
+    // never /api/login.
+    assert_eq!(captions.len(), 2, "{captions:?}");
+    assert!(captions[0].starts_with("default (sliding_window, 30 per 10s): "));
+    assert!(captions[1].starts_with("/api/search (token_bucket, 10 per 10s): "));
+}
