@@ -393,6 +393,40 @@ fn draw_title<DB: DrawingBackend>(chart: &Chart<'_>, band: &DrawingArea<DB, Shif
     Ok(())
 }
 
+/// Thins a line sorted by x to at most four points per interval of
+/// `width` along x: the first, the lowest, the highest and the last, in
+/// their order. The shape at that resolution, and every extreme, stay.
+fn decimate(points: &[(f64, f64)], width: f64) -> Vec<(f64, f64)> {
+    if width.is_nan() || width <= 0.0 || points.len() <= 4 {
+        return points.to_vec();
+    }
+    let mut out = Vec::with_capacity(points.len().min(4096));
+    let mut start = 0;
+    while start < points.len() {
+        let column = (points[start].0 / width).floor();
+        let mut end = start + 1;
+        while end < points.len() && (points[end].0 / width).floor() == column {
+            end += 1;
+        }
+        let group = &points[start..end];
+        let low = (0..group.len())
+            .min_by(|&a, &b| group[a].1.total_cmp(&group[b].1))
+            .unwrap_or(0);
+        let high = (0..group.len())
+            .max_by(|&a, &b| group[a].1.total_cmp(&group[b].1))
+            .unwrap_or(0);
+        let mut keep = [0, low, high, group.len() - 1];
+        keep.sort_unstable();
+        for (i, &k) in keep.iter().enumerate() {
+            if i == 0 || k != keep[i - 1] {
+                out.push(group[k]);
+            }
+        }
+        start = end;
+    }
+    out
+}
+
 /// Cuts a step line at `x_max`.
 fn clip(mut points: Vec<(f64, f64)>, x_max: f64) -> Vec<(f64, f64)> {
     if let Some(cut) = points.iter().position(|&(x, _)| x > x_max) {
@@ -449,6 +483,10 @@ fn draw_panel<DB: DrawingBackend>(
         .axis_desc_style((FAMILY, 13))
         .draw()
         .map_err(draw_error)?;
+    // At most a few points per pixel column: the file stays small for busy
+    // keys, and every column keeps its lowest and highest level.
+    let columns = f64::from(area.dim_in_pixel().0.max(1));
+    let points = decimate(points, x_max / columns);
     ctx.draw_series(AreaSeries::new(points.iter().copied(), 0.0, BLUE.mix(0.25)))
         .map_err(draw_error)?;
     ctx.draw_series(LineSeries::new(points.iter().copied(), BLUE.stroke_width(1)))
@@ -462,9 +500,21 @@ fn draw_panel<DB: DrawingBackend>(
     ))
     .map_err(draw_error)?;
     let start = chart.start;
-    let crosses = panel.events.iter().filter(|e| !e.allowed).map(move |e| {
-        let x = e.nanos.saturating_sub(start) as f64 / 1e9;
-        Cross::new((x.min(x_max), 0.0), 4, RED.stroke_width(1))
+    // One cross per pixel column is all that shows.
+    let mut columns_denied: Vec<u64> = panel
+        .events
+        .iter()
+        .filter(|e| !e.allowed)
+        .map(|e| {
+            let x = (e.nanos.saturating_sub(start) as f64 / 1e9).min(x_max);
+            (x / x_max * columns) as u64
+        })
+        .collect();
+    columns_denied.sort_unstable();
+    columns_denied.dedup();
+    let crosses = columns_denied.into_iter().map(move |column| {
+        let x = (column as f64 / columns * x_max).min(x_max);
+        Cross::new((x, 0.0), 4, RED.stroke_width(1))
     });
     ctx.draw_series(crosses).map_err(draw_error)?;
     Ok(())
@@ -574,6 +624,35 @@ mod tests {
         ];
         assert_eq!(simplify(points), [(0.0, 0.0), (2.0, 0.0), (2.0, 3.0), (4.0, 3.0)]);
         assert_eq!(simplify(vec![]), []);
+    }
+
+    #[test]
+    fn decimation_keeps_the_ends_and_the_extremes_of_each_column() {
+        let points: Vec<(f64, f64)> = (0..1000).map(|i| (i as f64 / 100.0, (i % 7) as f64)).collect();
+        let thin = decimate(&points, 1.0);
+        assert!(thin.len() <= 40, "{}", thin.len());
+        assert_eq!(thin.first(), points.first());
+        assert_eq!(thin.last(), points.last());
+        for column in 0..10 {
+            let of = |v: &[(f64, f64)]| -> Vec<f64> {
+                v.iter()
+                    .filter(|p| p.0.floor() == column as f64)
+                    .map(|p| p.1)
+                    .collect()
+            };
+            let (all, kept) = (of(&points), of(&thin));
+            let max = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+            let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+            assert_eq!(
+                (min(&kept), max(&kept)),
+                (min(&all), max(&all)),
+                "column {column}"
+            );
+        }
+        // Sorted by x still, and short lines are left alone.
+        assert!(thin.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(decimate(&points[..3], 1.0), &points[..3]);
+        assert_eq!(decimate(&points, 0.0), points);
     }
 
     #[test]
