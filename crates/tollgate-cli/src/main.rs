@@ -11,6 +11,7 @@ mod check;
 mod config_replay;
 mod error;
 mod plot;
+mod progress;
 mod redis_replay;
 mod replay;
 mod report;

@@ -12,6 +12,7 @@ use tollgate_config::PolicyFile;
 
 use crate::config_replay::{self, Targets};
 use crate::error::CliError;
+use crate::progress::Progress;
 use crate::redis_replay::RedisReplay;
 use crate::replay::{self, Stats};
 use crate::report::{self, DecisionsFile, Finished};
@@ -124,7 +125,17 @@ fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<
         (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
         _ => None,
     };
-    let replayed = replay_strategies(&flags, &trace, &policies, outputs, plot_key, redis.as_mut());
+    let progress = Progress::new((trace.requests.len() as u64).saturating_mul(policies.len() as u64));
+    let replayed = replay_strategies(
+        &flags,
+        &trace,
+        &policies,
+        outputs,
+        plot_key,
+        redis.as_mut(),
+        &progress,
+    );
+    drop(progress);
     // The run's keys go whatever happened to the replay.
     if let Some(redis) = redis.as_mut() {
         match (redis.cleanup(), &replayed) {
@@ -176,11 +187,14 @@ fn with_policy_file(
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let targets = Targets::new(&file, &trace);
-    let mut recorder = Recorder::new(&trace, args.decisions.clone(), plot_key)?;
+    let progress = Progress::new(trace.requests.len() as u64);
+    progress.stage("policy file");
+    let mut recorder = Recorder::new(&trace, args.decisions.clone(), plot_key, &progress)?;
     let stats = config_replay::replay(&trace, &targets, |request, target, decision| {
         recorder.record(request, target, decision)
     })?;
     let (finished, events) = recorder.finish()?;
+    drop(progress);
     if let Some(f) = finished {
         persist(f)?;
     }
@@ -344,8 +358,10 @@ fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
 type Events = Vec<(usize, plot::Event)>;
 
 /// What one replay writes on the way: its decisions file, and the plotted
-/// key's decisions for the chart.
+/// key's decisions for the chart; it also moves the progress bar.
 struct Recorder<'t> {
+    /// The progress bar.
+    progress: &'t Progress,
     /// The trace, to name keys.
     trace: &'t Trace,
     /// The decisions file being written.
@@ -358,11 +374,17 @@ struct Recorder<'t> {
 
 impl<'t> Recorder<'t> {
     /// Starts the decisions file at `output`, if any.
-    fn new(trace: &'t Trace, output: Option<PathBuf>, plot_key: Option<usize>) -> Result<Self, CliError> {
+    fn new(
+        trace: &'t Trace,
+        output: Option<PathBuf>,
+        plot_key: Option<usize>,
+        progress: &'t Progress,
+    ) -> Result<Self, CliError> {
         let file = output
             .map(|path| DecisionsFile::create(&path).map_err(|source| CliError::Decisions { path, source }))
             .transpose()?;
         Ok(Self {
+            progress,
             trace,
             file,
             plot_key,
@@ -372,6 +394,7 @@ impl<'t> Recorder<'t> {
 
     /// Records one decision of the policy with index `target`.
     fn record(&mut self, request: &Request, target: usize, decision: &Decision) -> Result<(), CliError> {
+        self.progress.tick();
         if Some(request.key) == self.plot_key {
             self.events.push((
                 target,
@@ -426,12 +449,14 @@ fn replay_strategies(
     outputs: Vec<Option<PathBuf>>,
     plot_key: Option<usize>,
     mut redis: Option<&mut RedisReplay>,
+    progress: &Progress,
 ) -> Result<(Vec<Stats>, Vec<Events>), CliError> {
     let mut stats = Vec::new();
     let mut events = Vec::new();
     let mut finished: Vec<Finished> = Vec::new();
     for (&policy, output) in policies.iter().zip(outputs) {
-        let mut recorder = Recorder::new(trace, output, plot_key)?;
+        progress.stage(policy.strategy().name());
+        let mut recorder = Recorder::new(trace, output, plot_key, progress)?;
         let sink = |request: &Request, decision: &Decision| recorder.record(request, 0, decision);
         stats.push(match redis.as_deref_mut() {
             None => replay::replay(trace, policy, sink)?,
