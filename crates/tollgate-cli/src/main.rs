@@ -56,13 +56,15 @@ const CHECK_ABOUT: &str = "\
 Validate a policy file and print its effective policies.
 
 The file is YAML, TOML or JSON, chosen by its extension (.yaml or .yml, .toml, .json), with
-everything under `tollgate`: `default` (required) and `resources` map names to policies
-{ limit, window, strategy }; `strategy` sets the strategy of policies that name none
-(sliding_window when absent); `redis_url` or `redis_cluster`, `fail_open` and `key_prefix`
-configure the limiter. ${VAR} and ${VAR:-default} are replaced from the environment.
+everything under `tollgate`: `default` (required) is the policy { limit, window, strategy }
+of every resource without its own, and `resources` maps resource names to policies;
+`strategy` sets the strategy of policies that name none (sliding_window when absent);
+`redis_url` or `redis_cluster`, `fail_open` and `key_prefix` configure the limiter. ${VAR}
+and ${VAR:-default} are replaced from the environment.
 
-A valid file prints one line per policy, the default first, then the resources sorted by
-name, with the strategy, limit and window that apply, and exits with 0. Otherwise the error
+A valid file prints a line naming it with its settings, then one line per policy, the
+default first, then the resources sorted by name, with the strategy, limit and window that
+apply, and exits with 0. Otherwise the error
 is printed with the file, line and field, and the exit code is 1. Nothing is connected to:
 a Redis URL is checked, not used.";
 
@@ -106,6 +108,15 @@ denied, the denied share of all requests (denied%), max_in_window: the most unit
 for one key within any interval [t, t + window) of the trace's time, with the key it
 happened for (max_key), and most_denied: the three keys with the most denied requests, each
 with its count.
+
+With --config FILE, the trace is replayed once, against the policy file's resource-scoped
+limiter: each request is decided by the policy of its resource (the resource column, or the
+access log's path) when the file names it, by the file's default policy otherwise. The
+title lists the policies and the table has one row per policy, counting the requests it
+decided (see `tollgate check --help` for the file).
+
+Replays of 200,000 decisions or more (requests times strategies) show a progress bar on
+standard error when it is a terminal.
 
 With --backend redis --redis-url URL, every decision is made by the Redis backend's Lua
 scripts on that server instead, with the trace's time passed as the caller's clock

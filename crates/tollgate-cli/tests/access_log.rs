@@ -236,3 +236,36 @@ fn a_log_read_as_csv_suggests_the_format() {
     ]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("--format"));
 }
+
+#[test]
+fn garbage_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let line = good(0);
+    let mut rng = Lcg(5);
+    for _ in 0..40 {
+        // A valid line with a few bytes replaced, cut or doubled.
+        let mut bytes = line.clone().into_bytes();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(bytes.len() as u64) as usize;
+            match rng.below(3) {
+                0 => bytes[at] = b"[]\" -\\/:+\xff0x"[rng.below(12) as usize],
+                1 => bytes.truncate(at),
+                _ => bytes.insert(at, bytes[at]),
+            }
+            if bytes.is_empty() {
+                break;
+            }
+        }
+        std::fs::write(&log, &bytes).unwrap();
+        let out = simulate_log(&log, &dir.path().join("d.csv"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{bytes:?}: {stderr}");
+        if !out.status.success() {
+            assert!(
+                stderr.starts_with("error: trace ") && stderr.contains("line 1:"),
+                "{stderr}"
+            );
+        }
+    }
+}
