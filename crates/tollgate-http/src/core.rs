@@ -4,11 +4,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::{HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
 use crate::key::{peer_key, Key, KeyError, KeyExtractor, MissingKey};
 use crate::limits::Limits;
-use crate::reply::{Denied, Failure, GrpcMode, KeyRejected, Reply, ReplyFormat};
+use crate::reply::{GrpcMode, Reply, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 

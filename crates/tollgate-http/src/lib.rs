@@ -66,6 +66,7 @@ mod client_ip;
 mod config;
 mod core;
 mod forwarded;
+mod handler_context;
 mod headers;
 mod ip;
 mod key;
@@ -81,6 +82,7 @@ pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
 pub use config::RateLimit;
+pub use handler_context::{Denied, Failure, KeyRejected};
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;
@@ -89,7 +91,7 @@ pub use ip::{IpGrouping, IpKey};
 pub use ipnet::IpNet;
 pub use key::{Key, KeyError, KeyErrorKind, KeyExtractor, MissingKey};
 pub use limits::Limits;
-pub use reply::{Denied, Failure, GrpcMode, InvalidHeader, KeyRejected, Reply, ReplyFormat};
+pub use reply::{GrpcMode, InvalidHeader, Reply, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 

@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, StatusCode};
-use tollgate::Decision;
 
+use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::ceil_secs;
-use crate::key::{KeyError, KeyErrorKind};
+use crate::key::KeyErrorKind;
 
 /// How default replies describe themselves to HTTP clients.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -219,107 +219,6 @@ impl Reply {
             ReplyFormat::PlainText => Self::text(status, format!("{detail}\n")),
             ReplyFormat::ProblemJson => Self::problem_json(status, detail),
         }
-    }
-}
-
-/// A denied request, as seen by a denial handler.
-#[derive(Clone, Copy, Debug)]
-pub struct Denied<'a> {
-    pub(crate) decision: &'a Decision,
-    pub(crate) key: &'a [u8],
-    pub(crate) resource: &'a str,
-    pub(crate) format: ReplyFormat,
-    pub(crate) grpc: bool,
-}
-
-impl<'a> Denied<'a> {
-    /// The decision (`allowed` is false).
-    pub fn decision(&self) -> &'a Decision {
-        self.decision
-    }
-
-    /// The key that was limited.
-    pub fn key(&self) -> &'a [u8] {
-        self.key
-    }
-
-    /// The resource (empty for the default policy).
-    pub fn resource(&self) -> &'a str {
-        self.resource
-    }
-
-    /// The configured reply format.
-    pub fn format(&self) -> ReplyFormat {
-        self.format
-    }
-
-    /// Whether the request is answered the gRPC way.
-    pub fn is_grpc(&self) -> bool {
-        self.grpc
-    }
-}
-
-/// A request that could not be decided because the backend failed under
-/// fail-closed, as seen by a failure handler.
-#[derive(Clone, Copy, Debug)]
-pub struct Failure<'a> {
-    pub(crate) error: &'a tollgate::Error,
-    pub(crate) key: &'a [u8],
-    pub(crate) resource: &'a str,
-    pub(crate) format: ReplyFormat,
-    pub(crate) grpc: bool,
-}
-
-impl<'a> Failure<'a> {
-    /// The limiter's error.
-    pub fn error(&self) -> &'a tollgate::Error {
-        self.error
-    }
-
-    /// The key of the request.
-    pub fn key(&self) -> &'a [u8] {
-        self.key
-    }
-
-    /// The resource (empty for the default policy).
-    pub fn resource(&self) -> &'a str {
-        self.resource
-    }
-
-    /// The configured reply format.
-    pub fn format(&self) -> ReplyFormat {
-        self.format
-    }
-
-    /// Whether the request is answered the gRPC way.
-    pub fn is_grpc(&self) -> bool {
-        self.grpc
-    }
-}
-
-/// A request without a key under [`MissingKey::Reject`](crate::MissingKey),
-/// as seen by a key-error handler.
-#[derive(Clone, Copy, Debug)]
-pub struct KeyRejected<'a> {
-    pub(crate) error: &'a KeyError,
-    pub(crate) format: ReplyFormat,
-    pub(crate) grpc: bool,
-}
-
-impl<'a> KeyRejected<'a> {
-    /// Why there is no key.
-    pub fn error(&self) -> &'a KeyError {
-        self.error
-    }
-
-    /// The configured reply format.
-    pub fn format(&self) -> ReplyFormat {
-        self.format
-    }
-
-    /// Whether the request is answered the gRPC way.
-    pub fn is_grpc(&self) -> bool {
-        self.grpc
     }
 }
 
