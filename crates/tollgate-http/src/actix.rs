@@ -125,7 +125,7 @@ where
             match verdict {
                 Verdict::Allow(headers) => {
                     let mut response = service.call(req).await?;
-                    write_headers(&headers, response.headers_mut());
+                    write_headers(headers, response.headers_mut());
                     Ok(response.map_into_left_body())
                 }
                 Verdict::Reply(reply) => Ok(req.into_response(to_response(reply)).map_into_right_body()),
@@ -135,11 +135,11 @@ where
 }
 
 /// Sets the rate-limit headers on an actix-web header map.
-fn write_headers(headers: &RateHeaders, map: &mut HeaderMap) {
-    for (field, value) in headers.iter() {
+fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {
+    for (field, value) in headers.into_fields() {
         let value = match value {
-            FieldValue::Int(n) => HeaderValue::from(*n),
-            FieldValue::Text(text) => match HeaderValue::from_str(text) {
+            FieldValue::Int(n) => HeaderValue::from(n),
+            FieldValue::Text(text) => match HeaderValue::from_str(&text) {
                 Ok(value) => value,
                 Err(_) => continue,
             },

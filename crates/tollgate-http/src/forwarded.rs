@@ -248,4 +248,24 @@ mod tests {
             assert_eq!(fwd(&[bad]), vec![None], "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        /// Any header text parses without panicking, with one hop per comma
+        /// for `X-Forwarded-For`; a hop is an address only when its token is
+        /// made of address characters alone.
+        #[test]
+        fn any_text_parses_without_panicking(line in r#"[0-9a-fA-F.:\[\] ,;="_ForuknwXx\\-]{0,64}"#) {
+            let hops = xff(&[line.as_str()]);
+            let tokens: Vec<&str> = line.split(',').collect();
+            proptest::prop_assert_eq!(hops.len(), tokens.len());
+            for (hop, token) in hops.iter().zip(&tokens) {
+                if hop.is_some() {
+                    let address_chars = |c: char| c.is_ascii_hexdigit() || ".:[]".contains(c);
+                    proptest::prop_assert!(token.trim().chars().all(address_chars), "{:?} became {:?}", token, hop);
+                }
+            }
+            let _ = fwd(&[line.as_str()]);
+            let _ = x_real_ip([line.as_bytes()].into_iter());
+        }
+    }
 }

@@ -137,7 +137,7 @@ impl RateHeaders {
     /// Sets the headers on an `http` header map, replacing earlier values.
     pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
         map.reserve(self.items.len());
-        for (field, value) in self.items.into_iter().flatten() {
+        for (field, value) in self.into_fields() {
             let value = match value {
                 FieldValue::Int(n) => int_value(n),
                 // Structured-field text is printable ASCII by construction;
@@ -152,8 +152,8 @@ impl RateHeaders {
     }
 
     /// The headers, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Field, &FieldValue)> {
-        self.items.iter().flatten().map(|(f, v)| (*f, v))
+    pub(crate) fn into_fields(self) -> impl Iterator<Item = (Field, FieldValue)> {
+        self.items.into_iter().flatten()
     }
 
     /// The headers for `decision` under `mode`; `Retry-After` is added when
@@ -248,7 +248,8 @@ mod tests {
     }
 
     fn text(h: &RateHeaders) -> Vec<(&'static str, String)> {
-        h.iter()
+        h.clone()
+            .into_fields()
             .map(|(f, v)| {
                 let v = match v {
                     FieldValue::Int(n) => n.to_string(),
@@ -345,6 +346,6 @@ mod tests {
     #[test]
     fn off_sets_nothing_on_allowed_responses() {
         let h = RateHeaders::for_decision(HeaderMode::Off, &decision(true, 1, 1, None), named("d"));
-        assert_eq!(h.iter().count(), 0);
+        assert_eq!(h.into_fields().count(), 0);
     }
 }
