@@ -1,7 +1,7 @@
 //! The limiter: one policy on one backend.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backend::memory::{MemoryBackend, MemoryBinding};
 use crate::backend::{Backend, Binding, Scope};
@@ -82,11 +82,9 @@ impl<B: Backend> Limiter<B> {
     fn finish(
         &self,
         result: Result<Decision, BackendError>,
-        started: Option<Instant>,
+        started: Option<u64>,
     ) -> Result<Decision, Error> {
-        if let Some(started) = started {
-            self.metrics.latency(started.elapsed().as_secs_f64());
-        }
+        self.metrics.finish_sample(started);
         match result {
             Ok(decision) => {
                 self.metrics.decided(decision.allowed);
@@ -107,8 +105,8 @@ impl<B: Backend> Limiter<B> {
 
     /// The start time of this decision when it is one to time.
     #[inline]
-    fn start(&self) -> Option<Instant> {
-        self.metrics.sample().then(Instant::now)
+    fn start(&self) -> Option<u64> {
+        self.metrics.start_sample()
     }
 
     /// Decides one request of cost 1 for `key`.
@@ -175,9 +173,7 @@ impl Limiter<MemoryBackend> {
     pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
         let started = self.start();
         let decision = MemoryBinding::check(&self.binding, key.as_ref(), cost);
-        if let Some(started) = started {
-            self.metrics.latency(started.elapsed().as_secs_f64());
-        }
+        self.metrics.finish_sample(started);
         self.metrics.decided(decision.allowed);
         decision
     }

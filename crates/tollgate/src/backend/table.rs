@@ -104,8 +104,11 @@ impl<A: Algorithm> Table<A> {
         let mut shard = self.lock(index);
         match shard.map.find_entry(hash, |e| e.key.as_bytes() == key) {
             Ok(mut occupied) => {
-                let (outcome, next) = A::decide(&self.rate, Some(occupied.get().state), now, cost);
+                let before = occupied.get().state;
+                let (outcome, next) = A::decide(&self.rate, Some(before), now, cost);
                 match next {
+                    // Denied and peeked requests usually change nothing.
+                    Some(state) if state == before => {}
                     Some(state) => {
                         occupied.get_mut().state = state;
                         let expiry = A::expires_at(&self.rate, &state);

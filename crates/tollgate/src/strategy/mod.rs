@@ -72,7 +72,7 @@ pub struct Outcome {
 /// One strategy: its state type and its pure decision function.
 pub trait Algorithm {
     /// The state kept per key between decisions.
-    type State: Copy + Send + Sync + 'static;
+    type State: Copy + PartialEq + Send + Sync + 'static;
 
     /// The strategy this algorithm implements.
     const STRATEGY: Strategy;
