@@ -7,10 +7,8 @@
 //! Before the timings it prints the live heap bytes per active key for each
 //! strategy and for governor, measured with a counting allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -18,23 +16,10 @@ use criterion::{BenchmarkId, Criterion};
 use governor::{Quota, RateLimiter};
 use tollgate::{Limiter, Strategy};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -180,9 +165,9 @@ fn memory_per_key() {
     const N: usize = 100_000;
     let names = keys(N);
     let measure = |fill: &dyn Fn() -> Box<dyn std::any::Any>| {
-        let before = LIVE.load(Ordering::SeqCst);
+        let before = live();
         let kept = fill();
-        let bytes = LIVE.load(Ordering::SeqCst) - before;
+        let bytes = live() - before;
         drop(kept);
         bytes as f64 / N as f64
     };

@@ -2,30 +2,14 @@
 //! without any call from the user. Measured with a counting allocator, so the
 //! figures are live heap bytes, not resident pages the allocator keeps.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, ManualClock, MemoryBackend, Strategy};
 
-struct Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -34,10 +18,6 @@ const KEYS: usize = 1_000_000;
 
 /// The allocation count is process-wide: tests here must not overlap.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 #[test]
 fn one_million_one_off_keys_are_reclaimed_once_their_windows_pass() {
