@@ -6,10 +6,10 @@
 //! the file's default otherwise (also when the request has no resource).
 //! The statistics are kept per policy, one summary row each.
 
-use tollgate::{Decision, ManualClock, MemoryBackend, Policy, ResourceLimiter};
+use tollgate::{Decision, Policy, ResourceLimiter};
 use tollgate_config::PolicyFile;
 
-use crate::replay::{Stats, Tally};
+use crate::replay::{replay_backend, Stats, Tally};
 use crate::trace::{Request, Trace};
 
 /// The name of the default policy's row.
@@ -74,12 +74,7 @@ pub fn replay<E>(
 where
     E: From<tollgate::Error>,
 {
-    let clock = ManualClock::default();
-    // As for a single policy: reclaiming state is only safe for sorted traces.
-    let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
-    let backend = MemoryBackend::new()
-        .with_clock(clock.clone())
-        .with_reclaim(sorted);
+    let (clock, backend) = replay_backend(trace);
     let mut builder = ResourceLimiter::builder().backend(backend);
     for (i, (name, policy)) in targets.policies.iter().enumerate() {
         builder = match i {

@@ -42,6 +42,19 @@ pub struct Peak {
     pub key: Option<usize>,
 }
 
+/// A manual clock and an in-memory backend on it, for replaying `trace`.
+///
+/// Deleting expired state is only equivalent to keeping it while time moves
+/// forward, so the backend of an unsorted trace keeps every key's state.
+pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
+    let clock = ManualClock::default();
+    let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
+    let backend = MemoryBackend::new()
+        .with_clock(clock.clone())
+        .with_reclaim(sorted);
+    (clock, backend)
+}
+
 /// Replays `trace` under `policy` on an in-memory limiter: before each
 /// request the limiter's manual clock is set to the request's time, then the
 /// request is decided with [`Limiter::check_n`]. `sink` sees every request
@@ -59,13 +72,7 @@ pub fn replay<E>(
 where
     E: From<tollgate::Error>,
 {
-    let clock = ManualClock::default();
-    // Deleting expired state is only equivalent to keeping it while time
-    // moves forward; an unsorted trace keeps every key's state instead.
-    let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
-    let backend = MemoryBackend::new()
-        .with_clock(clock.clone())
-        .with_reclaim(sorted);
+    let (clock, backend) = replay_backend(trace);
     let limiter = Limiter::builder().policy(policy).backend(backend).build()?;
     replay_with(
         trace,

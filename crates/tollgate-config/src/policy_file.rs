@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use tollgate::backend::redact_url;
 use tollgate::{FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
 
 use crate::error::ConfigFileError;
@@ -211,9 +212,9 @@ impl fmt::Display for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Storage::Memory => f.write_str("in memory"),
-            Storage::Redis(url) => write!(f, "Redis at {}", redact(url)),
+            Storage::Redis(url) => write!(f, "Redis at {}", redact_url(url)),
             Storage::RedisCluster(seeds) => {
-                let seeds: Vec<String> = seeds.iter().map(|s| redact(s)).collect();
+                let seeds: Vec<String> = seeds.iter().map(|s| redact_url(s)).collect();
                 write!(f, "Redis Cluster through {}", seeds.join(", "))
             }
         }
@@ -224,22 +225,12 @@ impl fmt::Debug for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Storage::Memory => f.write_str("Memory"),
-            Storage::Redis(url) => f.debug_tuple("Redis").field(&redact(url)).finish(),
+            Storage::Redis(url) => f.debug_tuple("Redis").field(&redact_url(url)).finish(),
             Storage::RedisCluster(seeds) => f
                 .debug_tuple("RedisCluster")
-                .field(&seeds.iter().map(|s| redact(s)).collect::<Vec<_>>())
+                .field(&seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>())
                 .finish(),
         }
-    }
-}
-
-/// A URL with any user name and password replaced by `***`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -10,7 +10,9 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
-use crate::error::{redact, ConnectError, ConnectErrorKind};
+use tollgate::backend::redact_url;
+
+use crate::error::{ConnectError, ConnectErrorKind};
 
 /// A live connection to a standalone server or a cluster.
 #[derive(Clone)]
@@ -125,7 +127,7 @@ impl Connection {
 fn invalid_url(url: &str, err: redis::RedisError) -> ConnectError {
     ConnectError::new(
         ConnectErrorKind::InvalidUrl,
-        redact(url),
+        redact_url(url),
         format!(
             "not a valid Redis URL ({err}); expected redis://[user:password@]host[:port][/db], \
              rediss://… for TLS, or redis+unix:///path/to/socket[?db=N]"

@@ -216,26 +216,3 @@ pub(crate) fn backend_error(err: RedisError) -> BackendError {
     };
     BackendError::new(kind, format!("Redis: {err}")).with_source(err)
 }
-
-/// A URL with any user name and password replaced by `***`, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redaction_hides_credentials() {
-        assert_eq!(redact("redis://:secret@host:1/2"), "redis://***@host:1/2");
-        assert_eq!(redact("rediss://u:p@h"), "rediss://***@h");
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("nonsense"), "nonsense");
-    }
-}

@@ -5,6 +5,7 @@ mod codec;
 mod janitor;
 mod keys;
 pub mod memory;
+mod redact;
 pub mod store;
 mod stored_key;
 mod table;
@@ -13,6 +14,7 @@ use std::future::Future;
 
 pub use codec::{decode_state, encode_state};
 pub use keys::namespace;
+pub use redact::redact_url;
 
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
