@@ -4,7 +4,6 @@
 //! log) through one or all of the rate-limiting strategies, or through a
 //! policy file's limiter, on the trace's own clock, and reports what each
 //! policy admitted. `tollgate check` validates a policy file.
-#![warn(missing_docs)]
 
 mod access_log;
 mod check;

@@ -68,7 +68,6 @@
 //!
 //! Unknown fields are errors that list the expected ones. YAML is read with
 //! [`serde_saphyr`], TOML with [`toml`], JSON with [`serde_json`].
-#![warn(missing_docs)]
 
 mod any_backend;
 mod build;

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_main, BatchSize, Criterion};
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Request, Response};
 use http_body_util::Empty;
@@ -98,5 +98,9 @@ fn layer_overhead(c: &mut Criterion) {
     bench(c, "with layer, denied (429 reply)", layer.layer(inner));
 }
 
-criterion_group!(benches, layer_overhead);
-criterion_main!(benches);
+// `criterion_group!` defines an undocumented public function.
+#[allow(missing_docs)]
+mod group {
+    criterion::criterion_group!(benches, super::layer_overhead);
+}
+criterion_main!(group::benches);

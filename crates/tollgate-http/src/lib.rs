@@ -57,7 +57,6 @@
 //!
 //! Allowed requests reach the inner service unchanged and its response body
 //! is passed through as a stream.
-#![warn(missing_docs)]
 
 #[cfg(not(any(feature = "tower", feature = "actix")))]
 compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`, `tonic` or `actix`");

@@ -111,7 +111,6 @@
 //!   `PEXPIREAT` and `TIME` (scripts reading `TIME` need Redis 5 or later,
 //!   which replicates script effects rather than script calls); tests run
 //!   against Redis 7.
-#![warn(missing_docs)]
 
 mod backend;
 mod connection;
