@@ -64,8 +64,8 @@ impl PolicyFile {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigFileError::io(&origin, err))?;
-        Self::from_str(&text, format, &origin)
+        let bytes = std::fs::read(path).map_err(|err| ConfigFileError::io(&origin, err))?;
+        Self::from_str(load::decode(&bytes, &origin)?, format, &origin)
     }
 
     /// Parses and validates `text` in `format`; `origin` names it in errors
