@@ -37,7 +37,7 @@
 //! | `strategy` | the strategy of policies that name none: `fixed_window`, `sliding_window` (the default), `token_bucket` or `leaky_bucket` |
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` |
-//! | `fail_open` | `true` admits requests when Redis fails (counted); `false`, the default, denies them with the error |
+//! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
 //!
 //! A policy is `{ limit, window, strategy }`: `limit` a whole number of at

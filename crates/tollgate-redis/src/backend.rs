@@ -14,7 +14,7 @@ use tollgate::{
     Strategy, Tick,
 };
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Endpoint};
 use crate::error::{backend_error, ConnectError};
 use crate::scripts::LuaScript;
 
@@ -66,11 +66,13 @@ impl std::fmt::Debug for RedisBackend {
         f.debug_struct("RedisBackend")
             .field(
                 "mode",
-                &match self.conn {
-                    Connection::Standalone(_) => "standalone",
-                    Connection::Cluster(_) => "cluster",
+                &if self.conn.is_cluster() {
+                    "cluster"
+                } else {
+                    "standalone"
                 },
             )
+            .field("connected", &self.conn.is_connected())
             .field("timeout", &self.options.timeout)
             .field("caller_clock", &self.options.clock.is_some())
             .field("expiry_grace", &self.options.expiry_grace)
@@ -111,14 +113,41 @@ impl RedisBackend {
         Self::builder().connect_cluster(seeds).await
     }
 
+    /// Returns at once and connects to one Redis server in the background,
+    /// with the default options (see
+    /// [`RedisBackendBuilder::connect_in_background`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
+    /// not parse; nothing else fails here.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_in_background(url: &str) -> Result<Self, ConnectError> {
+        Self::builder().connect_in_background(url)
+    }
+
+    /// Whether decisions can be sent: always for a backend from
+    /// [`connect`](Self::connect) or [`connect_cluster`](Self::connect_cluster);
+    /// for one [connecting in the background](RedisBackendBuilder::connect_in_background),
+    /// once an attempt has succeeded. A connection, once made, may still be
+    /// lost and is then re-established by the next decision.
+    pub fn is_connected(&self) -> bool {
+        self.conn.is_connected()
+    }
+
     /// The time a decision may take before it fails as timed out.
     pub fn timeout(&self) -> Duration {
         self.options.timeout
     }
 
-    /// Whether the backend is connected to a cluster.
+    /// Whether the backend is (or, connecting in the background, will be)
+    /// connected to a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.conn, Connection::Cluster(_))
+        self.conn.is_cluster()
     }
 }
 
@@ -282,6 +311,72 @@ impl RedisBackendBuilder {
         })
     }
 
+    /// Returns at once and connects to one Redis server in the background,
+    /// for services that must start while Redis is down.
+    ///
+    /// A task on the current Tokio runtime tries to connect (each attempt
+    /// bounded by the [connect timeout](Self::connect_timeout)) until the
+    /// server answers `PING`, pausing 50 ms after the first failure and
+    /// doubling the pause up to one second, so a server that comes up is
+    /// used within about a second. A decision made while the first attempt
+    /// is under way waits for it, within the decision
+    /// [timeout](Self::timeout). Until an attempt succeeds, decisions fail
+    /// with a [`BackendErrorKind::Unavailable`] error whose source is a
+    /// [`ConnectError`] of kind
+    /// [`NotConnected`](crate::ConnectErrorKind::NotConnected), naming the
+    /// URL (without its password) and the last attempt's error; the
+    /// limiter's fail policy then decides, so a limiter that fails open
+    /// admits (and counts) those requests. Once connected, the backend
+    /// behaves like one from [`connect`](Self::connect), reconnecting by
+    /// itself after a lost connection. [`RedisBackend::is_connected`] tells
+    /// whether an attempt has succeeded.
+    ///
+    /// [`connect`](Self::connect) is the choice for failing fast: it
+    /// reports a wrong address, password or port at start-up.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
+    /// not parse. Everything else (refused connections, rejected
+    /// passwords) is reported by the decisions.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_in_background(self, url: &str) -> Result<RedisBackend, ConnectError> {
+        let endpoint = Endpoint::standalone(url, self.tls.as_ref())?;
+        Ok(RedisBackend {
+            conn: Connection::background(endpoint, self.connect_timeout),
+            options: self.options(),
+        })
+    }
+
+    /// Returns at once and connects to a Redis Cluster in the background,
+    /// as [`connect_in_background`](Self::connect_in_background) does for
+    /// one server.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when a seed does
+    /// not parse or none is given.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_cluster_in_background<S: AsRef<str>>(
+        self,
+        seeds: &[S],
+    ) -> Result<RedisBackend, ConnectError> {
+        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
+        let endpoint = Endpoint::cluster(&seeds, self.connect_timeout, self.tls.as_ref())?;
+        Ok(RedisBackend {
+            conn: Connection::background(endpoint, self.connect_timeout),
+            options: self.options(),
+        })
+    }
+
     /// Uses a connection manager configured elsewhere (for example for
     /// RESP3, other reconnection settings, or an address resolved through
     /// Sentinel), without verifying the server. The builder's timeout, clock
@@ -429,7 +524,11 @@ impl RedisBinding {
             cost.as_bytes(),
             grace.as_bytes(),
         ];
-        let reply = tokio::time::timeout(shared.timeout, shared.script.run(&shared.conn, &state_key, &args))
+        let deadline = tokio::time::Instant::now() + shared.timeout;
+        let conn = shared.conn.ready(deadline).await.map_err(|err| {
+            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
+        })?;
+        let reply = tokio::time::timeout_at(deadline, shared.script.run(conn, &state_key, &args))
             .await
             .map_err(|_| BackendError::timeout(shared.timeout))?
             .map_err(backend_error)?;

@@ -84,6 +84,16 @@
 //! again as soon as the server is back. A timed-out decision may still have
 //! been applied on the server, which can only make the limit stricter.
 //!
+//! [`RedisBackend::connect`] fails when the server cannot be reached, which
+//! reports a wrong address or password at start-up.
+//! [`RedisBackendBuilder::connect_in_background`] (and
+//! [`connect_cluster_in_background`](RedisBackendBuilder::connect_cluster_in_background))
+//! returns at once and keeps trying in the background: until it connects,
+//! decisions fail with a "not connected yet" error
+//! ([`ConnectErrorKind::NotConnected`], naming the URL without its
+//! password), so a service that fails open can start while Redis is down
+//! and uses Redis as soon as it answers.
+//!
 //! ## In production
 //!
 //! - **Eviction.** Every state key has an expiry, so under memory pressure a
