@@ -232,12 +232,36 @@ impl RedisBackendBuilder {
     /// to the script, instead of reading the Redis server's clock.
     ///
     /// By default the script reads the server's clock (`TIME`), so every host
-    /// shares one timeline however far apart their own clocks are. A caller
-    /// clock makes decisions follow the host's clock: needed to drive time by
-    /// hand (a [`tollgate::ManualClock`] in tests or replays), but hosts with
-    /// skewed clocks then disagree about time. Skew never admits more than
-    /// the limit (a host whose clock is behind sees stricter decisions), but
-    /// a host whose clock is ahead can expire windows early for everyone.
+    /// shares one timeline however far apart their own clocks are: use the
+    /// server clock whenever several hosts share limits. A caller clock makes
+    /// decisions follow the host's clock: needed to drive time by hand (a
+    /// [`tollgate::ManualClock`] in tests or replays), and fine for a single
+    /// host, but hosts with skewed clocks then disagree about time.
+    ///
+    /// **Skew admits more than the limit**, and nothing short of a shared
+    /// clock can prevent it: a host whose clock is ahead of the host that
+    /// wrote a key's state cannot tell the difference between the clocks
+    /// from time that has passed, so it grants what that time would grant.
+    /// (A host whose clock is behind the writer's sees stricter decisions.)
+    /// The skew counts as elapsed time. With `T = W / L`: over a span `d` of
+    /// real time, hosts whose clocks are at most `s` apart are admitted at
+    /// most `L + floor((d + s) / T)` units by a token or leaky bucket
+    /// (`L + floor(d / T)` on one clock), and by a fixed window at most `L`
+    /// per window that the span, lengthened by `s`, touches. At one instant,
+    /// two hosts `s` apart, the one behind deciding first, are admitted
+    /// together `L` plus:
+    ///
+    /// - token and leaky bucket: `floor(s / T)` units, at most `L` (a skew of
+    ///   one window re-grants the whole limit);
+    /// - fixed window: `L` when their clocks fall into different windows
+    ///   (any skew does, near a window boundary), else nothing;
+    /// - sliding window: nothing while `s < W`, then `ceil(L × (s − W) / W)`
+    ///   units, `L` from `s ≥ 2W` on.
+    ///
+    /// The bound holds while the skew is at most the
+    /// [expiry grace](Self::expiry_grace): a key written by a host ahead
+    /// expires on that host's timeline, and a host further behind than the
+    /// grace can find it gone and start fresh.
     ///
     /// Key expiry always runs on the server's clock. With a caller clock the
     /// expiry is set relative to the script's `now` (`PEXPIRE`) and
