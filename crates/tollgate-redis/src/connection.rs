@@ -28,20 +28,21 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
-    /// Sends one command and reads its reply. A background connection must
-    /// be resolved with [`Connection::ready`] first.
+    /// Sends one command and reads its reply; on a background connection,
+    /// once it is established.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
-        match self {
-            Connection::Standalone(conn) => cmd.query_async(&mut conn.clone()).await,
-            Connection::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
-            Connection::Background(background) => match background.connected.get() {
-                Some(Connection::Standalone(conn)) => cmd.query_async(&mut conn.clone()).await,
-                Some(Connection::Cluster(conn)) => cmd.query_async(&mut conn.clone()).await,
-                _ => Err(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "not connected yet",
-                ))),
-            },
+        let live = match self {
+            Connection::Background(background) => background.connected.get(),
+            live => Some(live),
+        };
+        match live {
+            Some(Connection::Standalone(conn)) => cmd.query_async(&mut conn.clone()).await,
+            Some(Connection::Cluster(conn)) => cmd.query_async(&mut conn.clone()).await,
+            // An established background connection is never itself one.
+            Some(Connection::Background(_)) | None => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "not connected yet",
+            ))),
         }
     }
 

@@ -277,3 +277,26 @@ async fn a_port_that_never_answers_times_out() {
     assert!(err.to_string().contains("no answer"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+#[tokio::test]
+async fn a_background_cluster_connection_names_its_seeds_until_connected() {
+    let port = free_port(); // nothing listens there
+    let backend = RedisBackend::builder()
+        .connect_cluster_in_background(&[format!("redis://user:pw@127.0.0.1:{port}")])
+        .unwrap();
+    assert!(backend.is_cluster());
+    assert!(!backend.is_connected());
+    let err = match fixed_window(&backend, false).allow("k").await {
+        Err(tollgate::Error::Backend(err)) => err,
+        other => panic!("expected a backend error, got {other:?}"),
+    };
+    assert_eq!(err.kind(), BackendErrorKind::Unavailable, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "cannot use Redis at cluster seed redis://***@127.0.0.1:{port}: not connected yet"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("pw@"), "the password leaked: {message}");
+}
