@@ -11,7 +11,8 @@ pub enum ErrorKind {
     Io,
     /// The file name does not end in `.yaml`, `.yml`, `.toml` or `.json`.
     UnknownFormat,
-    /// The content is not valid: malformed syntax, an unknown or missing
+    /// The content is not valid: text that is not UTF-8, malformed syntax,
+    /// nesting or size beyond the readers' limits, an unknown or missing
     /// field, a value of the wrong type, an invalid value, or an unset
     /// environment variable.
     Invalid,

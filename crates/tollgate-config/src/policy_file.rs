@@ -58,7 +58,7 @@ impl PolicyFile {
     ///
     /// A [`ConfigFileError`] naming the file, and for content errors the
     /// line, column and field: an unknown extension, an unreadable file,
-    /// malformed syntax, an unknown or missing field, a wrong type, an
+    /// a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
     /// invalid value, an unset environment variable.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
