@@ -70,7 +70,7 @@ fn yaml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
     budget.max_depth = MAX_YAML_DEPTH;
     budget.flow_nesting_limit = MAX_YAML_DEPTH;
     budget.max_nodes = MAX_YAML_NODES;
-    options.budget = Some(budget);
+    options.budget = Some(budget.clone());
     // `${VAR}` holds braces, which are syntax in flow maps and lists.
     let text = env::shield_braces(text);
     serde_saphyr::with_deserializer_from_str_with_options(&text, options, |de| {
@@ -82,11 +82,11 @@ fn yaml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
             .filter(|at| at.line() > 0)
             .map(|at| (at.line() as usize, at.column().max(1) as usize));
         let message = match err.without_snippet() {
-            serde_saphyr::Error::Budget { breach, .. } => yaml_budget_message(breach, position),
+            serde_saphyr::Error::Budget { breach, .. } => yaml_budget_message(breach, &budget, position),
             _ => {
                 let message = serde_saphyr::UserMessageFormatter.format_message(&err);
                 if message == "recursion limit exceeded" {
-                    too_deep(MAX_YAML_DEPTH, position)
+                    too_deep(budget.flow_nesting_limit, position)
                 } else {
                     env::unshield_braces(&message).into_owned()
                 }
@@ -97,33 +97,42 @@ fn yaml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
     })
 }
 
-/// A YAML size limit, in words.
+/// A YAML size limit, in words, with the limit from `budget`.
 fn yaml_budget_message(
     breach: &serde_saphyr::budget::BudgetBreach,
+    budget: &serde_saphyr::Budget,
     position: Option<(usize, usize)>,
 ) -> String {
     use serde_saphyr::budget::BudgetBreach;
     match breach {
-        BudgetBreach::Depth { .. } => too_deep(MAX_YAML_DEPTH, position),
+        BudgetBreach::Depth { .. } => too_deep(budget.max_depth, position),
         BudgetBreach::Nodes { .. } => format!(
-            "the file has more than {MAX_YAML_NODES} nodes (maps, lists and values); a policy file \
-             needs a few per resource"
+            "the file has more than {} nodes (maps, lists and values); a policy file needs a few \
+             per resource",
+            budget.max_nodes
         ),
-        BudgetBreach::Events { events } => {
-            format!("the file is too large: more than {} parser events", events - 1)
+        BudgetBreach::Events { .. } => {
+            format!(
+                "the file is too large: more than {} parser events",
+                budget.max_events
+            )
         }
-        BudgetBreach::Aliases { aliases } => {
-            format!("the file uses more than {} aliases (`*name`)", aliases - 1)
+        BudgetBreach::Aliases { .. } => {
+            format!("the file uses more than {} aliases (`*name`)", budget.max_aliases)
         }
-        BudgetBreach::Anchors { anchors } => {
-            format!("the file defines more than {} anchors (`&name`)", anchors - 1)
+        BudgetBreach::Anchors { .. } => {
+            format!(
+                "the file defines more than {} anchors (`&name`)",
+                budget.max_anchors
+            )
         }
-        BudgetBreach::Documents { documents } => {
-            format!("the file holds {documents} or more YAML documents; a policy file is one document")
-        }
-        BudgetBreach::ScalarBytes { total_scalar_bytes } => format!(
+        BudgetBreach::Documents { .. } => format!(
+            "the file holds more than {} YAML documents; a policy file is one document",
+            budget.max_documents
+        ),
+        BudgetBreach::ScalarBytes { .. } => format!(
             "the file's values add up to more than {} bytes",
-            total_scalar_bytes.saturating_sub(1)
+            budget.max_total_scalar_bytes
         ),
         BudgetBreach::AliasAnchorRatio { aliases, anchors } => {
             format!("the file repeats its {anchors} anchors through {aliases} aliases, too many to expand")
