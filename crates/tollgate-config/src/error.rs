@@ -129,7 +129,9 @@ impl ConfigFileError {
 
     /// The column (1-based; characters for YAML and TOML, bytes for JSON),
     /// when the format's parser reports one. YAML and TOML point at the
-    /// start of the offending key or value, JSON just after it.
+    /// start of the offending key or value, JSON just after it. For a byte
+    /// that is not UTF-8, the column counts the characters before it on its
+    /// line, in every format (the message adds its byte offset).
     pub fn column(&self) -> Option<usize> {
         self.column
     }
