@@ -12,6 +12,14 @@ impl PolicyFile {
     /// policies: the default policy, one policy per resource, with the
     /// file's fail policy and key prefix.
     ///
+    /// With `fail_open: true`, Redis is connected in the background
+    /// ([`RedisBackendBuilder::connect_in_background`](tollgate_redis::RedisBackendBuilder::connect_in_background)):
+    /// the limiter is built even while Redis is down, admits requests (and
+    /// counts them as fail-open events) until Redis answers, and decides on
+    /// Redis from then on. Otherwise (fail closed) Redis must answer now,
+    /// so that a wrong address or password stops start-up with a clear
+    /// error.
+    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let file = tollgate_config::PolicyFile::load("policies.yaml")?;
@@ -26,7 +34,8 @@ impl PolicyFile {
     /// # Errors
     ///
     /// [`Error::Backend`] when Redis cannot be reached or does not answer
-    /// (the message names the address, never the password);
+    /// and the file fails closed (the message names the address, never the
+    /// password);
     /// [`Error::Config`] when the storage cannot serve a policy, naming its
     /// field (for example `tollgate.resources.login.limit` above the Redis
     /// backend's exact range), or when the file names Redis and this build
@@ -39,25 +48,43 @@ impl PolicyFile {
         self.limiter_builder(backend).build()
     }
 
-    /// The backend the file names, connected: in memory, or a Redis server
-    /// or cluster (which must answer `PING` within the connect timeout).
+    /// The backend the file names: in memory, or a Redis server or cluster.
+    /// A file that fails closed connects now (Redis must answer `PING`
+    /// within the connect timeout); one that fails open connects in the
+    /// background (see [`PolicyFile::build`]).
     ///
     /// # Errors
     ///
     /// As for [`PolicyFile::build`].
     pub async fn backend(&self) -> Result<AnyBackend, Error> {
+        #[cfg(feature = "redis")]
+        let in_background = self.fail_policy() == tollgate::FailPolicy::Open;
         match self.storage() {
             Storage::Memory => Ok(AnyBackend::Memory(MemoryBackend::new())),
             #[cfg(feature = "redis")]
-            Storage::Redis(url) => tollgate_redis::RedisBackend::connect(url)
-                .await
-                .map(AnyBackend::Redis)
-                .map_err(|err| connect_error(err, "tollgate.redis_url")),
+            Storage::Redis(url) => {
+                let builder = tollgate_redis::RedisBackend::builder();
+                let backend = if in_background {
+                    builder.connect_in_background(url)
+                } else {
+                    builder.connect(url).await
+                };
+                backend
+                    .map(AnyBackend::Redis)
+                    .map_err(|err| connect_error(err, "tollgate.redis_url"))
+            }
             #[cfg(feature = "redis")]
-            Storage::RedisCluster(seeds) => tollgate_redis::RedisBackend::connect_cluster(seeds)
-                .await
-                .map(AnyBackend::Redis)
-                .map_err(|err| connect_error(err, "tollgate.redis_cluster")),
+            Storage::RedisCluster(seeds) => {
+                let builder = tollgate_redis::RedisBackend::builder();
+                let backend = if in_background {
+                    builder.connect_cluster_in_background(seeds)
+                } else {
+                    builder.connect_cluster(seeds).await
+                };
+                backend
+                    .map(AnyBackend::Redis)
+                    .map_err(|err| connect_error(err, "tollgate.redis_cluster"))
+            }
             #[cfg(not(feature = "redis"))]
             Storage::Redis(_) => Err(no_redis("tollgate.redis_url")),
             #[cfg(not(feature = "redis"))]

@@ -39,8 +39,61 @@ impl fmt::Display for EnvError {
 }
 
 /// Expands `${VAR}`, `${VAR:-default}` and `$$` from the process environment.
+///
+/// The braces of references shielded by [`shield_braces`] count as braces.
 pub(crate) fn expand(text: &str) -> Result<Cow<'_, str>, EnvError> {
-    expand_with(text, |name| std::env::var(name))
+    match unshield_braces(text) {
+        Cow::Borrowed(text) => expand_with(text, |name| std::env::var(name)),
+        Cow::Owned(text) => {
+            expand_with(&text, |name| std::env::var(name)).map(|value| Cow::Owned(value.into_owned()))
+        }
+    }
+}
+
+/// Stand-ins for the braces of `${…}` while YAML is parsed: Unicode
+/// noncharacters, reserved for a program's internal use, which YAML allows
+/// in plain scalars and never treats as syntax.
+const OPEN: char = '\u{FDD0}';
+const CLOSE: char = '\u{FDD1}';
+
+/// Replaces the braces of every `${…}` in YAML text with stand-ins, so that
+/// a reference stays one plain scalar where braces are flow syntax
+/// (`default: { limit: ${LIMIT}, window: 1m }`). One character replaces
+/// one, so lines and columns do not move. Text that already holds a
+/// stand-in is returned as it is.
+pub(crate) fn shield_braces(text: &str) -> Cow<'_, str> {
+    if !text.contains("${") || text.contains([OPEN, CLOSE]) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..=start]);
+        let body = &rest[start + 2..];
+        match body.find(['}', '{', '\n']) {
+            Some(end) if body[end..].starts_with('}') => {
+                out.push(OPEN);
+                out.push_str(&body[..end]);
+                out.push(CLOSE);
+                rest = &body[end + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = body;
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Undoes [`shield_braces`] in a value or a message.
+pub(crate) fn unshield_braces(text: &str) -> Cow<'_, str> {
+    if text.contains([OPEN, CLOSE]) {
+        Cow::Owned(text.replace(OPEN, "{").replace(CLOSE, "}"))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// Expands `text` with `lookup` as the environment.
@@ -155,6 +208,17 @@ mod tests {
     #[test]
     fn values_are_not_expanded_again() {
         assert_eq!(run("${DOLLAR}").unwrap(), "${HOST}");
+    }
+
+    #[test]
+    fn shielded_braces_keep_positions_and_come_back() {
+        let text = "a: { limit: ${L}, window: ${W:-1m} }\nb: $${X} ${ c: ${Y";
+        let shielded = shield_braces(text);
+        assert!(!shielded.contains("${L}"), "{shielded}");
+        assert_eq!(shielded.chars().count(), text.chars().count());
+        assert_eq!(shielded.lines().count(), text.lines().count());
+        assert_eq!(unshield_braces(&shielded), text);
+        assert!(matches!(shield_braces("no references"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -11,7 +11,8 @@ pub enum ErrorKind {
     Io,
     /// The file name does not end in `.yaml`, `.yml`, `.toml` or `.json`.
     UnknownFormat,
-    /// The content is not valid: malformed syntax, an unknown or missing
+    /// The content is not valid: text that is not UTF-8, malformed syntax,
+    /// nesting or size beyond the readers' limits, an unknown or missing
     /// field, a value of the wrong type, an invalid value, or an unset
     /// environment variable.
     Invalid,
@@ -128,7 +129,9 @@ impl ConfigFileError {
 
     /// The column (1-based; characters for YAML and TOML, bytes for JSON),
     /// when the format's parser reports one. YAML and TOML point at the
-    /// start of the offending key or value, JSON just after it.
+    /// start of the offending key or value, JSON just after it. For a byte
+    /// that is not UTF-8, the column counts the characters before it on its
+    /// line, in every format (the message adds its byte offset).
     pub fn column(&self) -> Option<usize> {
         self.column
     }

@@ -33,11 +33,11 @@
 //! | field | meaning |
 //! | --- | --- |
 //! | `default` | required: the policy of every resource without its own |
-//! | `resources` | a map from resource names (non-empty) to policies |
+//! | `resources` | a map from resource names (non-empty, without control characters) to policies |
 //! | `strategy` | the strategy of policies that name none: `fixed_window`, `sliding_window` (the default), `token_bucket` or `leaky_bucket` |
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` |
-//! | `fail_open` | `true` admits requests when Redis fails (counted); `false`, the default, denies them with the error |
+//! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
 //!
 //! A policy is `{ limit, window, strategy }`: `limit` a whole number of at
@@ -51,7 +51,10 @@
 //! In every string value, `${VAR}` is replaced by the variable's value and
 //! `${VAR:-default}` by its value or, when it is unset or empty, by
 //! `default`; `$$` is a literal `$`. Expansion happens before the value is
-//! parsed, so `limit: ${LOGIN_LIMIT:-5}` works too. An unset variable
+//! parsed, so `limit: ${LOGIN_LIMIT:-5}` works too, in YAML also unquoted
+//! inside flow maps and lists (`default: { limit: ${LIMIT}, window: 1m }`).
+//! TOML and JSON need the reference in quotes (`limit = "${LIMIT}"`), as
+//! any text. An unset variable
 //! without a default is an error naming the variable and the field. Keep
 //! secrets such as Redis passwords in the environment, not in the file;
 //! `redis_url: ${REDIS_URL:-}` falls back to in-memory state when the
@@ -66,7 +69,10 @@
 //! policies.yaml:7: tollgate.resources.login.window: "1 mnute" is not a duration (unknown time unit "mnute", …)
 //! ```
 //!
-//! Unknown fields are errors that list the expected ones. YAML is read with
+//! Unknown fields are errors that list the expected ones. A file must be
+//! UTF-8 (a leading byte-order mark is skipped); a byte that is not is
+//! reported with its line, column and offset. YAML files may nest at most
+//! 80 levels and hold at most 250,000 nodes. YAML is read with
 //! [`serde_saphyr`], TOML with [`toml`], JSON with [`serde_json`].
 
 mod any_backend;

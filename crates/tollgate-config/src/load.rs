@@ -8,13 +8,51 @@ use serde::Deserialize;
 use serde_path_to_error::{Path, Segment, Track};
 use serde_saphyr::MessageFormatter as _;
 
+use crate::env;
 use crate::error::ConfigFileError;
 use crate::format::Format;
 use crate::schema::{Root, Section};
+use crate::values::limit_too_large;
+
+/// The deepest nesting of maps and lists a YAML file may have: the same as
+/// the TOML reader's fixed limit. The schema itself needs five levels.
+const MAX_YAML_DEPTH: usize = 80;
+
+/// The most nodes (maps, lists and values) a YAML file may hold: room for
+/// tens of thousands of resources, and a bound on the work a file causes.
+const MAX_YAML_NODES: usize = 250_000;
+
+/// The deepest nesting the TOML reader accepts (fixed in the `toml` crate).
+const MAX_TOML_DEPTH: usize = 80;
+
+/// The deepest nesting the JSON reader accepts (fixed in `serde_json`).
+const MAX_JSON_DEPTH: usize = 128;
+
+/// The text of a file read as bytes: UTF-8, or an error at the line and
+/// column of the first byte that is not.
+pub(crate) fn decode<'a>(bytes: &'a [u8], file: &str) -> Result<&'a str, ConfigFileError> {
+    std::str::from_utf8(bytes).map_err(|err| {
+        let offset = err.valid_up_to();
+        // Everything before `offset` is valid UTF-8.
+        let before = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+        let (line, column) = line_column(before, offset);
+        ConfigFileError::invalid(
+            file,
+            Some((line, column)),
+            String::new(),
+            format!(
+                "the file is not UTF-8 text: byte 0x{:02X} at line {line}, column {column} (byte \
+                 offset {offset}) is not valid UTF-8; save the file as UTF-8",
+                bytes[offset]
+            ),
+        )
+    })
+}
 
 /// Parses and validates `text` as the `tollgate` section of a file named
-/// `file`.
+/// `file`. A leading byte-order mark is skipped in every format.
 pub(crate) fn parse(text: &str, format: Format, file: &str) -> Result<Section, ConfigFileError> {
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     let root = match format {
         Format::Yaml => yaml(text, file),
         Format::Toml => toml(text, file),
@@ -28,7 +66,14 @@ fn yaml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
     // Repeated keys reach the schema, which reports them like JSON's.
     let mut options = serde_saphyr::Options::default();
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
-    serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_YAML_DEPTH;
+    budget.flow_nesting_limit = MAX_YAML_DEPTH;
+    budget.max_nodes = MAX_YAML_NODES;
+    options.budget = Some(budget.clone());
+    // `${VAR}` holds braces, which are syntax in flow maps and lists.
+    let text = env::shield_braces(text);
+    serde_saphyr::with_deserializer_from_str_with_options(&text, options, |de| {
         Root::deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
     })
     .map_err(|err| {
@@ -36,15 +81,100 @@ fn yaml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
             .location()
             .filter(|at| at.line() > 0)
             .map(|at| (at.line() as usize, at.column().max(1) as usize));
-        let message = serde_saphyr::UserMessageFormatter.format_message(&err);
-        ConfigFileError::invalid(file, position, field_path(&track.path()), message.into_owned())
+        let message = match err.without_snippet() {
+            serde_saphyr::Error::Budget { breach, .. } => yaml_budget_message(breach, &budget, position),
+            _ => {
+                let message = serde_saphyr::UserMessageFormatter.format_message(&err);
+                if message == "recursion limit exceeded" {
+                    too_deep(budget.flow_nesting_limit, position)
+                } else {
+                    env::unshield_braces(&message).into_owned()
+                }
+            }
+        };
+        let field = field_path(&track.path());
+        ConfigFileError::invalid(file, position, env::unshield_braces(&field).into_owned(), message)
     })
+}
+
+/// A YAML size limit, in words, with the limit from `budget`.
+fn yaml_budget_message(
+    breach: &serde_saphyr::budget::BudgetBreach,
+    budget: &serde_saphyr::Budget,
+    position: Option<(usize, usize)>,
+) -> String {
+    use serde_saphyr::budget::BudgetBreach;
+    match breach {
+        BudgetBreach::Depth { .. } => too_deep(budget.max_depth, position),
+        BudgetBreach::Nodes { .. } => format!(
+            "the file has more than {} nodes (maps, lists and values); a policy file needs a few \
+             per resource",
+            budget.max_nodes
+        ),
+        BudgetBreach::Events { .. } => {
+            format!(
+                "the file is too large: more than {} parser events",
+                budget.max_events
+            )
+        }
+        BudgetBreach::Aliases { .. } => {
+            format!("the file uses more than {} aliases (`*name`)", budget.max_aliases)
+        }
+        BudgetBreach::Anchors { .. } => {
+            format!(
+                "the file defines more than {} anchors (`&name`)",
+                budget.max_anchors
+            )
+        }
+        BudgetBreach::Documents { .. } => format!(
+            "the file holds more than {} YAML documents; a policy file is one document",
+            budget.max_documents
+        ),
+        BudgetBreach::ScalarBytes { .. } => format!(
+            "the file's values add up to more than {} bytes",
+            budget.max_total_scalar_bytes
+        ),
+        BudgetBreach::AliasAnchorRatio { aliases, anchors } => {
+            format!("the file repeats its {anchors} anchors through {aliases} aliases, too many to expand")
+        }
+        _ => "the file is too large or too complex to read".to_owned(),
+    }
+}
+
+/// Nesting beyond `max` levels, at the line where the reader stopped.
+fn too_deep(max: usize, position: Option<(usize, usize)>) -> String {
+    match position {
+        Some((line, _)) => format!("nesting deeper than {max} levels at line {line}"),
+        None => format!("nesting deeper than {max} levels"),
+    }
+}
+
+/// For a syntax error on a line with an unquoted `${VAR}`: the hint that
+/// TOML and JSON need it quoted.
+fn quoting_hint(text: &str, line: Option<usize>) -> &'static str {
+    let unquoted = line
+        .and_then(|line| text.lines().nth(line - 1))
+        .and_then(|line| line.find("${").map(|at| &line[..at]))
+        .is_some_and(|before| !before.ends_with(['"', '\'']) && before.matches('"').count() % 2 == 0);
+    if unquoted {
+        "; an environment reference is text: write it in quotes, as \"${VAR}\""
+    } else {
+        ""
+    }
 }
 
 fn toml(text: &str, file: &str) -> Result<Root, ConfigFileError> {
     let located = |err: toml::de::Error, field: String| {
         let position = err.span().map(|span| line_column(text, span.start));
-        ConfigFileError::invalid(file, position, field, err.message().to_owned())
+        let message = match err.message() {
+            "cannot recurse further; max recursion depth met" => too_deep(MAX_TOML_DEPTH, position),
+            "integer number overflowed" if field == "limit" || field.ends_with(".limit") => limit_too_large(),
+            message if field.is_empty() => {
+                format!("{message}{}", quoting_hint(text, position.map(|(line, _)| line)))
+            }
+            message => message.to_owned(),
+        };
+        ConfigFileError::invalid(file, position, field, message)
     };
     let de = toml::de::Deserializer::parse(text).map_err(|err| located(err, String::new()))?;
     let mut track = Track::new();
@@ -56,17 +186,25 @@ fn json(text: &str, file: &str) -> Result<Root, ConfigFileError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut track = Track::new();
     let root = Root::deserialize(serde_path_to_error::Deserializer::new(&mut de, &mut track))
-        .map_err(|err| json_error(file, err, field_path(&track.path())))?;
-    de.end().map_err(|err| json_error(file, err, String::new()))?;
+        .map_err(|err| json_error(text, file, err, field_path(&track.path())))?;
+    de.end()
+        .map_err(|err| json_error(text, file, err, String::new()))?;
     Ok(root)
 }
 
-fn json_error(file: &str, err: serde_json::Error, field: String) -> ConfigFileError {
+fn json_error(text: &str, file: &str, err: serde_json::Error, field: String) -> ConfigFileError {
     let position = (err.line() > 0).then(|| (err.line(), err.column().max(1)));
     // serde_json appends the position to the message; it is reported apart.
     let message = err.to_string();
     let suffix = format!(" at line {} column {}", err.line(), err.column());
-    let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
+    let message = message.strip_suffix(&suffix).unwrap_or(&message);
+    let message = match message {
+        "recursion limit exceeded" => too_deep(MAX_JSON_DEPTH, position),
+        message if err.is_syntax() => {
+            format!("{message}{}", quoting_hint(text, position.map(|(line, _)| line)))
+        }
+        message => message.to_owned(),
+    };
     ConfigFileError::invalid(file, position, field, message)
 }
 

@@ -58,14 +58,14 @@ impl PolicyFile {
     ///
     /// A [`ConfigFileError`] naming the file, and for content errors the
     /// line, column and field: an unknown extension, an unreadable file,
-    /// malformed syntax, an unknown or missing field, a wrong type, an
+    /// a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
     /// invalid value, an unset environment variable.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigFileError::io(&origin, err))?;
-        Self::from_str(&text, format, &origin)
+        let bytes = std::fs::read(path).map_err(|err| ConfigFileError::io(&origin, err))?;
+        Self::from_str(load::decode(&bytes, &origin)?, format, &origin)
     }
 
     /// Parses and validates `text` in `format`; `origin` names it in errors

@@ -285,10 +285,9 @@ impl Visitor<'_> for ResourceNameVisitor {
     }
 
     fn visit_str<E: de::Error>(self, name: &str) -> Result<ResourceName, E> {
-        if name.is_empty() {
-            return Err(E::custom("a resource name must not be empty"));
-        }
-        Ok(ResourceName(name.to_owned()))
+        let name = crate::env::unshield_braces(name);
+        check_resource_name(&name).map_err(E::custom)?;
+        Ok(ResourceName(name.into_owned()))
     }
 
     fn visit_u64<E: de::Error>(self, n: u64) -> Result<ResourceName, E> {
@@ -297,5 +296,22 @@ impl Visitor<'_> for ResourceNameVisitor {
 
     fn visit_i64<E: de::Error>(self, n: i64) -> Result<ResourceName, E> {
         Ok(ResourceName(n.to_string()))
+    }
+}
+
+/// Checks a resource name: not empty, and no control characters (a trace
+/// names its resource on one line of printable text, so a resource with a
+/// control character could never be replayed).
+fn check_resource_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a resource name must not be empty".to_owned());
+    }
+    match name.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!(
+            "a resource name must not contain control characters (found U+{:04X}): traces name \
+             resources in printable text, so such a resource could never be replayed",
+            u32::from(c)
+        )),
+        None => Ok(()),
     }
 }

@@ -16,9 +16,20 @@ fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
     env::expand(raw).map_err(E::custom)
 }
 
+/// What is wrong with a limit beyond the largest [`Policy::new`] accepts
+/// (or beyond what 64 bits hold): the core's own message for the largest
+/// 64-bit limit, so that every format and every route says the same.
+pub(crate) fn limit_too_large() -> String {
+    match check_limit(u64::MAX) {
+        Err(err) => err.reason().to_owned(),
+        Ok(_) => format!("must be at most {}", u64::MAX),
+    }
+}
+
 /// A value for messages: `"text"`, or `"text" (from "${VAR}")` when it came
 /// from the environment.
 fn shown(raw: &str, value: &str) -> String {
+    let raw = env::unshield_braces(raw);
     if raw == value {
         format!("{value:?}")
     } else {
@@ -71,10 +82,42 @@ impl Visitor<'_> for LimitVisitor {
         }
     }
 
+    /// TOML reads integers beyond 64 bits as 128-bit ones.
+    fn visit_i128<E: de::Error>(self, n: i128) -> Result<Limit, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) if n > 0 => Err(E::custom(limit_too_large())),
+            Err(_) => Err(E::invalid_value(Unexpected::Other("a negative number"), &self)),
+        }
+    }
+
+    fn visit_u128<E: de::Error>(self, n: u128) -> Result<Limit, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::custom(limit_too_large())),
+        }
+    }
+
+    /// YAML and JSON read integers beyond 64 bits as floating point; those
+    /// are too large. Other floating-point values are not whole numbers.
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Limit, E> {
+        // 2^64, the first whole number that 64 bits do not hold.
+        const BEYOND_U64: f64 = 18_446_744_073_709_551_616.0;
+        if n.is_finite() && n >= BEYOND_U64 {
+            Err(E::custom(limit_too_large()))
+        } else {
+            Err(E::invalid_type(Unexpected::Float(n), &self))
+        }
+    }
+
     fn visit_str<E: de::Error>(self, raw: &str) -> Result<Limit, E> {
         let text = expanded(raw)?;
-        match text.trim().parse::<u64>() {
+        let digits = text.trim();
+        match digits.parse::<u64>() {
             Ok(n) => self.visit_u64(n),
+            Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Err(E::custom(limit_too_large()))
+            }
             Err(_) => Err(E::custom(format!(
                 "{} is not a whole number of requests (such as 100)",
                 shown(raw, &text)

@@ -196,3 +196,70 @@ fn malformed_references_are_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn references_work_in_yaml_flow_maps_and_lists() {
+    set("TGC_ENV_H_LIMIT", "12");
+    set("TGC_ENV_H_WINDOW", "2m");
+    set("TGC_ENV_H_SEED", "redis://127.0.0.1:7100");
+    // The README's own style: flow maps with unquoted references.
+    let file = load(
+        Format::Yaml,
+        "tollgate:\n  redis_cluster: [${TGC_ENV_H_SEED}, redis://127.0.0.1:${TGC_ENV_H_PORT:-7101}]\n  default: { limit: ${TGC_ENV_H_LIMIT}, window: ${TGC_ENV_H_WINDOW} }\n  resources: { \"${literal}\": { limit: ${TGC_ENV_H_UNSET:-4}, window: 1s } }\n",
+    );
+    let policy = file.default_policy();
+    assert_eq!((policy.limit(), policy.window()), (12, Duration::from_secs(120)));
+    assert_eq!(
+        file.storage(),
+        &Storage::RedisCluster(vec![
+            "redis://127.0.0.1:7100".to_owned(),
+            "redis://127.0.0.1:7101".to_owned()
+        ])
+    );
+    // Resource names are never expanded, and come back as written.
+    assert_eq!(file.policy("${literal}").limit(), 4);
+
+    // Mistakes name the reference as written.
+    let err = PolicyFile::from_str(
+        "tollgate:\n  default: { limit: ${TGC_ENV_H_MISSING}, window: 1m }\n",
+        Format::Yaml,
+        "policies.yaml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "policies.yaml:2: tollgate.default.limit: environment variable TGC_ENV_H_MISSING is not set \
+         (write ${TGC_ENV_H_MISSING:-default} to give a default)"
+    );
+    assert_eq!(err.column(), Some(21));
+    set("TGC_ENV_H_BAD", "soon");
+    let err = PolicyFile::from_str(
+        "tollgate:\n  default: { limit: 1, window: ${TGC_ENV_H_BAD} }\n",
+        Format::Yaml,
+        "policies.yaml",
+    )
+    .unwrap_err();
+    assert!(
+        err.message()
+            .starts_with("\"soon\" (from \"${TGC_ENV_H_BAD}\") is not a duration"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unquoted_references_in_toml_and_json_ask_for_quotes() {
+    let hint = "an environment reference is text: write it in quotes, as \"${VAR}\"";
+    for (format, text) in [
+        (
+            Format::Toml,
+            "[tollgate]\ndefault = { limit = ${TGC_ENV_I_LIMIT}, window = \"1m\" }\n",
+        ),
+        (
+            Format::Json,
+            "{\"tollgate\": {\"default\": {\"limit\": ${TGC_ENV_I_LIMIT}, \"window\": \"1m\"}}}",
+        ),
+    ] {
+        let err = PolicyFile::from_str(text, format, "policies").unwrap_err();
+        assert!(err.message().ends_with(hint), "{format}: {err}");
+    }
+}

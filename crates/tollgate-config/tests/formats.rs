@@ -191,3 +191,33 @@ fn targets_display_as_names() {
     assert_eq!(Target::Default.to_string(), "default");
     assert_eq!(Target::Resource("login").to_string(), "login");
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_in_every_format() {
+    let texts = [
+        (
+            Format::Yaml,
+            "\u{feff}tollgate:\n  default: { limit: 3, window: 1m }\n",
+        ),
+        (
+            Format::Toml,
+            "\u{feff}[tollgate]\ndefault = { limit = 3, window = \"1m\" }\n",
+        ),
+        (
+            Format::Json,
+            "\u{feff}{\"tollgate\": {\"default\": {\"limit\": 3, \"window\": \"1m\"}}}",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (format, text) in texts {
+        let path = dir.path().join(format!("policies.{format}"));
+        std::fs::write(&path, text).unwrap();
+        let file = PolicyFile::load(&path).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(file.default_policy().limit(), 3, "{format}");
+        // Positions are those an editor shows, which hides the mark.
+        let broken = text.replace('3', "0");
+        let err = PolicyFile::from_str(&broken, format, "inline").unwrap_err();
+        assert_eq!(err.field(), "tollgate.default.limit", "{format}: {err}");
+        assert_eq!(err.message(), "must be at least 1", "{format}: {err}");
+    }
+}

@@ -637,3 +637,195 @@ fn redis_urls_must_parse() {
     );
     rejects(Format::Yaml, "tollgate:\n  redis_cluster: redis://127.0.0.1:7000,,redis://127.0.0.1:7001\n  default: { limit: 1, window: 1s }\n", 2, "tollgate.redis_cluster", "an empty seed URL between commas");
 }
+
+/// Writes `bytes` to a file named `policies.{format}` and loads it.
+fn load_bytes(format: Format, bytes: &[u8]) -> (String, ConfigFileError) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("policies.{format}"));
+    std::fs::write(&path, bytes).unwrap();
+    let err = PolicyFile::load(&path).unwrap_err();
+    (path.display().to_string(), err)
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_is_located() {
+    let cases: [(Format, &[u8], usize, usize, usize); 3] = [
+        (
+            Format::Yaml,
+            b"tollgate:\n  default: { limit: 1, window: 1m }\n  key_prefix: a\xffb\n",
+            3,
+            16,
+            61,
+        ),
+        (
+            Format::Toml,
+            b"[tollgate]\nkey_prefix = \"\xc3\xa9\xc3\"\ndefault = { limit = 1, window = \"1m\" }\n",
+            2,
+            16,
+            27,
+        ),
+        (
+            Format::Json,
+            b"{\"tollgate\": {\n\"default\": {\"limit\": 1, \"window\": \"1m\x80\"}}}",
+            2,
+            38,
+            52,
+        ),
+    ];
+    for (format, bytes, line, column, offset) in cases {
+        let (path, err) = load_bytes(format, bytes);
+        assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+        assert_eq!(
+            (err.line(), err.column()),
+            (Some(line), Some(column)),
+            "{format}: {err}"
+        );
+        let byte = bytes[offset];
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{path}:{line}: the file is not UTF-8 text: byte 0x{byte:02X} at line {line}, column \
+                 {column} (byte offset {offset}) is not valid UTF-8; save the file as UTF-8"
+            ),
+            "{format}"
+        );
+    }
+}
+
+/// What the core says about the largest limit it accepts, which files
+/// beyond 64 bits must repeat.
+fn largest_limit_message() -> String {
+    match tollgate::Policy::new(
+        tollgate::Strategy::FixedWindow,
+        u64::MAX,
+        std::time::Duration::from_secs(1),
+    ) {
+        Err(err) => err.reason().to_owned(),
+        Ok(_) => format!("must be at most {}", u64::MAX),
+    }
+}
+
+#[test]
+fn a_limit_beyond_64_bits_names_the_largest_limit() {
+    let message = largest_limit_message();
+    let field = "tollgate.resources.api.limit";
+    for limit in [
+        "18446744073709551616",
+        "99999999999999999999999999999999999999999999999999",
+    ] {
+        rejects(
+            Format::Yaml,
+            &format!("tollgate:\n  default: {{ limit: 1, window: 1s }}\n  resources:\n    api: {{ limit: {limit}, window: 1m }}\n"),
+            4,
+            field,
+            &message,
+        );
+        rejects(
+            Format::Yaml,
+            &format!("tollgate:\n  default: {{ limit: 1, window: 1s }}\n  resources:\n    api:\n      limit: {limit}\n      window: 1m\n"),
+            5,
+            field,
+            &message,
+        );
+        rejects(
+            Format::Toml,
+            &format!("[tollgate]\ndefault = {{ limit = 1, window = \"1s\" }}\n\n[tollgate.resources.api]\nlimit = {limit}\nwindow = \"1m\"\n"),
+            5,
+            field,
+            &message,
+        );
+        rejects(
+            Format::Json,
+            &format!("{{\"tollgate\": {{\"default\": {{\"limit\": 1, \"window\": \"1s\"}},\n\"resources\": {{\"api\": {{\"limit\": {limit}, \"window\": \"1m\"}}}}}}}}"),
+            2,
+            field,
+            &message,
+        );
+        // Written as text, too.
+        rejects(
+            Format::Json,
+            &format!("{{\"tollgate\": {{\"default\": {{\"limit\": 1, \"window\": \"1s\"}},\n\"resources\": {{\"api\": {{\"limit\": \"{limit}\", \"window\": \"1m\"}}}}}}}}"),
+            2,
+            field,
+            &message,
+        );
+    }
+    // The message is the whole of it: no parser wording around it.
+    let err = PolicyFile::from_str(
+        "tollgate:\n  default: { limit: 18446744073709551616, window: 1s }\n",
+        Format::Yaml,
+        "policies.yaml",
+    )
+    .unwrap_err();
+    assert_eq!(err.message(), message);
+    // Fractions and negative numbers are still not whole numbers of requests.
+    rejects(
+        Format::Json,
+        "{\"tollgate\": {\"default\": {\"limit\": 2.5, \"window\": \"1s\"}}}",
+        1,
+        "tollgate.default.limit",
+        "expected a whole number of requests",
+    );
+    rejects(
+        Format::Toml,
+        "[tollgate]\ndefault = { limit = -18446744073709551616, window = \"1s\" }\n",
+        2,
+        "tollgate.default.limit",
+        "expected a whole number of requests",
+    );
+}
+
+#[test]
+fn too_many_nodes_are_counted_in_words() {
+    let mut text = String::from("tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n");
+    for i in 0..90_000 {
+        text.push_str(&format!("    r{i}: {{ limit: 1, window: 1s }}\n"));
+    }
+    let err = PolicyFile::from_str(&text, Format::Yaml, "policies.yaml").unwrap_err();
+    assert!(
+        err.message().starts_with("the file has more than 250000 nodes"),
+        "{err}"
+    );
+    // The 250,001st node: 11 come before the first resource (maps, keys and
+    // values), then 6 per resource.
+    let index = (250_001 - 11 - 1) / 6;
+    assert_eq!(err.line(), Some(4 + index), "{err}");
+    assert_eq!(err.field(), format!("tollgate.resources.r{index}"), "{err}");
+}
+
+#[test]
+fn deep_nesting_is_described_in_words() {
+    let nested = |depth: usize| ("[".repeat(depth), "]".repeat(depth));
+    let (open, close) = nested(300);
+    rejects(
+        Format::Yaml,
+        &format!("# policies\n\n{open}1{close}\n"),
+        3,
+        "",
+        "nesting deeper than 80 levels at line 3",
+    );
+    rejects(
+        Format::Toml,
+        &format!("[tollgate]\ndefault = {{ limit = 1, window = \"1s\" }}\nresources = {open}1{close}\n"),
+        3,
+        "",
+        "nesting deeper than 80 levels at line 3",
+    );
+}
+
+#[test]
+fn resource_names_must_not_hold_control_characters() {
+    let field = "tollgate.resources.\"a\\u{7}b\"";
+    let message = "a resource name must not contain control characters (found U+0007)";
+    rejects(Format::Yaml, "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    \"a\\ab\": { limit: 5, window: 1m }\n", 4, field, message);
+    rejects(Format::Toml, "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n\n[tollgate.resources.\"a\\u0007b\"]\nlimit = 5\nwindow = \"1m\"\n", 4, field, message);
+    rejects(Format::Json, "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"resources\": {\"a\\u0007b\": {\"limit\": 5, \"window\": \"1m\"}}}}", 2, field, message);
+    let err = rejects(
+        Format::Yaml,
+        "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    \"tab\\there\": { limit: 5, window: 1m }\n",
+        4,
+        "tollgate.resources.\"tab\\there\"",
+        "(found U+0009)",
+    );
+    assert!(err.message().contains("could never be replayed"), "{err}");
+}

@@ -90,3 +90,39 @@ async fn a_policy_redis_cannot_serve_exactly_names_its_field() {
     let in_memory = policies.limiter_builder(tollgate::MemoryBackend::new()).build();
     assert!(in_memory.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() {
+    let port = free_port(); // nothing listens there yet
+    let policies = file(&format!(
+        "tollgate:\n  redis_url: redis://127.0.0.1:{port}\n  fail_open: true\n  default: {{ limit: 2, window: 1h }}\n"
+    ));
+    let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
+
+    // Down: admitted, with nothing left and no error, and counted.
+    let d = limiter.allow("api", "alice").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 0));
+    assert_eq!(limiter.default_limiter().fail_open_events(), 1);
+
+    // Up: decided on Redis, within a deadline polled for.
+    let server = RedisServer::start_on(port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for probe in 0.. {
+        let d = limiter.allow("api", format!("probe{probe}")).await.unwrap();
+        if d.remaining == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis was not used within ten seconds"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let events = limiter.default_limiter().fail_open_events();
+    // The decision made while Redis was down charged nothing.
+    assert_eq!(limiter.allow("api", "alice").await.unwrap().remaining, 1);
+    assert_eq!(limiter.allow("api", "alice").await.unwrap().remaining, 0);
+    assert!(!limiter.allow("api", "alice").await.unwrap().allowed);
+    assert_eq!(limiter.default_limiter().fail_open_events(), events);
+    assert_eq!(server.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
+}

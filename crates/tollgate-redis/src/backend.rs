@@ -14,7 +14,7 @@ use tollgate::{
     Strategy, Tick,
 };
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Endpoint};
 use crate::error::{backend_error, ConnectError};
 use crate::scripts::LuaScript;
 
@@ -66,11 +66,13 @@ impl std::fmt::Debug for RedisBackend {
         f.debug_struct("RedisBackend")
             .field(
                 "mode",
-                &match self.conn {
-                    Connection::Standalone(_) => "standalone",
-                    Connection::Cluster(_) => "cluster",
+                &if self.conn.is_cluster() {
+                    "cluster"
+                } else {
+                    "standalone"
                 },
             )
+            .field("connected", &self.conn.is_connected())
             .field("timeout", &self.options.timeout)
             .field("caller_clock", &self.options.clock.is_some())
             .field("expiry_grace", &self.options.expiry_grace)
@@ -111,14 +113,41 @@ impl RedisBackend {
         Self::builder().connect_cluster(seeds).await
     }
 
+    /// Returns at once and connects to one Redis server in the background,
+    /// with the default options (see
+    /// [`RedisBackendBuilder::connect_in_background`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
+    /// not parse; nothing else fails here.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_in_background(url: &str) -> Result<Self, ConnectError> {
+        Self::builder().connect_in_background(url)
+    }
+
+    /// Whether decisions can be sent: always for a backend from
+    /// [`connect`](Self::connect) or [`connect_cluster`](Self::connect_cluster);
+    /// for one [connecting in the background](RedisBackendBuilder::connect_in_background),
+    /// once an attempt has succeeded. A connection, once made, may still be
+    /// lost and is then re-established by the next decision.
+    pub fn is_connected(&self) -> bool {
+        self.conn.is_connected()
+    }
+
     /// The time a decision may take before it fails as timed out.
     pub fn timeout(&self) -> Duration {
         self.options.timeout
     }
 
-    /// Whether the backend is connected to a cluster.
+    /// Whether the backend is (or, connecting in the background, will be)
+    /// connected to a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.conn, Connection::Cluster(_))
+        self.conn.is_cluster()
     }
 }
 
@@ -203,12 +232,36 @@ impl RedisBackendBuilder {
     /// to the script, instead of reading the Redis server's clock.
     ///
     /// By default the script reads the server's clock (`TIME`), so every host
-    /// shares one timeline however far apart their own clocks are. A caller
-    /// clock makes decisions follow the host's clock: needed to drive time by
-    /// hand (a [`tollgate::ManualClock`] in tests or replays), but hosts with
-    /// skewed clocks then disagree about time. Skew never admits more than
-    /// the limit (a host whose clock is behind sees stricter decisions), but
-    /// a host whose clock is ahead can expire windows early for everyone.
+    /// shares one timeline however far apart their own clocks are: use the
+    /// server clock whenever several hosts share limits. A caller clock makes
+    /// decisions follow the host's clock: needed to drive time by hand (a
+    /// [`tollgate::ManualClock`] in tests or replays), and fine for a single
+    /// host, but hosts with skewed clocks then disagree about time.
+    ///
+    /// **Skew admits more than the limit**, and nothing short of a shared
+    /// clock can prevent it: a host whose clock is ahead of the host that
+    /// wrote a key's state cannot tell the difference between the clocks
+    /// from time that has passed, so it grants what that time would grant.
+    /// (A host whose clock is behind the writer's sees stricter decisions.)
+    /// The skew counts as elapsed time. With `T = W / L`: over a span `d` of
+    /// real time, hosts whose clocks are at most `s` apart are admitted at
+    /// most `L + floor((d + s) / T)` units by a token or leaky bucket
+    /// (`L + floor(d / T)` on one clock), and by a fixed window at most `L`
+    /// per window that the span, lengthened by `s`, touches. At one instant,
+    /// two hosts `s` apart, the one behind deciding first, are admitted
+    /// together `L` plus:
+    ///
+    /// - token and leaky bucket: `floor(s / T)` units, at most `L` (a skew of
+    ///   one window re-grants the whole limit);
+    /// - fixed window: `L` when their clocks fall into different windows
+    ///   (any skew does, near a window boundary), else nothing;
+    /// - sliding window: nothing while `s < W`, then `ceil(L × (s − W) / W)`
+    ///   units, `L` from `s ≥ 2W` on.
+    ///
+    /// The bound holds while the skew is at most the
+    /// [expiry grace](Self::expiry_grace): a key written by a host ahead
+    /// expires on that host's timeline, and a host further behind than the
+    /// grace can find it gone and start fresh.
     ///
     /// Key expiry always runs on the server's clock. With a caller clock the
     /// expiry is set relative to the script's `now` (`PEXPIRE`) and
@@ -278,6 +331,72 @@ impl RedisBackendBuilder {
         let conn = Connection::cluster(&seeds, self.connect_timeout, self.tls.as_ref()).await?;
         Ok(RedisBackend {
             conn,
+            options: self.options(),
+        })
+    }
+
+    /// Returns at once and connects to one Redis server in the background,
+    /// for services that must start while Redis is down.
+    ///
+    /// A task on the current Tokio runtime tries to connect (each attempt
+    /// bounded by the [connect timeout](Self::connect_timeout)) until the
+    /// server answers `PING`, pausing 50 ms after the first failure and
+    /// doubling the pause up to one second, so a server that comes up is
+    /// used within about a second. A decision made while the first attempt
+    /// is under way waits for it, within the decision
+    /// [timeout](Self::timeout). Until an attempt succeeds, decisions fail
+    /// with a [`BackendErrorKind::Unavailable`] error whose source is a
+    /// [`ConnectError`] of kind
+    /// [`NotConnected`](crate::ConnectErrorKind::NotConnected), naming the
+    /// URL (without its password) and the last attempt's error; the
+    /// limiter's fail policy then decides, so a limiter that fails open
+    /// admits (and counts) those requests. Once connected, the backend
+    /// behaves like one from [`connect`](Self::connect), reconnecting by
+    /// itself after a lost connection. [`RedisBackend::is_connected`] tells
+    /// whether an attempt has succeeded.
+    ///
+    /// [`connect`](Self::connect) is the choice for failing fast: it
+    /// reports a wrong address, password or port at start-up.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
+    /// not parse. Everything else (refused connections, rejected
+    /// passwords) is reported by the decisions.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_in_background(self, url: &str) -> Result<RedisBackend, ConnectError> {
+        let endpoint = Endpoint::standalone(url, self.tls.as_ref())?;
+        Ok(RedisBackend {
+            conn: Connection::background(endpoint, self.connect_timeout),
+            options: self.options(),
+        })
+    }
+
+    /// Returns at once and connects to a Redis Cluster in the background,
+    /// as [`connect_in_background`](Self::connect_in_background) does for
+    /// one server.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when a seed does
+    /// not parse or none is given.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_cluster_in_background<S: AsRef<str>>(
+        self,
+        seeds: &[S],
+    ) -> Result<RedisBackend, ConnectError> {
+        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
+        let endpoint = Endpoint::cluster(&seeds, self.connect_timeout, self.tls.as_ref())?;
+        Ok(RedisBackend {
+            conn: Connection::background(endpoint, self.connect_timeout),
             options: self.options(),
         })
     }
@@ -429,7 +548,11 @@ impl RedisBinding {
             cost.as_bytes(),
             grace.as_bytes(),
         ];
-        let reply = tokio::time::timeout(shared.timeout, shared.script.run(&shared.conn, &state_key, &args))
+        let deadline = tokio::time::Instant::now() + shared.timeout;
+        let conn = shared.conn.ready(deadline).await.map_err(|err| {
+            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
+        })?;
+        let reply = tokio::time::timeout_at(deadline, shared.script.run(conn, &state_key, &args))
             .await
             .map_err(|_| BackendError::timeout(shared.timeout))?
             .map_err(backend_error)?;

@@ -1,47 +1,231 @@
 //! Connections: a standalone server through redis-rs's `ConnectionManager`,
 //! or a cluster through its async cluster client. Both reconnect by
 //! themselves; both are cheap to clone and multiplex every decision over
-//! shared connections.
+//! shared connections. Either can also be established in the background,
+//! by a task that retries until the server answers.
 
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tollgate::backend::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
 
-/// A live connection to a standalone server or a cluster.
+/// A connection to a standalone server or a cluster: live, or being
+/// established in the background.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Standalone(ConnectionManager),
     Cluster(ClusterConnection),
+    Background(Arc<Background>),
 }
 
 impl Connection {
-    /// Sends one command and reads its reply.
+    /// Sends one command and reads its reply; on a background connection,
+    /// once it is established.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+        let live = match self {
+            Connection::Background(background) => background.connected.get(),
+            live => Some(live),
+        };
+        match live {
+            Some(Connection::Standalone(conn)) => cmd.query_async(&mut conn.clone()).await,
+            Some(Connection::Cluster(conn)) => cmd.query_async(&mut conn.clone()).await,
+            // An established background connection is never itself one.
+            Some(Connection::Background(_)) | None => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "not connected yet",
+            ))),
+        }
+    }
+
+    /// The live connection to send a decision on. A background connection
+    /// waits for its first attempt to end; until one attempt has
+    /// succeeded it fails with a [`ConnectErrorKind::NotConnected`] error.
+    ///
+    /// Waiting ends at `deadline` (the decision's timeout).
+    pub(crate) async fn ready(&self, deadline: Instant) -> Result<&Connection, ConnectError> {
         match self {
-            Connection::Standalone(conn) => cmd.query_async(&mut conn.clone()).await,
-            Connection::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
+            Connection::Background(background) => background.ready(deadline).await,
+            live => Ok(live),
+        }
+    }
+
+    /// Whether decisions can be sent (a background connection has been
+    /// established; the connection may still be lost later, like any).
+    pub(crate) fn is_connected(&self) -> bool {
+        match self {
+            Connection::Background(background) => background.connected.get().is_some(),
+            _ => true,
+        }
+    }
+
+    /// Whether this is (or will be) a cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        match self {
+            Connection::Standalone(_) => false,
+            Connection::Cluster(_) => true,
+            Connection::Background(background) => background.endpoint.is_cluster(),
         }
     }
 
     /// Connects to one server and checks that it answers PING.
-    ///
-    /// The manager is configured to fail fast: a reconnection is a single
-    /// attempt, started by the first command after a connection is lost and
-    /// shared by every command waiting for it, so decisions fail promptly
-    /// while the server is down (the limiter's fail policy then decides) and
-    /// succeed again as soon as it is back.
     pub(crate) async fn standalone(
         url: &str,
         connect_timeout: Duration,
         tls: Option<&TlsCertificates>,
     ) -> Result<Self, ConnectError> {
+        Endpoint::standalone(url, tls)?.connect(connect_timeout).await
+    }
+
+    /// Connects to a cluster through `seeds` and checks that it answers.
+    pub(crate) async fn cluster(
+        seeds: &[&str],
+        connect_timeout: Duration,
+        tls: Option<&TlsCertificates>,
+    ) -> Result<Self, ConnectError> {
+        Endpoint::cluster(seeds, connect_timeout, tls)?
+            .connect(connect_timeout)
+            .await
+    }
+
+    /// Starts connecting to `endpoint` in the background, on the current
+    /// Tokio runtime, retrying until an attempt succeeds.
+    pub(crate) fn background(endpoint: Endpoint, connect_timeout: Duration) -> Self {
+        let background = Arc::new(Background {
+            endpoint,
+            connected: OnceLock::new(),
+            progress: watch::channel(Progress::FirstAttempt).0,
+        });
+        tokio::spawn(keep_connecting(Arc::downgrade(&background), connect_timeout));
+        Connection::Background(background)
+    }
+}
+
+/// The first attempt waits this long after a failure before the next;
+/// each further failure doubles the wait, up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(50);
+
+/// The longest wait between two background connection attempts: a server
+/// that comes up is used at most this long after.
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// How far a background connection has come.
+enum Progress {
+    /// The first attempt is under way.
+    FirstAttempt,
+    /// The last attempt failed with this error; another follows.
+    Failed(Arc<ConnectError>),
+    /// An attempt succeeded (the connection is in `connected`).
+    Connected,
+}
+
+/// A connection established in the background.
+pub(crate) struct Background {
+    endpoint: Endpoint,
+    connected: OnceLock<Connection>,
+    progress: watch::Sender<Progress>,
+}
+
+impl Background {
+    async fn ready(&self, deadline: Instant) -> Result<&Connection, ConnectError> {
+        if let Some(conn) = self.connected.get() {
+            return Ok(conn);
+        }
+        let mut progress = self.progress.subscribe();
+        let first_attempt_ended = progress.wait_for(|p| !matches!(p, Progress::FirstAttempt));
+        // The sender lives as long as `self`, so waiting fails only by the
+        // deadline.
+        let last_error = match tokio::time::timeout_at(deadline, first_attempt_ended).await {
+            Ok(Ok(progress)) => match &*progress {
+                Progress::Failed(err) => Some(Arc::clone(err)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match self.connected.get() {
+            Some(conn) => Ok(conn),
+            None => Err(self.not_connected(last_error.as_deref())),
+        }
+    }
+
+    /// The error of a decision made before any attempt succeeded.
+    pub(crate) fn not_connected(&self, last: Option<&ConnectError>) -> ConnectError {
+        let message = match last {
+            Some(last) => format!(
+                "not connected yet (connecting in the background; the last attempt failed: {}: {})",
+                last.kind(),
+                last.message()
+            ),
+            None => "not connected yet (the first attempt, in the background, has not ended)".to_owned(),
+        };
+        ConnectError::new(
+            ConnectErrorKind::NotConnected,
+            self.endpoint.name.clone(),
+            message,
+        )
+    }
+}
+
+/// Connects to the endpoint until an attempt succeeds, with a doubling
+/// pause between attempts; stops when every handle to the connection is
+/// gone.
+async fn keep_connecting(background: Weak<Background>, connect_timeout: Duration) {
+    let mut pause = RETRY_MIN;
+    loop {
+        let endpoint = match background.upgrade() {
+            Some(background) => background.endpoint.clone(),
+            None => return,
+        };
+        let result = endpoint.connect(connect_timeout).await;
+        let Some(background) = background.upgrade() else {
+            return;
+        };
+        match result {
+            Ok(conn) => {
+                let _ = background.connected.set(conn);
+                background.progress.send_replace(Progress::Connected);
+                return;
+            }
+            Err(err) => {
+                background.progress.send_replace(Progress::Failed(Arc::new(err)));
+            }
+        }
+        drop(background);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+    }
+}
+
+/// Where to connect: a parsed URL or cluster seeds, ready for attempts.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    client: EndpointClient,
+    /// The address, for errors of an attempt (`127.0.0.1:6379`, `cluster
+    /// seed …`).
+    target: String,
+    /// The URL without credentials, for errors before any connection.
+    name: String,
+}
+
+/// One per backend, so the size of either client does not matter.
+#[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
+enum EndpointClient {
+    Standalone { client: Client, tls: bool },
+    Cluster(ClusterClient),
+}
+
+impl Endpoint {
+    /// Parses one server's URL.
+    pub(crate) fn standalone(url: &str, tls: Option<&TlsCertificates>) -> Result<Self, ConnectError> {
         let info = url.into_connection_info().map_err(|err| invalid_url(url, err))?;
         let target = info.addr().to_string();
         let uses_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
@@ -50,33 +234,18 @@ impl Connection {
             None => Client::open(info),
         }
         .map_err(|err| invalid_url(url, err))?;
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(None);
-        let connect = async {
-            let manager = ConnectionManager::new_with_config(client, config).await?;
-            let conn = Connection::Standalone(manager);
-            let pong: String = conn.query(&redis::cmd("PING")).await?;
-            Ok::<_, redis::RedisError>((conn, pong))
-        };
-        let (conn, pong) = tokio::time::timeout(connect_timeout, connect)
-            .await
-            .map_err(|_| timed_out(&target, connect_timeout))
-            .and_then(|result| result.map_err(|err| ConnectError::from_redis(&target, err)))
-            .map_err(|err| match err.kind() {
-                // A plain Redis port never answers a TLS handshake.
-                ConnectErrorKind::Timeout if uses_tls => {
-                    err.hint("with rediss://, does this port serve TLS (or plain Redis, redis://)?")
-                }
-                _ => err,
-            })?;
-        check_pong(&target, &pong)?;
-        Ok(conn)
+        Ok(Self {
+            client: EndpointClient::Standalone {
+                client,
+                tls: uses_tls,
+            },
+            target,
+            name: redact_url(url),
+        })
     }
 
-    /// Connects to a cluster through `seeds` and checks that it answers.
-    pub(crate) async fn cluster(
+    /// Parses cluster seed URLs.
+    pub(crate) fn cluster(
         seeds: &[&str],
         connect_timeout: Duration,
         tls: Option<&TlsCertificates>,
@@ -99,6 +268,13 @@ impl Connection {
                 ))
             }
         };
+        let name = match seeds {
+            [seed] => format!("cluster seed {}", redact_url(seed)),
+            _ => format!(
+                "cluster seeds {}",
+                seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>().join(", ")
+            ),
+        };
         let mut builder = ClusterClientBuilder::new(infos)
             .connection_timeout(connect_timeout)
             .retries(2)
@@ -110,17 +286,66 @@ impl Connection {
         let client = builder
             .build()
             .map_err(|err| ConnectError::from_redis(&target, err))?;
-        let connect = async {
-            let conn = Connection::Cluster(client.get_async_connection().await?);
-            let pong: String = conn.query(&redis::cmd("PING")).await?;
-            Ok::<_, redis::RedisError>((conn, pong))
-        };
-        let (conn, pong) = tokio::time::timeout(connect_timeout, connect)
-            .await
-            .map_err(|_| timed_out(&target, connect_timeout))?
-            .map_err(|err| ConnectError::from_redis(&target, err))?;
-        check_pong(&target, &pong)?;
-        Ok(conn)
+        Ok(Self {
+            client: EndpointClient::Cluster(client),
+            target,
+            name,
+        })
+    }
+
+    fn is_cluster(&self) -> bool {
+        matches!(self.client, EndpointClient::Cluster(_))
+    }
+
+    /// One attempt: connects and checks that the server answers PING.
+    ///
+    /// A standalone connection manager is configured to fail fast: a
+    /// reconnection is a single attempt, started by the first command after
+    /// a connection is lost and shared by every command waiting for it, so
+    /// decisions fail promptly while the server is down (the limiter's fail
+    /// policy then decides) and succeed again as soon as it is back.
+    pub(crate) async fn connect(&self, connect_timeout: Duration) -> Result<Connection, ConnectError> {
+        let target = self.target.as_str();
+        match &self.client {
+            EndpointClient::Standalone { client, tls } => {
+                let config = ConnectionManagerConfig::new()
+                    .set_number_of_retries(0)
+                    .set_connection_timeout(Some(connect_timeout))
+                    .set_response_timeout(None);
+                let connect = async {
+                    let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
+                    let conn = Connection::Standalone(manager);
+                    let pong: String = conn.query(&redis::cmd("PING")).await?;
+                    Ok::<_, redis::RedisError>((conn, pong))
+                };
+                let (conn, pong) = tokio::time::timeout(connect_timeout, connect)
+                    .await
+                    .map_err(|_| timed_out(target, connect_timeout))
+                    .and_then(|result| result.map_err(|err| ConnectError::from_redis(target, err)))
+                    .map_err(|err| match err.kind() {
+                        // A plain Redis port never answers a TLS handshake.
+                        ConnectErrorKind::Timeout if *tls => {
+                            err.hint("with rediss://, does this port serve TLS (or plain Redis, redis://)?")
+                        }
+                        _ => err,
+                    })?;
+                check_pong(target, &pong)?;
+                Ok(conn)
+            }
+            EndpointClient::Cluster(client) => {
+                let connect = async {
+                    let conn = Connection::Cluster(client.get_async_connection().await?);
+                    let pong: String = conn.query(&redis::cmd("PING")).await?;
+                    Ok::<_, redis::RedisError>((conn, pong))
+                };
+                let (conn, pong) = tokio::time::timeout(connect_timeout, connect)
+                    .await
+                    .map_err(|_| timed_out(target, connect_timeout))?
+                    .map_err(|err| ConnectError::from_redis(target, err))?;
+                check_pong(target, &pong)?;
+                Ok(conn)
+            }
+        }
     }
 }
 

@@ -27,6 +27,10 @@ pub enum ConnectErrorKind {
     /// The server answered with an error (for example an invalid database
     /// number, or a cluster that is not ready).
     Server,
+    /// A connection being established in the background (see
+    /// [`RedisBackendBuilder::connect_in_background`](crate::RedisBackendBuilder::connect_in_background))
+    /// has not succeeded yet. The message gives the last attempt's error.
+    NotConnected,
 }
 
 impl fmt::Display for ConnectErrorKind {
@@ -39,6 +43,7 @@ impl fmt::Display for ConnectErrorKind {
             ConnectErrorKind::Tls => "TLS handshake failed",
             ConnectErrorKind::Timeout => "timed out",
             ConnectErrorKind::Server => "server error",
+            ConnectErrorKind::NotConnected => "not connected yet",
         })
     }
 }
@@ -94,6 +99,11 @@ impl ConnectError {
     /// The address (or redacted URL) the error is about.
     pub fn target(&self) -> &str {
         &self.target
+    }
+
+    /// What went wrong, without the address.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 

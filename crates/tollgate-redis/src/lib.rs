@@ -59,7 +59,10 @@
 //! truncated to whole microseconds. By default the script reads the Redis
 //! server's clock (`TIME`), so hosts with skewed clocks still share one
 //! timeline. [`RedisBackendBuilder::with_caller_clock`] passes the caller's
-//! clock instead; its documentation describes the trade-off.
+//! clock instead, for tests, replays and single hosts: with it, hosts whose
+//! clocks are `s` apart can be admitted up to what `s` of elapsed time
+//! grants beyond the limit (its documentation gives the exact bound per
+//! strategy).
 //!
 //! ## Exact arithmetic
 //!
@@ -83,6 +86,16 @@
 //! in flight; the next decision starts a reconnection, so decisions succeed
 //! again as soon as the server is back. A timed-out decision may still have
 //! been applied on the server, which can only make the limit stricter.
+//!
+//! [`RedisBackend::connect`] fails when the server cannot be reached, which
+//! reports a wrong address or password at start-up.
+//! [`RedisBackendBuilder::connect_in_background`] (and
+//! [`connect_cluster_in_background`](RedisBackendBuilder::connect_cluster_in_background))
+//! returns at once and keeps trying in the background: until it connects,
+//! decisions fail with a "not connected yet" error
+//! ([`ConnectErrorKind::NotConnected`], naming the URL without its
+//! password), so a service that fails open can start while Redis is down
+//! and uses Redis as soon as it answers.
 //!
 //! ## In production
 //!

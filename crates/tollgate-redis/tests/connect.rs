@@ -3,13 +3,13 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::{free_port, socket_path, RedisServer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tollgate::{Limiter, Strategy};
-use tollgate_redis::{ConnectErrorKind, RedisBackend};
+use tollgate::{BackendErrorKind, Limiter, Strategy};
+use tollgate_redis::{ConnectError, ConnectErrorKind, RedisBackend};
 
 async fn limiter(backend: RedisBackend) -> Limiter<RedisBackend> {
     Limiter::builder()
@@ -91,6 +91,8 @@ async fn unparseable_urls_are_configuration_errors() {
         "redis://127.0.0.1:notaport",
         "redis://:pw@[::1",
     ] {
+        let err = RedisBackend::connect_in_background(url).unwrap_err();
+        assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{url}: {err}");
         let err = RedisBackend::connect(url).await.unwrap_err();
         assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{url}: {err}");
         assert!(err.to_string().contains("not a valid Redis URL"), "{err}");
@@ -102,6 +104,106 @@ async fn unparseable_urls_are_configuration_errors() {
     }
     let err = RedisBackend::connect_cluster::<&str>(&[]).await.unwrap_err();
     assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{err}");
+    let err = RedisBackend::builder()
+        .connect_cluster_in_background::<&str>(&[])
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::InvalidUrl, "{err}");
+}
+
+fn fixed_window(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
+    Limiter::builder()
+        .backend(backend.clone())
+        .strategy(Strategy::FixedWindow)
+        .limit(2)
+        .window(Duration::from_secs(3_600))
+        .fail_open(fail_open)
+        .build()
+        .unwrap()
+}
+
+/// Polls `condition` every 10 ms until it holds, for at most ten seconds.
+async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "not within ten seconds: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_connection_serves_once_a_late_server_is_up() {
+    let port = free_port(); // nothing listens there yet
+    let url = format!("redis://:s3cret@127.0.0.1:{port}");
+    let backend = RedisBackend::builder()
+        .timeout(Duration::from_secs(2))
+        .connect_in_background(&url)
+        .unwrap();
+    let closed = fixed_window(&backend, false);
+    let open = fixed_window(&backend, true);
+
+    // Down: decisions follow the fail policy, with an error naming the URL.
+    let err = match closed.allow("k").await {
+        Err(tollgate::Error::Backend(err)) => err,
+        other => panic!("expected a backend error, got {other:?}"),
+    };
+    assert_eq!(err.kind(), BackendErrorKind::Unavailable, "{err}");
+    let message = err.to_string();
+    for expected in [
+        format!("cannot use Redis at redis://***@127.0.0.1:{port}: not connected yet"),
+        "the last attempt failed: unreachable: nothing accepts connections there".to_owned(),
+    ] {
+        assert!(message.contains(&expected), "{message}");
+    }
+    assert!(!message.contains("s3cret"), "the password leaked: {message}");
+    let source = std::error::Error::source(&err)
+        .and_then(|source| source.downcast_ref::<ConnectError>())
+        .expect("the connection error is the source");
+    assert_eq!(source.kind(), ConnectErrorKind::NotConnected);
+    assert_eq!(source.target(), format!("redis://***@127.0.0.1:{port}"));
+    assert!(!backend.is_connected());
+    let d = open.allow("k").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 0));
+    assert_eq!(open.fail_open_events(), 1);
+
+    // Up: the same limiters decide on Redis.
+    let mut server = RedisServer::start_on(port, &["--requirepass", "s3cret"]);
+    eventually("connected", async || backend.is_connected()).await;
+    let d = closed.allow("k").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 1));
+    let d = open.allow("k").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 0));
+    assert!(!open.allow("k").await.unwrap().allowed, "the limit holds");
+    assert_eq!(open.fail_open_events(), 1);
+    let exists = [
+        "-a",
+        "s3cret",
+        "--no-auth-warning",
+        "EXISTS",
+        "tollgate::fixed_window:k",
+    ];
+    assert_eq!(server.cli(&exists), "1");
+
+    // Killed and restarted: decisions fail, then recover by themselves.
+    server.kill();
+    assert!(closed.allow("k").await.is_err());
+    server.restart();
+    eventually("decisions after a restart", async || {
+        closed.allow("k2").await.is_ok()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_connection_to_a_running_server_serves_the_first_decision() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder()
+        .timeout(Duration::from_secs(2))
+        .connect_in_background(&server.url())
+        .unwrap();
+    // The first decision waits for the first attempt instead of failing.
+    let d = fixed_window(&backend, false).allow("k").await.unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 1));
+    assert!(backend.is_connected());
 }
 
 #[tokio::test]
@@ -174,4 +276,27 @@ async fn a_port_that_never_answers_times_out() {
     assert_eq!(err.kind(), ConnectErrorKind::Timeout, "{err}");
     assert!(err.to_string().contains("no answer"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_background_cluster_connection_names_its_seeds_until_connected() {
+    let port = free_port(); // nothing listens there
+    let backend = RedisBackend::builder()
+        .connect_cluster_in_background(&[format!("redis://user:pw@127.0.0.1:{port}")])
+        .unwrap();
+    assert!(backend.is_cluster());
+    assert!(!backend.is_connected());
+    let err = match fixed_window(&backend, false).allow("k").await {
+        Err(tollgate::Error::Backend(err)) => err,
+        other => panic!("expected a backend error, got {other:?}"),
+    };
+    assert_eq!(err.kind(), BackendErrorKind::Unavailable, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "cannot use Redis at cluster seed redis://***@127.0.0.1:{port}: not connected yet"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("pw@"), "the password leaked: {message}");
 }

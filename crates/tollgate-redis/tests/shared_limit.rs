@@ -141,3 +141,90 @@ async fn state_keys_follow_the_layout_and_expire_with_their_state() {
         .unwrap();
     assert!((5_000..=5_200).contains(&pttl), "PTTL {pttl}");
 }
+
+/// Unit requests until one is denied; the number admitted.
+async fn flood(limiter: &Limiter<impl tollgate::Backend>, key: &str) -> u64 {
+    let mut admitted = 0;
+    while limiter.allow(key).await.unwrap().allowed {
+        admitted += 1;
+        assert!(admitted <= 1_000, "a flood never ends");
+    }
+    admitted
+}
+
+/// The bound documented for caller clocks (`with_caller_clock`,
+/// docs/redis.md): at one instant, two hosts whose clocks are `s` apart,
+/// the one behind writing first, are admitted together `L` plus what `s` of
+/// elapsed time grants, and never more than one limit per host.
+fn documented_skew_bound(strategy: Strategy, limit: u64, window_us: u64, start_us: u64, s_us: u64) -> u64 {
+    let extra = match strategy {
+        Strategy::TokenBucket | Strategy::LeakyBucket => s_us / (window_us / limit),
+        Strategy::FixedWindow if (start_us + s_us) / window_us > start_us / window_us => limit,
+        Strategy::FixedWindow => 0,
+        Strategy::SlidingWindow if s_us < window_us => 0,
+        Strategy::SlidingWindow => (limit * (s_us - window_us)).div_ceil(window_us),
+    };
+    limit + extra.min(limit)
+}
+
+#[tokio::test]
+async fn caller_clock_skew_re_grants_exactly_the_documented_bound() {
+    let server = RedisServer::start();
+    let (limit, window_us) = (10u64, 1_000_000u64);
+    // 0.3 s into a second, so that the fixed window's buckets (whole
+    // seconds) are crossed by skews from 0.7 s on.
+    let start_us = 1_700_000_000_300_000u64;
+    let skews_us = [
+        0, 1, 99_999, 100_000, 250_000, 699_999, 700_000, 999_999, 1_000_000, 1_250_000, 1_999_999,
+        2_000_000, 5_000_000,
+    ];
+    for strategy in Strategy::ALL {
+        for (case, &s_us) in skews_us.iter().enumerate() {
+            let behind = tollgate::ManualClock::new(Duration::from_micros(start_us));
+            let ahead = tollgate::ManualClock::new(Duration::from_micros(start_us + s_us));
+            let host = async |clock: &tollgate::ManualClock| {
+                let backend = RedisBackend::builder()
+                    .with_caller_clock(clock.clone())
+                    .expiry_grace(Duration::from_secs(3_600))
+                    .connect(&server.url())
+                    .await
+                    .unwrap();
+                Limiter::builder()
+                    .backend(backend)
+                    .strategy(strategy)
+                    .limit(limit)
+                    .window(Duration::from_micros(window_us))
+                    .build()
+                    .unwrap()
+            };
+            let (a, b) = (host(&behind).await, host(&ahead).await);
+
+            // The host behind writes first: the host ahead takes the skew
+            // for elapsed time.
+            let key = format!("behind-first-{case}");
+            let admitted = flood(&a, &key).await + flood(&b, &key).await;
+            assert_eq!(flood(&a, &key).await + flood(&b, &key).await, 0, "{strategy}");
+            let bound = documented_skew_bound(strategy, limit, window_us, start_us, s_us);
+            assert_eq!(admitted, bound, "{strategy}, skew {s_us}µs");
+
+            // It is what one host on one clock admits over that time.
+            let clock = tollgate::ManualClock::new(Duration::from_micros(start_us));
+            let one_host = Limiter::builder()
+                .clock(clock.clone())
+                .strategy(strategy)
+                .limit(limit)
+                .window(Duration::from_micros(window_us))
+                .build()
+                .unwrap();
+            let mut over_time = flood(&one_host, "k").await;
+            clock.advance(Duration::from_micros(s_us));
+            over_time += flood(&one_host, "k").await;
+            assert_eq!(admitted, over_time, "{strategy}, skew {s_us}µs");
+
+            // The host ahead writing first grants nothing extra.
+            let key = format!("ahead-first-{case}");
+            let admitted = flood(&b, &key).await + flood(&a, &key).await;
+            assert_eq!(admitted, limit, "{strategy}, skew {s_us}µs");
+        }
+    }
+}

@@ -28,6 +28,12 @@ impl RedisServer {
         panic!("redis-server did not start:\n{failures}");
     }
 
+    /// Starts a server on `port` (one chosen earlier with [`free_port`],
+    /// for a server that comes up after its clients).
+    pub fn start_on(port: u16) -> Self {
+        Self::try_start(port).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
+    }
+
     fn try_start(port: u16) -> Result<Self, String> {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut child = Command::new("redis-server")
