@@ -3,7 +3,7 @@
 //! keys left behind, and clear errors when the server cannot be used.
 
 mod common;
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
+#[path = "../../tollgate-redis/tests/integration/support/mod.rs"]
 mod support;
 
 use std::path::Path;

@@ -24,7 +24,7 @@
 //! Criterion's arguments work as usual (e.g. a filter: `-- sequential`), but
 //! the table needs both groups.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/integration/support/mod.rs"]
 mod support;
 
 use std::hint::black_box;

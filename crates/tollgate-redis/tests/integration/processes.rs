@@ -4,11 +4,11 @@
 //! admit exactly the limit, never one unit more.
 //!
 //! A worker is the ignored test `worker_process`, run by the parent with
-//! `--ignored --exact worker_process` and the settings in environment
+//! `--ignored --exact processes::worker_process` and the settings in environment
 //! variables; it connects, says `ready`, waits for `go` on its standard
 //! input, then decides and prints what it admitted.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -131,10 +131,21 @@ fn next_tagged(out: &mut BufReader<ChildStdout>) -> Option<String> {
         if out.read_line(&mut line).unwrap() == 0 {
             return None;
         }
-        // The harness prints `test worker_process ... ` before the first line.
+        // The harness prints `test processes::worker_process ... ` before the first line.
         if let Some(at) = line.find(TAG) {
             return Some(line[at + TAG.len()..].trim().to_owned());
         }
+    }
+}
+
+/// The worker's full test name, as the harness knows it (`module::name`, without
+/// the binary's own crate name).
+fn worker_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    if module.is_empty() {
+        "worker_process".to_owned()
+    } else {
+        format!("{module}::worker_process")
     }
 }
 
@@ -148,7 +159,7 @@ fn limits_are_exact_across_processes() {
             .args([
                 "--ignored",
                 "--exact",
-                "worker_process",
+                &worker_test_name(),
                 "--nocapture",
                 "--test-threads",
                 "1",

@@ -1,7 +1,7 @@
 //! Connecting: URL forms that work (TCP with a database number, password,
 //! unix sockets) and clear errors at construction for those that cannot.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Binding policies: what the scripts cannot compute exactly is rejected when
 //! the limiter is built, and clock readings out of range fail the decision.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! tasks deciding on the same key at once admit exactly the limit. Also the
 //! state keys' layout and expiry on the server clock.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! exactly those of the in-memory backend where nanosecond and microsecond
 //! ticks agree.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

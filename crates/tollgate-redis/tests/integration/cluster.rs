@@ -1,7 +1,7 @@
 //! Redis Cluster: three primaries started and joined by the test; keys spread
 //! over all of them, and shared limits stay exact.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `rediss://`: TLS to a server with a private certificate authority.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! Files that name Redis: limiters share state through a real server
 //! started by the test, and an unreachable server is a clear error.
-#![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use support::{free_port, RedisServer};
 use tollgate::{BackendErrorKind, Error};

@@ -1,7 +1,7 @@
 //! Faults with a real server: killed and restarted, frozen, script cache
 //! flushed.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

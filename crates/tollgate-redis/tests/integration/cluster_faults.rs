@@ -3,7 +3,7 @@
 //! primary is killed so that its replica takes over. The same limiters keep
 //! deciding through both, and state that reached the new owner is kept.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

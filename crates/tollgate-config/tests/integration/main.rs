@@ -1,0 +1,11 @@
+//! Policy files end to end: loading each format, environment references, every
+//! kind of mistake and its message, and limiters built on memory and on Redis.
+
+mod support;
+
+mod env;
+mod formats;
+mod memory;
+mod mistakes;
+#[cfg(feature = "redis")]
+mod redis;

@@ -1,0 +1,15 @@
+//! The Redis backend's integration tests, in one binary: each module starts the
+//! redis-server processes it needs (standalone, TLS, a three-primary cluster) on
+//! free ports and stops them when it ends.
+
+mod support;
+
+mod bind;
+mod cluster;
+mod cluster_faults;
+mod connect;
+mod differential;
+mod faults;
+mod processes;
+mod shared_limit;
+mod tls;
