@@ -2,47 +2,161 @@
 //!
 //! A trace is CSV with a header row. The `time` and `key` columns are
 //! required, `cost` and `resource` are optional, any other column is
-//! ignored and the columns
-//! may come in any order (header names are matched ignoring case and
-//! surrounding whitespace). Every data row must have as many fields as the
-//! header; a row that cannot be read stops the whole read with an error
-//! naming its 1-based file line (the header is line 1).
+//! ignored (its bytes need not even be UTF-8) and the columns may come in
+//! any order (header names are matched ignoring case and surrounding
+//! whitespace). Every data row must have as many fields as the header; a row
+//! that cannot be read stops the whole read with an error naming its 1-based
+//! file line (the header is line 1), unless invalid rows are skipped.
+//!
+//! The input is read one line at a time ([`crate::lines`]): no line may be
+//! longer than [`MAX_LINE`] bytes, and only the parsed requests are kept,
+//! compactly (keys and times stored once in shared buffers).
 
-use std::fs;
-use std::io;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use ahash::AHashMap;
-use csv::{ReaderBuilder, StringRecord};
+use hashbrown::HashTable;
+
+use crate::csv_records::{CsvError, CsvReader, Record};
+use crate::lines::{LineError, MAX_LINE};
+use crate::shown::quoted;
 
 /// One request of a trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     /// The 1-based file line the request starts on.
     pub line: u64,
-    /// The `time` field exactly as written in the trace.
-    pub time: String,
     /// The time in nanoseconds since the Unix epoch.
     pub nanos: u64,
+    /// The units the request costs (1 when the trace has no `cost` column or
+    /// the field is empty).
+    pub cost: u64,
     /// The index of the request's key in [`Trace::keys`].
     pub key: usize,
     /// The index of the request's resource in [`Trace::resources`], if it
     /// names one (`None`: the default policy applies).
     pub resource: Option<usize>,
-    /// The units the request costs (1 when the trace has no `cost` column or
-    /// the field is empty).
-    pub cost: u64,
+    /// Where the `time` field as written is in the trace's time text
+    /// ([`Trace::time`]): start and end byte offsets.
+    time: (usize, usize),
+}
+
+/// Distinct names (keys or resources), numbered in order of first
+/// appearance, each stored once.
+#[derive(Clone, Default)]
+pub struct Names {
+    /// Every name, one after the other.
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<usize>,
+    /// The index of every name, by hash.
+    index: HashTable<usize>,
+    /// The hasher of `index`, randomly seeded.
+    hasher: ahash::RandomState,
+}
+
+impl Names {
+    /// How many names there are.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The name with index `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`Names::len`].
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+
+    /// The names in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// The index of `name`, if present.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(name);
+        self.index.find(hash, |&i| self.get(i) == name).copied()
+    }
+
+    /// The index of `name`, added at the end when new.
+    pub fn intern(&mut self, name: &str) -> usize {
+        let hash = self.hasher.hash_one(name);
+        let Self {
+            text,
+            ends,
+            index,
+            hasher,
+        } = self;
+        let get = |i: usize| &text[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+        if let Some(&i) = index.find(hash, |&i| get(i) == name) {
+            return i;
+        }
+        let i = ends.len();
+        text.push_str(name);
+        ends.push(text.len());
+        let name_at = |&i: &usize| {
+            let start = if i == 0 { 0 } else { ends[i - 1] };
+            hasher.hash_one(&text[start..ends[i]])
+        };
+        index.insert_unique(hash, i, name_at);
+        i
+    }
+}
+
+impl std::ops::Index<usize> for Names {
+    type Output = str;
+
+    fn index(&self, i: usize) -> &str {
+        self.get(i)
+    }
+}
+
+impl PartialEq for Names {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Names {}
+
+impl std::fmt::Debug for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// A whole trace, validated and held in memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trace {
     /// The distinct keys, in order of first appearance.
-    pub keys: Vec<String>,
+    pub keys: Names,
     /// The distinct resources, in order of first appearance.
-    pub resources: Vec<String>,
+    pub resources: Names,
     /// The requests, in input order.
     pub requests: Vec<Request>,
+    /// The invalid lines skipped (only with `skip_invalid`).
+    pub skipped: Skipped,
+    /// Every request's `time` field as written, one after the other.
+    times: String,
+}
+
+/// The invalid lines a read skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// How many lines were skipped.
+    pub count: u64,
+    /// The first [`Skipped::KEPT`] of them, with their problems.
+    pub first: Vec<ParseError>,
+}
+
+impl Skipped {
+    /// How many skipped lines are named in reports.
+    pub const KEPT: usize = 5;
 }
 
 /// Why a time field was rejected.
@@ -52,15 +166,16 @@ pub enum TimeError {
     #[error("empty time")]
     Empty,
     /// The time is before the Unix epoch.
-    #[error("bad time {0:?}: before the Unix epoch")]
+    #[error("bad time {}: before the Unix epoch", quoted(.0))]
     Negative(String),
     /// The time does not fit in 64-bit nanoseconds since the epoch.
-    #[error("bad time {0:?}: too late, nanoseconds since the Unix epoch overflow 64 bits")]
+    #[error("bad time {}: too late, nanoseconds since the Unix epoch overflow 64 bits", quoted(.0))]
     Overflow(String),
     /// The field is neither integer milliseconds nor an RFC 3339 timestamp.
     #[error(
-        "bad time {value:?}: expected integer milliseconds since the Unix epoch \
-         or an RFC 3339 timestamp such as 2024-05-01T12:00:00.250+02:00 ({detail})"
+        "bad time {}: expected integer milliseconds since the Unix epoch \
+         or an RFC 3339 timestamp such as 2024-05-01T12:00:00.250+02:00 ({detail})",
+        quoted(.value)
     )]
     Syntax {
         /// The field as written.
@@ -70,6 +185,36 @@ pub enum TimeError {
     },
 }
 
+/// What else a header without the required columns suggests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Nothing.
+    None,
+    /// The header line is an access log line.
+    AccessLog,
+    /// The header has tabs: tab-separated values.
+    Tabs,
+    /// The header has semicolons: semicolon-separated values.
+    Semicolons,
+}
+
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let separated = |name: &str| {
+            format!(
+                " (the header row has {name} but columns are separated by commas: \
+                 the trace must be comma-separated CSV)"
+            )
+        };
+        match self {
+            Hint::None => Ok(()),
+            Hint::AccessLog => f.write_str(" (the file looks like an nginx access log: add --format nginx)"),
+            Hint::Tabs => f.write_str(&separated("tabs")),
+            Hint::Semicolons => f.write_str(&separated("semicolons")),
+        }
+    }
+}
+
 /// What is wrong with one line of a trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
@@ -77,8 +222,8 @@ pub enum Problem {
     #[error("empty trace: expected a header row naming the `time` and `key` columns")]
     Empty,
     /// A required column is not in the header row.
-    #[error("missing column `{0}` in the header row")]
-    MissingColumn(&'static str),
+    #[error("missing column `{0}` in the header row{1}")]
+    MissingColumn(&'static str, Hint),
     /// A column the simulator reads appears more than once in the header.
     #[error("duplicate column `{0}` in the header row")]
     DuplicateColumn(&'static str),
@@ -104,7 +249,7 @@ pub enum Problem {
     #[error(transparent)]
     Time(#[from] TimeError),
     /// The `cost` field is invalid.
-    #[error("bad cost {value:?}: {reason}")]
+    #[error("bad cost {}: {reason}", quoted(.value))]
     Cost {
         /// The field as written.
         value: String,
@@ -115,7 +260,7 @@ pub enum Problem {
     #[error("empty key")]
     EmptyKey,
     /// The `resource` field is invalid.
-    #[error("bad resource {value:?}: {reason}")]
+    #[error("bad resource {}: {reason}", quoted(.value))]
     Resource {
         /// The field as written.
         value: String,
@@ -125,9 +270,21 @@ pub enum Problem {
     /// A line of an access log (`--format nginx`) is malformed.
     #[error(transparent)]
     AccessLog(#[from] crate::access_log::LogProblem),
-    /// The line is not valid UTF-8.
-    #[error("invalid UTF-8")]
-    InvalidUtf8,
+    /// A field the simulator reads is not valid UTF-8.
+    #[error("invalid UTF-8 in {0}")]
+    InvalidUtf8(String),
+    /// The line is longer than [`MAX_LINE`] bytes.
+    #[error("the line is longer than {MAX_LINE} bytes, the most a trace line may hold")]
+    LineTooLong,
+    /// A quoted field is never closed.
+    #[error(
+        "the quoted field opened on this line has no closing quote {}",
+        if *.at_end { "before the end of the file".to_owned() } else { format!("within {MAX_LINE} bytes") }
+    )]
+    UnclosedQuote {
+        /// Whether the file ended (otherwise the field grew too long).
+        at_end: bool,
+    },
     /// The file could not be read.
     #[error("{0}")]
     Read(String),
@@ -153,6 +310,33 @@ impl std::fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+impl From<LineError> for ParseError {
+    fn from(err: LineError) -> Self {
+        match err {
+            LineError::TooLong { line } => ParseError {
+                line: Some(line),
+                problem: Problem::LineTooLong,
+            },
+            LineError::Io { line, source } => ParseError {
+                line: Some(line),
+                problem: Problem::Read(format!("cannot read: {source}")),
+            },
+        }
+    }
+}
+
+impl From<CsvError> for ParseError {
+    fn from(err: CsvError) -> Self {
+        match err {
+            CsvError::Line(err) => err.into(),
+            CsvError::Unclosed { line, at_end } => ParseError {
+                line: Some(line),
+                problem: Problem::UnclosedQuote { at_end },
+            },
+        }
+    }
+}
+
 /// Why a trace file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -174,54 +358,88 @@ pub enum TraceError {
     },
 }
 
+/// How a trace is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// CSV with a header row.
+    Csv,
+    /// An nginx or Apache access log ([`crate::access_log`]).
+    AccessLog,
+}
+
 impl Trace {
-    /// Reads and validates the trace at `path`.
+    /// Reads and validates the trace at `path`, written in `format`, one
+    /// line at a time. With `skip_invalid`, data lines that are invalid are
+    /// counted in [`Trace::skipped`] instead of stopping the read (a header
+    /// without the required columns, a line longer than [`MAX_LINE`], an
+    /// unclosed quote and read errors still stop it).
     ///
     /// # Errors
     ///
-    /// [`TraceError`] when the file cannot be read or any line is invalid.
-    pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
-        let data = fs::read(path).map_err(|source| TraceError::Open {
+    /// [`TraceError`] when the file cannot be read or a line is invalid.
+    pub fn read_path(path: &Path, format: Format, skip_invalid: bool) -> Result<Trace, TraceError> {
+        let file = File::open(path).map_err(|source| TraceError::Open {
             path: path.to_owned(),
             source,
         })?;
-        Trace::parse(&data).map_err(|error| TraceError::Parse {
+        let input = BufReader::with_capacity(64 * 1024, file);
+        match format {
+            Format::Csv => Trace::read_csv(input, skip_invalid),
+            Format::AccessLog => crate::access_log::read(input, skip_invalid),
+        }
+        .map_err(|error| TraceError::Parse {
             path: path.to_owned(),
             error,
         })
     }
 
-    /// Validates a whole trace held in memory.
+    /// Validates a whole CSV trace held in memory, stopping at the first
+    /// invalid line.
     ///
     /// # Errors
     ///
     /// [`ParseError`] for the first line that is invalid.
+    #[cfg(test)]
     pub fn parse(data: &[u8]) -> Result<Trace, ParseError> {
-        let mut lines = LineCounter::new(data);
-        let mut reader = ReaderBuilder::new()
-            .has_headers(true)
-            .flexible(true)
-            .from_reader(data);
-        let header = reader.headers().map_err(|e| csv_error(e, &mut lines))?.clone();
-        let header_line = lines.line_at(header.position().map_or(0, csv::Position::byte));
-        let columns = Columns::find(&header).map_err(|problem| ParseError {
-            line: Some(header_line),
+        Trace::read_csv(data, false)
+    }
+
+    /// Reads and validates a CSV trace from `input` (see
+    /// [`Trace::read_path`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ParseError`] for the first line that is invalid (and not skipped).
+    pub fn read_csv(input: impl BufRead, skip_invalid: bool) -> Result<Trace, ParseError> {
+        let mut reader = CsvReader::new(input);
+        let mut header = Record::default();
+        if !reader.next_record(&mut header)? {
+            return Err(ParseError {
+                line: Some(1),
+                problem: Problem::Empty,
+            });
+        }
+        let columns = Columns::find(&header, reader.last_line()).map_err(|problem| ParseError {
+            line: Some(header.line),
             problem,
         })?;
-        let mut trace = TraceBuilder::default();
-        let mut record = StringRecord::new();
-        while reader
-            .read_record(&mut record)
-            .map_err(|e| csv_error(e, &mut lines))?
-        {
-            let line = lines.line_at(record.position().map_or(0, csv::Position::byte));
-            let row = columns.parse(&header, &record).map_err(|problem| ParseError {
-                line: Some(line),
-                problem,
-            })?;
-            trace.push(line, row.time, row.nanos, row.key, row.resource, row.cost);
+        let mut trace = TraceBuilder::new(skip_invalid);
+        let mut record = Record::default();
+        while reader.next_record(&mut record)? {
+            match columns.parse(&record) {
+                Ok(row) => trace.push(record.line, row.time, row.nanos, row.key, row.resource, row.cost),
+                Err(problem) => trace.invalid(ParseError {
+                    line: Some(record.line),
+                    problem,
+                })?,
+            }
         }
         Ok(trace.finish())
+    }
+
+    /// The `time` field of `request` exactly as written in the trace.
+    pub fn time(&self, request: &Request) -> &str {
+        &self.times[request.time.0..request.time.1]
     }
 }
 
@@ -231,89 +449,62 @@ impl Trace {
 pub struct TraceBuilder {
     /// The trace so far.
     trace: Trace,
-    /// The index of every key in `trace.keys`.
-    keys: AHashMap<String, usize>,
-    /// The index of every resource in `trace.resources`.
-    resources: AHashMap<String, usize>,
+    /// Whether invalid lines are skipped rather than errors.
+    skip_invalid: bool,
 }
 
 impl TraceBuilder {
+    /// An empty trace; `skip_invalid` makes [`TraceBuilder::invalid`] count
+    /// lines instead of failing.
+    pub fn new(skip_invalid: bool) -> Self {
+        Self {
+            trace: Trace::default(),
+            skip_invalid,
+        }
+    }
+
     /// Appends one valid request.
     pub fn push(&mut self, line: u64, time: &str, nanos: u64, key: &str, resource: Option<&str>, cost: u64) {
-        let key = intern(&mut self.keys, &mut self.trace.keys, key);
-        let resource = resource.map(|r| intern(&mut self.resources, &mut self.trace.resources, r));
+        let key = self.trace.keys.intern(key);
+        let resource = resource.map(|r| self.trace.resources.intern(r));
+        let start = self.trace.times.len();
+        self.trace.times.push_str(time);
         self.trace.requests.push(Request {
             line,
-            time: time.to_owned(),
             nanos,
+            cost,
             key,
             resource,
-            cost,
+            time: (start, self.trace.times.len()),
         });
     }
 
+    /// An invalid data line: counted when skipping invalid lines.
+    ///
+    /// # Errors
+    ///
+    /// `error` itself unless skipping.
+    pub fn invalid(&mut self, error: ParseError) -> Result<(), ParseError> {
+        if !self.skip_invalid {
+            return Err(error);
+        }
+        let skipped = &mut self.trace.skipped;
+        skipped.count += 1;
+        if skipped.first.len() < Skipped::KEPT {
+            skipped.first.push(error);
+        }
+        Ok(())
+    }
+
     /// The trace built.
-    pub fn finish(self) -> Trace {
+    pub fn finish(mut self) -> Trace {
+        self.trace.requests.shrink_to_fit();
         self.trace
     }
 }
 
-/// The index of `name` in `names`, appending it when new.
-fn intern(index: &mut AHashMap<String, usize>, names: &mut Vec<String>, name: &str) -> usize {
-    if let Some(&i) = index.get(name) {
-        return i;
-    }
-    let i = names.len();
-    names.push(name.to_owned());
-    index.insert(name.to_owned(), i);
-    i
-}
-
-/// Turns the byte offsets the CSV reader reports into 1-based file lines.
-///
-/// The reader's own line numbers skip blank lines and miscount CRLF, and its
-/// offset for a record that follows blank lines points at the first of them,
-/// so lines are counted here: `\n`, `\r\n` and a lone `\r` each end a line.
-struct LineCounter<'a> {
-    /// The whole trace.
-    data: &'a [u8],
-    /// Every line ending before `pos` has been counted.
-    pos: usize,
-    /// The line `pos` is on.
-    line: u64,
-}
-
-impl<'a> LineCounter<'a> {
-    /// A counter at the start of `data`, on line 1.
-    fn new(data: &'a [u8]) -> Self {
-        Self {
-            data,
-            pos: 0,
-            line: 1,
-        }
-    }
-
-    /// The line of the record the reader places at byte offset `byte`
-    /// (offsets never decrease from one call to the next).
-    fn line_at(&mut self, byte: u64) -> u64 {
-        let mut start = usize::try_from(byte).unwrap_or(usize::MAX).min(self.data.len());
-        while matches!(self.data.get(start), Some(b'\n' | b'\r')) {
-            start += 1;
-        }
-        for i in self.pos..start {
-            match self.data[i] {
-                b'\n' => self.line += 1,
-                b'\r' if self.data.get(i + 1) != Some(&b'\n') => self.line += 1,
-                _ => {}
-            }
-        }
-        self.pos = self.pos.max(start);
-        self.line
-    }
-}
-
 /// Where the columns the simulator reads are in each row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Columns {
     /// The index of `time`.
     time: usize,
@@ -323,8 +514,8 @@ struct Columns {
     cost: Option<usize>,
     /// The index of `resource`, if the trace has it.
     resource: Option<usize>,
-    /// The number of columns in the header.
-    count: usize,
+    /// The header's names (invalid UTF-8 replaced), for messages.
+    names: Vec<String>,
 }
 
 /// The fields of one valid row.
@@ -333,25 +524,27 @@ struct Row<'a> {
     time: &'a str,
     /// The time in nanoseconds since the epoch.
     nanos: u64,
-    /// The `key` field.
+    /// The key.
     key: &'a str,
-    /// The cost (1 by default).
+    /// The units.
     cost: u64,
     /// The resource, if the row names one.
     resource: Option<&'a str>,
 }
 
 impl Columns {
-    /// Locates the columns in the header row.
-    fn find(header: &StringRecord) -> Result<Columns, Problem> {
-        if header.is_empty() {
-            return Err(Problem::Empty);
-        }
+    /// Locates the columns in the header row; `raw` is the header line as
+    /// written, to suggest what is wrong when a column is missing.
+    fn find(header: &Record, raw: &[u8]) -> Result<Columns, Problem> {
+        let names: Vec<String> = header
+            .iter()
+            .map(|h| String::from_utf8_lossy(h).trim().to_owned())
+            .collect();
         let find = |name: &'static str| -> Result<Option<usize>, Problem> {
-            let mut found = header
+            let mut found = names
                 .iter()
                 .enumerate()
-                .filter(|(_, h)| h.trim().eq_ignore_ascii_case(name))
+                .filter(|(_, h)| h.eq_ignore_ascii_case(name))
                 .map(|(i, _)| i);
             let first = found.next();
             match found.next() {
@@ -359,45 +552,48 @@ impl Columns {
                 None => Ok(first),
             }
         };
+        let missing = |name| Problem::MissingColumn(name, hint(raw));
         Ok(Columns {
-            time: find("time")?.ok_or(Problem::MissingColumn("time"))?,
-            key: find("key")?.ok_or(Problem::MissingColumn("key"))?,
+            time: find("time")?.ok_or_else(|| missing("time"))?,
+            key: find("key")?.ok_or_else(|| missing("key"))?,
             cost: find("cost")?,
             resource: find("resource")?,
-            count: header.len(),
+            names,
         })
     }
 
     /// Validates one data row.
-    fn parse<'a>(&self, header: &StringRecord, record: &'a StringRecord) -> Result<Row<'a>, Problem> {
+    fn parse<'a>(&self, record: &'a Record) -> Result<Row<'a>, Problem> {
         let found = record.len();
-        if found != self.count {
+        let expected = self.names.len();
+        if found != expected {
             let needed = [Some(self.time), Some(self.key), self.cost, self.resource];
             return Err(match needed.into_iter().flatten().filter(|&i| i >= found).min() {
-                Some(missing) if found < self.count => Problem::MissingField {
-                    column: header.get(missing).unwrap_or_default().trim().to_owned(),
-                    expected: self.count,
+                Some(missing) if found < expected => Problem::MissingField {
+                    column: self.names[missing].clone(),
+                    expected,
                     found,
                 },
-                _ => Problem::FieldCount {
-                    expected: self.count,
-                    found,
-                },
+                _ => Problem::FieldCount { expected, found },
             });
         }
-        let field = |i: usize| record.get(i).unwrap_or_default();
-        let time = field(self.time);
+        let field = |i: usize| -> Result<&'a str, Problem> {
+            let bytes = record.get(i).unwrap_or_default();
+            std::str::from_utf8(bytes)
+                .map_err(|_| Problem::InvalidUtf8(format!("the `{}` field", self.names[i])))
+        };
+        let time = field(self.time)?;
         let nanos = parse_time(time)?;
-        let key = field(self.key);
+        let key = field(self.key)?;
         if key.trim().is_empty() {
             return Err(Problem::EmptyKey);
         }
         let cost = match self.cost {
-            Some(i) => parse_cost(field(i))?,
+            Some(i) => parse_cost(field(i)?)?,
             None => 1,
         };
         let resource = match self.resource {
-            Some(i) => parse_resource(field(i))?,
+            Some(i) => parse_resource(field(i)?)?,
             None => None,
         };
         Ok(Row {
@@ -407,6 +603,20 @@ impl Columns {
             cost,
             resource,
         })
+    }
+}
+
+/// What a header line without the required columns looks like it is.
+fn hint(raw: &[u8]) -> Hint {
+    let text = String::from_utf8_lossy(raw);
+    if crate::access_log::parse_line(text.trim_end()).is_ok() {
+        Hint::AccessLog
+    } else if text.contains('\t') {
+        Hint::Tabs
+    } else if text.contains(';') {
+        Hint::Semicolons
+    } else {
+        Hint::None
     }
 }
 
@@ -494,19 +704,10 @@ pub fn parse_resource(field: &str) -> Result<Option<&str>, Problem> {
     Ok(Some(name).filter(|n| !n.is_empty()))
 }
 
-/// Converts a reader error into a [`ParseError`] with its line when known.
-fn csv_error(err: csv::Error, lines: &mut LineCounter<'_>) -> ParseError {
-    let line = err.position().map(|p| lines.line_at(p.byte()));
-    let problem = match err.kind() {
-        csv::ErrorKind::Utf8 { .. } => Problem::InvalidUtf8,
-        csv::ErrorKind::Io(e) => Problem::Read(format!("cannot read: {e}")),
-        _ => Problem::Read(err.to_string()),
-    };
-    ParseError { line, problem }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::io;
+
     use super::*;
 
     fn read(text: &str) -> Result<Trace, ParseError> {
@@ -611,7 +812,7 @@ mod tests {
     #[test]
     fn columns_in_any_order_with_extras() {
         let t = read("path,Key , cost,time\n/a,k1,3,1000\n/b,k2,,2000\n/c,k1,0,1500\n").unwrap();
-        assert_eq!(t.keys, ["k1", "k2"]);
+        assert_eq!(t.keys.iter().collect::<Vec<_>>(), ["k1", "k2"]);
         let summary: Vec<_> = t
             .requests
             .iter()
@@ -630,7 +831,7 @@ mod tests {
     #[test]
     fn resources_are_optional_and_numbered_in_order_of_appearance() {
         let t = read("time,key,Resource\n1,a,login\n2,b,\n3,a, search \n4,b,login\n").unwrap();
-        assert_eq!(t.resources, ["login", "search"]);
+        assert_eq!(t.resources.iter().collect::<Vec<_>>(), ["login", "search"]);
         let resources: Vec<_> = t.requests.iter().map(|r| r.resource).collect();
         assert_eq!(resources, [Some(0), None, Some(1), Some(0)]);
         let t = read("time,key\n1,a\n").unwrap();
@@ -665,13 +866,13 @@ mod tests {
     fn cost_defaults_to_one_without_the_column() {
         let t = read("key,time\na,5\n").unwrap();
         assert_eq!(t.requests[0].cost, 1);
-        assert_eq!(t.requests[0].time, "5");
+        assert_eq!(t.time(&t.requests[0]), "5");
     }
 
     #[test]
     fn time_is_kept_as_written() {
         let t = read("time,key\n\" 2024-05-01T12:00:00+02:00\",a\n").unwrap();
-        assert_eq!(t.requests[0].time, " 2024-05-01T12:00:00+02:00");
+        assert_eq!(t.time(&t.requests[0]), " 2024-05-01T12:00:00+02:00");
     }
 
     #[test]
@@ -682,8 +883,14 @@ mod tests {
     #[test]
     fn header_errors_are_on_line_one() {
         assert_eq!(err(""), (Some(1), Problem::Empty));
-        assert_eq!(err("key,cost\na,1\n"), (Some(1), Problem::MissingColumn("time")));
-        assert_eq!(err("time,path\n1,/\n"), (Some(1), Problem::MissingColumn("key")));
+        assert_eq!(
+            err("key,cost\na,1\n"),
+            (Some(1), Problem::MissingColumn("time", Hint::None))
+        );
+        assert_eq!(
+            err("time,path\n1,/\n"),
+            (Some(1), Problem::MissingColumn("key", Hint::None))
+        );
         assert_eq!(
             err("time,key,TIME\n"),
             (Some(1), Problem::DuplicateColumn("time"))
@@ -755,10 +962,71 @@ mod tests {
     }
 
     #[test]
-    fn invalid_utf8_names_the_line() {
-        let bytes = b"time,key\n1,a\n2,\xff\n";
+    fn invalid_utf8_names_the_line_and_column_and_is_fine_where_ignored() {
+        let bytes = b"time,Key\n1,a\n2,\xff\n";
         let e = Trace::parse(bytes).unwrap_err();
-        assert_eq!((e.line, e.problem), (Some(3), Problem::InvalidUtf8));
+        assert_eq!(
+            (e.line, &e.problem),
+            (Some(3), &Problem::InvalidUtf8("the `Key` field".into()))
+        );
+        assert_eq!(e.to_string(), "line 3: invalid UTF-8 in the `Key` field");
+        let t = Trace::parse(b"time,key,agent\n1,a,\xff\xfe\n2,b,x\n").unwrap();
+        assert_eq!(t.requests.len(), 2);
+    }
+
+    #[test]
+    fn an_unclosed_quote_is_an_error_naming_its_line() {
+        let e = Trace::parse(b"time,key\n1,a\n2,\"b\n3,c\n4,d\n").unwrap_err();
+        assert_eq!(
+            (e.line, &e.problem),
+            (Some(3), &Problem::UnclosedQuote { at_end: true })
+        );
+        assert!(e
+            .to_string()
+            .starts_with("line 3: the quoted field opened on this line has no closing quote"));
+    }
+
+    #[test]
+    fn a_separator_other_than_a_comma_is_suggested() {
+        assert_eq!(
+            err("time\tkey\n1\ta\n"),
+            (Some(1), Problem::MissingColumn("time", Hint::Tabs))
+        );
+        assert_eq!(
+            err("time;key\n1;a\n"),
+            (Some(1), Problem::MissingColumn("time", Hint::Semicolons))
+        );
+        let text = read("time\tkey\n").unwrap_err().to_string();
+        assert!(
+            text.contains("has tabs") && text.contains("comma-separated"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_an_error() {
+        let mut data = b"time,key\n1,".to_vec();
+        data.extend(vec![b'k'; MAX_LINE]);
+        let e = Trace::parse(&data).unwrap_err();
+        assert_eq!((e.line, e.problem), (Some(2), Problem::LineTooLong));
+        let e = Trace::read_csv(io::BufReader::new(io::repeat(0)), false).unwrap_err();
+        assert_eq!((e.line, e.problem), (Some(1), Problem::LineTooLong));
+    }
+
+    #[test]
+    fn skipping_counts_invalid_rows_and_keeps_the_first_few() {
+        let mut text = String::from("time,key\n");
+        for i in 0..10 {
+            text.push_str(&format!("{i},k\nbad,k\n"));
+        }
+        let t = Trace::read_csv(text.as_bytes(), true).unwrap();
+        assert_eq!(t.requests.len(), 10);
+        assert_eq!(t.skipped.count, 10);
+        let lines: Vec<_> = t.skipped.first.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [Some(3), Some(5), Some(7), Some(9), Some(11)]);
+        // The header and unclosed quotes still stop the read.
+        assert!(Trace::read_csv(&b"when,key\n"[..], true).is_err());
+        assert!(Trace::read_csv(&b"time,key\n1,\"a\n"[..], true).is_err());
     }
 
     #[test]
