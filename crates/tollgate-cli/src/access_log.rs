@@ -251,7 +251,11 @@ pub fn parse_line(line: &str) -> Result<Entry<'_>, Problem> {
     c.expect(' ', "a space and the quoted request", "after the time")?;
     c.expect('"', "the quoted request", "after the time")?;
     let request = c.quoted("request")?;
-    let path = request_path(request)?;
+    // The same rule as a CSV trace's resource column: no control characters.
+    let path = match request_path(request)? {
+        Some(path) => crate::trace::parse_resource(path)?.map(|_| path),
+        None => None,
+    };
     let status = c.field("the status", "after the request")?;
     if !(status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit())) {
         return Err(LogProblem::Status(status.to_owned()).into());
@@ -576,6 +580,8 @@ mod tests {
         // Without the protocol, spaces are not part of a path.
         assert!(p("GET /a b").is_err());
         assert!(p("\\x16\\x03\\x01\\x02\\x00\\x01\\x00\\x01\\xFC\\x03\\x03").is_err());
+        let tab = "1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] \"GET /a\tb HTTP/1.1\" 200 1";
+        assert!(matches!(parse_line(tab), Err(Problem::Resource { .. })));
         let tls = r#"203.0.113.9 - - [10/Oct/2000:13:55:36 -0700] "\x16\x03\x01\x02\x00\x01\x00\x01\xFC\x03\x03" 400 157 "-" "-""#;
         assert!(matches!(
             parse_line(tls),

@@ -92,6 +92,36 @@ pub fn skipped_report(trace: &Path, skipped: &Skipped) -> String {
     text
 }
 
+/// Refuses a `--plot` file that is also one of the `decisions` files: one
+/// would silently replace the other.
+fn check_plot_is_not_a_decisions_file(
+    plot: Option<&Path>,
+    decisions: &[Option<PathBuf>],
+) -> Result<(), CliError> {
+    let Some(plot) = plot else {
+        return Ok(());
+    };
+    let real = |path: &Path| match output::kind(path) {
+        Ok(output::Kind::File(real)) => Some(real),
+        _ => None,
+    };
+    let Some(plot_real) = real(plot) else {
+        return Ok(());
+    };
+    if decisions
+        .iter()
+        .flatten()
+        .any(|d| real(d).as_ref() == Some(&plot_real))
+    {
+        return Err(CliError::Flag {
+            flag: "plot".to_owned(),
+            value: plot.display().to_string(),
+            reason: "is also a --decisions file".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// Checks early that `--flag path` can be written: not a directory (unless
 /// `directory` allows one), a link loop or a kind of file that is never
 /// replaced. Returns what the path names.
@@ -177,6 +207,7 @@ fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<
                 .collect::<Result<_, CliError>>()?
         }
     };
+    check_plot_is_not_a_decisions_file(args.plot.as_deref(), &outputs)?;
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let mut redis = match (&args.backend, &args.redis_url) {
@@ -248,6 +279,7 @@ fn with_policy_file(
     if let Some(path) = &args.decisions {
         check_output("decisions", path, false)?;
     }
+    check_plot_is_not_a_decisions_file(args.plot.as_deref(), std::slice::from_ref(&args.decisions))?;
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let targets = Targets::new(&file, &trace);

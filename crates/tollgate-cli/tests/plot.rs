@@ -317,3 +317,17 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
     assert!(charts.is_dir());
     assert_eq!(files(&charts), Vec::<String>::new());
 }
+
+#[test]
+fn a_chart_may_not_replace_a_decisions_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("out.svg");
+    let out = tollgate(&sample_args(
+        "token_bucket",
+        &["--plot", arg(&same), "--decisions", arg(&same)],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("is also a --decisions file"), "{stderr}");
+    assert_eq!(files(dir.path()), Vec::<String>::new());
+}
