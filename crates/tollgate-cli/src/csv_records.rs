@@ -1,9 +1,10 @@
 //! Splitting a CSV trace into records as it is read, one line at a time.
 //!
 //! Fields are separated by commas. A field that starts with `"` is quoted:
-//! it may hold commas and line endings, `""` stands for one `"`, and
-//! anything after its closing quote up to the next comma is appended as
-//! written. A `"` anywhere else is an ordinary character. Empty lines hold
+//! it may hold commas and line endings, `""` stands for one `"`, and its
+//! closing quote must end the field (text after it, as in `"a"b`, is an
+//! error rather than silently merged). A `"` anywhere else is an ordinary
+//! character. Empty lines hold
 //! no record. Fields are bytes: whether they must be UTF-8 is up to the
 //! caller, who knows which columns it reads.
 //!
@@ -56,6 +57,12 @@ impl Record {
 pub enum CsvError {
     /// A line is longer than [`MAX_LINE`], or the reader failed.
     Line(LineError),
+    /// A quoted field's closing quote is followed by something other than a
+    /// comma or the end of the line.
+    AfterQuote {
+        /// The line of the closing quote.
+        line: u64,
+    },
     /// A quoted field is not closed before the end of the file, or within
     /// [`MAX_LINE`] bytes.
     Unclosed {
@@ -71,7 +78,7 @@ pub enum CsvError {
 enum State {
     /// At the start of a field.
     Start,
-    /// In a field that did not start with a quote (or after a quoted part).
+    /// In a field that did not start with a quote.
     Unquoted,
     /// Inside quotes.
     Quoted,
@@ -150,6 +157,7 @@ impl<R: BufRead> CsvReader<R> {
                         record.data.push(b'"');
                         State::Quoted
                     }
+                    (State::QuoteInQuoted, _) => return Err(CsvError::AfterQuote { line }),
                     (_, b) => {
                         record.data.push(b);
                         State::Unquoted
@@ -215,7 +223,15 @@ mod tests {
             fields("\"a,b\",\"say \"\"hi\"\"\"\n"),
             [vec!["a,b", "say \"hi\""]]
         );
-        assert_eq!(fields("a\"b,\"c\"d\n"), [vec!["a\"b", "cd"]]);
+        assert_eq!(fields("a\"b,c\"\n"), [vec!["a\"b", "c\""]]);
+        assert!(matches!(
+            records(b"a,b\n\"c\"d,e\n"),
+            Err(CsvError::AfterQuote { line: 2 })
+        ));
+        assert!(matches!(
+            records(b"\"c\" ,e\n"),
+            Err(CsvError::AfterQuote { line: 1 })
+        ));
         assert_eq!(fields("  \n"), [vec!["  "]]);
         assert_eq!(fields(""), Vec::<Vec<String>>::new());
         assert_eq!(fields("\"\""), [vec![""]]);

@@ -95,8 +95,9 @@ The trace is CSV with a header row. Columns (any order, names matched ignoring c
         control characters are rejected. Without --config every request gets the one policy
         of --strategy, --limit and --window.
 Other columns are ignored (their bytes need not be UTF-8). Fields are separated by commas; a
-field starting with \" may hold commas and line breaks, with \"\" for a quote, and a quote that
-is never closed is an error naming the line it opened on. Every row must have as many fields
+field starting with \" may hold commas and line breaks, with \"\" for a quote, and ends at its
+closing quote (text after it is an error); a quote that is never closed is an error naming
+the line it opened on. Every row must have as many fields
 as the header; the first invalid line stops the command with an error naming its line number
 (the header is line 1), unless --skip-invalid is given.
 

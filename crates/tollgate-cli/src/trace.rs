@@ -276,6 +276,9 @@ pub enum Problem {
     /// The line is longer than [`MAX_LINE`] bytes.
     #[error("the line is longer than {MAX_LINE} bytes, the most a trace line may hold")]
     LineTooLong,
+    /// A quoted field's closing quote is followed by more text.
+    #[error("text after the closing quote of a quoted field (a quote inside one is written \"\")")]
+    AfterQuote,
     /// A quoted field is never closed.
     #[error(
         "the quoted field opened on this line has no closing quote {}",
@@ -329,6 +332,10 @@ impl From<CsvError> for ParseError {
     fn from(err: CsvError) -> Self {
         match err {
             CsvError::Line(err) => err.into(),
+            CsvError::AfterQuote { line } => ParseError {
+                line: Some(line),
+                problem: Problem::AfterQuote,
+            },
             CsvError::Unclosed { line, at_end } => ParseError {
                 line: Some(line),
                 problem: Problem::UnclosedQuote { at_end },

@@ -115,6 +115,10 @@ fn malformed_lines_name_the_line_and_the_problem() {
             &["line 4:", "wrong number of fields: expected 4, found 5"],
         ),
         ("\n\n1714564800002,d,1\n", &["line 6:", "wrong number of fields"]),
+        (
+            "1714564800002,\"c\"x,1,/z\n",
+            &["line 4:", "text after the closing quote of a quoted field"],
+        ),
     ];
     for (tail, fragments) in cases {
         let trace = format!("{GOOD}{tail}");
