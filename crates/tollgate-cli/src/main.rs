@@ -118,8 +118,9 @@ given. Invalid UTF-8 is accepted in the referer and user agent, which are not us
 
 With --skip-invalid, invalid data lines are left out of the replay instead: after the summary,
 a warning on standard error counts them and names the first five line numbers and the first
-problem. A header without the required columns, a line longer than 64 KiB, an unclosed quote
-and read errors still stop the command.
+problem. A header without the required columns, a line longer than 64 KiB, a quoted field
+that is not closed (or has text after its closing quote) and read errors still stop the
+command.
 
 Keys in the summary (and the chart) are printed with escapes for control characters and cut
 after 64 characters, followed by the key's full length in bytes; the decisions file holds

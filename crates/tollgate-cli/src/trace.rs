@@ -378,8 +378,8 @@ impl Trace {
     /// Reads and validates the trace at `path`, written in `format`, one
     /// line at a time. With `skip_invalid`, data lines that are invalid are
     /// counted in [`Trace::skipped`] instead of stopping the read (a header
-    /// without the required columns, a line longer than [`MAX_LINE`], an
-    /// unclosed quote and read errors still stop it).
+    /// without the required columns, a line longer than [`MAX_LINE`], a
+    /// malformed quoted field and read errors still stop it).
     ///
     /// # Errors
     ///
