@@ -331,3 +331,33 @@ fn a_chart_may_not_replace_a_decisions_file() {
     assert!(stderr.contains("is also a --decisions file"), "{stderr}");
     assert_eq!(files(dir.path()), Vec::<String>::new());
 }
+
+#[test]
+fn a_long_key_is_cut_in_the_chart_title() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let key = "x".repeat(50_000);
+    std::fs::write(&trace, format!("time,key\n5,{key}\n")).unwrap();
+    let plot = dir.path().join("c.svg");
+    tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "token_bucket",
+        "--limit",
+        "2",
+        "--window",
+        "1s",
+        "--plot",
+        arg(&plot),
+    ]);
+    assert_eq!(
+        svg_texts(&plot)[0],
+        format!(
+            "key {}… (50000 bytes): 1 request (the busiest key), limit 2 per 1s",
+            "x".repeat(64)
+        )
+    );
+    assert!(std::fs::metadata(&plot).unwrap().len() < 20_000);
+}
