@@ -17,53 +17,7 @@ use std::borrow::Cow;
 use std::io::BufRead;
 
 use crate::lines::{Line, Lines};
-use crate::shown::quoted;
-use crate::trace::{ParseError, Problem, TimeError, Trace, TraceBuilder};
-
-/// What is wrong with one line of an access log.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LogProblem {
-    /// The line does not start with a client address.
-    #[error("expected the client address at the start of the line")]
-    Address,
-    /// The line ends, or has something else, where a field should be.
-    #[error("expected {expected} {after}, found {found}")]
-    Expected {
-        /// The field or character expected.
-        expected: &'static str,
-        /// Where: after which field.
-        after: &'static str,
-        /// What is there instead (quoted, shortened), or `the end of the line`.
-        found: String,
-    },
-    /// A quoted field has no closing quote.
-    #[error("the quoted {0} has no closing quote")]
-    Unterminated(&'static str),
-    /// The time is not `day/Mon/year:hour:minute:second zone`.
-    #[error(
-        "bad time {}: expected day/month/year:hour:minute:second zone, \
-         such as 10/Oct/2000:13:55:36 -0700 ({detail})",
-        quoted(.value)
-    )]
-    Time {
-        /// The time as written, without brackets.
-        value: String,
-        /// Why it does not parse.
-        detail: String,
-    },
-    /// The request is neither `METHOD TARGET [PROTOCOL]` nor `-`.
-    #[error(
-        "bad request {}: expected METHOD PATH PROTOCOL, such as \"GET /index.html HTTP/1.1\", or \"-\"",
-        quoted(.0)
-    )]
-    Request(String),
-    /// The status is not three digits.
-    #[error("bad status {}: expected a three-digit HTTP status", quoted(.0))]
-    Status(String),
-    /// The size is neither digits nor `-`.
-    #[error("bad size {}: expected a number of bytes or -", quoted(.0))]
-    Size(String),
-}
+use crate::trace::{LogProblem, ParseError, Problem, TimeError, Trace, TraceBuilder};
 
 /// Reads and validates an access log from `input`, one line at a time.
 /// With `skip_invalid`, lines that do not parse are counted in

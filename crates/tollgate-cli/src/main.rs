@@ -10,6 +10,7 @@ mod access_log;
 mod check;
 mod config_replay;
 mod csv_records;
+mod csv_trace;
 mod error;
 mod lines;
 mod output;

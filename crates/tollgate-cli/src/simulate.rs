@@ -3,7 +3,8 @@
 //! each request under its resource's policy), writes the decisions files
 //! and the chart, and prints the summary.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ use crate::redis_replay::RedisReplay;
 use crate::replay::{self, Stats};
 use crate::report::{self, DecisionsFile};
 use crate::shown::shown;
-use crate::trace::{self, Request, Skipped, Trace};
-use crate::{plot, BackendArg, FormatArg, SimulateArgs, StrategyArg};
+use crate::trace::{Request, Skipped, Trace, TraceError};
+use crate::{access_log, csv_trace, plot, BackendArg, FormatArg, SimulateArgs, StrategyArg};
 
 /// Runs `simulate`: validates the flags, reads the whole trace, replays it,
 /// then moves the decisions files and the chart into place and prints the
@@ -354,13 +355,23 @@ pub fn describe(policy: &Policy) -> String {
     )
 }
 
-/// Reads the trace in the format `--format` names.
+/// Reads the trace in the format `--format` names, one line at a time;
+/// with `--skip-invalid`, invalid data lines are counted instead of errors.
 fn read_trace(args: &SimulateArgs) -> Result<Trace, CliError> {
-    let format = match args.format {
-        FormatArg::Csv => trace::Format::Csv,
-        FormatArg::Nginx => trace::Format::AccessLog,
+    let path = &args.trace;
+    let file = File::open(path).map_err(|source| TraceError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let input = BufReader::with_capacity(64 * 1024, file);
+    let read = match args.format {
+        FormatArg::Csv => csv_trace::read(input, args.skip_invalid),
+        FormatArg::Nginx => access_log::read(input, args.skip_invalid),
     };
-    Ok(Trace::read_path(&args.trace, format, args.skip_invalid)?)
+    Ok(read.map_err(|error| TraceError::Parse {
+        path: path.clone(),
+        error,
+    })?)
 }
 
 /// Draws the chart of `key` with `panels` to `path`.
