@@ -269,9 +269,10 @@ struct SimulateArgs {
     ///
     /// A regular file is written only when the whole trace was replayed without error: rows go
     /// to a temporary file beside it, renamed over it at the end (keeping its permissions). A
-    /// symbolic link is followed and its target replaced that way, the link kept. A FIFO or a
-    /// character device (such as /dev/stdout) receives the rows as they are decided and is never
-    /// replaced; after an error it has received part of them. Anything else is an error.
+    /// symbolic link is followed and its target replaced that way, the link kept. A FIFO, a
+    /// character device or a file descriptor (/dev/stdout, /dev/fd/N) receives the rows as they
+    /// are decided and is never replaced; after an error it has received part of them. Anything
+    /// else is an error.
     #[arg(long, value_name = "OUT.csv")]
     decisions: Option<PathBuf>,
     /// Where the state lives: in memory, or on the Redis server at --redis-url (see --help).

@@ -7,9 +7,11 @@
 //!   keeps its permissions.
 //! - A symbolic link is followed to its final target, and that target is
 //!   written as above; the link stays a link.
-//! - A FIFO or a character device (`/dev/stdout`, `/dev/null`) is opened and
+//! - A FIFO or a character device (`/dev/null`, a terminal) is opened and
 //!   written as the output is produced, never replaced; what was written
-//!   before an error stays written.
+//!   before an error stays written. So is a file reached through a process's
+//!   file descriptors under `/proc` (`/dev/stdout`, `/dev/fd/3`), whatever
+//!   it is: replacing its path would not change what the descriptor writes to.
 //! - A directory, or any other kind of file, is an error.
 
 use std::fs::{self, File, OpenOptions};
@@ -40,15 +42,27 @@ pub enum Kind {
 /// An I/O error when a link cannot be read, links loop, or the path names a
 /// block device, a socket or anything else that is neither.
 pub fn kind(path: &Path) -> io::Result<Kind> {
-    let real = follow_links(path)?;
-    let meta = match fs::metadata(&real) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Kind::File(real)),
+    // The system follows every link, including the special ones under /proc
+    // (/dev/stdout to a pipe names no path at all).
+    let meta = match fs::metadata(path) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
+    };
+    let Some(meta) = meta else {
+        return Ok(Kind::File(follow_links(path)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "a process's file descriptor that is not open",
+            )
+        })?));
     };
     let file_type = meta.file_type();
     if file_type.is_file() {
-        return Ok(Kind::File(real));
+        return Ok(match follow_links(path)? {
+            Some(real) => Kind::File(real),
+            None => Kind::Stream,
+        });
     }
     if file_type.is_dir() {
         return Ok(Kind::Directory);
@@ -66,10 +80,19 @@ pub fn kind(path: &Path) -> io::Result<Kind> {
 }
 
 /// `path` with every symbolic link along its last component followed (the
-/// directories above it are resolved by the system as usual).
-fn follow_links(path: &Path) -> io::Result<PathBuf> {
+/// directories above it are resolved by the system as usual); `None` when
+/// one of the paths on the way is in `/proc`, where links stand for a
+/// process's open files rather than paths.
+fn follow_links(path: &Path) -> io::Result<Option<PathBuf>> {
     let mut current = path.to_owned();
     for _ in 0..MAX_LINKS {
+        let dir = match current.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        if fs::canonicalize(dir).is_ok_and(|dir| dir.starts_with("/proc")) {
+            return Ok(None);
+        }
         match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 let target = fs::read_link(&current)?;
@@ -78,8 +101,8 @@ fn follow_links(path: &Path) -> io::Result<PathBuf> {
                     _ => target,
                 };
             }
-            Ok(_) => return Ok(current),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Ok(_) => return Ok(Some(current)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(current)),
             Err(e) => return Err(e),
         }
     }
@@ -274,5 +297,21 @@ mod tests {
         let err = write(dir.path(), "x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::IsADirectory);
         assert_eq!(kind(Path::new("/dev/null")).unwrap(), Kind::Stream);
+    }
+
+    #[test]
+    fn descriptors_under_proc_are_streams_even_for_regular_files() {
+        use std::os::fd::AsRawFd;
+        let (_reader, writer) = io::pipe().unwrap();
+        let fd = |raw: i32| PathBuf::from(format!("/dev/fd/{raw}"));
+        assert_eq!(kind(&fd(writer.as_raw_fd())).unwrap(), Kind::Stream);
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("f")).unwrap();
+        let path = fd(file.as_raw_fd());
+        assert_eq!(kind(&path).unwrap(), Kind::Stream);
+        write(&path, "x").unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("f")).unwrap(), "x");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(kind(Path::new("/proc/self/fd/999999")).is_err());
     }
 }

@@ -734,3 +734,21 @@ fn long_keys_are_cut_in_the_summary_but_exact_in_the_decisions_file() {
     assert_eq!(rows[1][1], key);
     assert_eq!(rows[2][1], key);
 }
+
+#[test]
+fn decisions_to_dev_stdout_go_down_the_pipe_before_the_summary() {
+    let piped = sample_to(std::path::Path::new("/dev/stdout"), "token_bucket");
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.csv");
+    let to_file = sample_to(&file, "token_bucket");
+    let expected = [std::fs::read(&file).unwrap(), to_file.stdout].concat();
+    assert_eq!(
+        String::from_utf8(piped.stdout).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
+}
