@@ -13,93 +13,72 @@
 //! that does not match stops the read with an error naming its line number
 //! and the problem.
 
-use std::fs;
-use std::path::Path;
+use std::borrow::Cow;
+use std::io::BufRead;
 
-use crate::trace::{ParseError, Problem, TimeError, Trace, TraceBuilder, TraceError};
+use crate::lines::{Line, Lines};
+use crate::trace::{LogProblem, ParseError, Problem, TimeError, Trace, TraceBuilder};
 
-/// What is wrong with one line of an access log.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LogProblem {
-    /// The line does not start with a client address.
-    #[error("expected the client address at the start of the line")]
-    Address,
-    /// The line ends, or has something else, where a field should be.
-    #[error("expected {expected} {after}, found {found}")]
-    Expected {
-        /// The field or character expected.
-        expected: &'static str,
-        /// Where: after which field.
-        after: &'static str,
-        /// What is there instead (quoted, shortened), or `the end of the line`.
-        found: String,
-    },
-    /// A quoted field has no closing quote.
-    #[error("the quoted {0} has no closing quote")]
-    Unterminated(&'static str),
-    /// The time is not `day/Mon/year:hour:minute:second zone`.
-    #[error(
-        "bad time {value:?}: expected day/month/year:hour:minute:second zone, \
-         such as 10/Oct/2000:13:55:36 -0700 ({detail})"
-    )]
-    Time {
-        /// The time as written, without brackets.
-        value: String,
-        /// Why it does not parse.
-        detail: String,
-    },
-    /// The request is neither `METHOD TARGET [PROTOCOL]` nor `-`.
-    #[error(
-        "bad request {0:?}: expected METHOD PATH PROTOCOL, such as \"GET /index.html HTTP/1.1\", or \"-\""
-    )]
-    Request(String),
-    /// The status is not three digits.
-    #[error("bad status {0:?}: expected a three-digit HTTP status")]
-    Status(String),
-    /// The size is neither digits nor `-`.
-    #[error("bad size {0:?}: expected a number of bytes or -")]
-    Size(String),
-}
-
-/// Reads and validates the access log at `path`.
+/// Reads and validates an access log from `input`, one line at a time.
+/// With `skip_invalid`, lines that do not parse are counted in
+/// [`Trace::skipped`] instead of stopping the read (a line longer than
+/// [`crate::lines::MAX_LINE`] and read errors still stop it).
+///
+/// Invalid UTF-8 is accepted in the fields the simulator ignores (the
+/// referer and the user agent); in the client address or the request it is
+/// an error naming the field.
 ///
 /// # Errors
 ///
-/// [`TraceError`] when the file cannot be read or any line is invalid.
-pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
-    let data = fs::read(path).map_err(|source| TraceError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
-    parse(&data).map_err(|error| TraceError::Parse {
-        path: path.to_owned(),
-        error,
-    })
+/// [`ParseError`] for the first line that is invalid (and not skipped).
+pub fn read(input: impl BufRead, skip_invalid: bool) -> Result<Trace, ParseError> {
+    let mut trace = TraceBuilder::new(skip_invalid);
+    let mut lines = Lines::new(input);
+    while let Some(Line {
+        number: line, bytes, ..
+    }) = lines.next_line()?
+    {
+        let text = String::from_utf8_lossy(bytes);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let valid = matches!(text, Cow::Borrowed(_));
+        match parse_line(&text).and_then(|entry| check_utf8(entry, valid)) {
+            Ok(entry) => trace.push(line, entry.time, entry.nanos, entry.address, entry.path, 1),
+            Err(problem) => trace.invalid(ParseError {
+                line: Some(line),
+                problem,
+            })?,
+        }
+    }
+    Ok(trace.finish())
 }
 
-/// Validates a whole access log held in memory.
+/// `entry` of a line that was valid UTF-8, or of one whose invalid bytes
+/// were replaced by U+FFFD, as long as none of them is in a field the
+/// simulator uses.
+fn check_utf8(entry: Entry<'_>, valid: bool) -> Result<Entry<'_>, Problem> {
+    if !valid {
+        let bad = |s: &str| s.contains(char::REPLACEMENT_CHARACTER);
+        if bad(entry.address) {
+            return Err(Problem::InvalidUtf8("the client address".to_owned()));
+        }
+        if entry.path.is_some_and(bad) {
+            return Err(Problem::InvalidUtf8("the request".to_owned()));
+        }
+    }
+    Ok(entry)
+}
+
+/// Validates a whole access log held in memory, stopping at the first
+/// invalid line.
 ///
 /// # Errors
 ///
 /// [`ParseError`] for the first line that is invalid.
+#[cfg(test)]
 pub fn parse(data: &[u8]) -> Result<Trace, ParseError> {
-    let mut trace = TraceBuilder::default();
-    let mut line_no = 0u64;
-    for raw in data.split(|&b| b == b'\n') {
-        line_no += 1;
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let at = |problem| ParseError {
-            line: Some(line_no),
-            problem,
-        };
-        let text = std::str::from_utf8(raw).map_err(|_| at(Problem::InvalidUtf8))?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let entry = parse_line(text).map_err(at)?;
-        trace.push(line_no, entry.time, entry.nanos, entry.address, entry.path, 1);
-    }
-    Ok(trace.finish())
+    read(data, false)
 }
 
 /// The fields of one log line the simulator uses.
@@ -226,7 +205,11 @@ pub fn parse_line(line: &str) -> Result<Entry<'_>, Problem> {
     c.expect(' ', "a space and the quoted request", "after the time")?;
     c.expect('"', "the quoted request", "after the time")?;
     let request = c.quoted("request")?;
-    let path = request_path(request)?;
+    // The same rule as a CSV trace's resource column: no control characters.
+    let path = match request_path(request)? {
+        Some(path) => crate::trace::parse_resource(path)?.map(|_| path),
+        None => None,
+    };
     let status = c.field("the status", "after the request")?;
     if !(status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit())) {
         return Err(LogProblem::Status(status.to_owned()).into());
@@ -282,8 +265,12 @@ pub fn parse_time(text: &str) -> Result<u64, Problem> {
 
 /// The path of a request line, without the query string: `GET /a?b
 /// HTTP/1.1` gives `/a`; an absolute target (`http://host/a?b`) gives `/a`
-/// (`/` when it has no path); `OPTIONS * HTTP/1.1` gives `*`; `-` gives
-/// `None`.
+/// (`/` when it has no path); `OPTIONS * HTTP/1.1` gives `*`; `CONNECT
+/// host:443 HTTP/1.1` gives the authority `host:443`; `-` gives `None`.
+///
+/// The target may contain spaces when the line ends with the protocol
+/// (`GET /a b HTTP/1.1` gives `/a b`): nginx accepts such requests and logs
+/// them as received.
 ///
 /// # Errors
 ///
@@ -293,19 +280,28 @@ pub fn request_path(request: &str) -> Result<Option<&str>, LogProblem> {
         return Ok(None);
     }
     let bad = || LogProblem::Request(request.to_owned());
-    let mut parts = request.split(' ');
-    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
-        return Err(bad());
+    let (method, rest) = request.split_once(' ').ok_or_else(bad)?;
+    let target = match rest.rsplit_once(' ') {
+        Some((target, protocol)) if is_protocol(protocol) => target,
+        // Without a protocol (HTTP/0.9), the target is one word.
+        _ if !rest.contains(' ') => rest,
+        _ => return Err(bad()),
     };
-    let protocol = parts.next();
-    if parts.next().is_some()
-        || method.is_empty()
+    if method.is_empty()
         || !method
             .bytes()
             .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
-        || protocol.is_some_and(|p| !p.starts_with("HTTP/"))
+        || target.is_empty()
+        || target.starts_with(' ')
     {
         return Err(bad());
+    }
+    if method.eq_ignore_ascii_case("CONNECT") {
+        // The authority form: host:port, nothing else.
+        let valid = target.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+        }) && !target.contains(['/', ' ', '?', '#']);
+        return if valid { Ok(Some(target)) } else { Err(bad()) };
     }
     let target = target.split(['?', '#']).next().unwrap_or_default();
     if target == "*" || target.starts_with('/') {
@@ -320,6 +316,13 @@ pub fn request_path(request: &str) -> Result<Option<&str>, LogProblem> {
         return Err(bad());
     };
     Ok(Some(authority.find('/').map_or("/", |i| &authority[i..])))
+}
+
+/// Whether `word` is an HTTP protocol version such as `HTTP/1.1`.
+fn is_protocol(word: &str) -> bool {
+    word.strip_prefix("HTTP/").is_some_and(|version| {
+        !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    })
 }
 
 #[cfg(test)]
@@ -481,8 +484,8 @@ mod tests {
     fn parse_numbers_lines_and_skips_blank_ones() {
         let log = format!("{LINE}\r\n\n  \n{LINE}\n");
         let trace = parse(log.as_bytes()).unwrap();
-        assert_eq!(trace.keys, ["127.0.0.1"]);
-        assert_eq!(trace.resources, ["/apache_pb.gif"]);
+        assert_eq!(trace.keys.iter().collect::<Vec<_>>(), ["127.0.0.1"]);
+        assert_eq!(trace.resources.iter().collect::<Vec<_>>(), ["/apache_pb.gif"]);
         let lines: Vec<_> = trace
             .requests
             .iter()
@@ -491,8 +494,52 @@ mod tests {
         assert_eq!(lines, [(1, 1, Some(0)), (4, 1, Some(0))]);
         let err = parse(format!("{LINE}\n\n{LINE} x\n").as_bytes()).unwrap_err();
         assert_eq!(err.line, Some(3));
-        let err = parse(b"\n1.2.3.4 - - [\xff").unwrap_err();
-        assert_eq!((err.line, err.problem), (Some(2), Problem::InvalidUtf8));
+        let err =
+            parse(b"\n1.2.3.\xff - - [10/Oct/2000:13:55:36 -0700] \"GET / HTTP/1.1\" 200 1").unwrap_err();
+        assert_eq!(
+            (err.line, err.problem),
+            (Some(2), Problem::InvalidUtf8("the client address".into()))
+        );
         assert_eq!(parse(b"").unwrap(), Trace::default());
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error_only_in_the_fields_used() {
+        let line = |request: &[u8], agent: &[u8]| {
+            let mut l = b"1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] \"".to_vec();
+            l.extend_from_slice(request);
+            l.extend_from_slice(b"\" 200 1 \"-\" \"");
+            l.extend_from_slice(agent);
+            l.extend_from_slice(b"\"\n");
+            l
+        };
+        let trace = parse(&line(b"GET /a HTTP/1.1", b"bot\xff\xfe")).unwrap();
+        assert_eq!(trace.resources.iter().collect::<Vec<_>>(), ["/a"]);
+        let err = parse(&line(b"GET /\xff HTTP/1.1", b"bot")).unwrap_err();
+        assert_eq!(err.problem, Problem::InvalidUtf8("the request".into()));
+    }
+
+    #[test]
+    fn what_nginx_writes_for_connect_spaces_and_tls() {
+        let p = |r| request_path(r);
+        assert_eq!(p("CONNECT example.com:443 HTTP/1.1"), Ok(Some("example.com:443")));
+        assert_eq!(
+            p("CONNECT [2001:db8::1]:443 HTTP/1.1"),
+            Ok(Some("[2001:db8::1]:443"))
+        );
+        assert!(p("CONNECT example.com HTTP/1.1").is_err());
+        assert!(p("CONNECT /a HTTP/1.1").is_err());
+        assert_eq!(p("GET /a b/c d?q HTTP/1.1"), Ok(Some("/a b/c d")));
+        assert_eq!(p("GET /a b HTTP/1.0"), Ok(Some("/a b")));
+        // Without the protocol, spaces are not part of a path.
+        assert!(p("GET /a b").is_err());
+        assert!(p("\\x16\\x03\\x01\\x02\\x00\\x01\\x00\\x01\\xFC\\x03\\x03").is_err());
+        let tab = "1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] \"GET /a\tb HTTP/1.1\" 200 1";
+        assert!(matches!(parse_line(tab), Err(Problem::Resource { .. })));
+        let tls = r#"203.0.113.9 - - [10/Oct/2000:13:55:36 -0700] "\x16\x03\x01\x02\x00\x01\x00\x01\xFC\x03\x03" 400 157 "-" "-""#;
+        assert!(matches!(
+            parse_line(tls),
+            Err(Problem::AccessLog(LogProblem::Request(_)))
+        ));
     }
 }

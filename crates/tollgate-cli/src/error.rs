@@ -22,9 +22,6 @@ pub enum CliError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(#[from] TraceError),
-    /// A CSV trace that is an access log.
-    #[error("{0} (the file looks like an nginx access log: add --format nginx)")]
-    AccessLogAsCsv(TraceError),
     /// The policy file is invalid or unreadable (the message names the
     /// file, line and field).
     #[error(transparent)]
@@ -32,8 +29,9 @@ pub enum CliError {
     /// The limiter could not be built.
     #[error("cannot build the limiter: {0}")]
     Limiter(#[from] tollgate::Error),
-    /// `--decisions` does not name a file the strategy name can be added to.
-    #[error("invalid --decisions {}: not a file name", path.display())]
+    /// `--decisions` with `--strategy all` names neither a directory nor a
+    /// file the strategy name can be added to.
+    #[error("invalid --decisions {}: neither an existing directory nor a file name", path.display())]
     DecisionsPath {
         /// The path given.
         path: PathBuf,

@@ -8,12 +8,17 @@
 mod access_log;
 mod check;
 mod config_replay;
+mod csv_records;
+mod csv_trace;
 mod error;
+mod lines;
+mod output;
 mod plot;
 mod progress;
 mod redis_replay;
 mod replay;
 mod report;
+mod shown;
 mod simulate;
 mod trace;
 
@@ -89,16 +94,37 @@ The trace is CSV with a header row. Columns (any order, names matched ignoring c
         (--config); surrounding whitespace is ignored, empty means the default policy, and
         control characters are rejected. Without --config every request gets the one policy
         of --strategy, --limit and --window.
-Other columns are ignored. Every row must have as many fields as the header; the first
-invalid line stops the command with an error naming its line number (the header is line 1).
+Other columns are ignored (their bytes need not be UTF-8). Fields are separated by commas; a
+field starting with \" may hold commas and line breaks, with \"\" for a quote, and ends at its
+closing quote (text after it is an error); a quote that is never closed is an error naming
+the line it opened on. Every row must have as many fields
+as the header; the first invalid line stops the command with an error naming its line number
+(the header is line 1), unless --skip-invalid is given.
+
+The trace is read one line at a time and may be a pipe; no line may be longer than 64 KiB
+(65536 bytes), so a file without line breaks stops with an error at once. The requests are
+kept in memory (about 100 bytes each plus their keys) for replaying under each strategy.
 
 With --format nginx the trace is an nginx or Apache access log in the combined format,
   $remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"
 or the common format, which ends after the size. Each line is one request of cost 1: the key
 is the client address, the resource the request's path without the query string (none when
-the request is \"-\"), and the time $time_local, such as [10/Oct/2000:13:55:36 -0700]. Blank
-lines are skipped; any other line that does not match stops the command with an error
-naming its line number and the problem.
+the request is \"-\"; the host:port of a CONNECT request), and the time $time_local, such as
+[10/Oct/2000:13:55:36 -0700]. A path may contain spaces (nginx accepts them and logs them as
+received). Blank lines are skipped; any other line that does not match, such as the
+\"\\x16\\x03\\x01...\" request nginx logs for a TLS handshake on a plain HTTP port, stops the
+command with an error naming its line number and the problem, unless --skip-invalid is
+given. Invalid UTF-8 is accepted in the referer and user agent, which are not used.
+
+With --skip-invalid, invalid data lines are left out of the replay instead: after the summary,
+a warning on standard error counts them and names the first five line numbers and the first
+problem. A header without the required columns, a line longer than 64 KiB, a quoted field
+that is not closed (or has text after its closing quote) and read errors still stop the
+command.
+
+Keys in the summary (and the chart) are printed with escapes for control characters and cut
+after 64 characters, followed by the key's full length in bytes; the decisions file holds
+them exactly.
 
 Each strategy runs an in-memory limiter whose clock is set to each request's time before
 the request is decided. The summary's title line names the policy and counts the trace's
@@ -193,6 +219,10 @@ struct SimulateArgs {
     /// How the trace is written: csv, or nginx for an nginx/Apache access log.
     #[arg(long, value_name = "FORMAT", default_value = "csv")]
     format: FormatArg,
+    /// Leave invalid data lines out of the replay instead of stopping at the first; a warning
+    /// after the summary counts them and names the first few (see --help).
+    #[arg(long)]
+    skip_invalid: bool,
     /// The strategy to run, or all four (required unless --config is given).
     #[arg(
         long,
@@ -226,13 +256,22 @@ struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Write one CSV row per request, in input order, to this file (one file with --config). With
-    /// --strategy all, write one file per strategy, the strategy name inserted before the extension: out.csv becomes
-    /// out.fixed_window.csv, out.sliding_window.csv, out.token_bucket.csv and out.leaky_bucket.csv.
+    /// --strategy all, write one file per strategy, the strategy name inserted before the
+    /// extension: out.csv becomes out.fixed_window.csv, out.sliding_window.csv,
+    /// out.token_bucket.csv and out.leaky_bucket.csv; when OUT is an existing directory, the
+    /// files are OUT/fixed_window.csv, OUT/sliding_window.csv, OUT/token_bucket.csv and
+    /// OUT/leaky_bucket.csv (a directory is an error otherwise).
     ///
     /// The header is time,key,cost,allowed,remaining,reset_ms,retry_after_ms: time as written in
     /// the trace; allowed is true or false; reset_ms and retry_after_ms are whole milliseconds
     /// rounded up; retry_after_ms is empty when the request was allowed or can never be admitted.
-    /// Files are written only when the whole trace was replayed without error.
+    ///
+    /// A regular file is written only when the whole trace was replayed without error: rows go
+    /// to a temporary file beside it, renamed over it at the end (keeping its permissions). A
+    /// symbolic link is followed and its target replaced that way, the link kept. A FIFO, a
+    /// character device or a file descriptor (/dev/stdout, /dev/fd/N) receives the rows as they
+    /// are decided and is never replaced; after an error it has received part of them. Anything
+    /// else is an error.
     #[arg(long, value_name = "OUT.csv")]
     decisions: Option<PathBuf>,
     /// Where the state lives: in memory, or on the Redis server at --redis-url (see --help).
@@ -251,7 +290,8 @@ struct SimulateArgs {
     /// whose highest point is the key's max_in_window), the limit as a dashed line, and every
     /// denied request as a red cross on the time axis. The key is the busiest of the trace (the
     /// most requests; ties to the key seen first) unless --key names another. Written only when
-    /// the whole trace was replayed without error.
+    /// the whole trace was replayed without error; symbolic links, FIFOs and devices are handled
+    /// as for --decisions, and a directory is an error.
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<PathBuf>,
     /// The key to plot with --plot (default: the key with the most requests).

@@ -11,14 +11,15 @@
 //!
 //! Charts are drawn with `plotters`: SVG (text as SVG text) or PNG (text
 //! rasterised with the DejaVu Sans font embedded in the binary, so no system
-//! font is needed). The file is written to a temporary file beside the
-//! target and moved into place when complete.
+//! font is needed). The file is written as [`crate::output`] describes: a
+//! regular file through a temporary file moved into place when complete.
 
 mod text;
 
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::{self, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -26,6 +27,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
+
+use crate::output::Output;
+use crate::shown::shown;
 
 /// The embedded font (DejaVu Sans; license in `assets/DejaVuSans-LICENSE.txt`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -229,22 +233,11 @@ fn simplify(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 /// partial file is left at `path`.
 pub fn write(chart: &Chart<'_>, path: &Path, format: Format, size: (u32, u32)) -> Result<(), PlotError> {
     register_font()?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".tollgate-plot-").suffix(match format {
+    let suffix = match format {
         Format::Svg => ".svg",
         Format::Png => ".png",
-    });
-    #[cfg(unix)]
-    {
-        // Like File::create: 0666 less the umask (tempfile defaults to 0600).
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    let mut file = builder.tempfile_in(dir)?;
+    };
+    let mut out = Output::create(path, ".tollgate-plot-", suffix)?;
     match format {
         Format::Svg => {
             let mut svg = String::new();
@@ -253,20 +246,28 @@ pub fn write(chart: &Chart<'_>, path: &Path, format: Format, size: (u32, u32)) -
                 draw(chart, &root)?;
                 root.present().map_err(draw_error)?;
             }
-            file.write_all(svg.as_bytes())?;
-            file.flush()?;
+            out.write_all(svg.as_bytes())?;
         }
         Format::Png => {
-            let temp: PathBuf = file.path().to_owned();
+            // The bitmap backend writes to a path: draw into a scratch file,
+            // then copy it to the output (which may be a FIFO or device).
+            let scratch = tempfile::Builder::new()
+                .prefix(".tollgate-plot-")
+                .suffix(suffix)
+                .tempfile()?;
             let font = ab_glyph::FontRef::try_from_slice(FONT)
                 .map_err(|_| PlotError::Draw("the embedded font cannot be read".to_owned()))?;
-            let backend = text::TextBackend::new(BitMapBackend::new(&temp, size), font);
-            let root = backend.into_drawing_area();
-            draw(chart, &root)?;
-            root.present().map_err(draw_error)?;
+            {
+                let backend = text::TextBackend::new(BitMapBackend::new(scratch.path(), size), font);
+                let root = backend.into_drawing_area();
+                draw(chart, &root)?;
+                root.present().map_err(draw_error)?;
+            }
+            io::copy(&mut File::open(scratch.path())?, &mut out)?;
         }
     }
-    file.persist(path).map(drop).map_err(|e| PlotError::Io(e.error))
+    out.finish()?.persist()?;
+    Ok(())
 }
 
 /// Makes the embedded font the charts' sans-serif family (once).
@@ -325,7 +326,7 @@ fn draw<DB: DrawingBackend>(chart: &Chart<'_>, root: &DrawingArea<DB, Shift>) ->
 
 /// Draws the title line and, below it, the legend.
 fn draw_title<DB: DrawingBackend>(chart: &Chart<'_>, band: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
-    let key = chart.key.escape_debug().to_string();
+    let key = shown(chart.key);
     let mut title = format!(
         "key {key}: {} request{}",
         chart.requests,

@@ -114,12 +114,15 @@ pub fn replay_with<E>(
 pub struct Tally {
     /// The policy's window, in nanoseconds.
     window: u128,
-    /// Per key: (time, cost) of every admitted request of positive cost.
-    admitted_at: Vec<Vec<(u64, u64)>>,
+    /// (the key's rank in `order`, time, cost) of every admitted request of
+    /// positive cost: one list for all keys, so a key with one request costs
+    /// no allocation of its own.
+    admitted_at: Vec<(usize, u64, u64)>,
     /// Per key: denied requests.
     denied_by_key: Vec<u64>,
-    /// Per key: whether any request was recorded.
-    seen: Vec<bool>,
+    /// Per key: its rank in `order`, or `usize::MAX` before its first
+    /// request.
+    rank: Vec<usize>,
     /// The keys recorded, in order of their first request here: ties go to
     /// the key seen first by this policy.
     order: Vec<usize>,
@@ -135,9 +138,9 @@ impl Tally {
     pub fn new(keys: usize, window: Duration) -> Self {
         Self {
             window: window.as_nanos(),
-            admitted_at: vec![Vec::new(); keys],
+            admitted_at: Vec::new(),
             denied_by_key: vec![0; keys],
-            seen: vec![false; keys],
+            rank: vec![usize::MAX; keys],
             order: Vec::new(),
             requests: 0,
             admitted: 0,
@@ -147,14 +150,15 @@ impl Tally {
     /// Counts one decided request.
     pub fn record(&mut self, request: &Request, allowed: bool) {
         self.requests += 1;
-        if !self.seen[request.key] {
-            self.seen[request.key] = true;
+        if self.rank[request.key] == usize::MAX {
+            self.rank[request.key] = self.order.len();
             self.order.push(request.key);
         }
         if allowed {
             self.admitted += 1;
             if request.cost > 0 {
-                self.admitted_at[request.key].push((request.nanos, request.cost));
+                self.admitted_at
+                    .push((self.rank[request.key], request.nanos, request.cost));
             }
         } else {
             self.denied_by_key[request.key] += 1;
@@ -164,12 +168,17 @@ impl Tally {
     /// The statistics, for a row called `name`.
     pub fn finish(mut self, name: &str) -> Stats {
         let mut peak = Peak::default();
-        for &key in &self.order {
-            let units = peak_units(&mut self.admitted_at[key], self.window);
+        // Each key's admissions together, keys in the order seen.
+        self.admitted_at.sort_unstable();
+        let mut events = Vec::new();
+        for group in self.admitted_at.chunk_by(|a, b| a.0 == b.0) {
+            events.clear();
+            events.extend(group.iter().map(|&(_, time, cost)| (time, cost)));
+            let units = peak_units(&mut events, self.window);
             if units > peak.units {
                 peak = Peak {
                     units,
-                    key: Some(key),
+                    key: Some(self.order[group[0].0]),
                 };
             }
         }
@@ -269,7 +278,9 @@ mod tests {
 
     #[test]
     fn replay_counts_and_names_the_busiest_key() {
-        let trace = Trace::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes()).unwrap();
+        let trace =
+            crate::csv_trace::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
+                .unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
         let mut seen = Vec::new();
         let stats = replay(&trace, policy, |r, d| {
@@ -304,7 +315,7 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_key_this_tally_saw_first() {
-        let trace = Trace::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
+        let trace = crate::csv_trace::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
         let mut tally = Tally::new(2, Duration::from_secs(1));
         // b comes first here, though a comes first in the trace.
         tally.record(&trace.requests[1], false);
@@ -325,7 +336,8 @@ mod tests {
 
     #[test]
     fn replay_counts_denied_requests_per_key() {
-        let trace = Trace::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
+        let trace =
+            crate::csv_trace::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
         let stats = replay(&trace, policy, |_, _| Ok::<_, tollgate::Error>(())).unwrap();
         assert_eq!((stats.admitted, stats.denied), (3, 4));
@@ -344,7 +356,7 @@ mod tests {
                 E::Lib
             }
         }
-        let trace = Trace::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
+        let trace = crate::csv_trace::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
         let mut calls = 0;
         let result = replay(&trace, policy, |_, _| {

@@ -5,11 +5,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tempfile::NamedTempFile;
 use tollgate::{Decision, Strategy};
 
+use crate::output::{Finished, Output};
 use crate::replay::Stats;
-use crate::trace::Request;
+use crate::shown::shown;
+use crate::trace::{Names, Request};
 
 /// The header row of a decisions file.
 pub const DECISIONS_HEADER: [&str; 7] = [
@@ -22,12 +23,21 @@ pub const DECISIONS_HEADER: [&str; 7] = [
     "retry_after_ms",
 ];
 
-/// The path of the decisions file of `strategy` when several are written:
-/// the strategy name goes before the extension (`out.csv` becomes
-/// `out.fixed_window.csv`; `out` becomes `out.fixed_window`).
+/// The path of the decisions file of `strategy` when several are written
+/// (`--strategy all`): in a directory, the strategy's name with `.csv`
+/// (`dir` becomes `dir/fixed_window.csv`); otherwise the strategy name goes
+/// before the extension (`out.csv` becomes `out.fixed_window.csv`; `out`
+/// becomes `out.fixed_window`).
 ///
-/// Returns `None` when `path` does not name a file.
-pub fn path_for_strategy(path: &Path, strategy: Strategy) -> Option<PathBuf> {
+/// Returns `None` when `path` names neither a directory nor a file (it ends
+/// with `/` or `..`, or is empty).
+pub fn path_for_strategy(path: &Path, strategy: Strategy, directory: bool) -> Option<PathBuf> {
+    if directory {
+        return Some(path.join(format!("{}.csv", strategy.name())));
+    }
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return None;
+    }
     let stem = path.file_stem()?;
     let mut name = OsString::from(stem);
     name.push(".");
@@ -44,24 +54,17 @@ pub fn ceil_millis(d: Duration) -> u128 {
     d.as_nanos().div_ceil(1_000_000)
 }
 
-/// A decisions file being written: rows go to a temporary file in the
-/// target's directory, which replaces the target only on [`finish`]
-/// followed by [`Finished::persist`], so an error never leaves a partial file.
+/// A decisions file being written to an [`Output`]: a regular file is
+/// replaced only on [`finish`] followed by [`Finished::persist`], so an
+/// error never leaves a partial file; a FIFO or device receives the rows as
+/// they are written.
 ///
 /// [`finish`]: DecisionsFile::finish
 pub struct DecisionsFile {
-    /// Where the file goes once complete.
+    /// The path given, for messages.
     path: PathBuf,
-    /// Rows are written to a temporary file beside `path`.
-    writer: csv::Writer<NamedTempFile>,
-}
-
-/// A complete decisions file waiting to be moved into place.
-pub struct Finished {
-    /// Where the file goes.
-    path: PathBuf,
-    /// The complete, flushed temporary file.
-    file: NamedTempFile,
+    /// Rows go to the output.
+    writer: csv::Writer<Output>,
 }
 
 impl DecisionsFile {
@@ -69,22 +72,10 @@ impl DecisionsFile {
     ///
     /// # Errors
     ///
-    /// The I/O error when the temporary file cannot be created or written.
+    /// The I/O error when `path` cannot be written (see [`Output::create`]).
     pub fn create(path: &Path) -> io::Result<DecisionsFile> {
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(".tollgate-decisions-").suffix(".tmp");
-        #[cfg(unix)]
-        {
-            // Like File::create: 0666 less the umask (tempfile defaults to 0600).
-            use std::os::unix::fs::PermissionsExt;
-            builder.permissions(std::fs::Permissions::from_mode(0o666));
-        }
-        let file = builder.tempfile_in(dir)?;
-        let mut writer = csv::Writer::from_writer(file);
+        let output = Output::create(path, ".tollgate-decisions-", ".tmp")?;
+        let mut writer = csv::Writer::from_writer(output);
         writer.write_record(DECISIONS_HEADER).map_err(io::Error::from)?;
         Ok(DecisionsFile {
             path: path.to_owned(),
@@ -92,24 +83,25 @@ impl DecisionsFile {
         })
     }
 
-    /// The path the file will have once persisted.
+    /// The path given for the file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Appends the row of one request.
+    /// Appends the row of one request, whose `time` field was written
+    /// `time` and whose key is `key`.
     ///
     /// # Errors
     ///
     /// The I/O error when the row cannot be written.
-    pub fn write(&mut self, request: &Request, key: &str, decision: &Decision) -> io::Result<()> {
+    pub fn write(&mut self, request: &Request, time: &str, key: &str, decision: &Decision) -> io::Result<()> {
         let retry_after = match decision.retry_after {
             Some(d) if !decision.allowed => ceil_millis(d).to_string(),
             _ => String::new(),
         };
         self.writer
             .write_record([
-                request.time.as_str(),
+                time,
                 key,
                 &request.cost.to_string(),
                 if decision.allowed { "true" } else { "false" },
@@ -120,36 +112,16 @@ impl DecisionsFile {
             .map_err(io::Error::from)
     }
 
-    /// Flushes every row to the temporary file.
+    /// Flushes every row.
     ///
     /// # Errors
     ///
     /// The I/O error when flushing fails.
     pub fn finish(self) -> io::Result<Finished> {
-        let file = self
-            .writer
+        self.writer
             .into_inner()
-            .map_err(|e| io::Error::new(e.error().kind(), e.to_string()))?;
-        Ok(Finished {
-            path: self.path,
-            file,
-        })
-    }
-}
-
-impl Finished {
-    /// The path the file will have once persisted.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Renames the temporary file to its final path, replacing any file there.
-    ///
-    /// # Errors
-    ///
-    /// The I/O error when the rename fails (the temporary file is removed).
-    pub fn persist(self) -> io::Result<()> {
-        self.file.persist(&self.path).map(drop).map_err(|e| e.error)
+            .map_err(|e| io::Error::new(e.error().kind(), e.to_string()))?
+            .finish()
     }
 }
 
@@ -173,8 +145,9 @@ pub fn title(limit: u64, window: Duration, requests: usize, keys: usize) -> Stri
 /// key within one window length, and `max_key`, that key; `most_denied`,
 /// the keys with the most denied requests, each followed by its count in
 /// brackets. `keys` resolves the key indices in `stats`; keys are printed
-/// with Rust's debug escapes, so control characters stay visible.
-pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &[String]) -> String {
+/// with Rust's debug escapes, so control characters stay visible, and cut
+/// after 64 characters ([`shown`]).
+pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> String {
     let header = [
         first,
         "admitted",
@@ -185,8 +158,11 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &[String]) -> St
         "most_denied",
     ];
     let key_name = |k: usize| {
-        keys.get(k)
-            .map_or_else(|| "?".to_owned(), |k| k.escape_debug().to_string())
+        if k < keys.len() {
+            shown(&keys[k])
+        } else {
+            "?".to_owned()
+        }
     };
     let rows: Vec<[String; 7]> = stats
         .iter()
@@ -254,8 +230,15 @@ mod tests {
 
     #[test]
     fn strategy_goes_before_the_extension() {
-        let p = |s: &str| path_for_strategy(Path::new(s), Strategy::FixedWindow);
+        let p = |s: &str| path_for_strategy(Path::new(s), Strategy::FixedWindow, false);
         assert_eq!(p("out.csv"), Some("out.fixed_window.csv".into()));
+        // A path that can only name a directory is not a file name.
+        assert_eq!(p("/tmp/"), None);
+        assert_eq!(p("out/"), None);
+        assert_eq!(
+            path_for_strategy(Path::new("/tmp"), Strategy::TokenBucket, true),
+            Some("/tmp/token_bucket.csv".into())
+        );
         assert_eq!(p("dir/run.1.csv"), Some("dir/run.1.fixed_window.csv".into()));
         assert_eq!(p("out"), Some("out.fixed_window".into()));
         assert_eq!(p("dir/.csv"), Some("dir/.csv.fixed_window".into()));
@@ -308,7 +291,10 @@ mod tests {
             peak: Peak { units, key },
             most_denied: most_denied.to_vec(),
         };
-        let keys = ["10.0.0.1".to_owned(), "k".to_owned(), "tab\there".to_owned()];
+        let mut keys = Names::default();
+        for k in ["10.0.0.1", "k", "tab\there"] {
+            keys.intern(k);
+        }
         let text = summary(
             "limit 5 per 1s 500ms: 1200 requests from 3 keys",
             "strategy",
@@ -342,14 +328,8 @@ sliding_window      1200       0      0.0              2  tab\\there  -
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.csv");
         let mut file = DecisionsFile::create(&path).unwrap();
-        let request = Request {
-            line: 2,
-            time: "2024-05-01T12:00:00+02:00".into(),
-            nanos: 0,
-            key: 0,
-            resource: None,
-            cost: 2,
-        };
+        let trace = crate::csv_trace::parse(b"time,key,cost\n2024-05-01T12:00:00+02:00,x,2\n").unwrap();
+        let request = &trace.requests[0];
         let decision = Decision {
             allowed: false,
             limit: 1,
@@ -357,7 +337,8 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             reset: Duration::from_nanos(1_000_001),
             retry_after: Some(Duration::from_nanos(1)),
         };
-        file.write(&request, "a,b", &decision).unwrap();
+        file.write(request, trace.time(request), "a,b", &decision)
+            .unwrap();
         let finished = file.finish().unwrap();
         assert!(!path.exists());
         finished.persist().unwrap();

@@ -3,7 +3,8 @@
 //! each request under its resource's policy), writes the decisions files
 //! and the chart, and prints the summary.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,12 +13,14 @@ use tollgate_config::PolicyFile;
 
 use crate::config_replay::{self, Targets};
 use crate::error::CliError;
+use crate::output::{self, Finished};
 use crate::progress::Progress;
 use crate::redis_replay::RedisReplay;
 use crate::replay::{self, Stats};
-use crate::report::{self, DecisionsFile, Finished};
-use crate::trace::{self, Request, Trace, TraceError};
-use crate::{access_log, plot, BackendArg, FormatArg, SimulateArgs, StrategyArg};
+use crate::report::{self, DecisionsFile};
+use crate::shown::shown;
+use crate::trace::{Request, Skipped, Trace, TraceError};
+use crate::{access_log, csv_trace, plot, BackendArg, FormatArg, SimulateArgs, StrategyArg};
 
 /// Runs `simulate`: validates the flags, reads the whole trace, replays it,
 /// then moves the decisions files and the chart into place and prints the
@@ -46,7 +49,10 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
             })
         })
         .transpose()?;
-    let text = match &args.config {
+    if let Some(path) = &args.plot {
+        check_output("plot", path, false)?;
+    }
+    let (text, skipped) = match &args.config {
         Some(path) => with_policy_file(args, path, plot_format)?,
         None => with_flags(args, plot_format)?,
     };
@@ -54,7 +60,83 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(CliError::Stdout)
+        .map_err(CliError::Stdout)?;
+    if skipped.count > 0 {
+        eprintln!("{}", skipped_report(&args.trace, &skipped));
+    }
+    Ok(())
+}
+
+/// The warning about the invalid lines `--skip-invalid` skipped: how many,
+/// the first few line numbers, and the first problem.
+pub fn skipped_report(trace: &Path, skipped: &Skipped) -> String {
+    let lines: Vec<String> = skipped
+        .first
+        .iter()
+        .filter_map(|e| e.line)
+        .map(|l| l.to_string())
+        .collect();
+    let mut text = format!(
+        "warning: skipped {} invalid {} of trace {}: {} {}",
+        skipped.count,
+        if skipped.count == 1 { "line" } else { "lines" },
+        trace.display(),
+        if lines.len() == 1 { "line" } else { "lines" },
+        lines.join(", "),
+    );
+    if skipped.count > lines.len() as u64 {
+        text.push_str(", ...");
+    }
+    if let Some(first) = skipped.first.first() {
+        text.push_str(&format!(" (the first: {first})"));
+    }
+    text
+}
+
+/// Refuses a `--plot` file that is also one of the `decisions` files: one
+/// would silently replace the other.
+fn check_plot_is_not_a_decisions_file(
+    plot: Option<&Path>,
+    decisions: &[Option<PathBuf>],
+) -> Result<(), CliError> {
+    let Some(plot) = plot else {
+        return Ok(());
+    };
+    let real = |path: &Path| match output::kind(path) {
+        Ok(output::Kind::File(real)) => Some(real),
+        _ => None,
+    };
+    let Some(plot_real) = real(plot) else {
+        return Ok(());
+    };
+    if decisions
+        .iter()
+        .flatten()
+        .any(|d| real(d).as_ref() == Some(&plot_real))
+    {
+        return Err(CliError::Flag {
+            flag: "plot".to_owned(),
+            value: plot.display().to_string(),
+            reason: "is also a --decisions file".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks early that `--flag path` can be written: not a directory (unless
+/// `directory` allows one), a link loop or a kind of file that is never
+/// replaced. Returns what the path names.
+fn check_output(flag: &str, path: &Path, directory: bool) -> Result<output::Kind, CliError> {
+    let error = |reason: String| CliError::Flag {
+        flag: flag.to_owned(),
+        value: path.display().to_string(),
+        reason,
+    };
+    match output::kind(path) {
+        Ok(output::Kind::Directory) if !directory => Err(error("is a directory".to_owned())),
+        Ok(kind) => Ok(kind),
+        Err(e) => Err(error(e.to_string())),
+    }
 }
 
 /// The policy of the flags: `--strategy`, `--limit`, `--window`.
@@ -98,8 +180,8 @@ impl Flags {
 }
 
 /// `simulate` with the policy of the flags: one replay per strategy.
-/// Returns the summary.
-fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<String, CliError> {
+/// Returns the summary and the lines skipped.
+fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<(String, Skipped), CliError> {
     let flags = Flags::of(args)?;
     let policies = flags
         .strategy
@@ -109,16 +191,24 @@ fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<
         .collect::<Result<Vec<_>, _>>()?;
     let outputs = match &args.decisions {
         None => vec![None; policies.len()],
-        Some(path) if flags.strategy != StrategyArg::All => vec![Some(path.clone())],
-        Some(path) => policies
-            .iter()
-            .map(|p| {
-                report::path_for_strategy(path, p.strategy())
-                    .map(Some)
-                    .ok_or_else(|| CliError::DecisionsPath { path: path.clone() })
-            })
-            .collect::<Result<_, _>>()?,
+        Some(path) if flags.strategy != StrategyArg::All => {
+            check_output("decisions", path, false)?;
+            vec![Some(path.clone())]
+        }
+        Some(path) => {
+            let directory = check_output("decisions", path, true)? == output::Kind::Directory;
+            policies
+                .iter()
+                .map(|p| {
+                    let file = report::path_for_strategy(path, p.strategy(), directory)
+                        .ok_or_else(|| CliError::DecisionsPath { path: path.clone() })?;
+                    check_output("decisions", &file, false)?;
+                    Ok(Some(file))
+                })
+                .collect::<Result<_, CliError>>()?
+        }
     };
+    check_plot_is_not_a_decisions_file(args.plot.as_deref(), &outputs)?;
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let mut redis = match (&args.backend, &args.redis_url) {
@@ -164,16 +254,19 @@ fn with_flags(args: &SimulateArgs, plot_format: Option<plot::Format>) -> Result<
         draw(args, &trace, key, limit, panels, path, format)?;
     }
     let title = report::title(flags.limit, flags.window, trace.requests.len(), trace.keys.len());
-    Ok(report::summary(&title, "strategy", &stats, &trace.keys))
+    Ok((
+        report::summary(&title, "strategy", &stats, &trace.keys),
+        trace.skipped,
+    ))
 }
 
 /// `simulate --config FILE`: one replay against the file's resource-scoped
-/// limiter. Returns the summary.
+/// limiter. Returns the summary and the lines skipped.
 fn with_policy_file(
     args: &SimulateArgs,
     path: &Path,
     plot_format: Option<plot::Format>,
-) -> Result<String, CliError> {
+) -> Result<(String, Skipped), CliError> {
     let file = PolicyFile::load(path)?;
     if args.backend == BackendArg::Redis {
         return Err(CliError::Flag {
@@ -184,6 +277,10 @@ fn with_policy_file(
                     .to_owned(),
         });
     }
+    if let Some(path) = &args.decisions {
+        check_output("decisions", path, false)?;
+    }
+    check_plot_is_not_a_decisions_file(args.plot.as_deref(), std::slice::from_ref(&args.decisions))?;
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let targets = Targets::new(&file, &trace);
@@ -195,8 +292,8 @@ fn with_policy_file(
     })?;
     let (finished, events) = recorder.finish()?;
     drop(progress);
-    if let Some(f) = finished {
-        persist(f)?;
+    if let Some((path, f)) = finished {
+        persist(path, f)?;
     }
     if let (Some(plot_path), Some(format), Some(key)) = (&args.plot, plot_format, plot_key) {
         // One panel per policy the key's requests fell under, in target order.
@@ -242,7 +339,10 @@ fn with_policy_file(
     for (name, policy) in &targets.policies {
         title.push_str(&format!("\n  {name:width$}  {}", describe(policy)));
     }
-    Ok(report::summary(&title, "policy", &stats, &trace.keys))
+    Ok((
+        report::summary(&title, "policy", &stats, &trace.keys),
+        trace.skipped,
+    ))
 }
 
 /// A policy as `fixed_window, 5 per 1m`.
@@ -255,12 +355,23 @@ pub fn describe(policy: &Policy) -> String {
     )
 }
 
-/// Reads the trace in the format `--format` names.
+/// Reads the trace in the format `--format` names, one line at a time;
+/// with `--skip-invalid`, invalid data lines are counted instead of errors.
 fn read_trace(args: &SimulateArgs) -> Result<Trace, CliError> {
-    match args.format {
-        FormatArg::Csv => Trace::read_path(&args.trace).map_err(csv_error_hint),
-        FormatArg::Nginx => Ok(access_log::read_path(&args.trace)?),
-    }
+    let path = &args.trace;
+    let file = File::open(path).map_err(|source| TraceError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let input = BufReader::with_capacity(64 * 1024, file);
+    let read = match args.format {
+        FormatArg::Csv => csv_trace::read(input, args.skip_invalid),
+        FormatArg::Nginx => access_log::read(input, args.skip_invalid),
+    };
+    Ok(read.map_err(|error| TraceError::Parse {
+        path: path.clone(),
+        error,
+    })?)
 }
 
 /// Draws the chart of `key` with `panels` to `path`.
@@ -291,24 +402,6 @@ fn draw(
     })
 }
 
-/// Adds a hint to a CSV trace error whose first line is an access log line:
-/// the user probably forgot `--format nginx`.
-fn csv_error_hint(err: TraceError) -> CliError {
-    if let TraceError::Parse { path, error } = &err {
-        if error.line == Some(1) && matches!(error.problem, trace::Problem::MissingColumn(_)) {
-            let mut first = String::new();
-            if let Ok(file) = std::fs::File::open(path) {
-                // Only the first line; a read error just means no hint.
-                let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first);
-            }
-            if access_log::parse_line(first.trim_end()).is_ok() {
-                return CliError::AccessLogAsCsv(err);
-            }
-        }
-    }
-    CliError::Trace(err)
-}
-
 /// The index of the key `--plot` draws: `--key`, or the key with the most
 /// requests (ties to the key seen first).
 ///
@@ -318,18 +411,14 @@ fn csv_error_hint(err: TraceError) -> CliError {
 /// empty.
 fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
     if let Some(key) = &args.key {
-        return trace
-            .keys
-            .iter()
-            .position(|k| k == key)
-            .ok_or_else(|| CliError::Flag {
-                flag: "key".to_owned(),
-                value: key.escape_debug().to_string(),
-                reason: format!(
-                    "no request in the trace has this key ({} distinct keys)",
-                    trace.keys.len()
-                ),
-            });
+        return trace.keys.position(key).ok_or_else(|| CliError::Flag {
+            flag: "key".to_owned(),
+            value: shown(key),
+            reason: format!(
+                "no request in the trace has this key ({} distinct keys)",
+                trace.keys.len()
+            ),
+        });
     }
     let mut counts = vec![0usize; trace.keys.len()];
     for request in &trace.requests {
@@ -407,7 +496,12 @@ impl<'t> Recorder<'t> {
         }
         match self.file.as_mut() {
             Some(f) => f
-                .write(request, &self.trace.keys[request.key], decision)
+                .write(
+                    request,
+                    self.trace.time(request),
+                    &self.trace.keys[request.key],
+                    decision,
+                )
                 .map_err(|source| CliError::Decisions {
                     path: f.path().to_owned(),
                     source,
@@ -416,15 +510,16 @@ impl<'t> Recorder<'t> {
         }
     }
 
-    /// The complete decisions file, not yet in place, and the events.
-    fn finish(self) -> Result<(Option<Finished>, Events), CliError> {
+    /// The complete decisions file with its path, not yet in place, and the
+    /// events.
+    fn finish(self) -> Result<(Option<(PathBuf, Finished)>, Events), CliError> {
         let finished = match self.file {
             Some(f) => {
                 let path = f.path().to_owned();
-                Some(
-                    f.finish()
-                        .map_err(|source| CliError::Decisions { path, source })?,
-                )
+                match f.finish() {
+                    Ok(finished) => Some((path, finished)),
+                    Err(source) => return Err(CliError::Decisions { path, source }),
+                }
             }
             None => None,
         };
@@ -432,9 +527,8 @@ impl<'t> Recorder<'t> {
     }
 }
 
-/// Moves a complete decisions file into place.
-fn persist(f: Finished) -> Result<(), CliError> {
-    let path = f.path().to_owned();
+/// Moves the complete decisions file for `path` into place.
+fn persist(path: PathBuf, f: Finished) -> Result<(), CliError> {
     f.persist().map_err(|source| CliError::Decisions { path, source })
 }
 
@@ -453,7 +547,7 @@ fn replay_strategies(
 ) -> Result<(Vec<Stats>, Vec<Events>), CliError> {
     let mut stats = Vec::new();
     let mut events = Vec::new();
-    let mut finished: Vec<Finished> = Vec::new();
+    let mut finished: Vec<(PathBuf, Finished)> = Vec::new();
     for (&policy, output) in policies.iter().zip(outputs) {
         progress.stage(policy.strategy().name());
         let mut recorder = Recorder::new(trace, output, plot_key, progress)?;
@@ -477,8 +571,8 @@ fn replay_strategies(
         finished.extend(file);
         events.push(key_events);
     }
-    for f in finished {
-        persist(f)?;
+    for (path, f) in finished {
+        persist(path, f)?;
     }
     Ok((stats, events))
 }

@@ -1,48 +1,156 @@
-//! Reading request traces.
+//! Request traces held in memory, and what can be wrong with a trace's
+//! lines.
 //!
-//! A trace is CSV with a header row. The `time` and `key` columns are
-//! required, `cost` and `resource` are optional, any other column is
-//! ignored and the columns
-//! may come in any order (header names are matched ignoring case and
-//! surrounding whitespace). Every data row must have as many fields as the
-//! header; a row that cannot be read stops the whole read with an error
-//! naming its 1-based file line (the header is line 1).
+//! A [`Trace`] is built one request at a time by the readers of its formats
+//! ([`crate::csv_trace`], [`crate::access_log`]) with a [`TraceBuilder`],
+//! which keeps the requests compactly: keys and resources stored once each,
+//! and every `time` field as written in one shared buffer. The field parsers
+//! shared by the formats (time, cost, resource) are here too.
 
-use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use ahash::AHashMap;
-use csv::{ReaderBuilder, StringRecord};
+use hashbrown::HashTable;
+
+use crate::csv_records::CsvError;
+use crate::lines::{LineError, MAX_LINE};
+use crate::shown::quoted;
 
 /// One request of a trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     /// The 1-based file line the request starts on.
     pub line: u64,
-    /// The `time` field exactly as written in the trace.
-    pub time: String,
     /// The time in nanoseconds since the Unix epoch.
     pub nanos: u64,
+    /// The units the request costs (1 when the trace has no `cost` column or
+    /// the field is empty).
+    pub cost: u64,
     /// The index of the request's key in [`Trace::keys`].
     pub key: usize,
     /// The index of the request's resource in [`Trace::resources`], if it
     /// names one (`None`: the default policy applies).
     pub resource: Option<usize>,
-    /// The units the request costs (1 when the trace has no `cost` column or
-    /// the field is empty).
-    pub cost: u64,
+    /// Where the `time` field as written is in the trace's time text
+    /// ([`Trace::time`]): start and end byte offsets.
+    time: (usize, usize),
+}
+
+/// Distinct names (keys or resources), numbered in order of first
+/// appearance, each stored once.
+#[derive(Clone, Default)]
+pub struct Names {
+    /// Every name, one after the other.
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<usize>,
+    /// The index of every name, by hash.
+    index: HashTable<usize>,
+    /// The hasher of `index`, randomly seeded.
+    hasher: ahash::RandomState,
+}
+
+impl Names {
+    /// How many names there are.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The name with index `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`Names::len`].
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+
+    /// The names in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// The index of `name`, if present.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(name);
+        self.index.find(hash, |&i| self.get(i) == name).copied()
+    }
+
+    /// The index of `name`, added at the end when new.
+    pub fn intern(&mut self, name: &str) -> usize {
+        let hash = self.hasher.hash_one(name);
+        let Self {
+            text,
+            ends,
+            index,
+            hasher,
+        } = self;
+        let get = |i: usize| &text[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+        if let Some(&i) = index.find(hash, |&i| get(i) == name) {
+            return i;
+        }
+        let i = ends.len();
+        text.push_str(name);
+        ends.push(text.len());
+        let name_at = |&i: &usize| {
+            let start = if i == 0 { 0 } else { ends[i - 1] };
+            hasher.hash_one(&text[start..ends[i]])
+        };
+        index.insert_unique(hash, i, name_at);
+        i
+    }
+}
+
+impl std::ops::Index<usize> for Names {
+    type Output = str;
+
+    fn index(&self, i: usize) -> &str {
+        self.get(i)
+    }
+}
+
+impl PartialEq for Names {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Names {}
+
+impl std::fmt::Debug for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// A whole trace, validated and held in memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trace {
     /// The distinct keys, in order of first appearance.
-    pub keys: Vec<String>,
+    pub keys: Names,
     /// The distinct resources, in order of first appearance.
-    pub resources: Vec<String>,
+    pub resources: Names,
     /// The requests, in input order.
     pub requests: Vec<Request>,
+    /// The invalid lines skipped (only with `skip_invalid`).
+    pub skipped: Skipped,
+    /// Every request's `time` field as written, one after the other.
+    times: String,
+}
+
+/// The invalid lines a read skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// How many lines were skipped.
+    pub count: u64,
+    /// The first [`Skipped::KEPT`] of them, with their problems.
+    pub first: Vec<ParseError>,
+}
+
+impl Skipped {
+    /// How many skipped lines are named in reports.
+    pub const KEPT: usize = 5;
 }
 
 /// Why a time field was rejected.
@@ -52,15 +160,16 @@ pub enum TimeError {
     #[error("empty time")]
     Empty,
     /// The time is before the Unix epoch.
-    #[error("bad time {0:?}: before the Unix epoch")]
+    #[error("bad time {}: before the Unix epoch", quoted(.0))]
     Negative(String),
     /// The time does not fit in 64-bit nanoseconds since the epoch.
-    #[error("bad time {0:?}: too late, nanoseconds since the Unix epoch overflow 64 bits")]
+    #[error("bad time {}: too late, nanoseconds since the Unix epoch overflow 64 bits", quoted(.0))]
     Overflow(String),
     /// The field is neither integer milliseconds nor an RFC 3339 timestamp.
     #[error(
-        "bad time {value:?}: expected integer milliseconds since the Unix epoch \
-         or an RFC 3339 timestamp such as 2024-05-01T12:00:00.250+02:00 ({detail})"
+        "bad time {}: expected integer milliseconds since the Unix epoch \
+         or an RFC 3339 timestamp such as 2024-05-01T12:00:00.250+02:00 ({detail})",
+        quoted(.value)
     )]
     Syntax {
         /// The field as written.
@@ -70,6 +179,36 @@ pub enum TimeError {
     },
 }
 
+/// What else a header without the required columns suggests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Nothing.
+    None,
+    /// The header line is an access log line.
+    AccessLog,
+    /// The header has tabs: tab-separated values.
+    Tabs,
+    /// The header has semicolons: semicolon-separated values.
+    Semicolons,
+}
+
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let separated = |name: &str| {
+            format!(
+                " (the header row has {name} but columns are separated by commas: \
+                 the trace must be comma-separated CSV)"
+            )
+        };
+        match self {
+            Hint::None => Ok(()),
+            Hint::AccessLog => f.write_str(" (the file looks like an nginx access log: add --format nginx)"),
+            Hint::Tabs => f.write_str(&separated("tabs")),
+            Hint::Semicolons => f.write_str(&separated("semicolons")),
+        }
+    }
+}
+
 /// What is wrong with one line of a trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
@@ -77,8 +216,8 @@ pub enum Problem {
     #[error("empty trace: expected a header row naming the `time` and `key` columns")]
     Empty,
     /// A required column is not in the header row.
-    #[error("missing column `{0}` in the header row")]
-    MissingColumn(&'static str),
+    #[error("missing column `{0}` in the header row{1}")]
+    MissingColumn(&'static str, Hint),
     /// A column the simulator reads appears more than once in the header.
     #[error("duplicate column `{0}` in the header row")]
     DuplicateColumn(&'static str),
@@ -104,7 +243,7 @@ pub enum Problem {
     #[error(transparent)]
     Time(#[from] TimeError),
     /// The `cost` field is invalid.
-    #[error("bad cost {value:?}: {reason}")]
+    #[error("bad cost {}: {reason}", quoted(.value))]
     Cost {
         /// The field as written.
         value: String,
@@ -115,7 +254,7 @@ pub enum Problem {
     #[error("empty key")]
     EmptyKey,
     /// The `resource` field is invalid.
-    #[error("bad resource {value:?}: {reason}")]
+    #[error("bad resource {}: {reason}", quoted(.value))]
     Resource {
         /// The field as written.
         value: String,
@@ -124,13 +263,73 @@ pub enum Problem {
     },
     /// A line of an access log (`--format nginx`) is malformed.
     #[error(transparent)]
-    AccessLog(#[from] crate::access_log::LogProblem),
-    /// The line is not valid UTF-8.
-    #[error("invalid UTF-8")]
-    InvalidUtf8,
+    AccessLog(#[from] LogProblem),
+    /// A field the simulator reads is not valid UTF-8.
+    #[error("invalid UTF-8 in {0}")]
+    InvalidUtf8(String),
+    /// The line is longer than [`MAX_LINE`] bytes.
+    #[error("the line is longer than {MAX_LINE} bytes, the most a trace line may hold")]
+    LineTooLong,
+    /// A quoted field's closing quote is followed by more text.
+    #[error("text after the closing quote of a quoted field (a quote inside one is written \"\")")]
+    AfterQuote,
+    /// A quoted field is never closed.
+    #[error(
+        "the quoted field opened on this line has no closing quote {}",
+        if *.at_end { "before the end of the file".to_owned() } else { format!("within {MAX_LINE} bytes") }
+    )]
+    UnclosedQuote {
+        /// Whether the file ended (otherwise the field grew too long).
+        at_end: bool,
+    },
     /// The file could not be read.
     #[error("{0}")]
     Read(String),
+}
+
+/// What is wrong with one line of an access log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LogProblem {
+    /// The line does not start with a client address.
+    #[error("expected the client address at the start of the line")]
+    Address,
+    /// The line ends, or has something else, where a field should be.
+    #[error("expected {expected} {after}, found {found}")]
+    Expected {
+        /// The field or character expected.
+        expected: &'static str,
+        /// Where: after which field.
+        after: &'static str,
+        /// What is there instead (quoted, shortened), or `the end of the line`.
+        found: String,
+    },
+    /// A quoted field has no closing quote.
+    #[error("the quoted {0} has no closing quote")]
+    Unterminated(&'static str),
+    /// The time is not `day/Mon/year:hour:minute:second zone`.
+    #[error(
+        "bad time {}: expected day/month/year:hour:minute:second zone, \
+         such as 10/Oct/2000:13:55:36 -0700 ({detail})",
+        quoted(.value)
+    )]
+    Time {
+        /// The time as written, without brackets.
+        value: String,
+        /// Why it does not parse.
+        detail: String,
+    },
+    /// The request is neither `METHOD TARGET [PROTOCOL]` nor `-`.
+    #[error(
+        "bad request {}: expected METHOD PATH PROTOCOL, such as \"GET /index.html HTTP/1.1\", or \"-\"",
+        quoted(.0)
+    )]
+    Request(String),
+    /// The status is not three digits.
+    #[error("bad status {}: expected a three-digit HTTP status", quoted(.0))]
+    Status(String),
+    /// The size is neither digits nor `-`.
+    #[error("bad size {}: expected a number of bytes or -", quoted(.0))]
+    Size(String),
 }
 
 /// A problem and the line it was found on.
@@ -152,6 +351,37 @@ impl std::fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
+
+impl From<LineError> for ParseError {
+    fn from(err: LineError) -> Self {
+        match err {
+            LineError::TooLong { line } => ParseError {
+                line: Some(line),
+                problem: Problem::LineTooLong,
+            },
+            LineError::Io { line, source } => ParseError {
+                line: Some(line),
+                problem: Problem::Read(format!("cannot read: {source}")),
+            },
+        }
+    }
+}
+
+impl From<CsvError> for ParseError {
+    fn from(err: CsvError) -> Self {
+        match err {
+            CsvError::Line(err) => err.into(),
+            CsvError::AfterQuote { line } => ParseError {
+                line: Some(line),
+                problem: Problem::AfterQuote,
+            },
+            CsvError::Unclosed { line, at_end } => ParseError {
+                line: Some(line),
+                problem: Problem::UnclosedQuote { at_end },
+            },
+        }
+    }
+}
 
 /// Why a trace file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -175,53 +405,9 @@ pub enum TraceError {
 }
 
 impl Trace {
-    /// Reads and validates the trace at `path`.
-    ///
-    /// # Errors
-    ///
-    /// [`TraceError`] when the file cannot be read or any line is invalid.
-    pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
-        let data = fs::read(path).map_err(|source| TraceError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        Trace::parse(&data).map_err(|error| TraceError::Parse {
-            path: path.to_owned(),
-            error,
-        })
-    }
-
-    /// Validates a whole trace held in memory.
-    ///
-    /// # Errors
-    ///
-    /// [`ParseError`] for the first line that is invalid.
-    pub fn parse(data: &[u8]) -> Result<Trace, ParseError> {
-        let mut lines = LineCounter::new(data);
-        let mut reader = ReaderBuilder::new()
-            .has_headers(true)
-            .flexible(true)
-            .from_reader(data);
-        let header = reader.headers().map_err(|e| csv_error(e, &mut lines))?.clone();
-        let header_line = lines.line_at(header.position().map_or(0, csv::Position::byte));
-        let columns = Columns::find(&header).map_err(|problem| ParseError {
-            line: Some(header_line),
-            problem,
-        })?;
-        let mut trace = TraceBuilder::default();
-        let mut record = StringRecord::new();
-        while reader
-            .read_record(&mut record)
-            .map_err(|e| csv_error(e, &mut lines))?
-        {
-            let line = lines.line_at(record.position().map_or(0, csv::Position::byte));
-            let row = columns.parse(&header, &record).map_err(|problem| ParseError {
-                line: Some(line),
-                problem,
-            })?;
-            trace.push(line, row.time, row.nanos, row.key, row.resource, row.cost);
-        }
-        Ok(trace.finish())
+    /// The `time` field of `request` exactly as written in the trace.
+    pub fn time(&self, request: &Request) -> &str {
+        &self.times[request.time.0..request.time.1]
     }
 }
 
@@ -231,182 +417,57 @@ impl Trace {
 pub struct TraceBuilder {
     /// The trace so far.
     trace: Trace,
-    /// The index of every key in `trace.keys`.
-    keys: AHashMap<String, usize>,
-    /// The index of every resource in `trace.resources`.
-    resources: AHashMap<String, usize>,
+    /// Whether invalid lines are skipped rather than errors.
+    skip_invalid: bool,
 }
 
 impl TraceBuilder {
+    /// An empty trace; `skip_invalid` makes [`TraceBuilder::invalid`] count
+    /// lines instead of failing.
+    pub fn new(skip_invalid: bool) -> Self {
+        Self {
+            trace: Trace::default(),
+            skip_invalid,
+        }
+    }
+
     /// Appends one valid request.
     pub fn push(&mut self, line: u64, time: &str, nanos: u64, key: &str, resource: Option<&str>, cost: u64) {
-        let key = intern(&mut self.keys, &mut self.trace.keys, key);
-        let resource = resource.map(|r| intern(&mut self.resources, &mut self.trace.resources, r));
+        let key = self.trace.keys.intern(key);
+        let resource = resource.map(|r| self.trace.resources.intern(r));
+        let start = self.trace.times.len();
+        self.trace.times.push_str(time);
         self.trace.requests.push(Request {
             line,
-            time: time.to_owned(),
             nanos,
+            cost,
             key,
             resource,
-            cost,
+            time: (start, self.trace.times.len()),
         });
     }
 
+    /// An invalid data line: counted when skipping invalid lines.
+    ///
+    /// # Errors
+    ///
+    /// `error` itself unless skipping.
+    pub fn invalid(&mut self, error: ParseError) -> Result<(), ParseError> {
+        if !self.skip_invalid {
+            return Err(error);
+        }
+        let skipped = &mut self.trace.skipped;
+        skipped.count += 1;
+        if skipped.first.len() < Skipped::KEPT {
+            skipped.first.push(error);
+        }
+        Ok(())
+    }
+
     /// The trace built.
-    pub fn finish(self) -> Trace {
+    pub fn finish(mut self) -> Trace {
+        self.trace.requests.shrink_to_fit();
         self.trace
-    }
-}
-
-/// The index of `name` in `names`, appending it when new.
-fn intern(index: &mut AHashMap<String, usize>, names: &mut Vec<String>, name: &str) -> usize {
-    if let Some(&i) = index.get(name) {
-        return i;
-    }
-    let i = names.len();
-    names.push(name.to_owned());
-    index.insert(name.to_owned(), i);
-    i
-}
-
-/// Turns the byte offsets the CSV reader reports into 1-based file lines.
-///
-/// The reader's own line numbers skip blank lines and miscount CRLF, and its
-/// offset for a record that follows blank lines points at the first of them,
-/// so lines are counted here: `\n`, `\r\n` and a lone `\r` each end a line.
-struct LineCounter<'a> {
-    /// The whole trace.
-    data: &'a [u8],
-    /// Every line ending before `pos` has been counted.
-    pos: usize,
-    /// The line `pos` is on.
-    line: u64,
-}
-
-impl<'a> LineCounter<'a> {
-    /// A counter at the start of `data`, on line 1.
-    fn new(data: &'a [u8]) -> Self {
-        Self {
-            data,
-            pos: 0,
-            line: 1,
-        }
-    }
-
-    /// The line of the record the reader places at byte offset `byte`
-    /// (offsets never decrease from one call to the next).
-    fn line_at(&mut self, byte: u64) -> u64 {
-        let mut start = usize::try_from(byte).unwrap_or(usize::MAX).min(self.data.len());
-        while matches!(self.data.get(start), Some(b'\n' | b'\r')) {
-            start += 1;
-        }
-        for i in self.pos..start {
-            match self.data[i] {
-                b'\n' => self.line += 1,
-                b'\r' if self.data.get(i + 1) != Some(&b'\n') => self.line += 1,
-                _ => {}
-            }
-        }
-        self.pos = self.pos.max(start);
-        self.line
-    }
-}
-
-/// Where the columns the simulator reads are in each row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Columns {
-    /// The index of `time`.
-    time: usize,
-    /// The index of `key`.
-    key: usize,
-    /// The index of `cost`, if the trace has it.
-    cost: Option<usize>,
-    /// The index of `resource`, if the trace has it.
-    resource: Option<usize>,
-    /// The number of columns in the header.
-    count: usize,
-}
-
-/// The fields of one valid row.
-struct Row<'a> {
-    /// The `time` field as written.
-    time: &'a str,
-    /// The time in nanoseconds since the epoch.
-    nanos: u64,
-    /// The `key` field.
-    key: &'a str,
-    /// The cost (1 by default).
-    cost: u64,
-    /// The resource, if the row names one.
-    resource: Option<&'a str>,
-}
-
-impl Columns {
-    /// Locates the columns in the header row.
-    fn find(header: &StringRecord) -> Result<Columns, Problem> {
-        if header.is_empty() {
-            return Err(Problem::Empty);
-        }
-        let find = |name: &'static str| -> Result<Option<usize>, Problem> {
-            let mut found = header
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| h.trim().eq_ignore_ascii_case(name))
-                .map(|(i, _)| i);
-            let first = found.next();
-            match found.next() {
-                Some(_) => Err(Problem::DuplicateColumn(name)),
-                None => Ok(first),
-            }
-        };
-        Ok(Columns {
-            time: find("time")?.ok_or(Problem::MissingColumn("time"))?,
-            key: find("key")?.ok_or(Problem::MissingColumn("key"))?,
-            cost: find("cost")?,
-            resource: find("resource")?,
-            count: header.len(),
-        })
-    }
-
-    /// Validates one data row.
-    fn parse<'a>(&self, header: &StringRecord, record: &'a StringRecord) -> Result<Row<'a>, Problem> {
-        let found = record.len();
-        if found != self.count {
-            let needed = [Some(self.time), Some(self.key), self.cost, self.resource];
-            return Err(match needed.into_iter().flatten().filter(|&i| i >= found).min() {
-                Some(missing) if found < self.count => Problem::MissingField {
-                    column: header.get(missing).unwrap_or_default().trim().to_owned(),
-                    expected: self.count,
-                    found,
-                },
-                _ => Problem::FieldCount {
-                    expected: self.count,
-                    found,
-                },
-            });
-        }
-        let field = |i: usize| record.get(i).unwrap_or_default();
-        let time = field(self.time);
-        let nanos = parse_time(time)?;
-        let key = field(self.key);
-        if key.trim().is_empty() {
-            return Err(Problem::EmptyKey);
-        }
-        let cost = match self.cost {
-            Some(i) => parse_cost(field(i))?,
-            None => 1,
-        };
-        let resource = match self.resource {
-            Some(i) => parse_resource(field(i))?,
-            None => None,
-        };
-        Ok(Row {
-            time,
-            nanos,
-            key,
-            cost,
-            resource,
-        })
     }
 }
 
@@ -494,28 +555,17 @@ pub fn parse_resource(field: &str) -> Result<Option<&str>, Problem> {
     Ok(Some(name).filter(|n| !n.is_empty()))
 }
 
-/// Converts a reader error into a [`ParseError`] with its line when known.
-fn csv_error(err: csv::Error, lines: &mut LineCounter<'_>) -> ParseError {
-    let line = err.position().map(|p| lines.line_at(p.byte()));
-    let problem = match err.kind() {
-        csv::ErrorKind::Utf8 { .. } => Problem::InvalidUtf8,
-        csv::ErrorKind::Io(e) => Problem::Read(format!("cannot read: {e}")),
-        _ => Problem::Read(err.to_string()),
-    };
-    ParseError { line, problem }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Result<Trace, ParseError> {
-        Trace::parse(text.as_bytes())
-    }
-
-    fn err(text: &str) -> (Option<u64>, Problem) {
-        let e = read(text).expect_err("the trace should be rejected");
-        (e.line, e.problem)
+    #[test]
+    fn names_are_numbered_in_order_and_stored_once() {
+        let mut names = Names::default();
+        assert_eq!(["b", "a", "b", "", "a"].map(|n| names.intern(n)), [0, 1, 0, 2, 1]);
+        assert_eq!(names.iter().collect::<Vec<_>>(), ["b", "a", ""]);
+        assert_eq!((names.position("a"), names.position("c")), (Some(1), None));
+        assert_eq!((names.len(), &names[0]), (3, "b"));
     }
 
     #[test]
@@ -606,168 +656,5 @@ mod tests {
         assert_eq!(reason("+2"), "expected a non-negative integer");
         assert_eq!(reason("two"), "expected a non-negative integer");
         assert_eq!(reason("18446744073709551616"), "too large for 64 bits");
-    }
-
-    #[test]
-    fn columns_in_any_order_with_extras() {
-        let t = read("path,Key , cost,time\n/a,k1,3,1000\n/b,k2,,2000\n/c,k1,0,1500\n").unwrap();
-        assert_eq!(t.keys, ["k1", "k2"]);
-        let summary: Vec<_> = t
-            .requests
-            .iter()
-            .map(|r| (r.line, r.nanos, r.key, r.cost))
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                (2, 1_000_000_000, 0, 3),
-                (3, 2_000_000_000, 1, 1),
-                (4, 1_500_000_000, 0, 0)
-            ]
-        );
-    }
-
-    #[test]
-    fn resources_are_optional_and_numbered_in_order_of_appearance() {
-        let t = read("time,key,Resource\n1,a,login\n2,b,\n3,a, search \n4,b,login\n").unwrap();
-        assert_eq!(t.resources, ["login", "search"]);
-        let resources: Vec<_> = t.requests.iter().map(|r| r.resource).collect();
-        assert_eq!(resources, [Some(0), None, Some(1), Some(0)]);
-        let t = read("time,key\n1,a\n").unwrap();
-        assert_eq!((t.requests[0].resource, t.resources.len()), (None, 0));
-        assert_eq!(parse_resource(" \t "), Ok(None));
-        assert_eq!(parse_resource("/api/items"), Ok(Some("/api/items")));
-        assert_eq!(
-            err("time,key,resource\n1,a,x\n2,a,\"lo\ngin\"\n"),
-            (
-                Some(3),
-                Problem::Resource {
-                    value: "lo\ngin".into(),
-                    reason: "must not contain control characters"
-                }
-            )
-        );
-        assert_eq!(
-            err("time,key,resource,resource\n"),
-            (Some(1), Problem::DuplicateColumn("resource"))
-        );
-        assert_eq!(
-            err("time,key,x,resource\n1,a,2\n").1,
-            Problem::MissingField {
-                column: "resource".into(),
-                expected: 4,
-                found: 3
-            }
-        );
-    }
-
-    #[test]
-    fn cost_defaults_to_one_without_the_column() {
-        let t = read("key,time\na,5\n").unwrap();
-        assert_eq!(t.requests[0].cost, 1);
-        assert_eq!(t.requests[0].time, "5");
-    }
-
-    #[test]
-    fn time_is_kept_as_written() {
-        let t = read("time,key\n\" 2024-05-01T12:00:00+02:00\",a\n").unwrap();
-        assert_eq!(t.requests[0].time, " 2024-05-01T12:00:00+02:00");
-    }
-
-    #[test]
-    fn header_only_is_an_empty_trace() {
-        assert_eq!(read("time,key\n").unwrap(), Trace::default());
-    }
-
-    #[test]
-    fn header_errors_are_on_line_one() {
-        assert_eq!(err(""), (Some(1), Problem::Empty));
-        assert_eq!(err("key,cost\na,1\n"), (Some(1), Problem::MissingColumn("time")));
-        assert_eq!(err("time,path\n1,/\n"), (Some(1), Problem::MissingColumn("key")));
-        assert_eq!(
-            err("time,key,TIME\n"),
-            (Some(1), Problem::DuplicateColumn("time"))
-        );
-    }
-
-    #[test]
-    fn line_numbers_count_the_header_and_skip_nothing() {
-        assert_eq!(err("time,key\n1,a\n2,b\nx,c\n").0, Some(4));
-        // Blank lines hold no request but still count as lines.
-        assert_eq!(err("time,key\n1,a\n\n2,\n").0, Some(4));
-        assert_eq!(err("time,key\n1,a\n\n\n\n2,\n").0, Some(6));
-        // A quoted field over two lines: the next record starts on line 4.
-        assert_eq!(err("time,key\n1,\"a\nb\"\n-2,c\n").0, Some(4));
-        // CRLF and lone CR line endings.
-        assert_eq!(err("time,key\r\n1,a\r\n\r\n2,\r\n").0, Some(4));
-        assert_eq!(err("time,key\r1,a\r2,\r").0, Some(3));
-        // A byte-order mark is not a line; blank lines before the header count.
-        assert_eq!(err("\u{feff}time,key\n1,a\nx,b\n").0, Some(3));
-        assert_eq!(err("\n\nkey\n").0, Some(3));
-        // A line of spaces is a row with one field, not a blank line.
-        assert_eq!(
-            err("time,key\n1,a\n  \n"),
-            (
-                Some(3),
-                Problem::MissingField {
-                    column: "key".into(),
-                    expected: 2,
-                    found: 1
-                }
-            )
-        );
-    }
-
-    #[test]
-    fn row_problems() {
-        assert_eq!(
-            err("time,key,cost\n1,a,1\n2\n"),
-            (
-                Some(3),
-                Problem::MissingField {
-                    column: "key".into(),
-                    expected: 3,
-                    found: 1
-                }
-            )
-        );
-        assert_eq!(
-            err("time,key,path\n1,a\n").1,
-            Problem::FieldCount {
-                expected: 3,
-                found: 2
-            }
-        );
-        assert_eq!(
-            err("time,key\n1,a,extra\n").1,
-            Problem::FieldCount {
-                expected: 2,
-                found: 3
-            }
-        );
-        assert_eq!(err("time,key\n1, \n").1, Problem::EmptyKey);
-        assert_eq!(err("time,key\n,a\n").1, Problem::Time(TimeError::Empty));
-        assert!(matches!(err("time,key,cost\n1,a,x\n").1, Problem::Cost { .. }));
-        assert!(matches!(
-            err("time,key\n-5,a\n").1,
-            Problem::Time(TimeError::Negative(_))
-        ));
-    }
-
-    #[test]
-    fn invalid_utf8_names_the_line() {
-        let bytes = b"time,key\n1,a\n2,\xff\n";
-        let e = Trace::parse(bytes).unwrap_err();
-        assert_eq!((e.line, e.problem), (Some(3), Problem::InvalidUtf8));
-    }
-
-    #[test]
-    fn messages_name_line_and_problem() {
-        let e = read("time,key\n1,a\nsoon,b\n").unwrap_err();
-        let text = e.to_string();
-        assert!(
-            text.starts_with("line 3: bad time \"soon\": expected integer milliseconds"),
-            "{text}"
-        );
     }
 }

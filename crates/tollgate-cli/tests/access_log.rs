@@ -13,7 +13,12 @@ use tollgate::Strategy;
 /// Runs `simulate --format nginx --strategy all` on `log` with decisions
 /// written to `out` (one file per strategy).
 fn simulate_log(log: &Path, out: &Path) -> Output {
-    tollgate(&[
+    simulate_log_with(log, out, &[])
+}
+
+/// [`simulate_log`] with `extra` arguments.
+fn simulate_log_with(log: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
         "simulate",
         "--trace",
         arg(log),
@@ -27,7 +32,9 @@ fn simulate_log(log: &Path, out: &Path) -> Output {
         "10s",
         "--decisions",
         arg(out),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    tollgate(&args)
 }
 
 /// One log line split by the test's own reading of the combined format:
@@ -268,4 +275,99 @@ fn garbage_never_panics() {
             );
         }
     }
+}
+
+/// What nginx writes for a TLS handshake sent to a plain HTTP port.
+const TLS: &str = "203.0.113.9 - - [01/May/2024:14:00:05 +0200] \"\\x16\\x03\\x01\\x02\\x00\\x01\\x00\\x01\\xFC\\x03\\x03\" 400 157 \"-\" \"-\"\n";
+
+#[test]
+fn connect_and_paths_with_spaces_are_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let text = format!(
+        "{}192.0.2.7 - - [01/May/2024:14:00:01 +0200] \"CONNECT example.com:443 HTTP/1.1\" 400 150 \"-\" \"-\"\n\
+         192.0.2.8 - - [01/May/2024:14:00:02 +0200] \"GET /my docs/a b.html?x HTTP/1.1\" 404 0 \"-\" \"bot BADBYTE\"\n",
+        good(0)
+    );
+    std::fs::write(&log, text.as_bytes()).unwrap();
+    // A byte that is not UTF-8 in the user agent, which is not used.
+    let mut bytes = text.into_bytes();
+    let at = bytes.windows(7).position(|w| w == b"BADBYTE").unwrap();
+    bytes.splice(at..at + 7, [0xff]);
+    std::fs::write(&log, bytes).unwrap();
+    let config = dir.path().join("p.yaml");
+    std::fs::write(
+        &config,
+        "tollgate:\n  default: { limit: 5, window: 1s }\n  resources:\n    \"example.com:443\": { limit: 1, window: 1s }\n    \"/my docs/a b.html\": { limit: 2, window: 1s }\n",
+    )
+    .unwrap();
+    let out = tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&log),
+        "--format",
+        "nginx",
+        "--config",
+        arg(&config),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<(&str, Vec<&str>)> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("policy"))
+        .skip(1)
+        .map(|l| {
+            let (name, rest) = l.split_once("  ").unwrap();
+            (name, rest.split_whitespace().take(2).collect())
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("default", vec!["1", "0"]),
+            ("/my docs/a b.html", vec!["1", "0"]),
+            ("example.com:443", vec!["1", "0"])
+        ],
+        "{stdout}"
+    );
+}
+
+#[test]
+fn skip_invalid_leaves_out_tls_handshakes_and_reports_them_after_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let mut text = good(0);
+    for i in 1..=7 {
+        text.push_str(TLS);
+        text.push_str(&good(i));
+    }
+    std::fs::write(&log, &text).unwrap();
+    let out_csv = dir.path().join("d.csv");
+    // Strict by default: the first handshake stops the command.
+    let out = simulate_log(&log, &out_csv);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("line 2: bad request \"\\\\x16\\\\x03"),
+        "{stderr}"
+    );
+    let out = simulate_log_with(&log, &out_csv, &["--skip-invalid"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("limit 10 per 10s: 8 requests from 1 key\n"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "warning: skipped 7 invalid lines of trace {}: lines 2, 4, 6, 8, 10, ... \
+             (the first: line 2: bad request \"\\\\x16\\\\x03\\\\x01\\\\x02\\\\x00\\\\x01\\\\x00\\\\x01\\\\xFC\\\\x03\\\\x03\": \
+             expected METHOD PATH PROTOCOL, such as \"GET /index.html HTTP/1.1\", or \"-\")",
+            arg(&log)
+        )]
+    );
+    let rows = read_csv(&dir.path().join("d.fixed_window.csv"));
+    assert_eq!(rows.len(), 9);
 }

@@ -524,3 +524,231 @@ fn a_resource_column_changes_nothing_without_a_policy_file() {
         summary(&example("sample.csv"), "without.csv")
     );
 }
+
+/// `simulate` of the sample with one strategy, decisions to `out`.
+fn sample_to(out: &std::path::Path, strategy: &str) -> std::process::Output {
+    tollgate(&[
+        "simulate",
+        "--trace",
+        arg(&example("sample.csv")),
+        "--strategy",
+        strategy,
+        "--limit",
+        "10",
+        "--window",
+        "10s",
+        "--decisions",
+        arg(out),
+    ])
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_regular_decisions_file_is_replaced_through_a_temporary_file_keeping_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.csv");
+    std::fs::write(&out, "previous run\n").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let before = std::fs::metadata(&out).unwrap();
+    let output = sample_to(&out, "token_bucket");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = std::fs::metadata(&out).unwrap();
+    // A new file (renamed over the old one), not the old one rewritten.
+    use std::os::unix::fs::MetadataExt;
+    assert_ne!(before.ino(), after.ino());
+    assert_eq!(after.permissions().mode() & 0o777, 0o640);
+    assert_eq!(read_csv(&out)[0], HEADER);
+    assert_eq!(names_in(dir.path()), ["out.csv"]);
+}
+
+#[test]
+fn a_symlinked_decisions_file_is_written_through_and_the_link_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let real_dir = dir.path().join("real");
+    std::fs::create_dir(&real_dir).unwrap();
+    std::fs::write(real_dir.join("target.csv"), "old\n").unwrap();
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink("real/target.csv", &link).unwrap();
+    let output = sample_to(&link, "fixed_window");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        std::path::Path::new("real/target.csv")
+    );
+    let rows = read_csv(&real_dir.join("target.csv"));
+    assert_eq!(rows[0], HEADER);
+    assert_eq!(rows.len() - 1, sample_requests().len());
+    assert_eq!(names_in(dir.path()), ["link.csv", "real"]);
+    assert_eq!(names_in(&real_dir), ["target.csv"]);
+    // A dangling link gets its target created.
+    std::fs::remove_file(real_dir.join("target.csv")).unwrap();
+    let output = sample_to(&link, "fixed_window");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(read_csv(&real_dir.join("target.csv"))[0], HEADER);
+}
+
+#[test]
+fn a_fifo_receives_the_decisions_and_stays_a_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("decisions.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let output = sample_to(&fifo, "sliding_window");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = reader.join().unwrap();
+    let file = dir.path().join("regular.csv");
+    let output = sample_to(&file, "sliding_window");
+    assert!(output.status.success());
+    assert_eq!(text, std::fs::read_to_string(&file).unwrap());
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert_eq!(names_in(dir.path()), ["decisions.fifo", "regular.csv"]);
+}
+
+#[test]
+fn a_full_device_is_an_error_naming_it_and_is_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let full = std::path::Path::new("/dev/full");
+    assert!(std::fs::metadata(full).unwrap().file_type().is_char_device());
+    let output = sample_to(full, "fixed_window");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot write decisions file /dev/full: No space left on device"),
+        "{stderr}"
+    );
+    assert!(std::fs::metadata(full).unwrap().file_type().is_char_device());
+}
+
+#[test]
+fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("decisions");
+    std::fs::create_dir(&dir).unwrap();
+    let output = sample_to(&dir, "all");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        names_in(&dir),
+        [
+            "fixed_window.csv",
+            "leaky_bucket.csv",
+            "sliding_window.csv",
+            "token_bucket.csv"
+        ]
+    );
+    // Nothing beside the directory (such as decisions.fixed_window).
+    assert_eq!(names_in(root.path()), ["decisions"]);
+    for strategy in Strategy::ALL {
+        let single = root.path().join("single.csv");
+        assert!(sample_to(&single, strategy.name()).status.success());
+        assert_eq!(
+            std::fs::read(dir.join(format!("{}.csv", strategy.name()))).unwrap(),
+            std::fs::read(&single).unwrap(),
+            "{strategy}"
+        );
+    }
+    // With a trailing slash too.
+    let slash = format!("{}/", arg(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    assert!(sample_to(std::path::Path::new(&slash), "all").status.success());
+    assert_eq!(names_in(&dir).len(), 4);
+    // One strategy cannot write a directory; a missing directory is no file name.
+    let output = sample_to(&dir, "token_bucket");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("is a directory"), "{stderr}");
+    assert!(dir.is_dir());
+    let missing = format!("{}/", arg(&root.path().join("missing")));
+    let output = sample_to(std::path::Path::new(&missing), "all");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains("neither an existing directory nor a file name"),
+        "{stderr}"
+    );
+    assert_eq!(names_in(root.path()), ["decisions", "single.csv"]);
+}
+
+#[test]
+fn long_keys_are_cut_in_the_summary_but_exact_in_the_decisions_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "k".repeat(60_000);
+    let trace = dir.path().join("long.csv");
+    std::fs::write(&trace, format!("time,key\n0,{key}\n1,{key}\n2,short\n")).unwrap();
+    let out = dir.path().join("d.csv");
+    let stdout = tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "fixed_window",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+        "--decisions",
+        arg(&out),
+    ]);
+    assert!(stdout.len() < 1000, "{} bytes of summary", stdout.len());
+    let cut = format!("{}… (60000 bytes)", "k".repeat(64));
+    let row = stdout.lines().nth(2).unwrap();
+    assert!(row.contains(&format!("  {cut}  {cut} (1)")), "{row}");
+    let rows = read_csv(&out);
+    assert_eq!(rows[1][1], key);
+    assert_eq!(rows[2][1], key);
+}
+
+#[test]
+fn decisions_to_dev_stdout_go_down_the_pipe_before_the_summary() {
+    let piped = sample_to(std::path::Path::new("/dev/stdout"), "token_bucket");
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.csv");
+    let to_file = sample_to(&file, "token_bucket");
+    let expected = [std::fs::read(&file).unwrap(), to_file.stdout].concat();
+    assert_eq!(
+        String::from_utf8(piped.stdout).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
+}

@@ -115,6 +115,10 @@ fn malformed_lines_name_the_line_and_the_problem() {
             &["line 4:", "wrong number of fields: expected 4, found 5"],
         ),
         ("\n\n1714564800002,d,1\n", &["line 6:", "wrong number of fields"]),
+        (
+            "1714564800002,\"c\"x,1,/z\n",
+            &["line 4:", "text after the closing quote of a quoted field"],
+        ),
     ];
     for (tail, fragments) in cases {
         let trace = format!("{GOOD}{tail}");
@@ -123,10 +127,89 @@ fn malformed_lines_name_the_line_and_the_problem() {
 }
 
 #[test]
-fn invalid_utf8_names_the_line() {
+fn invalid_utf8_names_the_line_and_the_column() {
     let mut trace = GOOD.as_bytes().to_vec();
     trace.extend_from_slice(b"1714564800002,\xff\xfe,1,/z\n");
-    assert_fails(&trace, &["line 4:", "invalid UTF-8"]);
+    assert_fails(&trace, &["line 4: invalid UTF-8 in the `key` field"]);
+}
+
+#[test]
+fn invalid_utf8_in_an_ignored_column_is_accepted() {
+    let mut trace = GOOD.as_bytes().to_vec();
+    trace.extend_from_slice(b"1714564800002,c,1,/\xff\xfe\n");
+    let (out, files) = simulate_bytes(&trace, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("limit 3 per 1s: 3 requests from 3 keys"),
+        "{stdout}"
+    );
+    assert_eq!(files.len(), 5);
+}
+
+#[test]
+fn an_unclosed_quote_names_the_line_it_opened_on() {
+    assert_fails(
+        format!("{GOOD}1714564800002,\"c,1,/z\n1714564800003,d,1,/z\n1714564800004,e,1,/z\n").as_bytes(),
+        &["line 4: the quoted field opened on this line has no closing quote before the end of the file"],
+    );
+}
+
+#[test]
+fn a_tab_or_semicolon_separated_trace_is_named_as_such() {
+    assert_fails(
+        b"time\tkey\tcost\n1\ta\t1\n",
+        &["line 1: missing column `time`", "has tabs", "comma-separated"],
+    );
+    assert_fails(
+        b"time;key;cost\n1;a;1\n",
+        &[
+            "line 1: missing column `time`",
+            "has semicolons",
+            "comma-separated",
+        ],
+    );
+}
+
+#[test]
+fn an_endless_line_stops_at_once_with_the_line_length_error() {
+    // A line longer than 64 KiB, then valid rows: nothing of it is replayed.
+    let mut trace = GOOD.as_bytes().to_vec();
+    trace.extend(std::iter::repeat_n(b'9', 65_537));
+    trace.extend_from_slice(b",a,1,/\n1714564800002,c,1,/z\n");
+    assert_fails(&trace, &["line 4: the line is longer than 65536 bytes"]);
+    // /dev/zero has no line ending at all.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "simulate",
+            "--trace",
+            "/dev/zero",
+            "--strategy",
+            "all",
+            "--limit",
+            "1",
+            "--window",
+            "1s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("--trace /dev/zero still running after a minute");
+        }
+        // Polling the child, not waiting for time to pass.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: trace /dev/zero: line 1: the line is longer than 65536 bytes, the most a trace line may hold\n"
+    );
 }
 
 #[test]

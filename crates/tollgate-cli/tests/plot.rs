@@ -257,3 +257,107 @@ fn one_request_and_odd_keys_still_make_a_valid_chart() {
         }
     }
 }
+
+#[test]
+fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = tempfile::tempdir().unwrap();
+    // A link to a PNG elsewhere: the target is written, the link kept.
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    let link = dir.path().join("chart.png");
+    symlink("real/target.png", &link).unwrap();
+    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&link)]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(png_size(&dir.path().join("real/target.png")), (1000, 330));
+    assert_eq!(files(&dir.path().join("real")), ["target.png"]);
+    // A FIFO receives the chart.
+    let fifo = dir.path().join("chart.svg");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&fifo)]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = reader.join().unwrap();
+    assert!(roxmltree::Document::parse(&svg).is_ok());
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A link to /dev/full: the device's error, and the device stays.
+    let full = dir.path().join("full.svg");
+    symlink("/dev/full", &full).unwrap();
+    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&full)]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.starts_with(&format!(
+            "error: cannot write plot {}: No space left on device",
+            arg(&full)
+        )),
+        "{stderr}"
+    );
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // A directory is an error before anything is replayed.
+    let charts = dir.path().join("charts.svg");
+    std::fs::create_dir(&charts).unwrap();
+    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&charts)]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr,
+        format!("error: invalid --plot {}: is a directory\n", arg(&charts))
+    );
+    assert!(charts.is_dir());
+    assert_eq!(files(&charts), Vec::<String>::new());
+}
+
+#[test]
+fn a_chart_may_not_replace_a_decisions_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("out.svg");
+    let out = tollgate(&sample_args(
+        "token_bucket",
+        &["--plot", arg(&same), "--decisions", arg(&same)],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("is also a --decisions file"), "{stderr}");
+    assert_eq!(files(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_long_key_is_cut_in_the_chart_title() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let key = "x".repeat(50_000);
+    std::fs::write(&trace, format!("time,key\n5,{key}\n")).unwrap();
+    let plot = dir.path().join("c.svg");
+    tollgate_ok(&[
+        "simulate",
+        "--trace",
+        arg(&trace),
+        "--strategy",
+        "token_bucket",
+        "--limit",
+        "2",
+        "--window",
+        "1s",
+        "--plot",
+        arg(&plot),
+    ]);
+    assert_eq!(
+        svg_texts(&plot)[0],
+        format!(
+            "key {}… (50000 bytes): 1 request (the busiest key), limit 2 per 1s",
+            "x".repeat(64)
+        )
+    );
+    assert!(std::fs::metadata(&plot).unwrap().len() < 20_000);
+}
