@@ -119,6 +119,22 @@ proptest! {
     }
 
     #[test]
+    fn expired_state_decides_exactly_like_absent_state(rate in rate(), start in 0u64..10_000, steps in steps(), later in 0u64..1_000, cost in 0u64..15) {
+        // Deleting expired state at any moment never changes a decision.
+        for strategy in STRATEGIES {
+            for (_, _, _, _, after) in run(strategy, &rate, start, &steps) {
+                let Some(s) = after else { continue };
+                let at = expires_at(&rate, &s) + later;
+                prop_assert_eq!(
+                    decide(strategy, &rate, Some(s), at, cost),
+                    decide(strategy, &rate, None, at, cost),
+                    "{}: expired state {:?} at {}", strategy, s, at
+                );
+            }
+        }
+    }
+
+    #[test]
     fn fixed_window_never_admits_more_than_the_limit_per_bucket(rate in rate(), start in 0u64..10_000, steps in steps()) {
         let mut per_bucket = std::collections::HashMap::new();
         for (now, cost, _, o, _) in run(Strategy::FixedWindow, &rate, start, &steps) {
@@ -245,4 +261,31 @@ fn sliding_window_weights_the_previous_window() {
     // The estimate is exactly 10: one tick later the previous window's
     // weight has decayed below it.
     assert_eq!(o.retry_after, Some(1));
+}
+
+#[test]
+fn sliding_window_re_anchors_when_both_counters_roll_to_zero() {
+    use tollgate::strategy::SlidingWindowState;
+    // L = 4 per 100 ticks. A window started at 0 whose previous count was
+    // used but whose current count is empty: at 150 it rolls (k = 1) to
+    // prev = curr = 0, which is absent state, so the new window starts at 150,
+    // not on the grid at 100.
+    let rate = Rate::new(4, 100);
+    let stale = State::SlidingWindow(SlidingWindowState {
+        start: 0,
+        curr: 0,
+        prev: 3,
+    });
+    let (o, s) = decide(Strategy::SlidingWindow, &rate, Some(stale), 150, 1);
+    assert!(o.allowed);
+    assert_eq!(
+        s,
+        Some(State::SlidingWindow(SlidingWindowState {
+            start: 150,
+            curr: 1,
+            prev: 0
+        }))
+    );
+    assert_eq!(o.reset, 200, "2W after the re-anchored start");
+    assert_eq!((o, s), decide(Strategy::SlidingWindow, &rate, None, 150, 1));
 }
