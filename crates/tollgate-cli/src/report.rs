@@ -350,13 +350,13 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             resource: None,
             cost: 2,
         };
-        let decision = Decision {
-            allowed: false,
-            limit: 1,
-            remaining: 0,
-            reset: Duration::from_nanos(1_000_001),
-            retry_after: Some(Duration::from_nanos(1)),
-        };
+        let decision = Decision::new(
+            false,
+            1,
+            0,
+            Duration::from_nanos(1_000_001),
+            Some(Duration::from_nanos(1)),
+        );
         file.write(&request, "a,b", &decision).unwrap();
         let finished = file.finish().unwrap();
         assert!(!path.exists());

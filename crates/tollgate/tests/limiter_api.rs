@@ -44,7 +44,22 @@ fn invalid_configuration_names_the_field() {
         .default_policy(policy)
         .resource("", policy)
         .build();
-    assert_eq!(config_field(empty), "resources");
+    assert_eq!(config_field(empty), r#"resources."""#);
+    for bad in ["log\nin", "\u{1b}[31mred", "tab\there", "nul\0"] {
+        let built = ResourceLimiter::builder()
+            .default_policy(policy)
+            .resource(bad, policy)
+            .build();
+        assert_eq!(config_field(built), format!("resources.{bad:?}"), "{bad:?}");
+    }
+    let err = tollgate::check_resource_name("log\nin").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"invalid resources."log\nin": a resource name must not contain control characters; found U+000A at byte 3"#
+    );
+    for fine in ["login", "api:v1", "déjà vu", "a.b"] {
+        assert!(tollgate::check_resource_name(fine).is_ok(), "{fine:?}");
+    }
     let twice = ResourceLimiter::builder()
         .default_policy(policy)
         .resource("login", policy)
@@ -178,19 +193,45 @@ async fn fail_open_admits_and_counts() {
         .backend(flaky(&clock))
         .build()
         .unwrap();
-    assert!(limiter.allow("k").await.unwrap().allowed);
-    assert!(!limiter.allow("k").await.unwrap().allowed);
+    // A genuine admission of the last unit: allowed with nothing remaining,
+    // like a fail-open one, but marked as real.
+    let last = limiter.allow("k").await.unwrap();
+    assert!(last.allowed && last.remaining == 0 && !last.fail_open);
+    assert!(!limiter.allow("k").await.unwrap().fail_open);
     let store = limiter_store(&limiter);
     store.set_failing(true);
     for i in 1..=3 {
         let d = limiter.allow("k").await.unwrap();
         assert!(d.allowed);
+        assert!(d.fail_open, "a fail-open admission must say so");
         assert_eq!((d.remaining, d.reset, d.retry_after), (0, Duration::ZERO, None));
         assert_eq!(limiter.fail_open_events(), i);
     }
     assert!(store.failures() >= 3);
     store.set_failing(false);
-    assert!(!limiter.allow("k").await.unwrap().allowed);
+    let d = limiter.allow("k").await.unwrap();
+    assert!(!d.allowed && !d.fail_open);
+}
+
+#[tokio::test]
+async fn resource_limiters_mark_fail_open_decisions() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let policy = Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
+    let limiter = ResourceLimiter::builder()
+        .default_policy(policy)
+        .resource("login", policy)
+        .fail_policy(FailPolicy::Open)
+        .backend(flaky(&clock))
+        .build()
+        .unwrap();
+    for resource in ["login", "other"] {
+        assert!(!limiter.allow(resource, "k").await.unwrap().fail_open);
+    }
+    limiter.default_limiter().binding().store().set_failing(true);
+    for resource in ["login", "other"] {
+        let d = limiter.allow_n(resource, "k", 2).await.unwrap();
+        assert!(d.allowed && d.fail_open, "{resource}: {d:?}");
+    }
 }
 
 /// The flaky store behind a limiter's binding (shared through the backend).
