@@ -7,7 +7,7 @@ use std::time::Duration;
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
     BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Store, StoreBackend,
-    Strategy, MAX_WINDOW,
+    Strategy, MAX_LIMIT, MAX_WINDOW,
 };
 
 fn config_field(result: Result<impl std::fmt::Debug, Error>) -> String {
@@ -313,6 +313,64 @@ fn sweeps_keep_state_through_small_clock_steps_back() {
     clock.set(Duration::from_millis(2_001));
     limiter.binding().sweep();
     assert_eq!(limiter.binding().len(), 0);
+}
+
+#[test]
+fn limits_beyond_exact_arithmetic_are_refused_naming_the_field() {
+    let second = Duration::from_secs(1);
+    for strategy in Strategy::ALL {
+        assert!(Policy::new(strategy, MAX_LIMIT, MAX_WINDOW).is_ok());
+        let err = Policy::new(strategy, MAX_LIMIT + 1, second).unwrap_err();
+        assert_eq!(err.field(), "limit");
+        assert_eq!(
+            err.to_string(),
+            "invalid limit: 4611686018427387905 exceeds 2^62 = 4611686018427387904, the maximum \
+             limit, within which every time and product the strategies compute is exact"
+        );
+        let built = Limiter::builder()
+            .strategy(strategy)
+            .limit(u64::MAX)
+            .window(second)
+            .build();
+        assert_eq!(config_field(built), "limit");
+    }
+}
+
+#[tokio::test]
+async fn clock_readings_past_the_latest_time_never_admit_more() {
+    // Near 2^64 ns (the year 2554), three per second. Decisions count such
+    // readings as MAX_TICK; sweeps and store expiries must agree with them.
+    let clock = ManualClock::new(Duration::ZERO);
+    for strategy in Strategy::ALL {
+        clock.set_nanos(u64::MAX - 10_000_000_000);
+        let memory = Limiter::builder()
+            .strategy(strategy)
+            .limit(3)
+            .window(Duration::from_secs(1))
+            .backend(
+                tollgate::MemoryBackend::new()
+                    .with_clock(clock.clone())
+                    .with_sweep_interval(Duration::from_secs(3_600)),
+            )
+            .build()
+            .unwrap();
+        let store = Limiter::builder()
+            .strategy(strategy)
+            .limit(3)
+            .window(Duration::from_secs(1))
+            .backend(StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone()))
+            .build()
+            .unwrap();
+        let mut admitted = (0, 0);
+        for _ in 0..5 {
+            admitted.0 += u32::from(memory.check("k").allowed);
+            admitted.1 += u32::from(store.allow("k").await.unwrap().allowed);
+            clock.advance(Duration::from_millis(1));
+            memory.binding().sweep();
+        }
+        assert_eq!(admitted, (3, 3), "{strategy}: (in memory, store)");
+        assert_eq!(memory.binding().len(), 1, "{strategy}: state swept too early");
+    }
 }
 
 #[test]

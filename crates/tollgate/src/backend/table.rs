@@ -18,7 +18,7 @@ use hashbrown::HashTable;
 
 use super::stored_key::StoredKey;
 use crate::clock::ClockHandle;
-use crate::strategy::{Algorithm, Outcome, Rate};
+use crate::strategy::{clamp_time, Algorithm, Outcome, Rate};
 
 /// Shards never sweep themselves below this many entries.
 const MIN_SWEEP_LEN: usize = 64;
@@ -146,8 +146,11 @@ impl<A: Algorithm> Table<A> {
     /// Removes every entry that expired [`CLOCK_STEP_TOLERANCE`] before
     /// `now` and gives back memory when the shard has shrunk well below its
     /// capacity.
+    ///
+    /// `now` is clamped like the strategies' clock readings: state a
+    /// decision still counts as live is never deleted.
     fn sweep_shard(&self, shard: &mut ShardInner<A::State>, now: u64) {
-        let now = now.saturating_sub(CLOCK_STEP_TOLERANCE);
+        let now = clamp_time(now).saturating_sub(CLOCK_STEP_TOLERANCE);
         let rate = &self.rate;
         let mut earliest = u64::MAX;
         shard.map.retain(|e| {
@@ -170,7 +173,7 @@ impl<A: Algorithm> Table<A> {
     /// Sweeps every shard whose earliest expiry has passed; returns the
     /// number of entries left.
     pub(crate) fn sweep(&self) -> usize {
-        let now = self.clock.now_nanos();
+        let now = clamp_time(self.clock.now_nanos());
         let mut left = 0;
         for index in 0..self.shards.len() {
             let mut shard = self.lock(index);
