@@ -330,13 +330,13 @@ sliding_window      1200       0      0.0              2  tab\\there  -
         let mut file = DecisionsFile::create(&path).unwrap();
         let trace = crate::csv_trace::parse(b"time,key,cost\n2024-05-01T12:00:00+02:00,x,2\n").unwrap();
         let request = &trace.requests[0];
-        let decision = Decision {
-            allowed: false,
-            limit: 1,
-            remaining: 0,
-            reset: Duration::from_nanos(1_000_001),
-            retry_after: Some(Duration::from_nanos(1)),
-        };
+        let decision = Decision::new(
+            false,
+            1,
+            0,
+            Duration::from_nanos(1_000_001),
+            Some(Duration::from_nanos(1)),
+        );
         file.write(request, trace.time(request), "a,b", &decision)
             .unwrap();
         let finished = file.finish().unwrap();

@@ -361,11 +361,22 @@ fn extreme_values_do_not_panic() {
         18446744073709,b,0\n\
         2554-07-21T23:34:33.709551615Z,b,1\n\
         2554-07-21T23:34:33.709551615Z,b,1\n";
-    for (limit, window) in [("1", "1us"), ("18446744073709551615", "36500days"), ("7", "1h")] {
+    for (limit, window) in [("1", "1us"), ("4611686018427387904", "36500days"), ("7", "1h")] {
         let (out, _) = simulate_bytes(trace.as_bytes(), &["--limit", limit, "--window", window]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "L={limit} W={window}: {stderr}");
     }
+    // Above 2^62 a limit is refused, naming the flag.
+    let (out, _) = simulate_bytes(
+        trace.as_bytes(),
+        &["--limit", "4611686018427387905", "--window", "1s"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: invalid --limit 4611686018427387905: "),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -299,19 +299,9 @@ impl Visitor<'_> for ResourceNameVisitor {
     }
 }
 
-/// Checks a resource name: not empty, and no control characters (a trace
-/// names its resource on one line of printable text, so a resource with a
-/// control character could never be replayed).
+/// Checks a resource name by the core's rule ([`tollgate::check_resource_name`]:
+/// not empty, no control characters), so a name the file accepts is one a
+/// limiter and a trace accept too.
 fn check_resource_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("a resource name must not be empty".to_owned());
-    }
-    match name.chars().find(|c| c.is_control()) {
-        Some(c) => Err(format!(
-            "a resource name must not contain control characters (found U+{:04X}): traces name \
-             resources in printable text, so such a resource could never be replayed",
-            u32::from(c)
-        )),
-        None => Ok(()),
-    }
+    tollgate::check_resource_name(name).map_err(|e| e.reason().to_owned())
 }

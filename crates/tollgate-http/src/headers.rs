@@ -238,13 +238,13 @@ mod tests {
     use tollgate::Strategy;
 
     fn decision(allowed: bool, remaining: u64, reset_ms: u64, retry_ms: Option<u64>) -> Decision {
-        Decision {
+        Decision::new(
             allowed,
-            limit: 100,
+            100,
             remaining,
-            reset: Duration::from_millis(reset_ms),
-            retry_after: retry_ms.map(Duration::from_millis),
-        }
+            Duration::from_millis(reset_ms),
+            retry_ms.map(Duration::from_millis),
+        )
     }
 
     fn text(h: &RateHeaders) -> Vec<(&'static str, String)> {

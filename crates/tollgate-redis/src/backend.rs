@@ -33,7 +33,9 @@ pub const DEFAULT_EXPIRY_GRACE: Duration = Duration::from_secs(1);
 
 /// The largest limit and the largest window (in microseconds) the scripts
 /// accept: 2^51, so that every time and product they compute stays an exact
-/// integer in Lua's doubles.
+/// integer in Lua's doubles. Tighter than the core's bounds
+/// ([`tollgate::MAX_LIMIT`], 2^62, and [`tollgate::MAX_WINDOW`], 100 years),
+/// which every backend also applies.
 pub const MAX_EXACT_OPERAND: u64 = 1 << 51;
 
 /// The largest `limit × window` (window in microseconds) a sliding-window
@@ -450,14 +452,16 @@ impl Backend for RedisBackend {
 }
 
 /// Rejects policies whose script arithmetic could leave the integers that a
-/// double represents exactly.
+/// double represents exactly. The messages follow the core's
+/// ([`tollgate::Policy::new`]): the value, the bound, and why.
 fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
     if rate.limit > MAX_EXACT_OPERAND {
         return Err(ConfigError::new(
             "limit",
             format!(
-                "{} exceeds 2^51, the largest limit the Redis backend computes exactly \
-                 (Lua numbers are doubles)",
+                "{} exceeds 2^51 = {MAX_EXACT_OPERAND}, the maximum limit on the Redis backend, \
+                 within which every time and product its scripts compute is exact (Lua numbers \
+                 are doubles)",
                 rate.limit
             ),
         ));
@@ -466,8 +470,9 @@ fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
         return Err(ConfigError::new(
             "window",
             format!(
-                "{}µs exceeds 2^51µs (about 71 years), the longest window the Redis backend \
-                 computes exactly (Lua numbers are doubles)",
+                "{}µs exceeds 2^51µs = {MAX_EXACT_OPERAND}µs (about 71 years), the maximum window \
+                 on the Redis backend, within which every time and product its scripts compute is \
+                 exact (Lua numbers are doubles)",
                 rate.window
             ),
         ));
@@ -478,9 +483,10 @@ fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
         return Err(ConfigError::new(
             "limit",
             format!(
-                "limit × window = {} × {}µs exceeds 2^52, the largest the Redis backend's sliding \
-                 window computes exactly (Lua numbers are doubles); lower the limit or shorten the \
-                 window, or use another strategy",
+                "limit × window = {} × {}µs exceeds 2^52 = {MAX_SLIDING_PRODUCT}, the maximum for a \
+                 sliding window on the Redis backend, within which its weighted estimate is exact \
+                 (Lua numbers are doubles); lower the limit or shorten the window, or use another \
+                 strategy",
                 rate.limit, rate.window
             ),
         ));
@@ -625,5 +631,11 @@ mod tests {
         assert_eq!(err.field(), "window");
         let err = check_exact(Strategy::TokenBucket, &Rate::new(MAX_EXACT_OPERAND + 1, day)).unwrap_err();
         assert_eq!(err.field(), "limit");
+        assert_eq!(
+            err.to_string(),
+            "invalid limit: 2251799813685249 exceeds 2^51 = 2251799813685248, the maximum limit on the \
+             Redis backend, within which every time and product its scripts compute is exact (Lua \
+             numbers are doubles)"
+        );
     }
 }

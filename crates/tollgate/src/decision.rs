@@ -5,7 +5,11 @@ use std::time::Duration;
 use crate::strategy::Outcome;
 
 /// What the limiter decided for one request.
+///
+/// Fields may be added in later versions; build decisions with
+/// [`Decision::new`] outside this crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether the request may proceed.
     pub allowed: bool,
@@ -20,29 +24,52 @@ pub struct Decision {
     /// would be admitted if nothing else happens; `None` when allowed or when
     /// the request can never be admitted (its cost exceeds the limit).
     pub retry_after: Option<Duration>,
+    /// Whether this is not a real decision but the admission a
+    /// [`FailPolicy::Open`](crate::FailPolicy::Open) limiter grants when its
+    /// backend failed: no state was read or charged, so `allowed` says
+    /// nothing about the key's usage and `remaining` is 0. Always `false` for
+    /// decisions a backend made.
+    pub fail_open: bool,
 }
 
 impl Decision {
-    /// Converts a strategy outcome in ticks of `tick` length into a decision.
-    pub fn from_outcome(outcome: Outcome, limit: u64, tick: Tick) -> Self {
+    /// A decision made by a backend (`fail_open` is `false`), for backends
+    /// outside this crate and for tests of code that consumes decisions.
+    pub fn new(
+        allowed: bool,
+        limit: u64,
+        remaining: u64,
+        reset: Duration,
+        retry_after: Option<Duration>,
+    ) -> Self {
         Self {
-            allowed: outcome.allowed,
+            allowed,
             limit,
-            remaining: outcome.remaining,
-            reset: tick.duration(outcome.reset),
-            retry_after: outcome.retry_after.map(|t| tick.duration(t)),
+            remaining,
+            reset,
+            retry_after,
+            fail_open: false,
         }
     }
 
-    /// The decision returned under fail-open when the backend failed:
-    /// allowed, nothing remaining, no reset and no retry delay.
-    pub fn fail_open(limit: u64) -> Self {
-        Self {
-            allowed: true,
+    /// Converts a strategy outcome in ticks of `tick` length into a decision.
+    pub fn from_outcome(outcome: Outcome, limit: u64, tick: Tick) -> Self {
+        Self::new(
+            outcome.allowed,
             limit,
-            remaining: 0,
-            reset: Duration::ZERO,
-            retry_after: None,
+            outcome.remaining,
+            tick.duration(outcome.reset),
+            outcome.retry_after.map(|t| tick.duration(t)),
+        )
+    }
+
+    /// The decision returned under fail-open when the backend failed:
+    /// allowed, nothing remaining, no reset, no retry delay, and
+    /// [`fail_open`](Decision::fail_open) set.
+    pub fn failed_open(limit: u64) -> Self {
+        Self {
+            fail_open: true,
+            ..Self::new(true, limit, 0, Duration::ZERO, None)
         }
     }
 }

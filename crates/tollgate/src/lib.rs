@@ -48,4 +48,5 @@ pub use decision::{Decision, Tick};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
 pub use policy::{Policy, Strategy, UnknownStrategy, MAX_WINDOW};
-pub use resources::{ResourceLimiter, ResourceLimiterBuilder};
+pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
+pub use strategy::MAX_LIMIT;

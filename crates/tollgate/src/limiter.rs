@@ -21,7 +21,8 @@ pub enum FailPolicy {
     #[default]
     Closed,
     /// Admit: the call returns an allowed decision with nothing remaining and
-    /// counts the event (see [`Limiter::fail_open_events`]).
+    /// [`Decision::fail_open`] set, and counts the event (see
+    /// [`Limiter::fail_open_events`]).
     Open,
 }
 
@@ -96,7 +97,7 @@ impl<B: Backend> Limiter<B> {
                     FailPolicy::Closed => Err(Error::Backend(err)),
                     FailPolicy::Open => {
                         self.fail_open_events.fetch_add(1, Ordering::Relaxed);
-                        Ok(Decision::fail_open(self.policy.limit()))
+                        Ok(Decision::failed_open(self.policy.limit()))
                     }
                 }
             }

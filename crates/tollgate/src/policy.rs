@@ -5,12 +5,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::strategy::Rate;
+use crate::strategy::{Rate, MAX_LIMIT};
 
 /// The longest window a policy accepts: 100 years of 365 days.
 ///
-/// Larger windows would overflow 64-bit nanosecond arithmetic near the end of
-/// a bucket and serve no real use.
+/// It keeps the window in nanoseconds below
+/// [`MAX_WINDOW_TICKS`](crate::strategy::MAX_WINDOW_TICKS), within which all
+/// decision arithmetic is exact; longer windows serve no real use.
 pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A rate-limiting strategy. See `docs/choosing-a-strategy.md`.
@@ -85,11 +86,21 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] naming `limit` when it is 0, or `window` when it is
-    /// zero, shorter than one microsecond, or longer than [`MAX_WINDOW`].
+    /// [`ConfigError`] naming `limit` when it is 0 or above [`MAX_LIMIT`]
+    /// (2^62), or `window` when it is zero, shorter than one microsecond, or
+    /// longer than [`MAX_WINDOW`].
     pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
         if limit == 0 {
             return Err(ConfigError::new("limit", "must be at least 1"));
+        }
+        if limit > MAX_LIMIT {
+            return Err(ConfigError::new(
+                "limit",
+                format!(
+                    "{limit} exceeds 2^62 = {MAX_LIMIT}, the maximum limit, within which every \
+                     time and product the strategies compute is exact"
+                ),
+            ));
         }
         if window.is_zero() {
             return Err(ConfigError::new("window", "must be longer than zero"));
@@ -134,7 +145,7 @@ impl Policy {
 
     /// The rate in nanosecond ticks (the in-memory clock unit).
     pub fn rate_nanos(&self) -> Rate {
-        // MAX_WINDOW in nanoseconds fits comfortably in u64.
+        // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
         Rate::new(self.limit, self.window.as_nanos() as u64)
     }
 

@@ -172,8 +172,9 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] naming the field: a missing default policy, an empty
-    /// or duplicate resource name, an empty key prefix.
+    /// [`Error::Config`] naming the field: a missing default policy, a
+    /// resource name that [`check_resource_name`] refuses, a duplicate
+    /// resource name, an empty key prefix.
     pub fn build(self) -> Result<ResourceLimiter<B>, Error> {
         validate_prefix(&self.prefix)?;
         let default = self
@@ -187,19 +188,70 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         let default = Limiter::bind(&self.backend, &scope("", &default), self.fail)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, policy) in &self.resources {
-            if name.is_empty() {
-                return Err(ConfigError::new("resources", "a resource name must not be empty").into());
-            }
+            check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
-                return Err(ConfigError::new(format!("resources.{name}"), "is defined twice").into());
+                return Err(ConfigError::new(resource_path(name), "is defined twice").into());
             }
             let limiter =
                 Limiter::bind(&self.backend, &scope(name, policy), self.fail).map_err(|e| match e {
-                    Error::Config(e) => Error::Config(e.within(format!("resources.{name}"))),
+                    Error::Config(e) => Error::Config(e.within(resource_path(name))),
                     other => other,
                 })?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
         Ok(ResourceLimiter { default, resources })
+    }
+}
+
+/// Checks that `name` can name a resource: it must not be empty (the empty
+/// name is the default policy's) and must not contain control characters
+/// (`char::is_control`: line breaks, tabs, escape sequences and the like),
+/// which would corrupt logs, metrics labels and error messages that show it.
+///
+/// Every other string is accepted; backends escape names in their keys.
+/// [`ResourceLimiterBuilder::build`] applies this rule, and so should any
+/// reader of resource names (policy files, traces) to refuse the same names.
+///
+/// # Errors
+///
+/// A [`ConfigError`] whose field is `resources.NAME`, the name written as in
+/// [`resource_path`], e.g. `resources.""` or `resources."log\nin"`.
+///
+/// ```
+/// assert!(tollgate::check_resource_name("login").is_ok());
+/// let err = tollgate::check_resource_name("log\nin").unwrap_err();
+/// assert_eq!(err.field(), r#"resources."log\nin""#);
+/// assert!(tollgate::check_resource_name("").is_err());
+/// ```
+pub fn check_resource_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::new(
+            resource_path(name),
+            "a resource name must not be empty (the empty name is the default policy's)",
+        ));
+    }
+    if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(ConfigError::new(
+            resource_path(name),
+            format!(
+                "a resource name must not contain control characters; found U+{:04X} at byte {at}",
+                u32::from(c)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The field path of resource `name` in error messages: `resources.login`
+/// for names of letters, digits, `_` and `-`, otherwise the name quoted and
+/// escaped as Rust's `Debug` writes it (`resources."api:v1"`,
+/// `resources."log\nin"`), so no name can inject line breaks or fake a
+/// nested field.
+pub fn resource_path(name: &str) -> String {
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        format!("resources.{name}")
+    } else {
+        format!("resources.{name:?}")
     }
 }

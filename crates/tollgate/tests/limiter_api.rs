@@ -7,7 +7,7 @@ use std::time::Duration;
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
     BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Store, StoreBackend,
-    Strategy, MAX_WINDOW,
+    Strategy, MAX_LIMIT, MAX_WINDOW,
 };
 
 fn config_field(result: Result<impl std::fmt::Debug, Error>) -> String {
@@ -44,7 +44,22 @@ fn invalid_configuration_names_the_field() {
         .default_policy(policy)
         .resource("", policy)
         .build();
-    assert_eq!(config_field(empty), "resources");
+    assert_eq!(config_field(empty), r#"resources."""#);
+    for bad in ["log\nin", "\u{1b}[31mred", "tab\there", "nul\0"] {
+        let built = ResourceLimiter::builder()
+            .default_policy(policy)
+            .resource(bad, policy)
+            .build();
+        assert_eq!(config_field(built), format!("resources.{bad:?}"), "{bad:?}");
+    }
+    let err = tollgate::check_resource_name("log\nin").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"invalid resources."log\nin": a resource name must not contain control characters; found U+000A at byte 3"#
+    );
+    for fine in ["login", "api:v1", "déjà vu", "a.b"] {
+        assert!(tollgate::check_resource_name(fine).is_ok(), "{fine:?}");
+    }
     let twice = ResourceLimiter::builder()
         .default_policy(policy)
         .resource("login", policy)
@@ -178,19 +193,45 @@ async fn fail_open_admits_and_counts() {
         .backend(flaky(&clock))
         .build()
         .unwrap();
-    assert!(limiter.allow("k").await.unwrap().allowed);
-    assert!(!limiter.allow("k").await.unwrap().allowed);
+    // A genuine admission of the last unit: allowed with nothing remaining,
+    // like a fail-open one, but marked as real.
+    let last = limiter.allow("k").await.unwrap();
+    assert!(last.allowed && last.remaining == 0 && !last.fail_open);
+    assert!(!limiter.allow("k").await.unwrap().fail_open);
     let store = limiter_store(&limiter);
     store.set_failing(true);
     for i in 1..=3 {
         let d = limiter.allow("k").await.unwrap();
         assert!(d.allowed);
+        assert!(d.fail_open, "a fail-open admission must say so");
         assert_eq!((d.remaining, d.reset, d.retry_after), (0, Duration::ZERO, None));
         assert_eq!(limiter.fail_open_events(), i);
     }
     assert!(store.failures() >= 3);
     store.set_failing(false);
-    assert!(!limiter.allow("k").await.unwrap().allowed);
+    let d = limiter.allow("k").await.unwrap();
+    assert!(!d.allowed && !d.fail_open);
+}
+
+#[tokio::test]
+async fn resource_limiters_mark_fail_open_decisions() {
+    let clock = ManualClock::new(Duration::from_secs(10));
+    let policy = Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
+    let limiter = ResourceLimiter::builder()
+        .default_policy(policy)
+        .resource("login", policy)
+        .fail_policy(FailPolicy::Open)
+        .backend(flaky(&clock))
+        .build()
+        .unwrap();
+    for resource in ["login", "other"] {
+        assert!(!limiter.allow(resource, "k").await.unwrap().fail_open);
+    }
+    limiter.default_limiter().binding().store().set_failing(true);
+    for resource in ["login", "other"] {
+        let d = limiter.allow_n(resource, "k", 2).await.unwrap();
+        assert!(d.allowed && d.fail_open, "{resource}: {d:?}");
+    }
 }
 
 /// The flaky store behind a limiter's binding (shared through the backend).
@@ -272,6 +313,64 @@ fn sweeps_keep_state_through_small_clock_steps_back() {
     clock.set(Duration::from_millis(2_001));
     limiter.binding().sweep();
     assert_eq!(limiter.binding().len(), 0);
+}
+
+#[test]
+fn limits_beyond_exact_arithmetic_are_refused_naming_the_field() {
+    let second = Duration::from_secs(1);
+    for strategy in Strategy::ALL {
+        assert!(Policy::new(strategy, MAX_LIMIT, MAX_WINDOW).is_ok());
+        let err = Policy::new(strategy, MAX_LIMIT + 1, second).unwrap_err();
+        assert_eq!(err.field(), "limit");
+        assert_eq!(
+            err.to_string(),
+            "invalid limit: 4611686018427387905 exceeds 2^62 = 4611686018427387904, the maximum \
+             limit, within which every time and product the strategies compute is exact"
+        );
+        let built = Limiter::builder()
+            .strategy(strategy)
+            .limit(u64::MAX)
+            .window(second)
+            .build();
+        assert_eq!(config_field(built), "limit");
+    }
+}
+
+#[tokio::test]
+async fn clock_readings_past_the_latest_time_never_admit_more() {
+    // Near 2^64 ns (the year 2554), three per second. Decisions count such
+    // readings as MAX_TICK; sweeps and store expiries must agree with them.
+    let clock = ManualClock::new(Duration::ZERO);
+    for strategy in Strategy::ALL {
+        clock.set_nanos(u64::MAX - 10_000_000_000);
+        let memory = Limiter::builder()
+            .strategy(strategy)
+            .limit(3)
+            .window(Duration::from_secs(1))
+            .backend(
+                tollgate::MemoryBackend::new()
+                    .with_clock(clock.clone())
+                    .with_sweep_interval(Duration::from_secs(3_600)),
+            )
+            .build()
+            .unwrap();
+        let store = Limiter::builder()
+            .strategy(strategy)
+            .limit(3)
+            .window(Duration::from_secs(1))
+            .backend(StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone()))
+            .build()
+            .unwrap();
+        let mut admitted = (0, 0);
+        for _ in 0..5 {
+            admitted.0 += u32::from(memory.check("k").allowed);
+            admitted.1 += u32::from(store.allow("k").await.unwrap().allowed);
+            clock.advance(Duration::from_millis(1));
+            memory.binding().sweep();
+        }
+        assert_eq!(admitted, (3, 3), "{strategy}: (in memory, store)");
+        assert_eq!(memory.binding().len(), 1, "{strategy}: state swept too early");
+    }
 }
 
 #[test]

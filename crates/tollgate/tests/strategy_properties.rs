@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
-use tollgate::strategy::{decide, expires_at, Outcome, Rate, State};
-use tollgate::Strategy;
+use tollgate::strategy::{decide, expires_at, Outcome, Rate, State, MAX_LIMIT, MAX_TICK};
+use tollgate::{Strategy, MAX_WINDOW};
 
 const STRATEGIES: [Strategy; 4] = Strategy::ALL;
 
@@ -114,6 +114,22 @@ proptest! {
                 } else {
                     prop_assert_eq!(o.reset, 0);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn expired_state_decides_exactly_like_absent_state(rate in rate(), start in 0u64..10_000, steps in steps(), later in 0u64..1_000, cost in 0u64..15) {
+        // Deleting expired state at any moment never changes a decision.
+        for strategy in STRATEGIES {
+            for (_, _, _, _, after) in run(strategy, &rate, start, &steps) {
+                let Some(s) = after else { continue };
+                let at = expires_at(&rate, &s) + later;
+                prop_assert_eq!(
+                    decide(strategy, &rate, Some(s), at, cost),
+                    decide(strategy, &rate, None, at, cost),
+                    "{}: expired state {:?} at {}", strategy, s, at
+                );
             }
         }
     }
@@ -245,4 +261,193 @@ fn sliding_window_weights_the_previous_window() {
     // The estimate is exactly 10: one tick later the previous window's
     // weight has decayed below it.
     assert_eq!(o.retry_after, Some(1));
+}
+
+#[test]
+fn sliding_window_re_anchors_when_both_counters_roll_to_zero() {
+    use tollgate::strategy::SlidingWindowState;
+    // L = 4 per 100 ticks. A window started at 0 whose previous count was
+    // used but whose current count is empty: at 150 it rolls (k = 1) to
+    // prev = curr = 0, which is absent state, so the new window starts at 150,
+    // not on the grid at 100.
+    let rate = Rate::new(4, 100);
+    let stale = State::SlidingWindow(SlidingWindowState {
+        start: 0,
+        curr: 0,
+        prev: 3,
+    });
+    let (o, s) = decide(Strategy::SlidingWindow, &rate, Some(stale), 150, 1);
+    assert!(o.allowed);
+    assert_eq!(
+        s,
+        Some(State::SlidingWindow(SlidingWindowState {
+            start: 150,
+            curr: 1,
+            prev: 0
+        }))
+    );
+    assert_eq!(o.reset, 200, "2W after the re-anchored start");
+    assert_eq!((o, s), decide(Strategy::SlidingWindow, &rate, None, 150, 1));
+}
+
+/// The longest window a policy accepts, in nanosecond ticks.
+const LONGEST: u64 = MAX_WINDOW.as_nanos() as u64;
+
+/// Rates at the edges of what a policy accepts (the largest limit, the
+/// longest window), anywhere in between, and small ones; `Rate::new` clamps
+/// the limit `u64::MAX` to [`MAX_LIMIT`].
+fn edge_rate() -> impl proptest::strategy::Strategy<Value = Rate> {
+    let limit = prop_oneof![
+        1u64..12,
+        MAX_LIMIT - 12..=MAX_LIMIT,
+        1u64..=MAX_LIMIT,
+        Just(u64::MAX)
+    ];
+    let window = prop_oneof![1u64..400, LONGEST - 400..=LONGEST, 1u64..=LONGEST];
+    (limit, window).prop_map(|(l, w)| Rate::new(l, w))
+}
+
+/// Clock readings near the end of the accepted range, past it, and early.
+fn edge_time() -> impl proptest::strategy::Strategy<Value = u64> {
+    prop_oneof![
+        MAX_TICK - (1 << 62)..=MAX_TICK,
+        MAX_TICK - 1_000..=MAX_TICK.saturating_add(1_000),
+        MAX_TICK..=u64::MAX,
+        u64::MAX - 1_000..=u64::MAX,
+        0u64..1 << 62,
+    ]
+}
+
+/// A rate and steps of (time delta, cost) scaled to it: deltas of a few
+/// ticks or up to three windows, costs of a few units or around the limit.
+fn edge_case() -> impl proptest::strategy::Strategy<Value = (Rate, u64, Vec<(u64, u64)>)> {
+    (edge_rate(), edge_time()).prop_flat_map(|(rate, start)| {
+        let (l, w) = (rate.limit, rate.window);
+        let step = (
+            prop_oneof![0u64..3, 0..=w.saturating_mul(3), 0..=u64::MAX],
+            prop_oneof![0u64..4, l - 1..=l + 1, 0..=l],
+        );
+        (Just(rate), Just(start), prop::collection::vec(step, 1..40))
+    })
+}
+
+/// Like [`run`], with time deltas saturating at `u64::MAX`.
+fn run_saturating(strategy: Strategy, rate: &Rate, start: u64, steps: &[(u64, u64)]) -> Vec<Step> {
+    let mut state = None;
+    let mut now = start;
+    let mut out = Vec::new();
+    for &(dt, cost) in steps {
+        now = now.saturating_add(dt);
+        let (o, next) = decide(strategy, rate, state, now, cost);
+        out.push((now, cost, state, o, next));
+        state = next;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+    #[test]
+    fn decisions_stay_exact_at_the_largest_limits_and_latest_times((rate, start, steps) in edge_case()) {
+        prop_assert!(rate.limit <= MAX_LIMIT && rate.window <= LONGEST);
+        for strategy in STRATEGIES {
+            let mut per_instant: Option<(u64, u128)> = None;
+            for (now, cost, before, o, after) in run_saturating(strategy, &rate, start, &steps) {
+                // Readings past the latest accepted time count as that time.
+                let at = now.min(MAX_TICK);
+                prop_assert!(o.remaining <= rate.limit, "{strategy}: remaining {} > L", o.remaining);
+                // `remaining` is exact: a request of that cost is admitted,
+                // one unit more is not.
+                if o.remaining > 0 {
+                    prop_assert!(decide(strategy, &rate, after, now, o.remaining).0.allowed,
+                        "{strategy}: {} remaining but a request of that cost is denied", o.remaining);
+                }
+                prop_assert!(!decide(strategy, &rate, after, now, o.remaining + 1).0.allowed,
+                    "{strategy}: more than remaining = {} admitted", o.remaining);
+                // From absent state, at most L units are admitted at one instant.
+                per_instant = match per_instant {
+                    Some((t, used)) if t == at => Some((t, used)),
+                    _ if before.is_none() => Some((at, 0)),
+                    _ => None,
+                };
+                if let Some((_, used)) = per_instant.as_mut() {
+                    *used += if o.allowed { u128::from(cost) } else { 0 };
+                    prop_assert!(*used <= u128::from(rate.limit), "{strategy}: {used} units admitted at one instant > L = {}", rate.limit);
+                }
+                if let Some(r) = o.retry_after {
+                    prop_assert!(!o.allowed && r >= 1);
+                    if let Some(t) = at.checked_add(r).filter(|t| *t <= MAX_TICK) {
+                        prop_assert!(decide(strategy, &rate, before, t, cost).0.allowed,
+                            "{strategy}: denied at now + retry_after ({r})");
+                        prop_assert!(!decide(strategy, &rate, before, t - 1, cost).0.allowed,
+                            "{strategy}: admitted before now + retry_after ({r})");
+                    }
+                }
+                if let Some(t) = at.checked_add(o.reset).filter(|t| *t <= MAX_TICK) {
+                    let (fresh, left) = decide(strategy, &rate, after, t, 0);
+                    prop_assert_eq!((fresh.remaining, left), (rate.limit, None), "{}: not fresh after reset", strategy);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_largest_limit_admits_no_more_than_itself_at_one_instant() {
+    // L, L and 1 unit at one instant: only the first fits.
+    let rate = Rate::new(u64::MAX, 1_000_000_000);
+    let l = rate.limit;
+    assert_eq!(l, MAX_LIMIT);
+    for strategy in STRATEGIES {
+        for now in [
+            1_700_000_000_000_000_000,
+            MAX_TICK - 1,
+            MAX_TICK,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let (first, state) = decide(strategy, &rate, None, now, l);
+            assert!(
+                first.allowed && first.remaining == 0,
+                "{strategy} at {now}: {first:?}"
+            );
+            let (second, state) = decide(strategy, &rate, state, now, l);
+            assert!(
+                !second.allowed && second.remaining == 0,
+                "{strategy} at {now}: {second:?}"
+            );
+            let (third, _) = decide(strategy, &rate, state, now, 1);
+            assert!(
+                !third.allowed && third.remaining == 0,
+                "{strategy} at {now}: {third:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn clock_readings_past_the_latest_time_never_admit_more_than_the_limit() {
+    // Three per second; five unit requests at (and after) readings near
+    // 2^64 ns, the year 2554. Past MAX_TICK the clock counts as stopped.
+    let rate = Rate::new(3, 1_000_000_000);
+    for strategy in STRATEGIES {
+        for start in [
+            MAX_TICK - 1,
+            MAX_TICK,
+            MAX_TICK + 1,
+            u64::MAX - 2_000_000_000,
+            u64::MAX - 1,
+        ] {
+            let mut state = None;
+            let mut admitted = 0;
+            for i in 0..5 {
+                let now = start.saturating_add(i * 100_000_000);
+                let (o, next) = decide(strategy, &rate, state, now, 1);
+                admitted += u64::from(o.allowed);
+                state = next;
+            }
+            assert_eq!(admitted, 3, "{strategy} from {start}");
+        }
+    }
 }

@@ -816,16 +816,15 @@ fn deep_nesting_is_described_in_words() {
 #[test]
 fn resource_names_must_not_hold_control_characters() {
     let field = "tollgate.resources.\"a\\u{7}b\"";
-    let message = "a resource name must not contain control characters (found U+0007)";
+    let message = "a resource name must not contain control characters; found U+0007 at byte 1";
     rejects(Format::Yaml, "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    \"a\\ab\": { limit: 5, window: 1m }\n", 4, field, message);
     rejects(Format::Toml, "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n\n[tollgate.resources.\"a\\u0007b\"]\nlimit = 5\nwindow = \"1m\"\n", 4, field, message);
     rejects(Format::Json, "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"resources\": {\"a\\u0007b\": {\"limit\": 5, \"window\": \"1m\"}}}}", 2, field, message);
-    let err = rejects(
+    rejects(
         Format::Yaml,
         "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    \"tab\\there\": { limit: 5, window: 1m }\n",
         4,
         "tollgate.resources.\"tab\\there\"",
-        "(found U+0009)",
+        "found U+0009 at byte 3",
     );
-    assert!(err.message().contains("could never be replayed"), "{err}");
 }

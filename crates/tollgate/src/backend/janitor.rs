@@ -4,15 +4,20 @@
 //!
 //! Tables register a weak reference; a dropped table is forgotten at the next
 //! pass. The thread starts with the first table and sleeps between passes. A
-//! pass only touches shards whose earliest expiry has passed.
+//! pass only touches shards whose earliest expiry has passed. Sweeps shrink
+//! tables that have emptied; once they have freed several megabytes, the
+//! janitor also asks the allocator to hand free memory back (see
+//! [`trim`]), so the process's resident memory follows the active keys too.
 
 use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use super::trim;
+
 /// Something the janitor can sweep.
 pub(crate) trait Sweep: Send + Sync {
-    /// Removes expired entries.
-    fn sweep(&self);
+    /// Removes expired entries; returns the approximate bytes freed.
+    fn sweep(&self) -> usize;
 }
 
 struct Registered {
@@ -23,6 +28,10 @@ struct Registered {
 
 /// The longest the janitor sleeps before looking for due tables again.
 const MAX_NAP: Duration = Duration::from_millis(50);
+
+/// Once sweeps have freed this much table memory, the janitor asks the
+/// allocator to return its free memory to the operating system.
+const TRIM_AFTER: usize = 8 << 20;
 
 fn registry() -> &'static Mutex<Vec<Registered>> {
     static REGISTRY: OnceLock<Mutex<Vec<Registered>>> = OnceLock::new();
@@ -47,6 +56,7 @@ pub(crate) fn register(table: Weak<dyn Sweep>, every: Duration) {
 
 fn run() {
     let mut nap = MAX_NAP;
+    let mut freed = 0;
     loop {
         std::thread::sleep(nap);
         let now = Instant::now();
@@ -66,7 +76,11 @@ fn run() {
             due
         };
         for table in due.iter().filter_map(Weak::upgrade) {
-            table.sweep();
+            freed += table.sweep();
+        }
+        if freed >= TRIM_AFTER {
+            freed = 0;
+            trim::release_free_memory();
         }
     }
 }

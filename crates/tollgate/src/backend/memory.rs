@@ -114,8 +114,8 @@ impl MemoryBackend {
 }
 
 impl<A: Algorithm> Sweep for Table<A> {
-    fn sweep(&self) {
-        Table::sweep(self);
+    fn sweep(&self) -> usize {
+        Table::sweep(self)
     }
 }
 

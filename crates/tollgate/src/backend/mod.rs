@@ -9,6 +9,7 @@ mod redact;
 pub mod store;
 mod stored_key;
 mod table;
+mod trim;
 
 use std::future::Future;
 

@@ -172,7 +172,9 @@ impl<S: Store> StoreBinding<S> {
             Some(bytes) => Some(decode_state(&bytes)?),
             None => None,
         };
-        let now = shared.tick.from_nanos(shared.clock.now_nanos());
+        // Clamped as the strategies clamp it, so the expiry below measures
+        // from the time the decision used.
+        let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
         let (outcome, after) = strategy::decide(self.strategy, &self.rate, before, now, cost);
         match after {
             Some(state) if Some(state) != before => {

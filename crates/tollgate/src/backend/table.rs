@@ -18,7 +18,7 @@ use hashbrown::HashTable;
 
 use super::stored_key::StoredKey;
 use crate::clock::ClockHandle;
-use crate::strategy::{Algorithm, Outcome, Rate};
+use crate::strategy::{clamp_time, Algorithm, Outcome, Rate};
 
 /// Shards never sweep themselves below this many entries.
 const MIN_SWEEP_LEN: usize = 64;
@@ -145,9 +145,17 @@ impl<A: Algorithm> Table<A> {
 
     /// Removes every entry that expired [`CLOCK_STEP_TOLERANCE`] before
     /// `now` and gives back memory when the shard has shrunk well below its
-    /// capacity.
-    fn sweep_shard(&self, shard: &mut ShardInner<A::State>, now: u64) {
-        let now = now.saturating_sub(CLOCK_STEP_TOLERANCE);
+    /// capacity; returns the approximate bytes of table memory freed.
+    ///
+    /// The table shrinks once fewer than a quarter of its slots are used,
+    /// to twice the entries left: a shard that keeps its size between
+    /// sweeps is never reallocated, and one must lose half its entries
+    /// again before the next shrink.
+    ///
+    /// `now` is clamped like the strategies' clock readings: state a
+    /// decision still counts as live is never deleted.
+    fn sweep_shard(&self, shard: &mut ShardInner<A::State>, now: u64) -> usize {
+        let now = clamp_time(now).saturating_sub(CLOCK_STEP_TOLERANCE);
         let rate = &self.rate;
         let mut earliest = u64::MAX;
         shard.map.retain(|e| {
@@ -159,31 +167,94 @@ impl<A: Algorithm> Table<A> {
         shard.earliest_expiry = earliest;
         let len = shard.map.len();
         shard.sweep_len = (len * 2).max(MIN_SWEEP_LEN);
-        if shard.map.capacity() > (len * 4).max(MIN_SWEEP_LEN) {
-            let hasher = &self.hasher;
-            shard
-                .map
-                .shrink_to(len * 2, |e| hasher.hash_one(e.key.as_bytes()));
+        // Slots counted from the allocation: `capacity()` leaves out slots
+        // that removed entries left as tombstones, which still take memory.
+        let allocated = shard.map.allocation_size();
+        let slots = allocated / (std::mem::size_of::<Entry<A::State>>() + 1);
+        if slots <= (len * 4).max(MIN_SWEEP_LEN) {
+            return 0;
         }
+        let hasher = &self.hasher;
+        shard
+            .map
+            .shrink_to(len * 2, |e| hasher.hash_one(e.key.as_bytes()));
+        allocated.saturating_sub(shard.map.allocation_size())
     }
 
     /// Sweeps every shard whose earliest expiry has passed; returns the
-    /// number of entries left.
+    /// approximate bytes of table memory freed.
     pub(crate) fn sweep(&self) -> usize {
-        let now = self.clock.now_nanos();
-        let mut left = 0;
+        let now = clamp_time(self.clock.now_nanos());
+        let mut freed = 0;
         for index in 0..self.shards.len() {
             let mut shard = self.lock(index);
             if shard.earliest_expiry.saturating_add(CLOCK_STEP_TOLERANCE) <= now {
-                self.sweep_shard(&mut shard, now);
+                freed += self.sweep_shard(&mut shard, now);
             }
-            left += shard.map.len();
         }
-        left
+        freed
+    }
+
+    /// The number of slots the shards hold, used or not.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        (0..self.shards.len()).map(|i| self.lock(i).map.capacity()).sum()
     }
 
     /// The number of keys with stored state.
     pub(crate) fn len(&self) -> usize {
         (0..self.shards.len()).map(|i| self.lock(i).map.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::strategy::TokenBucket;
+
+    #[test]
+    fn emptied_tables_shrink_and_steady_ones_keep_their_slots() {
+        const SHARDS: usize = 4;
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        // One request per second per key: a key's state lasts one second.
+        let rate = Rate::new(1, 1_000_000_000);
+        let table = Table::<TokenBucket>::new(rate, ClockHandle::of(clock.clone()), SHARDS, true);
+        for i in 0..100_000u32 {
+            table.decide(&i.to_le_bytes(), 1);
+        }
+        let full = table.capacity();
+        assert!(full >= 100_000);
+
+        // All but 1,000 keys expire (past the sweeps' clock-step tolerance).
+        clock.advance(Duration::from_secs(3));
+        for i in 0..1_000u32 {
+            table.decide(&i.to_le_bytes(), 1);
+        }
+        let freed = table.sweep();
+        assert_eq!(table.len(), 1_000);
+        let shrunk = table.capacity();
+        assert!(
+            shrunk <= 4 * 1_000,
+            "{shrunk} slots kept for 1,000 keys (from {full})"
+        );
+        assert!(freed >= (full - shrunk) * std::mem::size_of::<Entry<crate::strategy::GcraState>>());
+
+        // The same keys stay active: sweeps neither shrink nor reallocate.
+        for _ in 0..3 {
+            clock.advance(Duration::from_millis(999));
+            for i in 0..1_000u32 {
+                table.decide(&i.to_le_bytes(), 1);
+            }
+            assert_eq!(table.sweep(), 0);
+            assert_eq!(table.capacity(), shrunk);
+        }
+
+        // Everything expires: the tables hold no slots at all.
+        clock.advance(Duration::from_secs(3));
+        assert!(table.sweep() > 0);
+        assert_eq!((table.len(), table.capacity()), (0, 0));
     }
 }

@@ -1,6 +1,6 @@
 //! Fixed window: a counter per clock-aligned bucket of length `W`.
 
-use super::{unit_cost, Algorithm, Outcome, Rate};
+use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
 use crate::policy::Strategy;
 
 /// Fixed-window state: the start of the bucket (`floor(now / W) * W`) and the
@@ -32,12 +32,15 @@ impl Algorithm for FixedWindow {
         cost: u64,
     ) -> (Outcome, Option<FixedWindowState>) {
         let (limit, window) = (rate.limit, rate.window);
+        let now = clamp_time(now);
         let (start, mut count, now) = match state {
             // The clock went backwards: stay in the stored bucket, at its start.
             Some(s) if now < s.start => (s.start, s.count, s.start),
             Some(s) if now - s.start < window => (s.start, s.count, now),
             _ => (now - now % window, 0, now),
         };
+        // Exact for valid state (start + W <= MAX_TICK + 2^62); saturating
+        // only for a corrupted stored start.
         let end = start.saturating_add(window);
         let unit = unit_cost(cost);
         let allowed = unit <= limit && count <= limit - unit;

@@ -1,7 +1,7 @@
 //! The generic cell rate algorithm (GCRA) shared by the token bucket and the
 //! leaky-bucket meter: both keep one timestamp, the theoretical arrival time.
 
-use super::{unit_cost, Outcome, Rate};
+use super::{clamp_time, unit_cost, Outcome, Rate};
 
 /// GCRA state: `tat`, the tick at which the bucket is back to fresh (full of
 /// tokens for a token bucket, empty for a leaky bucket).
@@ -13,9 +13,10 @@ pub struct GcraState {
 
 /// Decides one request under GCRA with burst `L * T` and interval `T`.
 ///
-/// Everything fits in 64 bits: `L * T <= max(W, L)` and a validated window is far
-/// below `u64::MAX` ticks; additions saturate so even absurd clock readings
-/// cannot overflow.
+/// Everything is exact in 64 bits: `L * T <= max(W, L) <= 2^62` and `now <=
+/// MAX_TICK < 2^63`, so `tat <= now + L * T < 2^64`. The additions saturate
+/// only for a corrupted stored state (a `tat` far in the future), which is
+/// then simply denied.
 #[inline]
 pub(crate) fn decide(
     rate: &Rate,
@@ -23,6 +24,7 @@ pub(crate) fn decide(
     now: u64,
     cost: u64,
 ) -> (Outcome, Option<GcraState>) {
+    let now = clamp_time(now);
     let interval = rate.interval;
     let burst = rate.limit * interval;
     let t = state.map_or(now, |s| s.tat.max(now));

@@ -8,7 +8,9 @@
 //!
 //! Time is an integer count of *ticks* since the Unix epoch. The in-memory
 //! backend uses nanoseconds; backends with coarser clocks (for example
-//! microseconds) pass a [`Rate`] built for their unit. A state equal to
+//! microseconds) pass a [`Rate`] built for their unit. Readings later than
+//! [`MAX_TICK`] count as [`MAX_TICK`]; with limits and windows within
+//! [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] all arithmetic is exact. A state equal to
 //! `None` is the absent (fresh) state; a strategy returns `None` whenever the
 //! state after a decision is equivalent to absent, and treats any stored state
 //! that has expired exactly like absent state, so the moment at which a
@@ -28,12 +30,38 @@ pub use token_bucket::TokenBucket;
 
 use crate::policy::Strategy;
 
+/// The largest limit `L` of any rate: 2^62.
+///
+/// With `L` and `W` at most 2^62 and clock readings at most [`MAX_TICK`],
+/// every time a strategy computes (`now + L × T`, `now + 2W`) fits in 64
+/// bits and every product (`L × W`, `prev × (W − e)`) in 128 bits, so every
+/// decision is exact integer arithmetic. [`crate::Policy::new`] refuses larger
+/// limits, naming the field; [`Rate::new`] clamps to it.
+pub const MAX_LIMIT: u64 = 1 << 62;
+
+/// The longest window `W` of any rate, in ticks: 2^62 (about 146 years of
+/// nanoseconds; [`crate::MAX_WINDOW`], the longest a policy accepts, is
+/// shorter). [`Rate::new`] clamps to it.
+pub const MAX_WINDOW_TICKS: u64 = 1 << 62;
+
+/// The latest clock reading a decision uses: 2^63 − 1 ticks, in nanoseconds
+/// 2262-04-11T23:47:16.854775807Z (the end of 64-bit signed nanosecond
+/// time).
+///
+/// Every strategy counts a later reading as exactly this one, and so do the
+/// in-memory sweeps and the store adapter's expiries: past it the clock
+/// stands still, nothing refills and no state expires, so no request beyond
+/// the limit is ever admitted (`retry_after` then names a delay that never
+/// comes). Together with [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] this keeps
+/// every intermediate time below 2^64.
+pub const MAX_TICK: u64 = (1 << 63) - 1;
+
 /// A policy's limit and window expressed in a backend's clock ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rate {
-    /// `L`: units admitted per window, at least 1.
+    /// `L`: units admitted per window, from 1 to [`MAX_LIMIT`].
     pub limit: u64,
-    /// `W`: the window in ticks, at least 1.
+    /// `W`: the window in ticks, from 1 to [`MAX_WINDOW_TICKS`].
     pub window: u64,
     /// `T = max(1, W / L)`: the emission interval in ticks.
     pub interval: u64,
@@ -42,11 +70,14 @@ pub struct Rate {
 impl Rate {
     /// Builds a rate from a limit and a window in ticks.
     ///
-    /// Both must be at least 1; [`crate::Policy`] validates this before any
-    /// rate is built, so this constructor clamps rather than fails.
+    /// The limit must be from 1 to [`MAX_LIMIT`] and the window from 1 to
+    /// [`MAX_WINDOW_TICKS`]; [`crate::Policy`] validates this before any rate
+    /// is built, so this constructor clamps into those ranges rather than
+    /// fails. Build rates with it: a rate whose public fields are set outside
+    /// them loses the guarantee of exact arithmetic.
     pub fn new(limit: u64, window: u64) -> Self {
-        let limit = limit.max(1);
-        let window = window.max(1);
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let window = window.clamp(1, MAX_WINDOW_TICKS);
         Self {
             limit,
             window,
@@ -144,6 +175,12 @@ pub fn expires_at(rate: &Rate, state: &State) -> u64 {
         State::SlidingWindow(s) => SlidingWindow::expires_at(rate, s),
         State::Gcra(s) => gcra::expires_at(s),
     }
+}
+
+/// The clock reading a decision uses: `now`, or [`MAX_TICK`] when later.
+#[inline]
+pub(crate) fn clamp_time(now: u64) -> u64 {
+    now.min(MAX_TICK)
 }
 
 /// The cost used in admission tests: a peek (`cost = 0`) asks about one unit.

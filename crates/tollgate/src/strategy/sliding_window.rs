@@ -1,7 +1,7 @@
 //! Approximate sliding window: two counters, the current and the previous
 //! window, weighted by how far into the current window `now` is.
 
-use super::{unit_cost, Algorithm, Outcome, Rate};
+use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
 use crate::policy::Strategy;
 
 /// Sliding-window state: the start of the current window (anchored at the
@@ -25,6 +25,7 @@ impl SlidingWindow {
     /// counts become a fresh window anchored at `now`) and the effective now.
     fn roll(rate: &Rate, state: Option<SlidingWindowState>, now: u64) -> (SlidingWindowState, u64) {
         let w = rate.window;
+        let now = clamp_time(now);
         let fresh = |now| SlidingWindowState {
             start: now,
             curr: 0,
