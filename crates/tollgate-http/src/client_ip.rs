@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::forwarded;
-use crate::key::{KeyError, KeyErrorKind};
+use crate::key_error::{KeyError, KeyErrorKind};
 use crate::request::RequestInfo;
 
 /// The header a trusted proxy uses to pass on the client address.

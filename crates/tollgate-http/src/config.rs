@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use crate::core::{Core, DeniedFn, FailureFn, KeyErrorFn};
-use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::HeaderMode;
 use crate::ip::IpGrouping;
 use crate::key::{KeyExtractor, MissingKey};
 use crate::limits::Limits;
-use crate::reply::{GrpcMode, Reply, ReplyFormat};
+use crate::reply::{GrpcMode, Reply};
+use crate::reply_context::{Denied, Failure, KeyRejected, ReplyFormat};
 use crate::resource::ResourceExtractor;
 
 /// A rate-limiting middleware configuration around a limiter.

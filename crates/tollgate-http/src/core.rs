@@ -4,12 +4,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::{HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
-use crate::key::{peer_key, Key, KeyError, KeyExtractor, MissingKey};
+use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
+use crate::key_error::KeyError;
 use crate::limits::Limits;
-use crate::reply::{GrpcMode, Reply, ReplyFormat};
+use crate::reply::{GrpcMode, Reply};
+use crate::reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 
@@ -107,24 +108,20 @@ impl<L: Limits> Core<L> {
             GrpcMode::Always => true,
             GrpcMode::Never => false,
         };
+        let resource = if self.limits.uses_resources() {
+            self.resource.extract(req)
+        } else {
+            Cow::Borrowed("")
+        };
         let key = match self.key.extract(req, &self.grouping) {
             Ok(key) => key,
             Err(error) => match self.missing {
-                MissingKey::PeerIp => {
-                    peer_key(req, &self.grouping).map_err(|e| Box::new(self.key_error(&e, grpc)))?
-                }
-                MissingKey::Reject => return Err(Box::new(self.key_error(&error, grpc))),
+                MissingKey::PeerIp => peer_key(req, &self.grouping)
+                    .map_err(|e| Box::new(self.key_error(&e, &resource, grpc)))?,
+                MissingKey::Reject => return Err(Box::new(self.key_error(&error, &resource, grpc))),
             },
         };
-        Ok(Prepared {
-            key,
-            resource: if self.limits.uses_resources() {
-                self.resource.extract(req)
-            } else {
-                Cow::Borrowed("")
-            },
-            grpc,
-        })
+        Ok(Prepared { key, resource, grpc })
     }
 
     /// Asks the limiter and maps its answer to a verdict.
@@ -137,13 +134,7 @@ impl<L: Limits> Core<L> {
                 if decision.allowed {
                     return Verdict::Allow(headers);
                 }
-                let denied = Denied {
-                    decision: &decision,
-                    key,
-                    resource: &p.resource,
-                    format: self.format,
-                    grpc: p.grpc,
-                };
+                let denied: Denied<'_> = self.context(&decision, key, &p.resource, p.grpc);
                 let mut reply = match &self.on_denied {
                     Some(handler) => handler(&denied),
                     None => Reply::for_denied(&denied),
@@ -152,13 +143,7 @@ impl<L: Limits> Core<L> {
                 Verdict::Reply(reply)
             }
             Err(error) => {
-                let failure = Failure {
-                    error: &error,
-                    key,
-                    resource: &p.resource,
-                    format: self.format,
-                    grpc: p.grpc,
-                };
+                let failure: Failure<'_> = self.context(&error, key, &p.resource, p.grpc);
                 Verdict::Reply(match &self.on_failure {
                     Some(handler) => handler(&failure),
                     None => Reply::for_failure(&failure),
@@ -167,15 +152,21 @@ impl<L: Limits> Core<L> {
         }
     }
 
-    fn key_error(&self, error: &KeyError, grpc: bool) -> Reply {
-        let rejected = KeyRejected {
-            error,
-            format: self.format,
-            grpc,
-        };
+    fn key_error(&self, error: &KeyError, resource: &str, grpc: bool) -> Reply {
+        let rejected: KeyRejected<'_> = self.context(error, b"", resource, grpc);
         match &self.on_key_error {
             Some(handler) => handler(&rejected),
             None => Reply::for_key_error(&rejected),
         }
+    }
+
+    fn context<'a, W: Copy>(
+        &self,
+        why: W,
+        key: &'a [u8],
+        resource: &'a str,
+        grpc: bool,
+    ) -> ReplyContext<'a, W> {
+        ReplyContext::new(why, key, resource, self.format, grpc)
     }
 }

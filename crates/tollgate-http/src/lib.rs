@@ -66,12 +66,13 @@ mod client_ip;
 mod config;
 mod core;
 mod forwarded;
-mod handler_context;
 mod headers;
 mod ip;
 mod key;
+mod key_error;
 mod limits;
 mod reply;
+mod reply_context;
 mod request;
 mod resource;
 
@@ -82,16 +83,17 @@ pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
 pub use config::RateLimit;
-pub use handler_context::{Denied, Failure, KeyRejected};
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;
 pub use ip::{IpGrouping, IpKey};
 /// The network type of [`ClientIp::trust`], from the `ipnet` crate.
 pub use ipnet::IpNet;
-pub use key::{Key, KeyError, KeyErrorKind, KeyExtractor, MissingKey};
+pub use key::{Key, KeyExtractor, MissingKey};
+pub use key_error::{KeyError, KeyErrorKind};
 pub use limits::Limits;
-pub use reply::{GrpcMode, InvalidHeader, Reply, ReplyFormat};
+pub use reply::{GrpcMode, InvalidHeader, Reply};
+pub use reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 
