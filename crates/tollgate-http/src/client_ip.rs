@@ -193,7 +193,7 @@ impl ClientIp {
 #[cfg(all(test, feature = "tower"))]
 mod tests {
     use super::*;
-    use crate::tower::PeerAddr;
+    use crate::PeerAddr;
 
     fn resolve(client_ip: &ClientIp, peer: &str, headers: &[(&str, &str)]) -> Result<String, KeyErrorKind> {
         let mut req = http::Request::builder();

@@ -18,8 +18,9 @@ pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
 pub(crate) type KeyErrorFn = dyn Fn(&KeyRejected<'_>) -> Reply + Send + Sync;
 
-/// Everything the middleware needs, shared by every request.
-pub(crate) struct Core<L> {
+/// The framework-neutral part of the middleware, shared by every request:
+/// the configuration, and from a request to a [`Verdict`].
+pub(crate) struct Engine<L> {
     pub(crate) limits: Arc<L>,
     pub(crate) key: KeyExtractor,
     pub(crate) missing: MissingKey,
@@ -33,7 +34,7 @@ pub(crate) struct Core<L> {
     pub(crate) on_key_error: Option<Arc<KeyErrorFn>>,
 }
 
-impl<L> Clone for Core<L> {
+impl<L> Clone for Engine<L> {
     fn clone(&self) -> Self {
         Self {
             limits: self.limits.clone(),
@@ -51,7 +52,7 @@ impl<L> Clone for Core<L> {
     }
 }
 
-impl<L> std::fmt::Debug for Core<L> {
+impl<L> std::fmt::Debug for Engine<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("key", &self.key)
@@ -80,7 +81,7 @@ pub(crate) enum Verdict {
     Reply(Reply),
 }
 
-impl<L> Core<L> {
+impl<L> Engine<L> {
     pub(crate) fn new(limits: Arc<L>) -> Self {
         Self {
             limits,
@@ -98,9 +99,9 @@ impl<L> Core<L> {
     }
 }
 
-impl<L: Limits> Core<L> {
+impl<L: Limits> Engine<L> {
     /// Takes key and resource from `req` (no I/O); a reply when there is no
-    /// key. Kept apart from [`Core::decide`] so that the request view, which
+    /// key. Kept apart from [`Engine::decide`] so that the request view, which
     /// need not be `Sync`, is not held across an await.
     pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
         let grpc = match self.grpc {
@@ -124,10 +125,31 @@ impl<L: Limits> Core<L> {
         Ok(Prepared { key, resource, grpc })
     }
 
+    /// Whether [`Engine::decide_now`] decides (the limiter answers without
+    /// waiting, as in memory). Used by the tower service, which calls the
+    /// inner service from `call` when it can.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn decides_now(&self) -> bool {
+        self.limits.decides_now()
+    }
+
+    /// The verdict for `p` without waiting, when the limiter can give one.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn decide_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
+        let decision = self.limits.decide_now(&p.resource, p.key.as_bytes())?;
+        Some(self.verdict(Ok(decision), p))
+    }
+
     /// Asks the limiter and maps its answer to a verdict.
     pub(crate) async fn decide(&self, p: &Prepared<'_>) -> Verdict {
+        let answer = self.limits.decide(&p.resource, p.key.as_bytes()).await;
+        self.verdict(answer, p)
+    }
+
+    /// Maps the limiter's answer to a verdict.
+    fn verdict(&self, answer: Result<tollgate::Decision, tollgate::Error>, p: &Prepared<'_>) -> Verdict {
         let key = p.key.as_bytes();
-        match self.limits.decide(&p.resource, key).await {
+        match answer {
             Ok(decision) => {
                 let headers =
                     RateHeaders::for_decision(self.headers, &decision, || self.limits.policy(&p.resource));
