@@ -136,7 +136,6 @@ impl RateHeaders {
 
     /// Sets the headers on an `http` header map, replacing earlier values.
     pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
-        map.reserve(self.items.len());
         for (field, value) in self.into_fields() {
             let value = match value {
                 FieldValue::Int(n) => int_value(n),

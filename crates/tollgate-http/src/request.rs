@@ -15,6 +15,9 @@ pub(crate) trait RequestSource {
     fn path(&self) -> &str;
     /// The first value of header `name` (case-insensitive).
     fn header(&self, name: &str) -> Option<&[u8]>;
+    /// The first `Content-Type` value (asked of every request, so each
+    /// framework looks it up by its own constant rather than by text).
+    fn content_type(&self) -> Option<&[u8]>;
     /// Every value of header `name`, in the order the lines were received.
     fn header_values<'s>(&'s self, name: &str) -> HeaderValues<'s>;
     /// The address of the connection's other end, when the server recorded
@@ -124,7 +127,7 @@ impl<'a> RequestInfo<'a> {
     /// Whether the request is gRPC: its content type is `application/grpc`
     /// or `application/grpc+...`.
     pub fn is_grpc(&self) -> bool {
-        self.header("content-type").is_some_and(|ct| {
+        self.source.content_type().is_some_and(|ct| {
             ct.strip_prefix(b"application/grpc")
                 .is_some_and(|rest| rest.is_empty() || rest[0] == b'+' || rest[0] == b';')
         })

@@ -28,6 +28,12 @@ impl RequestSource for ServiceRequest {
         self.headers().get(name).map(|v| v.as_bytes())
     }
 
+    fn content_type(&self) -> Option<&[u8]> {
+        self.headers()
+            .get(actix_web::http::header::CONTENT_TYPE)
+            .map(|v| v.as_bytes())
+    }
+
     fn header_values<'s>(&'s self, name: &str) -> HeaderValues<'s> {
         HeaderValues::new(self.headers().get_all(name).map(|v| v.as_bytes()))
     }

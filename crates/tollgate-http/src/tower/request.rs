@@ -33,6 +33,12 @@ impl RequestSource for http::request::Parts {
         self.headers.get(name).map(http::HeaderValue::as_bytes)
     }
 
+    fn content_type(&self) -> Option<&[u8]> {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .map(http::HeaderValue::as_bytes)
+    }
+
     fn header_values<'s>(&'s self, name: &str) -> HeaderValues<'s> {
         HeaderValues::new(self.headers.get_all(name).iter().map(http::HeaderValue::as_bytes))
     }
