@@ -19,7 +19,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, BatchSize, Criterion};
 use http::{Request, Response};
 use tollgate::{Limiter, Strategy};
 use tollgate_http::{HeaderMode, RateLimit};
@@ -108,28 +108,9 @@ fn governor(headers: bool) -> Router {
     }
 }
 
-fn layer_overhead(c: &mut Criterion) {
-    bench(c, "router alone", 200, router());
-    bench(
-        c,
-        "tollgate, allowed, RateLimit-* headers",
-        200,
-        tollgate(HeaderMode::RateLimit, GENEROUS, SECOND),
-    );
-    bench(
-        c,
-        "tollgate, allowed, headers off",
-        200,
-        tollgate(HeaderMode::Off, GENEROUS, SECOND),
-    );
-    bench(c, "tower_governor, allowed, headers", 200, governor(true));
-    bench(c, "tower_governor, allowed, headers off", 200, governor(false));
-    bench(
-        c,
-        "tollgate, allowed, IETF draft headers",
-        200,
-        tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND),
-    );
+/// Every case: its name, the status each measured request gets, and the
+/// router.
+fn cases() -> Vec<(&'static str, u16, Router)> {
     // One request per hour per client: after a first round, all denied.
     let denied = tollgate(HeaderMode::RateLimit, 1, Duration::from_secs(3600));
     let mut warm = denied.clone().into_service::<Body>();
@@ -137,8 +118,63 @@ fn layer_overhead(c: &mut Criterion) {
     for _ in 0..CLIENTS {
         run(async { warm.ready().await.unwrap().call(next()).await.unwrap() });
     }
-    bench(c, "tollgate, denied (429 reply)", 429, denied);
+    vec![
+        ("router alone", 200, router()),
+        (
+            "tollgate, allowed, RateLimit-* headers",
+            200,
+            tollgate(HeaderMode::RateLimit, GENEROUS, SECOND),
+        ),
+        (
+            "tollgate, allowed, headers off",
+            200,
+            tollgate(HeaderMode::Off, GENEROUS, SECOND),
+        ),
+        ("tower_governor, allowed, headers", 200, governor(true)),
+        ("tower_governor, allowed, headers off", 200, governor(false)),
+        (
+            "tollgate, allowed, IETF draft headers",
+            200,
+            tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND),
+        ),
+        ("tollgate, denied (429 reply)", 429, denied),
+    ]
+}
+
+fn layer_overhead(c: &mut Criterion) {
+    for (name, expected, router) in cases() {
+        bench(c, name, expected, router);
+    }
+}
+
+/// Sends `calls` requests through the case named `name`, outside
+/// criterion, for a counter such as `perf stat -e instructions:u`, which
+/// other work on the machine does not disturb. The cost of a case is its
+/// count less that of `router alone` with the same `calls`, over `calls`.
+fn count(name: &str, calls: u64) {
+    let (name, expected, router) = cases()
+        .into_iter()
+        .find(|(case, ..)| *case == name)
+        .unwrap_or_else(|| panic!("no case {name:?}"));
+    let mut service = router.into_service::<Body>();
+    let mut next = requests();
+    for _ in 0..calls {
+        let req = next();
+        let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
+        assert_eq!(res.status(), expected, "{name}");
+    }
 }
 
 criterion_group!(benches, layer_overhead);
-criterion_main!(benches);
+
+fn main() {
+    // `LAYER_OVERHEAD_CALLS=N layer_overhead CASE`: the counting mode.
+    if let Ok(calls) = std::env::var("LAYER_OVERHEAD_CALLS") {
+        let calls = calls.parse().expect("LAYER_OVERHEAD_CALLS is a count");
+        let name = std::env::args().nth(1).expect("the case to run");
+        count(&name, calls);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

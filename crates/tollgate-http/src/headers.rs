@@ -150,6 +150,12 @@ impl RateHeaders {
         }
     }
 
+    /// Whether there is no header to set (mode `Off` on an admitted
+    /// request).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items[0].is_none()
+    }
+
     /// The headers, in order.
     pub(crate) fn into_fields(self) -> impl Iterator<Item = (Field, FieldValue)> {
         self.items.into_iter().flatten()

@@ -40,7 +40,8 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         Self {
             kind: Kind::Allowed {
                 future,
-                headers: Some(headers),
+                // Nothing to write under `HeaderMode::Off`.
+                headers: (!headers.is_empty()).then_some(headers),
             },
         }
     }
