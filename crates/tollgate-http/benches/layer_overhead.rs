@@ -7,6 +7,10 @@
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
 //! ```
+//!
+//! With `LAYER_OVERHEAD_CALLS=N` and a case's name as the only argument,
+//! it sends N requests through that case and nothing else, for an
+//! instruction counter (see [`count`]).
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -9,6 +9,9 @@ use crate::reply::Reply;
 
 /// Sets the rate-limit headers on an actix-web header map.
 pub(super) fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {
+    if headers.is_empty() {
+        return;
+    }
     for (field, value) in headers.into_fields() {
         let value = match value {
             FieldValue::Int(n) => HeaderValue::from(n),
