@@ -1,32 +1,47 @@
-//! The latency the tower layer adds to a request, in memory: the same
-//! trivial service called with and without the layer, on pre-built
-//! requests, with no network.
+//! The latency the tower layer adds to a request, in memory, beside
+//! `tower_governor` as a baseline: the same axum router called bare, with
+//! tollgate's layer and with tower_governor's, on pre-built requests keyed
+//! by peer address (axum's `ConnectInfo`, which both read) over 65,536
+//! clients, with no network.
 //!
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
 //! ```
+//!
+//! With `LAYER_OVERHEAD_CALLS=N` and a case's name as the only argument,
+//! it sends N requests through that case and nothing else, for an
+//! instruction counter (see [`count`]).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
-use criterion::{criterion_main, BatchSize, Criterion};
-use http::header::{HeaderValue, CONTENT_TYPE};
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use axum::Router;
+use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
-use http_body_util::Empty;
 use tollgate::{Limiter, Strategy};
-use tollgate_http::{HeaderMode, PeerAddr, RateLimit};
-use tower::{service_fn, Layer, Service, ServiceExt};
+use tollgate_http::{HeaderMode, RateLimit};
+use tower::{Service, ServiceExt};
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::GovernorLayer;
 
 /// Distinct client addresses the requests rotate through: each comes back
-/// every 65,536 requests, well within its budget.
+/// every 65,536 requests.
 const CLIENTS: u32 = 65_536;
 
-/// Runs a future that never waits (in-memory limiter, immediate service).
+/// Requests per second per client that no client exhausts: every request
+/// is admitted.
+const GENEROUS: u64 = 500;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Runs a future that never waits (in-memory limiter, immediate handler).
 fn run<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
@@ -36,66 +51,122 @@ fn run<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Pre-built requests from rotating client addresses.
-fn requests() -> impl FnMut() -> Request<Empty<Bytes>> {
+/// Pre-built requests from rotating client addresses, recorded the way
+/// `into_make_service_with_connect_info` records them.
+fn requests() -> impl FnMut() -> Request<Body> {
     let mut n = 0u32;
     move || {
         n = (n + 1) % CLIENTS;
-        let mut req = Request::get("/").body(Empty::new()).unwrap();
+        let mut req = Request::get("/").body(Body::empty()).unwrap();
         let addr = SocketAddr::from(([10, 0, (n >> 8) as u8, n as u8], 40_000));
-        req.extensions_mut().insert(PeerAddr(addr));
+        req.extensions_mut().insert(ConnectInfo(addr));
         req
     }
 }
 
-fn limiter(limit: u64) -> Limiter {
+/// The router every case shares: one route answering `hello`.
+fn router() -> Router {
+    Router::new().route("/", get(|| async { "hello" }))
+}
+
+fn limiter(limit: u64, window: Duration) -> Limiter {
     Limiter::builder()
         .strategy(Strategy::TokenBucket)
         .limit(limit)
-        .window(Duration::from_secs(1))
+        .window(window)
         .build()
         .unwrap()
 }
 
-fn bench<S>(c: &mut Criterion, name: &str, mut service: S)
-where
-    S: Service<Request<Empty<Bytes>>> + Clone,
-    S::Error: std::fmt::Debug,
-{
+fn bench(c: &mut Criterion, name: &str, expected: u16, router: Router) {
+    let mut service = router.into_service::<Body>();
     let mut next = requests();
+    // The status every measured request gets (admitted or denied as meant).
+    let status = run(async { service.ready().await.unwrap().call(next()).await.unwrap() }).status();
+    assert_eq!(status, expected, "{name}");
     c.bench_function(name, |b| {
         b.iter_batched(
             &mut next,
-            |req| run(async { service.ready().await.unwrap().call(req).await.unwrap() }),
+            |req| -> Response<Body> {
+                run(async { service.ready().await.unwrap().call(req).await.unwrap() })
+            },
             BatchSize::SmallInput,
         )
     });
 }
 
+fn tollgate(headers: HeaderMode, limit: u64, window: Duration) -> Router {
+    router().layer(RateLimit::new(limiter(limit, window)).headers(headers).layer())
+}
+
+fn governor(headers: bool) -> Router {
+    // The same rate as `limiter(GENEROUS)`: one token per 2 ms, a burst of
+    // 500.
+    let mut config = GovernorConfigBuilder::default();
+    config.per_millisecond(2).burst_size(GENEROUS as u32);
+    if headers {
+        let config = config.use_headers().finish().unwrap();
+        router().layer(GovernorLayer::new(Arc::new(config)))
+    } else {
+        router().layer(GovernorLayer::new(Arc::new(config.finish().unwrap())))
+    }
+}
+
+/// Every case: its name, the status each measured request gets, and the
+/// router.
+fn cases() -> Vec<(&'static str, u16, Router)> {
+    // One request per hour per client: after a first round, all denied.
+    let denied = tollgate(HeaderMode::RateLimit, 1, Duration::from_secs(3600));
+    let mut warm = denied.clone().into_service::<Body>();
+    let mut next = requests();
+    for _ in 0..CLIENTS {
+        run(async { warm.ready().await.unwrap().call(next()).await.unwrap() });
+    }
+    vec![
+        ("router alone", 200, router()),
+        (
+            "tollgate, allowed, RateLimit-* headers",
+            200,
+            tollgate(HeaderMode::RateLimit, GENEROUS, SECOND),
+        ),
+        (
+            "tollgate, allowed, headers off",
+            200,
+            tollgate(HeaderMode::Off, GENEROUS, SECOND),
+        ),
+        ("tower_governor, allowed, headers", 200, governor(true)),
+        ("tower_governor, allowed, headers off", 200, governor(false)),
+        (
+            "tollgate, allowed, IETF draft headers",
+            200,
+            tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND),
+        ),
+        ("tollgate, denied (429 reply)", 429, denied),
+    ]
+}
+
 fn layer_overhead(c: &mut Criterion) {
-    // A service that answers at once, with a content type as real ones do.
-    let inner = service_fn(|_req: Request<Empty<Bytes>>| async {
-        let mut res = Response::new(Empty::<Bytes>::new());
-        res.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        Ok::<_, Infallible>(res)
-    });
-    bench(c, "service alone", inner);
+    for (name, expected, router) in cases() {
+        bench(c, name, expected, router);
+    }
+}
 
-    // 500 per second per client, which no client exhausts: every request is
-    // admitted.
-    let layer = RateLimit::new(limiter(500)).layer();
-    bench(c, "with layer, allowed, RateLimit-* headers", layer.layer(inner));
-
-    let layer = RateLimit::new(limiter(500))
-        .headers(HeaderMode::IetfDraft)
-        .layer();
-    bench(c, "with layer, allowed, IETF draft headers", layer.layer(inner));
-
-    // One request per second per client: after the first round, all denied
-    // (each client returns within the second).
-    let layer = RateLimit::new(limiter(1)).layer();
-    bench(c, "with layer, denied (429 reply)", layer.layer(inner));
+/// Sends `calls` requests through the case named `name`, outside
+/// criterion, for a counter such as `perf stat -e instructions:u`, which
+/// other work on the machine does not disturb. The cost of a case is its
+/// count less that of `router alone` with the same `calls`, over `calls`.
+fn count(name: &str, calls: u64) {
+    let (name, expected, router) = cases()
+        .into_iter()
+        .find(|(case, ..)| *case == name)
+        .unwrap_or_else(|| panic!("no case {name:?}"));
+    let mut service = router.into_service::<Body>();
+    let mut next = requests();
+    for _ in 0..calls {
+        let req = next();
+        let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
+        assert_eq!(res.status(), expected, "{name}");
+    }
 }
 
 // `criterion_group!` defines an undocumented public function.
@@ -103,4 +174,15 @@ fn layer_overhead(c: &mut Criterion) {
 mod group {
     criterion::criterion_group!(benches, super::layer_overhead);
 }
-criterion_main!(group::benches);
+
+fn main() {
+    // `LAYER_OVERHEAD_CALLS=N layer_overhead CASE`: the counting mode.
+    if let Ok(calls) = std::env::var("LAYER_OVERHEAD_CALLS") {
+        let calls = calls.parse().expect("LAYER_OVERHEAD_CALLS is a count");
+        let name = std::env::args().nth(1).expect("the case to run");
+        count(&name, calls);
+        return;
+    }
+    group::benches();
+    Criterion::default().configure_from_args().final_summary();
+}

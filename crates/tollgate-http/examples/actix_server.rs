@@ -7,7 +7,8 @@
 //!
 //! The same application, policies and environment variables as the
 //! `axum_server` example: `GET /` allows 5 requests per 10 seconds per
-//! client, `/users/{id}` 60 per minute.
+//! client, `/users/{id}` 60 per minute. A variable set to a value that
+//! cannot be used ends the program with status 2 and a message naming it.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -17,9 +18,10 @@ use tollgate_http::RateLimit;
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = support::Settings::from_env_or_exit();
     let middleware = RateLimit::new(support::limiter()?)
-        .key(support::key()?)
-        .headers(support::header_mode())
+        .key(settings.key)
+        .headers(settings.headers)
         .actix();
     let server = HttpServer::new(move || {
         App::new()
@@ -30,7 +32,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 web::get().to(|id: web::Path<u64>| async move { format!("user {id}\n") }),
             )
     })
-    .bind(support::addr())?;
+    .bind(settings.addr)
+    .map_err(|e| format!("cannot listen on {}: {e}", settings.addr))?;
     for addr in server.addrs() {
         println!("listening on http://{addr}");
     }

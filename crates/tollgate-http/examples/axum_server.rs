@@ -9,7 +9,9 @@
 //! per minute for all users together (the route template, not the path,
 //! selects the policy). Environment: `TOLLGATE_ADDR` (default
 //! 127.0.0.1:3000), `TOLLGATE_HEADERS` (`ratelimit`, `ietf`, `legacy`,
-//! `off`), `TOLLGATE_TRUSTED_PROXIES` (e.g. `127.0.0.1/32`).
+//! `off`), `TOLLGATE_TRUSTED_PROXIES` (e.g. `127.0.0.1/32`). A variable set
+//! to a value that cannot be used ends the program with status 2 and a
+//! message naming it.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -23,9 +25,10 @@ use tollgate_http::RateLimit;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = support::Settings::from_env_or_exit();
     let rate_limit = RateLimit::new(support::limiter()?)
-        .key(support::key()?)
-        .headers(support::header_mode());
+        .key(settings.key)
+        .headers(settings.headers);
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
         .route(
@@ -35,7 +38,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // `Router::layer` runs after routing: the limiter sees `/users/{id}`.
         .layer(rate_limit.layer());
 
-    let listener = tokio::net::TcpListener::bind(support::addr()).await?;
+    let listener = tokio::net::TcpListener::bind(settings.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", settings.addr))?;
     println!("listening on http://{}", listener.local_addr()?);
     // Record each connection's peer address for the key.
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;

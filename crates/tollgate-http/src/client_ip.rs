@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::forwarded;
-use crate::key::{KeyError, KeyErrorKind};
+use crate::key_error::{KeyError, KeyErrorKind};
 use crate::request::RequestInfo;
 
 /// The header a trusted proxy uses to pass on the client address.
@@ -193,7 +193,7 @@ impl ClientIp {
 #[cfg(all(test, feature = "tower"))]
 mod tests {
     use super::*;
-    use crate::tower::PeerAddr;
+    use crate::PeerAddr;
 
     fn resolve(client_ip: &ClientIp, peer: &str, headers: &[(&str, &str)]) -> Result<String, KeyErrorKind> {
         let mut req = http::Request::builder();

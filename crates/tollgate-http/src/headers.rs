@@ -136,7 +136,6 @@ impl RateHeaders {
 
     /// Sets the headers on an `http` header map, replacing earlier values.
     pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
-        map.reserve(self.items.len());
         for (field, value) in self.into_fields() {
             let value = match value {
                 FieldValue::Int(n) => int_value(n),
@@ -149,6 +148,12 @@ impl RateHeaders {
             };
             map.insert(HTTP_NAMES[field.index()].clone(), value);
         }
+    }
+
+    /// Whether there is no header to set (mode `Off` on an admitted
+    /// request).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items[0].is_none()
     }
 
     /// The headers, in order.

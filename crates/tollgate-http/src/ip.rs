@@ -70,25 +70,37 @@ impl IpGrouping {
 
 fn write_v4(out: &mut IpKey, ip: Ipv4Addr, prefix: u8) -> std::fmt::Result {
     if prefix == 32 {
-        // Dotted decimal by hand: the common case, several times faster
-        // than going through `Display`.
+        // Dotted decimal from a table of the 256 octets: the common case,
+        // many times faster than going through `Display`.
         for (i, octet) in ip.octets().into_iter().enumerate() {
             if i > 0 {
                 out.push(b'.');
             }
-            if octet >= 100 {
-                out.push(b'0' + octet / 100);
-            }
-            if octet >= 10 {
-                out.push(b'0' + octet / 10 % 10);
-            }
-            out.push(b'0' + octet % 10);
+            out.push_octet(octet);
         }
         return Ok(());
     }
     let net = Ipv4Net::new(ip, prefix).map_err(|_| std::fmt::Error)?.trunc();
     write!(out, "{net}")
 }
+
+/// The decimal digits of every octet, left-aligned, and how many there are.
+const OCTETS: [([u8; 3], u8); 256] = {
+    let mut table = [([0u8; 3], 0u8); 256];
+    let mut n = 0;
+    while n < 256 {
+        let (h, t, o) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
+        table[n] = if n >= 100 {
+            ([b'0' + h, b'0' + t, b'0' + o], 3)
+        } else if n >= 10 {
+            ([b'0' + t, b'0' + o, 0], 2)
+        } else {
+            ([b'0' + o, 0, 0], 1)
+        };
+        n += 1;
+    }
+    table
+};
 
 fn write_v6(out: &mut IpKey, ip: Ipv6Addr, prefix: u8) -> std::fmt::Result {
     if prefix == 128 {
@@ -132,6 +144,17 @@ impl IpKey {
 }
 
 impl IpKey {
+    /// Appends the decimal digits of `octet`; only called within the
+    /// capacity (an IPv4 address takes 15 bytes).
+    fn push_octet(&mut self, octet: u8) {
+        let (digits, count) = OCTETS[usize::from(octet)];
+        let start = usize::from(self.len);
+        if let Some(slot) = self.buf.get_mut(start..start + 3) {
+            slot.copy_from_slice(&digits);
+            self.len += count;
+        }
+    }
+
     /// Appends one ASCII byte; only called within the capacity.
     fn push(&mut self, byte: u8) {
         if let Some(slot) = self.buf.get_mut(usize::from(self.len)) {
@@ -177,6 +200,15 @@ mod tests {
         }
         assert_eq!(key(g.ipv4_prefix(24), "203.0.113.7"), "203.0.113.0/24");
         assert_eq!(key(g.ipv4_prefix(0), "203.0.113.7"), "0.0.0.0/0");
+    }
+
+    #[test]
+    fn every_octet_is_written_as_display_writes_it() {
+        let g = IpGrouping::new();
+        for n in 0..=255u8 {
+            let ip = format!("{n}.{}.{n}.{}", 255 - n, n / 2);
+            assert_eq!(key(g, &ip), ip);
+        }
     }
 
     #[test]

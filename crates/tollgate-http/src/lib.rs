@@ -52,25 +52,50 @@
 //! - [`Reply`]: the response sent instead of calling the service. Denials are
 //!   429 (plain text, or `application/problem+json` with
 //!   [`ReplyFormat::ProblemJson`]); a backend error under fail-closed is 503
-//!   without rate-limit headers; a gRPC request gets a gRPC status instead
+//!   without rate-limit headers, and under fail-open the request passes,
+//!   also without them (the decision is marked `fail_open`); a gRPC request gets a gRPC status instead
 //!   (`RESOURCE_EXHAUSTED` for a denial). Each can be replaced with a handler.
 //!
 //! Allowed requests reach the inner service unchanged and its response body
 //! is passed through as a stream.
+//!
+//! ## The middleware types
+//!
+//! In the shape of `tower-http`'s middleware: [`RateLimitLayer::new`] takes
+//! a [`RateLimit`] and wraps services in a
+//! [`tower::RateLimitService`] (with `new`, `get_ref`, `get_mut` and
+//! `into_inner`), whose [`tower::ResponseFuture`] is pin-projected, not
+//! boxed, for an in-memory limiter. [`actix::RateLimitMiddleware`] is the
+//! same for actix-web. Each framework lives in its own module; what they
+//! share (the request view [`RequestInfo`], keys, resources, headers and
+//! replies) knows no framework.
+//!
+//! ## `RateLimit` and `tower::limit::RateLimit`
+//!
+//! tower's own `tower::limit::RateLimit` is a different tool: it caps how
+//! often the wrapped service is called as a whole (one budget for all
+//! callers) by making `poll_ready` wait, so excess requests queue instead
+//! of being answered. [`RateLimit`] here is a configuration, not a service:
+//! it gives each client (each key) its own budget from a tollgate limiter,
+//! in memory or shared through Redis, and answers requests over it at once
+//! with a 429 (or a gRPC status) and rate-limit headers, without calling
+//! the service. The two can be stacked: tower's to protect a backend's
+//! total capacity, this one for fairness between clients.
 
 #[cfg(not(any(feature = "tower", feature = "actix")))]
 compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`, `tonic` or `actix`");
 
 mod client_ip;
-mod config;
-mod core;
+mod engine;
 mod forwarded;
-mod handler_context;
 mod headers;
 mod ip;
 mod key;
+mod key_error;
 mod limits;
+mod rate_limit;
 mod reply;
+mod reply_context;
 mod request;
 mod resource;
 
@@ -80,19 +105,22 @@ pub mod actix;
 pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
-pub use config::RateLimit;
-pub use handler_context::{Denied, Failure, KeyRejected};
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;
 pub use ip::{IpGrouping, IpKey};
 /// The network type of [`ClientIp::trust`], from the `ipnet` crate.
 pub use ipnet::IpNet;
-pub use key::{Key, KeyError, KeyErrorKind, KeyExtractor, MissingKey};
+pub use key::{Key, KeyExtractor, MissingKey};
+pub use key_error::{KeyError, KeyErrorKind};
 pub use limits::Limits;
-pub use reply::{GrpcMode, InvalidHeader, Reply, ReplyFormat};
+pub use rate_limit::RateLimit;
+pub use reply::{GrpcMode, InvalidHeader, Reply};
+pub use reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 
+#[cfg(feature = "actix")]
+pub use crate::actix::RateLimitMiddleware;
 #[cfg(feature = "tower")]
 pub use crate::tower::{PeerAddr, RateLimitLayer};

@@ -1,9 +1,10 @@
 //! The limiter behind the middleware: a [`Limiter`] or a [`ResourceLimiter`]
 //! on any backend.
 
+use std::any::Any;
 use std::future::Future;
 
-use tollgate::{Backend, Decision, Error, Limiter, Policy, ResourceLimiter};
+use tollgate::{Backend, Decision, Error, Limiter, MemoryBackend, Policy, ResourceLimiter};
 
 /// The name of a limiter's default policy in the structured headers.
 pub(crate) const DEFAULT_POLICY_NAME: &str = "default";
@@ -31,6 +32,28 @@ pub trait Limits: Send + Sync + 'static {
     fn uses_resources(&self) -> bool {
         true
     }
+
+    /// Whether [`Limits::decide_now`] decides every request (the limiter
+    /// answers without waiting, as in memory). The tower service then calls
+    /// the inner service from `call` itself, with no boxed future. The
+    /// default is `false`.
+    fn decides_now(&self) -> bool {
+        false
+    }
+
+    /// Decides one request of cost 1 at once, counting it exactly as
+    /// [`Limits::decide`] would; `None` when the decision must be awaited.
+    /// Must give a decision whenever [`Limits::decides_now`] is true.
+    fn decide_now(&self, resource: &str, key: &[u8]) -> Option<Decision> {
+        let _ = (resource, key);
+        None
+    }
+}
+
+/// `limiter` as an in-memory limiter, when it is one (which the compiler
+/// knows for each backend type).
+fn in_memory<B: Backend>(limiter: &Limiter<B>) -> Option<&Limiter<MemoryBackend>> {
+    (limiter as &dyn Any).downcast_ref()
 }
 
 impl<B: Backend> Limits for Limiter<B> {
@@ -45,6 +68,15 @@ impl<B: Backend> Limits for Limiter<B> {
 
     fn uses_resources(&self) -> bool {
         false
+    }
+
+    fn decides_now(&self) -> bool {
+        in_memory(self).is_some()
+    }
+
+    #[inline]
+    fn decide_now(&self, _resource: &str, key: &[u8]) -> Option<Decision> {
+        in_memory(self).map(|limiter| limiter.check(key))
     }
 }
 
@@ -62,5 +94,14 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
             resource
         };
         (name, limiter.policy())
+    }
+
+    fn decides_now(&self) -> bool {
+        in_memory(self.default_limiter()).is_some()
+    }
+
+    #[inline]
+    fn decide_now(&self, resource: &str, key: &[u8]) -> Option<Decision> {
+        in_memory(self.limiter(resource)).map(|limiter| limiter.check(key))
     }
 }

@@ -5,20 +5,9 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, StatusCode};
 
-use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::ceil_secs;
-use crate::key::KeyErrorKind;
-
-/// How default replies describe themselves to HTTP clients.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ReplyFormat {
-    /// A one-line `text/plain` body (the default).
-    #[default]
-    PlainText,
-    /// An RFC 9457 `application/problem+json` body.
-    ProblemJson,
-}
+use crate::key_error::KeyErrorKind;
+use crate::reply_context::{Denied, Failure, KeyRejected, ReplyFormat};
 
 /// When a request is answered the gRPC way (HTTP 200 with a `grpc-status`
 /// header) instead of with an HTTP status.
@@ -168,7 +157,7 @@ impl Reply {
     /// `Retry-After` and the rate-limit headers to whatever the denial
     /// handler returns.
     pub fn for_denied(denied: &Denied<'_>) -> Self {
-        let detail = match denied.decision.retry_after {
+        let detail = match denied.why.retry_after {
             Some(retry) => format!("rate limit exceeded; retry after {} s", ceil_secs(retry)),
             None => "rate limit exceeded; this request can never be admitted".to_owned(),
         };
@@ -198,7 +187,7 @@ impl Reply {
     /// `INVALID_ARGUMENT`) naming what is missing, or 500 (gRPC `INTERNAL`)
     /// when the server did not record the peer address.
     pub fn for_key_error(rejected: &KeyRejected<'_>) -> Self {
-        let (status, code) = match rejected.error.kind() {
+        let (status, code) = match rejected.why.kind() {
             KeyErrorKind::NoPeerAddress => (StatusCode::INTERNAL_SERVER_ERROR, grpc_code::INTERNAL),
             _ => (StatusCode::BAD_REQUEST, grpc_code::INVALID_ARGUMENT),
         };
@@ -207,7 +196,7 @@ impl Reply {
             rejected.format,
             status,
             code,
-            rejected.error.message(),
+            rejected.why.message(),
         )
     }
 

@@ -1,7 +1,43 @@
 //! A read-only view of a request that looks the same in every framework.
+//!
+//! Each framework module implements [`RequestSource`] for its own request
+//! type; nothing here knows a framework.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+
+/// What a framework's request type tells the middleware. Implemented by
+/// each framework module for its own request type.
+pub(crate) trait RequestSource {
+    /// The method, e.g. `GET`.
+    fn method(&self) -> &str;
+    /// The path, without the query.
+    fn path(&self) -> &str;
+    /// The first value of header `name` (case-insensitive).
+    fn header(&self, name: &str) -> Option<&[u8]>;
+    /// The first `Content-Type` value (asked of every request, so each
+    /// framework looks it up by its own constant rather than by text).
+    fn content_type(&self) -> Option<&[u8]>;
+    /// Every value of header `name`, in the order the lines were received.
+    fn header_values<'s>(&'s self, name: &str) -> HeaderValues<'s>;
+    /// The address of the connection's other end, when the server recorded
+    /// it.
+    fn peer_addr(&self) -> Option<SocketAddr>;
+    /// The route template that matched, when routing has run.
+    fn route(&self) -> Option<Cow<'_, str>>;
+    /// The request's extensions.
+    fn extensions(&self) -> ExtensionMap<'_>;
+}
+
+/// The extensions of a request. A lookup by type cannot pass through a
+/// trait object, so the maps are named here: `http`'s, which every
+/// framework on `http` 1 shares, and actix-web's own.
+pub(crate) enum ExtensionMap<'a> {
+    #[cfg(feature = "tower")]
+    Http(&'a http::Extensions),
+    #[cfg(feature = "actix")]
+    Actix(std::cell::Ref<'a, actix_web::dev::Extensions>),
+}
 
 /// The parts of a request that key and resource extractors read: method,
 /// path, headers, peer address, matched route template and extensions.
@@ -11,15 +47,7 @@ use std::net::SocketAddr;
 /// actix-web alike. Everything borrowed from it lives as long as the request.
 #[derive(Clone, Copy)]
 pub struct RequestInfo<'a> {
-    source: Source<'a>,
-}
-
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    #[cfg(feature = "tower")]
-    Http(&'a http::request::Parts),
-    #[cfg(feature = "actix")]
-    Actix(&'a actix_web::dev::ServiceRequest),
+    source: &'a dyn RequestSource,
 }
 
 impl std::fmt::Debug for RequestInfo<'_> {
@@ -33,82 +61,48 @@ impl std::fmt::Debug for RequestInfo<'_> {
 }
 
 impl<'a> RequestInfo<'a> {
-    /// A view of an `http` request's head (tower, hyper, axum, tonic).
-    #[cfg(feature = "tower")]
-    pub fn from_http(parts: &'a http::request::Parts) -> Self {
-        Self {
-            source: Source::Http(parts),
-        }
-    }
-
-    /// A view of an actix-web request.
-    #[cfg(feature = "actix")]
-    pub fn from_actix(req: &'a actix_web::dev::ServiceRequest) -> Self {
-        Self {
-            source: Source::Actix(req),
-        }
+    /// A view of `source`.
+    pub(crate) fn new(source: &'a dyn RequestSource) -> Self {
+        Self { source }
     }
 
     /// The method, e.g. `GET`.
     pub fn method(&self) -> &'a str {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => parts.method.as_str(),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req.method().as_str(),
-        }
+        self.source.method()
     }
 
     /// The path, without the query.
     pub fn path(&self) -> &'a str {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => parts.uri.path(),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req.path(),
-        }
+        self.source.path()
     }
 
     /// The first value of header `name` (case-insensitive), as bytes.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.header_values(name).next()
+        self.source.header(name)
     }
 
-    /// The first value of header `name` when it is visible ASCII.
+    /// The first value of header `name` when it is visible ASCII (tabs
+    /// allowed).
     pub fn header_str(&self, name: &str) -> Option<&'a str> {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => parts.headers.get(name)?.to_str().ok(),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req.headers().get(name)?.to_str().ok(),
+        let value = self.header(name)?;
+        if value.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+            std::str::from_utf8(value).ok()
+        } else {
+            None
         }
     }
 
     /// Every value of header `name`, in the order the lines were received.
     pub fn header_values(&self, name: &str) -> HeaderValues<'a> {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => HeaderValues {
-                inner: HeaderValuesInner::Http(parts.headers.get_all(name).iter()),
-            },
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => HeaderValues {
-                inner: HeaderValuesInner::Actix(req.headers().get_all(name)),
-            },
-        }
+        self.source.header_values(name)
     }
 
     /// The address of the connection's other end, when the server recorded
-    /// it: actix-web always does; for tower, a `PeerAddr`
-    /// extension, axum's `ConnectInfo<SocketAddr>` (feature `axum`) or
-    /// tonic's `TcpConnectInfo` (feature `tonic`).
+    /// it: actix-web always does; for tower, axum's `ConnectInfo<SocketAddr>`
+    /// (feature `axum`), a `PeerAddr` extension, or tonic's `TcpConnectInfo`
+    /// (feature `tonic`).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => crate::tower::peer_addr(&parts.extensions),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req.peer_addr(),
-        }
+        self.source.peer_addr()
     }
 
     /// The route template that matched, such as `/users/{id}`: axum's
@@ -116,41 +110,24 @@ impl<'a> RequestInfo<'a> {
     /// `Router::layer` or `route_layer` so that routing has run) or
     /// actix-web's `match_pattern()`. `None` when no route matched.
     pub fn route(&self) -> Option<Cow<'a, str>> {
-        match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => crate::tower::matched_path(&parts.extensions).map(Cow::Borrowed),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req.match_pattern().map(Cow::Owned),
-        }
+        self.source.route()
     }
 
     /// A clone of the request extension of type `T`, if any (for example an
     /// authenticated user inserted by an earlier middleware).
     pub fn extension<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
-        match self.source {
+        match self.source.extensions() {
             #[cfg(feature = "tower")]
-            Source::Http(parts) => parts.extensions.get::<T>().cloned(),
+            ExtensionMap::Http(map) => map.get::<T>().cloned(),
             #[cfg(feature = "actix")]
-            Source::Actix(req) => actix_web::HttpMessage::extensions(req).get::<T>().cloned(),
+            ExtensionMap::Actix(map) => map.get::<T>().cloned(),
         }
     }
 
     /// Whether the request is gRPC: its content type is `application/grpc`
     /// or `application/grpc+...`.
     pub fn is_grpc(&self) -> bool {
-        let content_type = match self.source {
-            #[cfg(feature = "tower")]
-            Source::Http(parts) => parts
-                .headers
-                .get(http::header::CONTENT_TYPE)
-                .map(|v| v.as_bytes()),
-            #[cfg(feature = "actix")]
-            Source::Actix(req) => req
-                .headers()
-                .get(actix_web::http::header::CONTENT_TYPE)
-                .map(|v| v.as_bytes()),
-        };
-        content_type.is_some_and(|ct| {
+        self.source.content_type().is_some_and(|ct| {
             ct.strip_prefix(b"application/grpc")
                 .is_some_and(|rest| rest.is_empty() || rest[0] == b'+' || rest[0] == b';')
         })
@@ -159,14 +136,16 @@ impl<'a> RequestInfo<'a> {
 
 /// The values of one header, from [`RequestInfo::header_values`].
 pub struct HeaderValues<'a> {
-    inner: HeaderValuesInner<'a>,
+    inner: Box<dyn DoubleEndedIterator<Item = &'a [u8]> + 'a>,
 }
 
-enum HeaderValuesInner<'a> {
-    #[cfg(feature = "tower")]
-    Http(http::header::ValueIter<'a, http::HeaderValue>),
-    #[cfg(feature = "actix")]
-    Actix(std::slice::Iter<'a, actix_web::http::header::HeaderValue>),
+impl<'a> HeaderValues<'a> {
+    /// The values `iter` yields.
+    pub(crate) fn new(iter: impl DoubleEndedIterator<Item = &'a [u8]> + 'a) -> Self {
+        Self {
+            inner: Box::new(iter),
+        }
+    }
 }
 
 impl std::fmt::Debug for HeaderValues<'_> {
@@ -179,22 +158,12 @@ impl<'a> Iterator for HeaderValues<'a> {
     type Item = &'a [u8];
 
     fn next(&mut self) -> Option<&'a [u8]> {
-        match &mut self.inner {
-            #[cfg(feature = "tower")]
-            HeaderValuesInner::Http(iter) => iter.next().map(http::HeaderValue::as_bytes),
-            #[cfg(feature = "actix")]
-            HeaderValuesInner::Actix(iter) => iter.next().map(|v| v.as_bytes()),
-        }
+        self.inner.next()
     }
 }
 
 impl DoubleEndedIterator for HeaderValues<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        match &mut self.inner {
-            #[cfg(feature = "tower")]
-            HeaderValuesInner::Http(iter) => iter.next_back().map(http::HeaderValue::as_bytes),
-            #[cfg(feature = "actix")]
-            HeaderValuesInner::Actix(iter) => iter.next_back().map(|v| v.as_bytes()),
-        }
+        self.inner.next_back()
     }
 }

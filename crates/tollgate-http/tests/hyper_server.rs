@@ -59,3 +59,93 @@ async fn a_hyper_service_is_limited_per_peer() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.text().await.unwrap(), "hello");
 }
+
+/// The environment parsing of the example servers, with its unit tests.
+#[path = "../examples/support/mod.rs"]
+#[allow(dead_code)]
+mod example_support;
+
+/// The example servers refuse a bad setting at start: status 2 and a
+/// message naming the variable, its value and what it must hold, before
+/// anything listens. `cargo test` builds the examples beside the tests.
+#[test]
+fn the_example_servers_exit_on_a_bad_setting() {
+    let examples = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples");
+    let cases = [
+        (
+            "TOLLGATE_ADDR",
+            "127.0.0.1:99999",
+            "expected an IP address and a port",
+        ),
+        ("TOLLGATE_ADDR", "garbage", "expected an IP address and a port"),
+        (
+            "TOLLGATE_TRUSTED_PROXIES",
+            "not-a-cidr",
+            r#""not-a-cidr" is neither a network"#,
+        ),
+        (
+            "TOLLGATE_HEADERS",
+            "draft",
+            "expected one of ratelimit, ietf, legacy, off",
+        ),
+    ];
+    for example in ["axum_server", "actix_server"] {
+        let path = examples.join(example);
+        assert!(
+            path.exists(),
+            "{} is missing: run `cargo test -p tollgate-http`, which builds the examples",
+            path.display()
+        );
+        for (name, value, expected) in cases {
+            let mut command = std::process::Command::new(&path);
+            command
+                .env_remove("TOLLGATE_HEADERS")
+                .env_remove("TOLLGATE_TRUSTED_PROXIES")
+                // A free port, should the variable under test be ignored.
+                .env("TOLLGATE_ADDR", "127.0.0.1:0")
+                .env(name, value);
+            let out = output_within(command, Duration::from_secs(30));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{example} {name}={value}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!("error: {name}={value:?} is not usable: "))
+                    && stderr.contains(expected),
+                "{example} {name}={value}: {stderr}"
+            );
+            assert!(
+                out.stdout.is_empty(),
+                "{example} listened: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+/// Runs `command` to its end, killing it (and failing) when it runs longer
+/// than `limit`: a server that ignored a bad setting would run forever.
+fn output_within(mut command: std::process::Command, limit: Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}

@@ -1,40 +1,44 @@
-//! The layer.
-
-use std::sync::Arc;
+//! The layer: wraps a service in a [`RateLimitService`].
 
 use tower_layer::Layer;
 
 use super::service::RateLimitService;
-use crate::config::RateLimit;
-use crate::core::Core;
 use crate::limits::Limits;
+use crate::rate_limit::RateLimit;
 
-/// A tower layer that rate-limits requests; build it with
-/// [`RateLimit::layer`].
+/// A tower layer that rate-limits requests to the services it wraps.
+///
+/// Made with [`RateLimitLayer::new`] or [`RateLimit::layer`]; every
+/// service it makes shares the configuration and the limiter.
 pub struct RateLimitLayer<L> {
-    core: Arc<Core<L>>,
+    config: RateLimit<L>,
+}
+
+impl<L> RateLimitLayer<L> {
+    /// A layer limiting requests as `config` says.
+    pub fn new(config: RateLimit<L>) -> Self {
+        Self { config }
+    }
 }
 
 impl<L> Clone for RateLimitLayer<L> {
     fn clone(&self) -> Self {
         Self {
-            core: self.core.clone(),
+            config: self.config.clone(),
         }
     }
 }
 
 impl<L> std::fmt::Debug for RateLimitLayer<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RateLimitLayer").field(&self.core).finish()
+        f.debug_tuple("RateLimitLayer").field(&self.config).finish()
     }
 }
 
 impl<L: Limits> RateLimit<L> {
-    /// This configuration as a tower layer.
+    /// This configuration as a tower layer: [`RateLimitLayer::new`].
     pub fn layer(self) -> RateLimitLayer<L> {
-        RateLimitLayer {
-            core: self.into_core(),
-        }
+        RateLimitLayer::new(self)
     }
 }
 
@@ -42,6 +46,6 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
     type Service = RateLimitService<S, L>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimitService::new(inner, self.core.clone())
+        RateLimitService::new(inner, self.config.clone())
     }
 }

@@ -1,30 +1,52 @@
 //! The service: decide, then call the inner service or reply.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::RateLimitBody;
-use crate::core::{Core, Verdict};
+use super::future::{reply_response, ResponseFuture};
+use crate::engine::Verdict;
 use crate::limits::Limits;
+use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
 
-/// The future of [`RateLimitService`].
-pub type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<RateLimitBody<B>>, E>> + Send>>;
-
 /// A service that rate-limits requests before passing them to `S`.
+///
+/// With an in-memory limiter each request is decided within `call`: an
+/// admitted one goes to the inner service at once, the one that was polled
+/// ready. A limiter that must be waited for (Redis) decides in the response
+/// future, which then calls a clone of the inner service.
 pub struct RateLimitService<S, L> {
     inner: S,
-    core: Arc<Core<L>>,
+    config: RateLimit<L>,
 }
 
 impl<S, L> RateLimitService<S, L> {
-    pub(crate) fn new(inner: S, core: Arc<Core<L>>) -> Self {
-        Self { inner, core }
+    /// `inner`, limited as `config` says.
+    pub fn new(inner: S, config: RateLimit<L>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, to change.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, without the limiter.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RateLimit<L> {
+        &self.config
     }
 }
 
@@ -32,7 +54,7 @@ impl<S: Clone, L> Clone for RateLimitService<S, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            core: self.core.clone(),
+            config: self.config.clone(),
         }
     }
 }
@@ -41,7 +63,7 @@ impl<S: std::fmt::Debug, L> std::fmt::Debug for RateLimitService<S, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
-            .field("config", &self.core)
+            .field("config", &self.config)
             .finish()
     }
 }
@@ -57,24 +79,42 @@ where
 {
     type Response = Response<RateLimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let engine = self.config.engine();
+        let (parts, body) = req.into_parts();
+        if engine.decides_now() {
+            let verdict = match engine.prepare(&RequestInfo::from_http(&parts)) {
+                Ok(prepared) => engine.decide_now(&prepared),
+                Err(reply) => Some(Verdict::Reply(*reply)),
+            };
+            match verdict {
+                Some(Verdict::Allow(headers)) => {
+                    let future = self.inner.call(Request::from_parts(parts, body));
+                    return ResponseFuture::allowed(future, headers);
+                }
+                Some(Verdict::Reply(reply)) => return ResponseFuture::replied(reply),
+                // Only a `Limits` that breaks its promise gets here; it is
+                // then decided like any limiter that must be waited for.
+                None => {}
+            }
+        }
         // The instance that was polled ready serves this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let core = self.core.clone();
-        Box::pin(async move {
-            let (parts, body) = req.into_parts();
+        let config = self.config.clone();
+        ResponseFuture::awaited(Box::pin(async move {
+            let engine = config.engine();
             // The request view is dropped before the await: only the key
             // and resource, borrowed from `parts`, are held across it.
-            let prepared = core.prepare(&RequestInfo::from_http(&parts));
+            let prepared = engine.prepare(&RequestInfo::from_http(&parts));
             let verdict = match prepared {
-                Ok(prepared) => core.decide(&prepared).await,
+                Ok(prepared) => engine.decide(&prepared).await,
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
@@ -83,14 +123,113 @@ where
                     headers.write_to(response.headers_mut());
                     Ok(response.map(RateLimitBody::inner))
                 }
-                Verdict::Reply(reply) => {
-                    let (status, headers, body) = reply.into_parts();
-                    let mut response = Response::new(RateLimitBody::reply(body));
-                    *response.status_mut() = status;
-                    *response.headers_mut() = headers;
-                    Ok(response)
-                }
+                Verdict::Reply(reply) => Ok(reply_response(reply)),
             }
-        })
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::future::{ready, Future, Ready};
+    use std::net::SocketAddr;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Waker;
+    use std::time::Duration;
+
+    use tollgate::{Decision, Error, Limiter, Policy, Strategy};
+
+    use super::*;
+    use crate::tower::PeerAddr;
+
+    /// An inner service that counts its calls and its clones.
+    #[derive(Default)]
+    struct Counting {
+        calls: usize,
+        clones: Arc<AtomicUsize>,
+    }
+
+    impl Clone for Counting {
+        fn clone(&self) -> Self {
+            self.clones.fetch_add(1, Ordering::Relaxed);
+            Self {
+                calls: self.calls,
+                clones: self.clones.clone(),
+            }
+        }
+    }
+
+    impl Service<Request<()>> for Counting {
+        type Response = Response<&'static str>;
+        type Error = Infallible;
+        type Future = Ready<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            self.calls += 1;
+            ready(Ok(Response::new("ok")))
+        }
+    }
+
+    /// A limiter that can only be awaited: the default `decides_now`.
+    struct Awaited(Limiter);
+
+    impl Limits for Awaited {
+        fn decide(&self, _: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
+            self.0.allow(key.to_vec())
+        }
+
+        fn policy<'a>(&'a self, _: &'a str) -> (&'a str, &'a Policy) {
+            ("default", self.0.policy())
+        }
+    }
+
+    fn limiter() -> Limiter {
+        let policy = Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap();
+        Limiter::builder().policy(policy).build().unwrap()
+    }
+
+    /// Calls `service` once from 192.0.2.1 and returns the status.
+    fn status<L: Limits>(service: &mut RateLimitService<Counting, L>) -> u16 {
+        let mut req = Request::new(());
+        req.extensions_mut()
+            .insert(PeerAddr(SocketAddr::from(([192, 0, 2, 1], 1000))));
+        let mut future = pin!(service.call(req));
+        match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(res)) => res.status().as_u16(),
+            Poll::Ready(Err(never)) => match never {},
+            Poll::Pending => panic!("an in-memory decision waited"),
+        }
+    }
+
+    #[test]
+    fn an_in_memory_limiter_calls_the_polled_service_without_cloning_it() {
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(limiter()));
+        assert_eq!(
+            [status(&mut service), status(&mut service), status(&mut service)],
+            [200, 200, 429]
+        );
+        assert_eq!(service.get_ref().calls, 2);
+        assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 0);
+        service.get_mut().calls = 0;
+        assert_eq!(service.into_inner().calls, 0);
+    }
+
+    #[test]
+    fn a_limiter_that_must_be_awaited_is_decided_in_the_future_by_the_polled_service() {
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(Awaited(limiter())));
+        assert_eq!(
+            [status(&mut service), status(&mut service), status(&mut service)],
+            [200, 200, 429]
+        );
+        // Each call hands the polled instance to its future and keeps a clone.
+        assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 3);
+        assert_eq!(service.get_ref().calls, 0);
     }
 }

@@ -4,12 +4,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::handler_context::{Denied, Failure, KeyRejected};
 use crate::headers::{HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
-use crate::key::{peer_key, Key, KeyError, KeyExtractor, MissingKey};
+use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
+use crate::key_error::KeyError;
 use crate::limits::Limits;
-use crate::reply::{GrpcMode, Reply, ReplyFormat};
+use crate::reply::{GrpcMode, Reply};
+use crate::reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 
@@ -17,8 +18,9 @@ pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
 pub(crate) type KeyErrorFn = dyn Fn(&KeyRejected<'_>) -> Reply + Send + Sync;
 
-/// Everything the middleware needs, shared by every request.
-pub(crate) struct Core<L> {
+/// The framework-neutral part of the middleware, shared by every request:
+/// the configuration, and from a request to a [`Verdict`].
+pub(crate) struct Engine<L> {
     pub(crate) limits: Arc<L>,
     pub(crate) key: KeyExtractor,
     pub(crate) missing: MissingKey,
@@ -32,7 +34,7 @@ pub(crate) struct Core<L> {
     pub(crate) on_key_error: Option<Arc<KeyErrorFn>>,
 }
 
-impl<L> Clone for Core<L> {
+impl<L> Clone for Engine<L> {
     fn clone(&self) -> Self {
         Self {
             limits: self.limits.clone(),
@@ -50,7 +52,7 @@ impl<L> Clone for Core<L> {
     }
 }
 
-impl<L> std::fmt::Debug for Core<L> {
+impl<L> std::fmt::Debug for Engine<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("key", &self.key)
@@ -79,7 +81,7 @@ pub(crate) enum Verdict {
     Reply(Reply),
 }
 
-impl<L> Core<L> {
+impl<L> Engine<L> {
     pub(crate) fn new(limits: Arc<L>) -> Self {
         Self {
             limits,
@@ -97,9 +99,9 @@ impl<L> Core<L> {
     }
 }
 
-impl<L: Limits> Core<L> {
+impl<L: Limits> Engine<L> {
     /// Takes key and resource from `req` (no I/O); a reply when there is no
-    /// key. Kept apart from [`Core::decide`] so that the request view, which
+    /// key. Kept apart from [`Engine::decide`] so that the request view, which
     /// need not be `Sync`, is not held across an await.
     pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
         let grpc = match self.grpc {
@@ -107,43 +109,58 @@ impl<L: Limits> Core<L> {
             GrpcMode::Always => true,
             GrpcMode::Never => false,
         };
+        let resource = if self.limits.uses_resources() {
+            self.resource.extract(req)
+        } else {
+            Cow::Borrowed("")
+        };
         let key = match self.key.extract(req, &self.grouping) {
             Ok(key) => key,
             Err(error) => match self.missing {
-                MissingKey::PeerIp => {
-                    peer_key(req, &self.grouping).map_err(|e| Box::new(self.key_error(&e, grpc)))?
-                }
-                MissingKey::Reject => return Err(Box::new(self.key_error(&error, grpc))),
+                MissingKey::PeerIp => peer_key(req, &self.grouping)
+                    .map_err(|e| Box::new(self.key_error(&e, &resource, grpc)))?,
+                MissingKey::Reject => return Err(Box::new(self.key_error(&error, &resource, grpc))),
             },
         };
-        Ok(Prepared {
-            key,
-            resource: if self.limits.uses_resources() {
-                self.resource.extract(req)
-            } else {
-                Cow::Borrowed("")
-            },
-            grpc,
-        })
+        Ok(Prepared { key, resource, grpc })
+    }
+
+    /// Whether [`Engine::decide_now`] decides (the limiter answers without
+    /// waiting, as in memory). Used by the tower service, which calls the
+    /// inner service from `call` when it can.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn decides_now(&self) -> bool {
+        self.limits.decides_now()
+    }
+
+    /// The verdict for `p` without waiting, when the limiter can give one.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn decide_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
+        let decision = self.limits.decide_now(&p.resource, p.key.as_bytes())?;
+        Some(self.verdict(Ok(decision), p))
     }
 
     /// Asks the limiter and maps its answer to a verdict.
     pub(crate) async fn decide(&self, p: &Prepared<'_>) -> Verdict {
+        let answer = self.limits.decide(&p.resource, p.key.as_bytes()).await;
+        self.verdict(answer, p)
+    }
+
+    /// Maps the limiter's answer to a verdict.
+    fn verdict(&self, answer: Result<tollgate::Decision, tollgate::Error>, p: &Prepared<'_>) -> Verdict {
         let key = p.key.as_bytes();
-        match self.limits.decide(&p.resource, key).await {
+        match answer {
+            // Admitted only because the backend failed under fail-open: the
+            // limiter knows nothing of the key's state, so no rate-limit
+            // headers are sent rather than figures it never computed.
+            Ok(decision) if decision.fail_open => Verdict::Allow(RateHeaders::default()),
             Ok(decision) => {
                 let headers =
                     RateHeaders::for_decision(self.headers, &decision, || self.limits.policy(&p.resource));
                 if decision.allowed {
                     return Verdict::Allow(headers);
                 }
-                let denied = Denied {
-                    decision: &decision,
-                    key,
-                    resource: &p.resource,
-                    format: self.format,
-                    grpc: p.grpc,
-                };
+                let denied: Denied<'_> = self.context(&decision, key, &p.resource, p.grpc);
                 let mut reply = match &self.on_denied {
                     Some(handler) => handler(&denied),
                     None => Reply::for_denied(&denied),
@@ -152,13 +169,7 @@ impl<L: Limits> Core<L> {
                 Verdict::Reply(reply)
             }
             Err(error) => {
-                let failure = Failure {
-                    error: &error,
-                    key,
-                    resource: &p.resource,
-                    format: self.format,
-                    grpc: p.grpc,
-                };
+                let failure: Failure<'_> = self.context(&error, key, &p.resource, p.grpc);
                 Verdict::Reply(match &self.on_failure {
                     Some(handler) => handler(&failure),
                     None => Reply::for_failure(&failure),
@@ -167,15 +178,21 @@ impl<L: Limits> Core<L> {
         }
     }
 
-    fn key_error(&self, error: &KeyError, grpc: bool) -> Reply {
-        let rejected = KeyRejected {
-            error,
-            format: self.format,
-            grpc,
-        };
+    fn key_error(&self, error: &KeyError, resource: &str, grpc: bool) -> Reply {
+        let rejected: KeyRejected<'_> = self.context(error, b"", resource, grpc);
         match &self.on_key_error {
             Some(handler) => handler(&rejected),
             None => Reply::for_key_error(&rejected),
         }
+    }
+
+    fn context<'a, W: Copy>(
+        &self,
+        why: W,
+        key: &'a [u8],
+        resource: &'a str,
+        grpc: bool,
+    ) -> ReplyContext<'a, W> {
+        ReplyContext::new(why, key, resource, self.format, grpc)
     }
 }

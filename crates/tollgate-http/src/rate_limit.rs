@@ -3,20 +3,22 @@
 
 use std::sync::Arc;
 
-use crate::core::{Core, DeniedFn, FailureFn, KeyErrorFn};
-use crate::handler_context::{Denied, Failure, KeyRejected};
+use crate::engine::{DeniedFn, Engine, FailureFn, KeyErrorFn};
 use crate::headers::HeaderMode;
 use crate::ip::IpGrouping;
 use crate::key::{KeyExtractor, MissingKey};
 use crate::limits::Limits;
-use crate::reply::{GrpcMode, Reply, ReplyFormat};
+use crate::reply::{GrpcMode, Reply};
+use crate::reply_context::{Denied, Failure, KeyRejected, ReplyFormat};
 use crate::resource::ResourceExtractor;
 
 /// A rate-limiting middleware configuration around a limiter.
 ///
 /// Configure it once, then turn it into a tower layer with
 /// `RateLimit::layer` (feature `tower`) or an actix-web middleware with
-/// `RateLimit::actix` (feature `actix`). Both behave the same.
+/// `RateLimit::actix` (feature `actix`). Both behave the same. Cloning it is
+/// cheap: the configuration is shared, and copied only when a clone is
+/// configured further.
 ///
 /// ```
 /// use std::time::Duration;
@@ -32,20 +34,20 @@ use crate::resource::ResourceExtractor;
 /// # Ok::<(), tollgate::Error>(())
 /// ```
 pub struct RateLimit<L> {
-    core: Core<L>,
+    engine: Arc<Engine<L>>,
 }
 
 impl<L> Clone for RateLimit<L> {
     fn clone(&self) -> Self {
         Self {
-            core: self.core.clone(),
+            engine: self.engine.clone(),
         }
     }
 }
 
 impl<L> std::fmt::Debug for RateLimit<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.core.fmt(f)
+        self.engine.fmt(f)
     }
 }
 
@@ -61,55 +63,55 @@ impl<L: Limits> RateLimit<L> {
     /// directly.
     pub fn shared(limiter: Arc<L>) -> Self {
         Self {
-            core: Core::new(limiter),
+            engine: Arc::new(Engine::new(limiter)),
         }
     }
 
     /// The limiter.
     pub fn limiter(&self) -> &Arc<L> {
-        &self.core.limits
+        &self.engine.limits
     }
 
     /// How to take the key from a request (default: the peer address).
     pub fn key(mut self, key: KeyExtractor) -> Self {
-        self.core.key = key;
+        self.engine_mut().key = key;
         self
     }
 
     /// What to do when a request has no key (default: reject it).
     pub fn missing_key(mut self, missing: MissingKey) -> Self {
-        self.core.missing = missing;
+        self.engine_mut().missing = missing;
         self
     }
 
     /// How to take the resource from a request (default: the matched route
     /// template). Ignored by a plain [`tollgate::Limiter`].
     pub fn resource(mut self, resource: ResourceExtractor) -> Self {
-        self.core.resource = resource;
+        self.engine_mut().resource = resource;
         self
     }
 
     /// How addresses are grouped into keys (default: IPv4 /32, IPv6 /64).
     pub fn ip_grouping(mut self, grouping: IpGrouping) -> Self {
-        self.core.grouping = grouping;
+        self.engine_mut().grouping = grouping;
         self
     }
 
     /// Which rate-limit headers to send (default: `RateLimit-*`).
     pub fn headers(mut self, mode: HeaderMode) -> Self {
-        self.core.headers = mode;
+        self.engine_mut().headers = mode;
         self
     }
 
     /// The body format of the default replies (default: plain text).
     pub fn format(mut self, format: ReplyFormat) -> Self {
-        self.core.format = format;
+        self.engine_mut().format = format;
         self
     }
 
     /// When to answer with gRPC statuses (default: for gRPC content types).
     pub fn grpc(mut self, grpc: GrpcMode) -> Self {
-        self.core.grpc = grpc;
+        self.engine_mut().grpc = grpc;
         self
     }
 
@@ -120,7 +122,7 @@ impl<L: Limits> RateLimit<L> {
     where
         F: Fn(&Denied<'_>) -> Reply + Send + Sync + 'static,
     {
-        self.core.on_denied = Some(Arc::new(handler) as Arc<DeniedFn>);
+        self.engine_mut().on_denied = Some(Arc::new(handler) as Arc<DeniedFn>);
         self
     }
 
@@ -130,7 +132,7 @@ impl<L: Limits> RateLimit<L> {
     where
         F: Fn(&Failure<'_>) -> Reply + Send + Sync + 'static,
     {
-        self.core.on_failure = Some(Arc::new(handler) as Arc<FailureFn>);
+        self.engine_mut().on_failure = Some(Arc::new(handler) as Arc<FailureFn>);
         self
     }
 
@@ -140,11 +142,42 @@ impl<L: Limits> RateLimit<L> {
     where
         F: Fn(&KeyRejected<'_>) -> Reply + Send + Sync + 'static,
     {
-        self.core.on_key_error = Some(Arc::new(handler) as Arc<KeyErrorFn>);
+        self.engine_mut().on_key_error = Some(Arc::new(handler) as Arc<KeyErrorFn>);
         self
     }
+}
 
-    pub(crate) fn into_core(self) -> Arc<Core<L>> {
-        Arc::new(self.core)
+impl<L> RateLimit<L> {
+    /// The engine, to configure; copied first when it is shared.
+    fn engine_mut(&mut self) -> &mut Engine<L> {
+        Arc::make_mut(&mut self.engine)
+    }
+
+    /// The engine that decides each request.
+    pub(crate) fn engine(&self) -> &Engine<L> {
+        &self.engine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tollgate::Limiter;
+
+    use super::*;
+
+    #[test]
+    fn configuring_a_clone_leaves_the_original_as_it_was() {
+        let limiter = Limiter::builder()
+            .limit(1)
+            .window(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let original = RateLimit::new(limiter).headers(HeaderMode::Off);
+        let changed = original.clone().headers(HeaderMode::Legacy);
+        assert_eq!(original.engine().headers, HeaderMode::Off);
+        assert_eq!(changed.engine().headers, HeaderMode::Legacy);
+        assert!(Arc::ptr_eq(original.limiter(), changed.limiter()));
     }
 }

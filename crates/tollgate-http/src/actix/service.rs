@@ -1,0 +1,86 @@
+//! The service: decide, then call the inner service or reply.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse};
+use actix_web::Error;
+
+use super::response::{to_response, write_headers};
+use crate::engine::Verdict;
+use crate::limits::Limits;
+use crate::rate_limit::RateLimit;
+use crate::request::RequestInfo;
+
+/// A service that rate-limits requests before passing them to `S`; made by
+/// [`RateLimitMiddleware`](super::RateLimitMiddleware).
+pub struct RateLimitService<S, L> {
+    service: Rc<S>,
+    config: RateLimit<L>,
+}
+
+impl<S, L> RateLimitService<S, L> {
+    /// `service`, limited as `config` says.
+    pub fn new(service: S, config: RateLimit<L>) -> Self {
+        Self {
+            service: Rc::new(service),
+            config,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.service
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RateLimit<L> {
+        &self.config
+    }
+}
+
+impl<S, L> std::fmt::Debug for RateLimitService<S, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`RateLimitService`].
+pub type ResponseFuture<B> = Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<B>>, Error>>>>;
+
+impl<S, B, L> Service<ServiceRequest> for RateLimitService<S, L>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+    L: Limits,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = ResponseFuture<B>;
+
+    forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let service = Rc::clone(&self.service);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let engine = config.engine();
+            let verdict = match engine.prepare(&RequestInfo::from_actix(&req)) {
+                Ok(prepared) => engine.decide(&prepared).await,
+                Err(reply) => Verdict::Reply(*reply),
+            };
+            match verdict {
+                Verdict::Allow(headers) => {
+                    let mut response = service.call(req).await?;
+                    write_headers(headers, response.headers_mut());
+                    Ok(response.map_into_left_body())
+                }
+                Verdict::Reply(reply) => Ok(req.into_response(to_response(reply)).map_into_right_body()),
+            }
+        })
+    }
+}
