@@ -1,7 +1,7 @@
 //! gRPC through tonic: the layer in front of tonic's health service (no
 //! code generation needed); a denied call gets `RESOURCE_EXHAUSTED`.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! Replaceable replies and keys other than the client address: custom
 //! denial and key-error handlers, API-key headers, closures, the path.
 
-mod support;
+use crate::on_both_stacks;
+use crate::support;
 
 use std::time::Duration;
 

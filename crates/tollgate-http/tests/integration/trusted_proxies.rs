@@ -2,7 +2,8 @@
 //! the test client on 127.0.0.1 plays the proxy, and a denial handler
 //! echoes the key each request was limited under.
 
-mod support;
+use crate::on_both_stacks;
+use crate::support;
 
 use std::time::Duration;
 

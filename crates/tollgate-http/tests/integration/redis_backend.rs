@@ -2,7 +2,8 @@
 //! `redis-server` (started on a free port), and a server that dies: 503
 //! under fail-closed (or a custom reply), admission under fail-open.
 
-mod support;
+use crate::on_both_stacks;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 //! separate clients, per-route and per-method policies, and allowed requests
 //! passing through untouched with their responses streamed.
 
-mod support;
+use crate::on_both_stacks;
+use crate::support;
 
 use std::time::Duration;
 

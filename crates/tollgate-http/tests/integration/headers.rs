@@ -1,7 +1,8 @@
 //! Every header mode on real responses; the IETF draft's structured fields
 //! are parsed back with `sfv`.
 
-mod support;
+use crate::on_both_stacks;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! connection's peer as a `PeerAddr` extension and serves the layered
 //! tower service through hyper-util.
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -61,7 +61,7 @@ async fn a_hyper_service_is_limited_per_peer() {
 }
 
 /// The environment parsing of the example servers, with its unit tests.
-#[path = "../examples/support/mod.rs"]
+#[path = "../../examples/support/mod.rs"]
 #[allow(dead_code)]
 mod example_support;
 

@@ -1,0 +1,13 @@
+//! The middleware end to end, in one binary: real listeners on loopback (axum,
+//! actix-web, plain hyper, tonic), real HTTP and gRPC clients, and Redis-backed
+//! limiters on redis-server processes the tests start themselves.
+
+mod support;
+
+mod grpc;
+mod handlers;
+mod headers;
+mod hyper_server;
+mod limits;
+mod redis_backend;
+mod trusted_proxies;
