@@ -73,7 +73,7 @@ impl RedisReplay {
         let backend = runtime
             .block_on(
                 RedisBackend::builder()
-                    .with_caller_clock(clock.clone())
+                    .caller_clock(clock.clone())
                     .expiry_grace(EXPIRY_GRACE)
                     .timeout(DECISION_TIMEOUT)
                     .connect_timeout(CONNECT_TIMEOUT)

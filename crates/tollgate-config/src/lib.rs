@@ -76,10 +76,10 @@
 //! [`serde_saphyr`], TOML with [`toml`], JSON with [`serde_json`].
 
 mod any_backend;
-mod build;
 mod env;
 mod error;
 mod format;
+mod limiter;
 mod load;
 mod policy_file;
 mod schema;

@@ -270,7 +270,7 @@ impl RedisBackendBuilder {
     /// lengthened by the [expiry grace](Self::expiry_grace), so a host
     /// slightly behind the server does not lose state that is still live on
     /// its timeline. With the server clock it is absolute (`PEXPIREAT`).
-    pub fn with_caller_clock(mut self, clock: impl Clock) -> Self {
+    pub fn caller_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
     }

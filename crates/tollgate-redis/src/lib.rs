@@ -58,7 +58,7 @@
 //! Time is counted in whole microseconds (`Tick::Micros`); a window is
 //! truncated to whole microseconds. By default the script reads the Redis
 //! server's clock (`TIME`), so hosts with skewed clocks still share one
-//! timeline. [`RedisBackendBuilder::with_caller_clock`] passes the caller's
+//! timeline. [`RedisBackendBuilder::caller_clock`] passes the caller's
 //! clock instead, for tests, replays and single hosts: with it, hosts whose
 //! clocks are `s` apart can be admitted up to what `s` of elapsed time
 //! grants beyond the limit (its documentation gives the exact bound per

@@ -61,7 +61,7 @@ async fn caller_clocks_beyond_2_pow_52_microseconds_fail_the_decision() {
     // The year 2200.
     let clock = ManualClock::new(Duration::from_secs(230 * 365 * 86_400));
     let backend = RedisBackend::builder()
-        .with_caller_clock(clock.clone())
+        .caller_clock(clock.clone())
         .connect(&server.url())
         .await
         .unwrap();

@@ -89,7 +89,7 @@ impl Harness {
         let backend = rt
             .block_on(
                 RedisBackend::builder()
-                    .with_caller_clock(clock.clone())
+                    .caller_clock(clock.clone())
                     .expiry_grace(Duration::from_secs(3_600))
                     .connect(&server.url()),
             )

@@ -152,7 +152,7 @@ async fn flood(limiter: &Limiter<impl tollgate::Backend>, key: &str) -> u64 {
     admitted
 }
 
-/// The bound documented for caller clocks (`with_caller_clock`,
+/// The bound documented for caller clocks (`caller_clock`,
 /// docs/redis.md): at one instant, two hosts whose clocks are `s` apart,
 /// the one behind writing first, are admitted together `L` plus what `s` of
 /// elapsed time grants, and never more than one limit per host.
@@ -184,7 +184,7 @@ async fn caller_clock_skew_re_grants_exactly_the_documented_bound() {
             let ahead = tollgate::ManualClock::new(Duration::from_micros(start_us + s_us));
             let host = async |clock: &tollgate::ManualClock| {
                 let backend = RedisBackend::builder()
-                    .with_caller_clock(clock.clone())
+                    .caller_clock(clock.clone())
                     .expiry_grace(Duration::from_secs(3_600))
                     .connect(&server.url())
                     .await
