@@ -9,7 +9,8 @@ use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{BackendError, ConfigError, Error};
 use crate::metrics::LimiterMetrics;
-use crate::policy::{Policy, Strategy};
+use crate::policy::Policy;
+use crate::strategy::Strategy;
 
 /// The key prefix used unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "tollgate";

@@ -26,7 +26,7 @@ use std::sync::Once;
 use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
 
 use crate::clock::{Clock, SystemClock};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 
 /// One decision in this many (per thread) is timed for the latency histogram.
 pub const LATENCY_SAMPLE: u32 = 64;

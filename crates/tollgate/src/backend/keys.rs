@@ -8,7 +8,7 @@
 //! policy of a resource-scoped limiter uses the empty resource, which no named
 //! resource can have.
 
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 
 /// The bytes every state key of `(prefix, resource, strategy)` starts with.
 pub fn namespace(prefix: &str, resource: &str, strategy: Strategy) -> Vec<u8> {

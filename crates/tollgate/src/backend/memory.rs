@@ -9,7 +9,7 @@ use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 use crate::strategy::{Algorithm, FixedWindow, SlidingWindow, TokenBucket};
 
 /// The default interval between background sweeps of expired state.

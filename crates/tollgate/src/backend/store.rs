@@ -20,7 +20,7 @@ use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 use crate::strategy::{self, Rate};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.

@@ -18,17 +18,17 @@
 
 mod fixed_window;
 mod gcra;
+mod kind;
 mod leaky_bucket;
 mod sliding_window;
 mod token_bucket;
 
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::GcraState;
+pub use kind::{Strategy, UnknownStrategy};
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;
-
-use crate::policy::Strategy;
 
 /// The largest limit `L` of any rate: 2^62.
 ///
@@ -104,9 +104,6 @@ pub struct Outcome {
 pub trait Algorithm {
     /// The state kept per key between decisions.
     type State: Copy + PartialEq + Send + Sync + 'static;
-
-    /// The strategy this algorithm implements.
-    const STRATEGY: Strategy;
 
     /// Decides one request of `cost` units at `now`, returning the outcome
     /// and the state to store (`None`: delete the state, it equals absent).
