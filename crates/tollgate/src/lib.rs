@@ -23,6 +23,13 @@
 //! Every strategy is a pure function in [`strategy`]; backends only keep the
 //! state between calls, so all of them make the same decisions. The exact
 //! contract is `SEMANTICS.md` at the repository root.
+//!
+//! ## Features
+//!
+//! - `testing`: compiles the module `tollgate::testing`, stores for tests
+//!   and examples: `MapStore`, a reference [`Store`] on a hash map, and
+//!   `FlakyStore`, which wraps a store and fails on demand to exercise fail
+//!   policies. Enable it on a dev-dependency only.
 
 pub mod backend;
 mod clock;
@@ -31,9 +38,18 @@ mod error;
 mod limiter;
 pub mod metrics;
 mod policy;
+mod redact;
 mod resources;
 pub mod strategy;
+#[cfg(feature = "testing")]
 pub mod testing;
+
+/// Helpers the other tollgate crates share with this one. Not public API:
+/// anything here may change or go away in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::redact::redact_url;
+}
 
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]

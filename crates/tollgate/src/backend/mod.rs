@@ -5,7 +5,6 @@ mod codec;
 mod janitor;
 mod keys;
 pub mod memory;
-mod redact;
 pub mod store;
 mod stored_key;
 mod table;
@@ -15,7 +14,6 @@ use std::future::Future;
 
 pub use codec::{decode_state, encode_state};
 pub use keys::namespace;
-pub use redact::redact_url;
 
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
