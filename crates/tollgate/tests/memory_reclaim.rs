@@ -5,6 +5,11 @@
 //!
 //! `cargo test --release -p tollgate --test memory_reclaim -- --nocapture`
 //! prints both.
+//!
+//! A test binary of its own, apart from `tests/integration`: it installs the
+//! counting allocator as the global allocator, and its figures are
+//! process-wide, so any other test running in the same process would
+//! disturb them.
 
 use std::time::{Duration, Instant};
 
