@@ -102,21 +102,21 @@ impl<S: Store> StoreBackend<S> {
     }
 
     /// Uses `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+    pub fn clock(mut self, clock: impl Clock) -> Self {
         self.shared.clock = Arc::new(clock);
         self
     }
 
     /// Uses `locks` key-sharded locks (rounded up to a power of two, at most
     /// 2^20).
-    pub fn with_locks(mut self, count: usize) -> Self {
+    pub fn locks(mut self, count: usize) -> Self {
         self.shared.locks = locks(count.clamp(1, 1 << 20).next_power_of_two());
         self
     }
 
     /// Counts time in `tick`s (microseconds suit stores whose numbers are
     /// doubles).
-    pub fn with_tick(mut self, tick: Tick) -> Self {
+    pub fn tick(mut self, tick: Tick) -> Self {
         self.shared.tick = tick;
         self
     }
@@ -195,7 +195,7 @@ impl<S: Store> StoreBinding<S> {
 }
 
 impl<S: Store> Binding for StoreBinding<S> {
-    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
     }
 }
