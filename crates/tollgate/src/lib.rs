@@ -21,8 +21,21 @@
 //! ```
 //!
 //! Every strategy is a pure function in [`strategy`]; backends only keep the
-//! state between calls, so all of them make the same decisions. The exact
-//! contract is `SEMANTICS.md` at the repository root.
+//! state between calls, so all of them make the same decisions.
+//!
+//! ## Documentation
+//!
+//! - [Decision semantics](_documentation::semantics): the contract every
+//!   backend meets, strategy by strategy.
+//! - [Semantics notes](_documentation::semantics_notes): the choices the
+//!   contract leaves open, the state encoding and the key layout.
+//! - [Choosing a strategy](_documentation::choosing_a_strategy): decision
+//!   matrix, window boundaries worked through, the token/leaky bucket
+//!   equivalence.
+//! - [Architecture](_documentation::architecture): how the crates fit
+//!   together and why.
+//! - [Concurrency](_documentation::concurrency): the in-memory backend's
+//!   design.
 //!
 //! ## Features
 //!
@@ -31,6 +44,7 @@
 //!   `FlakyStore`, which wraps a store and fails on demand to exercise fail
 //!   policies. Enable it on a dev-dependency only.
 
+pub mod _documentation;
 pub mod backend;
 mod clock;
 mod decision;

@@ -19,7 +19,8 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// proportional to the number of active keys.
 ///
 /// Cloning is cheap and clones share configuration (not state: every policy
-/// bound to the backend gets its own table). See `docs/concurrency.md`.
+/// bound to the backend gets its own table). [Concurrency in the in-memory
+/// backend](crate::_documentation::concurrency) describes how it is built.
 #[derive(Clone)]
 pub struct MemoryBackend {
     clock: ClockHandle,

@@ -28,7 +28,8 @@ pub const DEFAULT_LOCKS: usize = 1024;
 
 /// A key-value store with expiry, the minimal shape the adapter needs.
 ///
-/// Keys are the byte strings described in `docs/semantics-notes.md`; values are
+/// Keys are the byte strings of the [key
+/// layout](crate::_documentation::semantics_notes#key-layout); values are
 /// opaque bytes (see [`crate::backend::encode_state`]).
 pub trait Store: Send + Sync + 'static {
     /// Reads the value stored under `key`, `None` when absent or expired.

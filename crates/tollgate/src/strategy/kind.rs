@@ -3,7 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A rate-limiting strategy. See `docs/choosing-a-strategy.md`.
+/// A rate-limiting strategy; [choosing a
+/// strategy](crate::_documentation::choosing_a_strategy) compares them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Strategy {
     /// A counter per clock-aligned window; allows up to `2L` across a boundary.

@@ -12,9 +12,9 @@
 //! [`MAX_TICK`] count as [`MAX_TICK`]; with limits and windows within
 //! [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] all arithmetic is exact. A state equal to
 //! `None` is the absent (fresh) state; a strategy returns `None` whenever the
-//! state after a decision is equivalent to absent, and treats any stored state
-//! that has expired exactly like absent state, so the moment at which a
-//! backend deletes expired state can never change a decision.
+//! state after a decision is equivalent to absent, and treats expired state
+//! as absent ([expired state is absent
+//! state](crate::_documentation::semantics_notes#expired-state-is-absent-state)).
 
 mod fixed_window;
 mod gcra;
