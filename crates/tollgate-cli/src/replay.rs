@@ -49,9 +49,7 @@ pub struct Peak {
 pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
     let clock = ManualClock::default();
     let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
-    let backend = MemoryBackend::new()
-        .with_clock(clock.clone())
-        .with_reclaim(sorted);
+    let backend = MemoryBackend::new().clock(clock.clone()).reclaim(sorted);
     (clock, backend)
 }
 

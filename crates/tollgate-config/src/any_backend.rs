@@ -68,11 +68,11 @@ impl std::fmt::Debug for AnyBinding {
 }
 
 impl Binding for AnyBinding {
-    async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+    async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         match self {
             AnyBinding::Memory(binding) => Ok(binding.check(key, cost)),
             #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.decide(key, cost).await,
+            AnyBinding::Redis(binding) => binding.apply(key, cost).await,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use tollgate::backend::redact_url;
+use tollgate::__private::redact_url;
 use tollgate::{FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
 
 use crate::error::ConfigFileError;

@@ -568,7 +568,7 @@ impl RedisBinding {
 }
 
 impl Binding for RedisBinding {
-    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
     }
 }

@@ -14,7 +14,7 @@ use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, Red
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tollgate::backend::redact_url;
+use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
 

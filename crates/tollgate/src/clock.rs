@@ -17,8 +17,8 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system's wall clock (the default).
 ///
-/// Reading the wall clock through the kernel costs about 20ns, as much as a
-/// whole in-memory decision. This clock instead reads the CPU's time-stamp
+/// Reading the wall clock through the kernel costs about as much as a whole
+/// in-memory decision. This clock instead reads the CPU's time-stamp
 /// counter (through `quanta`, which falls back to the monotonic clock where
 /// there is no usable counter) and adds it to a wall-clock reading taken at
 /// most [`SystemClock::REANCHOR`] earlier by the same thread. Between anchors

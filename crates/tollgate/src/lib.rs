@@ -21,9 +21,30 @@
 //! ```
 //!
 //! Every strategy is a pure function in [`strategy`]; backends only keep the
-//! state between calls, so all of them make the same decisions. The exact
-//! contract is `SEMANTICS.md` at the repository root.
+//! state between calls, so all of them make the same decisions.
+//!
+//! ## Documentation
+//!
+//! - [Decision semantics](_documentation::semantics): the contract every
+//!   backend meets, strategy by strategy.
+//! - [Semantics notes](_documentation::semantics_notes): the choices the
+//!   contract leaves open, the state encoding and the key layout.
+//! - [Choosing a strategy](_documentation::choosing_a_strategy): decision
+//!   matrix, window boundaries worked through, the token/leaky bucket
+//!   equivalence.
+//! - [Architecture](_documentation::architecture): how the crates fit
+//!   together and why.
+//! - [Concurrency](_documentation::concurrency): the in-memory backend's
+//!   design.
+//!
+//! ## Features
+//!
+//! - `testing`: compiles the module `tollgate::testing`, stores for tests
+//!   and examples: `MapStore`, a reference [`Store`] on a hash map, and
+//!   `FlakyStore`, which wraps a store and fails on demand to exercise fail
+//!   policies. Enable it on a dev-dependency only.
 
+pub mod _documentation;
 pub mod backend;
 mod clock;
 mod decision;
@@ -31,9 +52,18 @@ mod error;
 mod limiter;
 pub mod metrics;
 mod policy;
+mod redact;
 mod resources;
 pub mod strategy;
+#[cfg(feature = "testing")]
 pub mod testing;
+
+/// Helpers the other tollgate crates share with this one. Not public API:
+/// anything here may change or go away in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::redact::redact_url;
+}
 
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]
@@ -47,6 +77,6 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Tick};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
-pub use policy::{Policy, Strategy, UnknownStrategy, MAX_WINDOW};
+pub use policy::{Policy, MAX_WINDOW};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
-pub use strategy::MAX_LIMIT;
+pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};

@@ -9,7 +9,8 @@ use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{BackendError, ConfigError, Error};
 use crate::metrics::LimiterMetrics;
-use crate::policy::{Policy, Strategy};
+use crate::policy::Policy;
+use crate::strategy::Strategy;
 
 /// The key prefix used unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
@@ -127,7 +128,7 @@ impl<B: Backend> Limiter<B> {
     /// As for [`Limiter::allow`].
     pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         let started = self.start();
-        let result = self.binding.decide(key.as_ref(), cost).await;
+        let result = self.binding.apply(key.as_ref(), cost).await;
         self.finish(result, started)
     }
 
@@ -209,7 +210,7 @@ impl Default for LimiterBuilder<MemoryBackend> {
 impl LimiterBuilder<MemoryBackend> {
     /// Runs the in-memory backend on `clock` (e.g. a [`crate::ManualClock`]).
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.backend = self.backend.with_clock(clock);
+        self.backend = self.backend.clock(clock);
         self
     }
 }

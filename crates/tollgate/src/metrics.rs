@@ -15,10 +15,10 @@
 //! | `tollgate_fail_open_total` | counter | requests admitted because the backend failed under fail-open |
 //! | `tollgate_decision_seconds` | histogram | time to decide, sampled: one decision in [`LATENCY_SAMPLE`] per thread |
 //!
-//! Latency is sampled because timing a ~20ns in-memory decision costs about
-//! as much as the decision; one sample in 64, timed with the counter-based
-//! [`crate::SystemClock`], keeps the histogram's shape at about a nanosecond
-//! per decision.
+//! Latency is sampled because timing an in-memory decision costs about as
+//! much as the decision; one sample in [`LATENCY_SAMPLE`] per thread, timed
+//! with the counter-based [`crate::SystemClock`], keeps the histogram's shape
+//! at a small fraction of that cost.
 
 use std::cell::Cell;
 use std::sync::Once;
@@ -26,7 +26,7 @@ use std::sync::Once;
 use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
 
 use crate::clock::{Clock, SystemClock};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 
 /// One decision in this many (per thread) is timed for the latency histogram.
 pub const LATENCY_SAMPLE: u32 = 64;

@@ -127,7 +127,7 @@ pub struct ResourceLimiterBuilder<B> {
 impl ResourceLimiterBuilder<MemoryBackend> {
     /// Runs the in-memory backend on `clock`.
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.backend = self.backend.with_clock(clock);
+        self.backend = self.backend.clock(clock);
         self
     }
 }

@@ -5,6 +5,11 @@
 //!
 //! `cargo test --release -p tollgate --test memory_reclaim -- --nocapture`
 //! prints both.
+//!
+//! A test binary of its own, apart from `tests/integration`: it installs the
+//! counting allocator as the global allocator, and its figures are
+//! process-wide, so any other test running in the same process would
+//! disturb them.
 
 use std::time::{Duration, Instant};
 
@@ -29,8 +34,8 @@ fn one_million_one_off_keys_are_reclaimed_once_their_windows_pass() {
     for strategy in Strategy::ALL {
         let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
         let backend = MemoryBackend::new()
-            .with_clock(clock.clone())
-            .with_sweep_interval(Duration::from_millis(20));
+            .clock(clock.clone())
+            .sweep_interval(Duration::from_millis(20));
         let limiter = Limiter::builder()
             .strategy(strategy)
             .limit(10)
@@ -97,8 +102,8 @@ fn memory_follows_active_keys_while_traffic_flows() {
     // No janitor help: the shards sweep themselves as new keys arrive.
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
     let backend = MemoryBackend::new()
-        .with_clock(clock.clone())
-        .with_sweep_interval(Duration::from_secs(3_600));
+        .clock(clock.clone())
+        .sweep_interval(Duration::from_secs(3_600));
     let limiter = Limiter::builder()
         .strategy(Strategy::SlidingWindow)
         .limit(5)

@@ -75,7 +75,7 @@ async fn decisions_follow_each_resource_policy() {
 async fn a_file_on_a_manual_clock() {
     let file = PolicyFile::from_str(POLICIES, Format::Yaml, "policies.yaml").unwrap();
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
-    let backend = AnyBackend::from(MemoryBackend::new().with_clock(clock.clone()));
+    let backend = AnyBackend::from(MemoryBackend::new().clock(clock.clone()));
     let limiter = file.limiter_builder(backend).build().unwrap();
 
     // export: fixed window, 2 per clock-aligned minute.

@@ -1,16 +1,15 @@
-//! The key layout shared by every backend that stores state under string keys.
-//!
-//! A state key is `{prefix}:{resource}:{strategy}:{key}`. The prefix and the
-//! resource are escaped (`%`, `:`, `{`, `}` and bytes outside printable ASCII
-//! become `%XX`) so the first three separators are always real and two
-//! different (resource, key) pairs can never produce the same state key. The
-//! user's key comes last, byte for byte, so it needs no escaping. The default
-//! policy of a resource-scoped limiter uses the empty resource, which no named
-//! resource can have.
+//! The key layout shared by every backend that stores state under string
+//! keys.
 
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 
-/// The bytes every state key of `(prefix, resource, strategy)` starts with.
+/// The bytes every state key of `(prefix, resource, strategy)` starts with:
+/// `{prefix}:{resource}:{strategy}:`, the prefix and the resource escaped.
+/// A backend appends the caller's key to it, byte for byte.
+///
+/// Backends outside this crate that store state under string keys use it to
+/// share the layout, described under [key
+/// layout](crate::_documentation::semantics_notes#key-layout).
 pub fn namespace(prefix: &str, resource: &str, strategy: Strategy) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + resource.len() + 20);
     escape_into(prefix.as_bytes(), &mut out);

@@ -9,7 +9,7 @@ use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 use crate::strategy::{Algorithm, FixedWindow, SlidingWindow, TokenBucket};
 
 /// The default interval between background sweeps of expired state.
@@ -19,7 +19,8 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// proportional to the number of active keys.
 ///
 /// Cloning is cheap and clones share configuration (not state: every policy
-/// bound to the backend gets its own table). See `docs/concurrency.md`.
+/// bound to the backend gets its own table). [Concurrency in the in-memory
+/// backend](crate::_documentation::concurrency) describes how it is built.
 #[derive(Clone)]
 pub struct MemoryBackend {
     clock: ClockHandle,
@@ -58,26 +59,26 @@ impl MemoryBackend {
     }
 
     /// Uses `clock` instead of the system clock (e.g. a [`crate::ManualClock`]).
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+    pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockHandle::of(clock);
         self
     }
 
     /// Uses a shared clock handle.
-    pub fn with_shared_clock(mut self, clock: SharedClock) -> Self {
+    pub fn shared_clock(mut self, clock: SharedClock) -> Self {
         self.clock = ClockHandle::Shared(clock);
         self
     }
 
     /// Sets the number of shards per table (rounded up to a power of two).
-    pub fn with_shards(mut self, shards: usize) -> Self {
+    pub fn shards(mut self, shards: usize) -> Self {
         self.shards = shards.clamp(1, 1 << 16).next_power_of_two();
         self
     }
 
     /// Sets how often the background janitor sweeps expired state
     /// (default [`DEFAULT_SWEEP_INTERVAL`]).
-    pub fn with_sweep_interval(mut self, every: Duration) -> Self {
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
         self.sweep_interval = every;
         self
     }
@@ -89,7 +90,7 @@ impl MemoryBackend {
     /// small clock steps). Turn reclaiming off for replays whose clock jumps
     /// back arbitrarily, such as an unsorted trace: decisions then follow the
     /// strategy functions exactly, and memory grows with every key seen.
-    pub fn with_reclaim(mut self, reclaim: bool) -> Self {
+    pub fn reclaim(mut self, reclaim: bool) -> Self {
         self.reclaim = reclaim;
         self
     }
@@ -166,9 +167,9 @@ impl MemoryBinding {
     #[inline]
     pub fn check(&self, key: &[u8], cost: u64) -> Decision {
         let (outcome, rate) = match &self.tables {
-            Tables::Fixed(t) => (t.decide(key, cost), t.rate()),
-            Tables::Sliding(t) => (t.decide(key, cost), t.rate()),
-            Tables::Gcra(t) => (t.decide(key, cost), t.rate()),
+            Tables::Fixed(t) => (t.apply(key, cost), t.rate()),
+            Tables::Sliding(t) => (t.apply(key, cost), t.rate()),
+            Tables::Gcra(t) => (t.apply(key, cost), t.rate()),
         };
         Decision::from_outcome(outcome, rate.limit, Tick::Nanos)
     }
@@ -199,7 +200,7 @@ impl MemoryBinding {
 
 impl Binding for MemoryBinding {
     #[inline]
-    fn decide(
+    fn apply(
         &self,
         key: &[u8],
         cost: u64,

@@ -5,7 +5,6 @@ mod codec;
 mod janitor;
 mod keys;
 pub mod memory;
-mod redact;
 pub mod store;
 mod stored_key;
 mod table;
@@ -15,7 +14,6 @@ use std::future::Future;
 
 pub use codec::{decode_state, encode_state};
 pub use keys::namespace;
-pub use redact::redact_url;
 
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
@@ -52,11 +50,13 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Makes decisions for one policy.
 pub trait Binding: Send + Sync + 'static {
-    /// Decides one request of `cost` units for `key`, atomically with respect
-    /// to every other decision on the same key.
+    /// Applies one request of `cost` units for `key` to the stored state:
+    /// reads the key's state, decides with the policy's strategy function
+    /// ([`crate::strategy::decide`]) and stores the state it returns,
+    /// atomically with respect to every other request on the same key.
     ///
     /// # Errors
     ///
     /// A [`BackendError`] when the state could not be read or written.
-    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send;
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send;
 }

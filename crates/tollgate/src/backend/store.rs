@@ -20,7 +20,7 @@ use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
-use crate::policy::Strategy;
+use crate::strategy::Strategy;
 use crate::strategy::{self, Rate};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.
@@ -28,7 +28,8 @@ pub const DEFAULT_LOCKS: usize = 1024;
 
 /// A key-value store with expiry, the minimal shape the adapter needs.
 ///
-/// Keys are the byte strings described in `docs/semantics-notes.md`; values are
+/// Keys are the byte strings of the [key
+/// layout](crate::_documentation::semantics_notes#key-layout); values are
 /// opaque bytes (see [`crate::backend::encode_state`]).
 pub trait Store: Send + Sync + 'static {
     /// Reads the value stored under `key`, `None` when absent or expired.
@@ -102,21 +103,21 @@ impl<S: Store> StoreBackend<S> {
     }
 
     /// Uses `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+    pub fn clock(mut self, clock: impl Clock) -> Self {
         self.shared.clock = Arc::new(clock);
         self
     }
 
     /// Uses `locks` key-sharded locks (rounded up to a power of two, at most
     /// 2^20).
-    pub fn with_locks(mut self, count: usize) -> Self {
+    pub fn locks(mut self, count: usize) -> Self {
         self.shared.locks = locks(count.clamp(1, 1 << 20).next_power_of_two());
         self
     }
 
     /// Counts time in `tick`s (microseconds suit stores whose numbers are
     /// doubles).
-    pub fn with_tick(mut self, tick: Tick) -> Self {
+    pub fn tick(mut self, tick: Tick) -> Self {
         self.shared.tick = tick;
         self
     }
@@ -195,7 +196,7 @@ impl<S: Store> StoreBinding<S> {
 }
 
 impl<S: Store> Binding for StoreBinding<S> {
-    fn decide(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
     }
 }

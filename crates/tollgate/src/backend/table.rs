@@ -90,9 +90,10 @@ impl<A: Algorithm> Table<A> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Decides one request for `key` at the clock's current time.
+    /// Applies one request for `key` at the clock's current time: runs the
+    /// strategy on the key's state and stores the state it returns.
     #[inline]
-    pub(crate) fn decide(&self, key: &[u8], cost: u64) -> Outcome {
+    pub(crate) fn apply(&self, key: &[u8], cost: u64) -> Outcome {
         // Read the clock before locking: the read overlaps hashing, and the
         // critical section stays short. Two threads racing on one key may
         // then apply their decisions out of timestamp order by the length of
@@ -223,7 +224,7 @@ mod tests {
         let rate = Rate::new(1, 1_000_000_000);
         let table = Table::<TokenBucket>::new(rate, ClockHandle::of(clock.clone()), SHARDS, true);
         for i in 0..100_000u32 {
-            table.decide(&i.to_le_bytes(), 1);
+            table.apply(&i.to_le_bytes(), 1);
         }
         let full = table.capacity();
         assert!(full >= 100_000);
@@ -231,7 +232,7 @@ mod tests {
         // All but 1,000 keys expire (past the sweeps' clock-step tolerance).
         clock.advance(Duration::from_secs(3));
         for i in 0..1_000u32 {
-            table.decide(&i.to_le_bytes(), 1);
+            table.apply(&i.to_le_bytes(), 1);
         }
         let freed = table.sweep();
         assert_eq!(table.len(), 1_000);
@@ -246,7 +247,7 @@ mod tests {
         for _ in 0..3 {
             clock.advance(Duration::from_millis(999));
             for i in 0..1_000u32 {
-                table.decide(&i.to_le_bytes(), 1);
+                table.apply(&i.to_le_bytes(), 1);
             }
             assert_eq!(table.sweep(), 0);
             assert_eq!(table.capacity(), shrunk);

@@ -1,7 +1,6 @@
 //! Fixed window: a counter per clock-aligned bucket of length `W`.
 
 use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
-use crate::policy::Strategy;
 
 /// Fixed-window state: the start of the bucket (`floor(now / W) * W`) and the
 /// units charged in it.
@@ -22,7 +21,6 @@ pub struct FixedWindow;
 
 impl Algorithm for FixedWindow {
     type State = FixedWindowState;
-    const STRATEGY: Strategy = Strategy::FixedWindow;
 
     #[inline]
     fn decide(

@@ -8,7 +8,6 @@
 //! reach for it by name and describe its state as occupancy.
 
 use super::{gcra, Algorithm, GcraState, Outcome, Rate};
-use crate::policy::Strategy;
 
 /// The leaky-bucket meter (capacity `L`, drain rate `L / W`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -16,7 +15,6 @@ pub struct LeakyBucket;
 
 impl Algorithm for LeakyBucket {
     type State = GcraState;
-    const STRATEGY: Strategy = Strategy::LeakyBucket;
 
     fn decide(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> (Outcome, Option<GcraState>) {
         gcra::decide(rate, state, now, cost)

@@ -12,23 +12,23 @@
 //! [`MAX_TICK`] count as [`MAX_TICK`]; with limits and windows within
 //! [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] all arithmetic is exact. A state equal to
 //! `None` is the absent (fresh) state; a strategy returns `None` whenever the
-//! state after a decision is equivalent to absent, and treats any stored state
-//! that has expired exactly like absent state, so the moment at which a
-//! backend deletes expired state can never change a decision.
+//! state after a decision is equivalent to absent, and treats expired state
+//! as absent ([expired state is absent
+//! state](crate::_documentation::semantics_notes#expired-state-is-absent-state)).
 
 mod fixed_window;
 mod gcra;
+mod kind;
 mod leaky_bucket;
 mod sliding_window;
 mod token_bucket;
 
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::GcraState;
+pub use kind::{Strategy, UnknownStrategy};
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;
-
-use crate::policy::Strategy;
 
 /// The largest limit `L` of any rate: 2^62.
 ///
@@ -104,9 +104,6 @@ pub struct Outcome {
 pub trait Algorithm {
     /// The state kept per key between decisions.
     type State: Copy + PartialEq + Send + Sync + 'static;
-
-    /// The strategy this algorithm implements.
-    const STRATEGY: Strategy;
 
     /// Decides one request of `cost` units at `now`, returning the outcome
     /// and the state to store (`None`: delete the state, it equals absent).

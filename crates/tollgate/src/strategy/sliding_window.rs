@@ -2,7 +2,6 @@
 //! window, weighted by how far into the current window `now` is.
 
 use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
-use crate::policy::Strategy;
 
 /// Sliding-window state: the start of the current window (anchored at the
 /// key's first request) and the units charged in it and in the one before.
@@ -112,7 +111,6 @@ fn div_ceil(a: u128, b: u64) -> u64 {
 
 impl Algorithm for SlidingWindow {
     type State = SlidingWindowState;
-    const STRATEGY: Strategy = Strategy::SlidingWindow;
 
     fn decide(
         rate: &Rate,

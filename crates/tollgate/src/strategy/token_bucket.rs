@@ -2,7 +2,6 @@
 //! takes `cost` tokens. Implemented with GCRA (one timestamp per key).
 
 use super::{gcra, Algorithm, GcraState, Outcome, Rate};
-use crate::policy::Strategy;
 
 /// The token-bucket strategy (capacity `L`, refill rate `L / W`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -10,7 +9,6 @@ pub struct TokenBucket;
 
 impl Algorithm for TokenBucket {
     type State = GcraState;
-    const STRATEGY: Strategy = Strategy::TokenBucket;
 
     fn decide(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> (Outcome, Option<GcraState>) {
         gcra::decide(rate, state, now, cost)

@@ -104,7 +104,7 @@ async fn backend_errors_and_fail_open_admissions_are_counted() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let build = |open: bool| {
         let backend =
-            StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(&clock))).with_clock(clock.clone());
+            StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(&clock))).clock(clock.clone());
         metrics::with_local_recorder(&recorder, || {
             Limiter::builder()
                 .strategy(Strategy::TokenBucket)

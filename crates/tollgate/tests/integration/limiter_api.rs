@@ -113,7 +113,7 @@ fn resources_have_separate_state_and_policies() {
 #[test]
 fn resources_sharing_a_store_never_collide() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
-    let store = StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone());
+    let store = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
     let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(60)).unwrap();
     let limiter = ResourceLimiter::builder()
         .backend(store)
@@ -154,7 +154,7 @@ fn peek_reports_without_charging() {
 }
 
 fn flaky(clock: &ManualClock) -> StoreBackend<FlakyStore<MapStore>> {
-    StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(clock))).with_clock(clock.clone())
+    StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(clock))).clock(clock.clone())
 }
 
 #[tokio::test]
@@ -273,7 +273,7 @@ fn store_keys_follow_the_documented_layout() {
         .window(Duration::from_secs(1))
         .key_prefix("app")
         .resource("api:v1")
-        .backend(StoreBackend::new(Shared(store.clone())).with_clock(clock.clone()))
+        .backend(StoreBackend::new(Shared(store.clone())).clock(clock.clone()))
         .build()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -296,8 +296,8 @@ fn sweeps_keep_state_through_small_clock_steps_back() {
         .window(Duration::from_secs(1))
         .backend(
             tollgate::MemoryBackend::new()
-                .with_clock(clock.clone())
-                .with_sweep_interval(Duration::from_secs(3_600)),
+                .clock(clock.clone())
+                .sweep_interval(Duration::from_secs(3_600)),
         )
         .build()
         .unwrap();
@@ -349,8 +349,8 @@ async fn clock_readings_past_the_latest_time_never_admit_more() {
             .window(Duration::from_secs(1))
             .backend(
                 tollgate::MemoryBackend::new()
-                    .with_clock(clock.clone())
-                    .with_sweep_interval(Duration::from_secs(3_600)),
+                    .clock(clock.clone())
+                    .sweep_interval(Duration::from_secs(3_600)),
             )
             .build()
             .unwrap();
@@ -358,7 +358,7 @@ async fn clock_readings_past_the_latest_time_never_admit_more() {
             .strategy(strategy)
             .limit(3)
             .window(Duration::from_secs(1))
-            .backend(StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone()))
+            .backend(StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone()))
             .build()
             .unwrap();
         let mut admitted = (0, 0);
@@ -380,11 +380,7 @@ fn without_reclaim_nothing_is_ever_deleted() {
         .strategy(Strategy::TokenBucket)
         .limit(1)
         .window(Duration::from_secs(1))
-        .backend(
-            tollgate::MemoryBackend::new()
-                .with_clock(clock.clone())
-                .with_reclaim(false),
-        )
+        .backend(tollgate::MemoryBackend::new().clock(clock.clone()).reclaim(false))
         .build()
         .unwrap();
     for i in 0..10_000 {

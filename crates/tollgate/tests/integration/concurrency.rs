@@ -48,7 +48,7 @@ fn threads_on_one_key_take_exactly_the_limit() {
 async fn tasks_through_the_store_adapter_take_exactly_the_limit() {
     for strategy in Strategy::ALL {
         let clock = ManualClock::new(Duration::from_secs(1_000_000));
-        let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone());
+        let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
         let limiter = Arc::new(
             Limiter::builder()
                 .strategy(strategy)

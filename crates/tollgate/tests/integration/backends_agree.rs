@@ -64,7 +64,7 @@ proptest! {
     fn store_adapter_matches_the_strategy_functions(policy in policy(), trace in trace()) {
         let clock = ManualClock::default();
         clock.set_nanos(START);
-        let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).with_clock(clock.clone());
+        let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
         let limiter = Limiter::builder().policy(policy).backend(backend).build().unwrap();
         let expected = oracle(&policy, &trace, START);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -80,8 +80,8 @@ proptest! {
         let clock = ManualClock::default();
         clock.set_nanos(START);
         let backend = StoreBackend::new(MapStore::with_manual_clock(&clock))
-            .with_clock(clock.clone())
-            .with_tick(Tick::Micros);
+            .clock(clock.clone())
+            .tick(Tick::Micros);
         let limiter = Limiter::builder().policy(policy).backend(backend).build().unwrap();
         let rate = policy.rate_micros();
         let mut states: [Option<State>; 4] = [None; 4];

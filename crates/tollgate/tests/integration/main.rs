@@ -1,0 +1,12 @@
+//! The core's integration tests, in one test binary.
+//!
+//! `memory_reclaim` is a binary of its own: it installs a counting global
+//! allocator and measures process-wide heap bytes, which tests running
+//! beside it would disturb.
+
+mod backends_agree;
+mod concurrency;
+mod limiter_api;
+mod metrics;
+mod prometheus;
+mod strategy_properties;
