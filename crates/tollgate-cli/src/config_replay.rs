@@ -122,7 +122,7 @@ mod tests {
             "tollgate:\n  default: { limit: 2, window: 1s, strategy: fixed_window }\n  resources:\n    \
              /login: { limit: 1, window: 1s, strategy: fixed_window }\n    /unused: { limit: 9, window: 1s }\n",
         );
-        let trace = crate::csv_trace::parse(
+        let trace = crate::trace::csv::parse(
             "time,key,resource\n0,a,/login\n1,a,/login\n2,a,/other\n3,a,\n4,a,/other\n5,b,/login\n"
                 .as_bytes(),
         )

@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn replay_counts_and_names_the_busiest_key() {
         let trace =
-            crate::csv_trace::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
+            crate::trace::csv::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
                 .unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
         let mut seen = Vec::new();
@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_key_this_tally_saw_first() {
-        let trace = crate::csv_trace::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
+        let trace = crate::trace::csv::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
         let mut tally = Tally::new(2, Duration::from_secs(1));
         // b comes first here, though a comes first in the trace.
         tally.record(&trace.requests[1], false);
@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn replay_counts_denied_requests_per_key() {
         let trace =
-            crate::csv_trace::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
+            crate::trace::csv::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
         let stats = replay(&trace, policy, |_, _| Ok::<_, tollgate::Error>(())).unwrap();
         assert_eq!((stats.admitted, stats.denied), (3, 4));
@@ -356,7 +356,7 @@ mod tests {
                 E::Lib
             }
         }
-        let trace = crate::csv_trace::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
+        let trace = crate::trace::csv::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
         let mut calls = 0;
         let result = replay(&trace, policy, |_, _| {

@@ -11,16 +11,18 @@ use std::time::Duration;
 use tollgate::{ConfigError, Decision, Policy};
 use tollgate_config::PolicyFile;
 
+use crate::args::{BackendArg, FormatArg, SimulateArgs, StrategyArg};
 use crate::config_replay::{self, Targets};
 use crate::error::CliError;
 use crate::output::{self, Finished};
+use crate::plot;
 use crate::progress::Progress;
 use crate::redis_replay::RedisReplay;
 use crate::replay::{self, Stats};
 use crate::report::{self, DecisionsFile};
 use crate::shown::shown;
+use crate::trace::{access_log, csv};
 use crate::trace::{Request, Skipped, Trace, TraceError};
-use crate::{access_log, csv_trace, plot, BackendArg, FormatArg, SimulateArgs, StrategyArg};
 
 /// Runs `simulate`: validates the flags, reads the whole trace, replays it,
 /// then moves the decisions files and the chart into place and prints the
@@ -365,7 +367,7 @@ fn read_trace(args: &SimulateArgs) -> Result<Trace, CliError> {
     })?;
     let input = BufReader::with_capacity(64 * 1024, file);
     let read = match args.format {
-        FormatArg::Csv => csv_trace::read(input, args.skip_invalid),
+        FormatArg::Csv => csv::read(input, args.skip_invalid),
         FormatArg::Nginx => access_log::read(input, args.skip_invalid),
     };
     Ok(read.map_err(|error| TraceError::Parse {
