@@ -248,19 +248,12 @@ mod tests {
         assert_eq!(peak_units(&mut events, 1), 4);
     }
 
-    #[test]
-    fn peak_matches_brute_force() {
-        let mut seed = 7u64;
-        let mut next = |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
-        for _ in 0..200 {
-            let n = next(30) as usize;
-            let window = u128::from(next(50) + 1);
-            let events: Vec<(u64, u64)> = (0..n).map(|_| (next(200), next(5))).collect();
+    proptest::proptest! {
+        #[test]
+        fn peak_matches_brute_force(
+            window in 1..=50u128,
+            events in proptest::collection::vec((0..200u64, 0..5u64), 0..30),
+        ) {
             let brute = events
                 .iter()
                 .map(|&(t, _)| {
@@ -272,7 +265,7 @@ mod tests {
                 })
                 .max()
                 .unwrap_or(0);
-            assert_eq!(peak_units(&mut events.clone(), window), brute);
+            proptest::prop_assert_eq!(peak_units(&mut events.clone(), window), brute);
         }
     }
 
