@@ -241,13 +241,13 @@ mod tests {
     #[test]
     fn urls_are_shown_without_credentials() {
         let storage = Storage::Redis("redis://user:s3cret@cache:6379/1".to_owned());
-        assert_eq!(storage.to_string(), "Redis at redis://***@cache:6379/1");
+        assert_eq!(storage.to_string(), "Redis at redis://user:***@cache:6379/1");
         assert!(!format!("{storage:?}").contains("s3cret"));
         let cluster =
             Storage::RedisCluster(vec!["redis://:pw@a:7000".to_owned(), "redis://b:7001".to_owned()]);
         assert_eq!(
             cluster.to_string(),
-            "Redis Cluster through redis://***@a:7000, redis://b:7001"
+            "Redis Cluster through redis://:***@a:7000, redis://b:7001"
         );
         assert!(!format!("{cluster:?}").contains("pw"));
     }

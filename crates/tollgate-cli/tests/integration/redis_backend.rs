@@ -111,6 +111,10 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
             "redis://:hunter2@127.0.0.1:1",
             vec!["redis://:***@127.0.0.1:1", "nothing accepts connections"],
         ),
+        (
+            "redis://app:hunter2@127.0.0.1:1",
+            vec!["redis://app:***@127.0.0.1:1", "nothing accepts connections"],
+        ),
     ] {
         let output = Tollgate::simulate()
             .trace(&trace)
