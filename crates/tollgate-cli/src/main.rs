@@ -7,16 +7,20 @@
 
 mod args;
 mod check;
-mod config_replay;
+mod checks;
+
 mod error;
 mod output;
 mod plot;
+mod policies;
 mod progress;
+mod recorder;
 mod redis_replay;
 mod replay;
 mod report;
 mod shown;
 mod simulate;
+mod targets;
 mod trace;
 
 use std::process::ExitCode;

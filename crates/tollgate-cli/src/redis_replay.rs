@@ -133,13 +133,15 @@ impl RedisReplay {
             .build()
     }
 
-    /// Decides one request at `nanos` on the trace's clock.
+    /// Replays one request on the server: sets the scripts' clock to
+    /// `nanos`, the request's time on the trace's clock, and returns
+    /// `limiter`'s decision for `cost` units of `key`.
     ///
     /// # Errors
     ///
     /// [`CliError::RedisDecision`] when the server fails, and
     /// [`CliError::Interrupted`] after Ctrl-C.
-    pub fn decide(
+    pub fn replay_request(
         &mut self,
         limiter: &Limiter<RedisBackend>,
         line: u64,

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy};
+use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, ResourceLimiter};
 
+use crate::targets::Targets;
 use crate::trace::{Request, Trace};
 
 /// How many keys [`Stats::most_denied`] names.
@@ -46,7 +47,7 @@ pub struct Peak {
 ///
 /// Deleting expired state is only equivalent to keeping it while time moves
 /// forward, so the backend of an unsorted trace keeps every key's state.
-pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
+fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
     let clock = ManualClock::default();
     let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
     let backend = MemoryBackend::new()
@@ -55,10 +56,13 @@ pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
     (clock, backend)
 }
 
-/// Replays `trace` under `policy` on an in-memory limiter: before each
-/// request the limiter's manual clock is set to the request's time, then the
-/// request is decided with [`Limiter::check_n`]. `sink` sees every request
-/// with its decision, in input order.
+/// Replays `trace` under the policies of `targets` on one in-memory
+/// backend (the policies' state kept apart, as a policy file's limiter
+/// keeps its resources'): before each request the manual clock is set to
+/// the request's time, then the request is decided with
+/// [`Limiter::check_n`] by its target's policy. `sink` sees every request
+/// with the index of its target and its decision, in input order. Returns
+/// one [`Stats`] per target, in target order.
 ///
 /// # Errors
 ///
@@ -66,52 +70,78 @@ pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
 /// `E` when the limiter cannot be built.
 pub fn replay<E>(
     trace: &Trace,
-    policy: Policy,
-    sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
-) -> Result<Stats, E>
+    targets: &Targets,
+    sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E>
 where
     E: From<tollgate::Error>,
 {
     let (clock, backend) = replay_backend(trace);
-    let limiter = Limiter::builder().policy(policy).backend(backend).build()?;
-    replay_with(
+    let mut builder = ResourceLimiter::builder().backend(backend);
+    for (i, (name, policy)) in targets.policies.iter().enumerate() {
+        builder = match i {
+            0 => builder.default_policy(*policy),
+            _ => builder.resource(name.clone(), *policy),
+        };
+    }
+    let limiter = builder.build()?;
+    let limiters: Vec<&Limiter> = std::iter::once(limiter.default_limiter())
+        .chain(
+            targets
+                .policies
+                .iter()
+                .skip(1)
+                .map(|(name, _)| limiter.limiter(name)),
+        )
+        .collect();
+    replay_through(
         trace,
-        policy,
-        |request, key| {
+        targets,
+        |request, target, key| {
             clock.set_nanos(request.nanos);
-            Ok(limiter.check_n(key.as_bytes(), request.cost))
+            Ok(limiters[target].check_n(key.as_bytes(), request.cost))
         },
         sink,
     )
 }
 
-/// Replays `trace` under `policy` through `decide`, which is given each
-/// request (in input order) with its key and returns the decision; it is
-/// responsible for setting its limiter's clock to the request's time. `sink`
-/// sees every request with its decision, and the statistics are collected on
-/// the way.
+/// Replays `trace` under the policies of `targets` through `decide`, which
+/// is given each request (in input order) with the index of its target and
+/// its key and returns the decision; it is responsible for setting its
+/// limiter's clock to the request's time. `sink` sees every request with
+/// its target and decision, and the statistics are collected on the way:
+/// one [`Stats`] per target, in target order.
 ///
 /// # Errors
 ///
 /// The first error returned by `decide` or `sink`.
-pub fn replay_with<E>(
+pub fn replay_through<E>(
     trace: &Trace,
-    policy: Policy,
-    mut decide: impl FnMut(&Request, &str) -> Result<Decision, E>,
-    mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
-) -> Result<Stats, E> {
-    let mut tally = Tally::new(trace.keys.len(), policy.window());
+    targets: &Targets,
+    mut decide: impl FnMut(&Request, usize, &str) -> Result<Decision, E>,
+    mut sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E> {
+    let mut tallies: Vec<Tally> = targets
+        .policies
+        .iter()
+        .map(|(_, policy)| Tally::new(trace.keys.len(), policy.window()))
+        .collect();
     for request in &trace.requests {
-        let decision = decide(request, &trace.keys[request.key])?;
-        tally.record(request, decision.allowed);
-        sink(request, &decision)?;
+        let target = targets.of(request);
+        let decision = decide(request, target, &trace.keys[request.key])?;
+        tallies[target].record(request, decision.allowed);
+        sink(request, target, &decision)?;
     }
-    Ok(tally.finish(policy.strategy().name()))
+    Ok(tallies
+        .into_iter()
+        .zip(&targets.policies)
+        .map(|(tally, (name, _))| tally.finish(name))
+        .collect())
 }
 
 /// The statistics of one policy, collected one decision at a time.
 #[derive(Clone, Debug)]
-pub struct Tally {
+struct Tally {
     /// The policy's window, in nanoseconds.
     window: u128,
     /// (the key's rank in `order`, time, cost) of every admitted request of
@@ -135,7 +165,7 @@ pub struct Tally {
 impl Tally {
     /// An empty tally for a trace with `keys` keys, under a policy with
     /// this `window`.
-    pub fn new(keys: usize, window: Duration) -> Self {
+    fn new(keys: usize, window: Duration) -> Self {
         Self {
             window: window.as_nanos(),
             admitted_at: Vec::new(),
@@ -148,7 +178,7 @@ impl Tally {
     }
 
     /// Counts one decided request.
-    pub fn record(&mut self, request: &Request, allowed: bool) {
+    fn record(&mut self, request: &Request, allowed: bool) {
         self.requests += 1;
         if self.rank[request.key] == usize::MAX {
             self.rank[request.key] = self.order.len();
@@ -166,7 +196,7 @@ impl Tally {
     }
 
     /// The statistics, for a row called `name`.
-    pub fn finish(mut self, name: &str) -> Stats {
+    fn finish(mut self, name: &str) -> Stats {
         let mut peak = Peak::default();
         // Each key's admissions together, keys in the order seen.
         self.admitted_at.sort_unstable();
@@ -230,7 +260,7 @@ pub fn peak_units(events: &mut [(u64, u64)], window: u128) -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use tollgate::Strategy;
+    use tollgate::{Policy, Strategy};
 
     use super::*;
 
@@ -276,11 +306,13 @@ mod tests {
                 .unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
         let mut seen = Vec::new();
-        let stats = replay(&trace, policy, |r, d| {
+        let stats = replay(&trace, &Targets::one(policy), |r, _, d| {
             seen.push((r.line, d.allowed));
             Ok::<_, tollgate::Error>(())
         })
-        .unwrap();
+        .unwrap()
+        .remove(0);
+        assert_eq!(stats.name, "fixed_window");
         assert_eq!(seen, [(2, true), (3, true), (4, true), (5, true), (6, true)]);
         assert_eq!(
             (stats.requests, stats.admitted, stats.denied, stats.keys),
@@ -332,7 +364,11 @@ mod tests {
         let trace =
             crate::trace::csv::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
-        let stats = replay(&trace, policy, |_, _| Ok::<_, tollgate::Error>(())).unwrap();
+        let stats = replay(&trace, &Targets::one(policy), |_, _, _| {
+            Ok::<_, tollgate::Error>(())
+        })
+        .unwrap()
+        .remove(0);
         assert_eq!((stats.admitted, stats.denied), (3, 4));
         assert_eq!(stats.most_denied, [(1, 2), (0, 1), (2, 1)]);
     }
@@ -352,7 +388,7 @@ mod tests {
         let trace = crate::trace::csv::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
         let mut calls = 0;
-        let result = replay(&trace, policy, |_, _| {
+        let result = replay(&trace, &Targets::one(policy), |_, _, _| {
             calls += 1;
             Err(E::Sink)
         });
