@@ -105,8 +105,8 @@ where
     )
 }
 
-/// Replays `trace` under the policies of `targets` through `decide`, which
-/// is given each request (in input order) with the index of its target and
+/// Replays `trace` under the policies of `targets` through
+/// `replay_request`, which is given each request (in input order) with the index of its target and
 /// its key and returns the decision; it is responsible for setting its
 /// limiter's clock to the request's time. `sink` sees every request with
 /// its target and decision, and the statistics are collected on the way:
@@ -114,11 +114,11 @@ where
 ///
 /// # Errors
 ///
-/// The first error returned by `decide` or `sink`.
+/// The first error returned by `replay_request` or `sink`.
 pub fn replay_through<E>(
     trace: &Trace,
     targets: &Targets,
-    mut decide: impl FnMut(&Request, usize, &str) -> Result<Decision, E>,
+    mut replay_request: impl FnMut(&Request, usize, &str) -> Result<Decision, E>,
     mut sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
 ) -> Result<Vec<Stats>, E> {
     let mut tallies: Vec<Tally> = targets
@@ -128,7 +128,7 @@ pub fn replay_through<E>(
         .collect();
     for request in &trace.requests {
         let target = targets.of(request);
-        let decision = decide(request, target, &trace.keys[request.key])?;
+        let decision = replay_request(request, target, &trace.keys[request.key])?;
         tallies[target].record(request, decision.allowed);
         sink(request, target, &decision)?;
     }
