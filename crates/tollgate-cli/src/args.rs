@@ -47,7 +47,8 @@ and ${VAR:-default} are replaced from the environment.
 A valid file prints a line naming it with its settings, then one line per policy, the
 default first, then the resources sorted by name, with the strategy, limit and window that
 apply, and exits with 0. Otherwise the error
-is printed with the file, line and field, and the exit code is 1. Nothing is connected to:
+is printed with the file, line and field, and the exit code is 1. A file larger than 16 MiB
+is refused without reading more of it. Nothing is connected to:
 a Redis URL is checked, not used.";
 
 /// Arguments of `check`.

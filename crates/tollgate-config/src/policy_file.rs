@@ -58,13 +58,13 @@ impl PolicyFile {
     ///
     /// A [`ConfigFileError`] naming the file, and for content errors the
     /// line, column and field: an unknown extension, an unreadable file,
-    /// a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
+    /// a file larger than 16 MiB (of which no more is read), a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
     /// invalid value, an unset environment variable.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-        let bytes = std::fs::read(path).map_err(|err| ConfigFileError::io(&origin, err))?;
+        let bytes = load::read(path, &origin)?;
         Self::from_str(load::decode(&bytes, &origin)?, format, &origin)
     }
 

@@ -108,6 +108,106 @@ fn check_names_the_file_line_and_field_of_a_mistake() {
     assert_eq!(Tollgate::new().arg("check").run().status.code(), Some(2));
 }
 
+/// Runs `check` on a file holding `bytes`; returns the exit code, stdout
+/// and stderr.
+fn check_bytes(name: &str, bytes: &[u8]) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = Tollgate::check(&path).run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.replace(&format!("{}/", dir.path().display()), "");
+    (out.status.code(), String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+#[test]
+fn check_refuses_an_endless_or_huge_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    let out = Tollgate::check(&zero).run_within(limit);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "error: {}: the file is larger than 16 MiB (16777216 bytes), the most a policy file \
+             may hold\n",
+            zero.display()
+        )
+    );
+    // One byte over the limit is refused, the limit itself is not.
+    let mut big = POLICIES.as_bytes().to_vec();
+    big.resize(16 * 1024 * 1024, b'\n');
+    let (code, stdout, _) = check_bytes("at_limit.yaml", &big);
+    assert_eq!((code, stdout.lines().count()), (Some(0), 6));
+    big.push(b'\n');
+    let (code, _, stderr) = check_bytes("over.yaml", &big);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("over.yaml: the file is larger than 16 MiB"),
+        "{stderr}"
+    );
+    // /dev/zero itself has no policy file extension: refused before reading.
+    let out = Tollgate::check("/dev/zero").run_within(limit);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: /dev/zero: unknown policy file format: the name must end in .yaml, .yml, .toml or \
+         .json\n"
+    );
+}
+
+#[test]
+fn check_names_the_line_and_column_of_a_byte_that_is_not_utf8() {
+    let text = b"tollgate:\n  default: { limit: 5, window: 1m }\n  resources:\n    caf\xe9: { limit: 1, window: 1s }\n";
+    let (code, stdout, stderr) = check_bytes("latin1.yaml", text);
+    assert_eq!((code, stdout.as_str()), (Some(1), ""));
+    assert_eq!(
+        stderr,
+        "error: latin1.yaml:4: the file is not UTF-8 text: byte 0xE9 at line 4, column 8 (byte \
+         offset 66) is not valid UTF-8; save the file as UTF-8\n"
+    );
+}
+
+#[test]
+fn check_accepts_a_json_file_with_a_byte_order_mark() {
+    let text = "\u{feff}{\"tollgate\": {\"default\": {\"limit\": 5, \"window\": \"1m\"}}}\n";
+    let (code, stdout, stderr) = check_bytes("bom.json", text.as_bytes());
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    assert!(
+        stdout.ends_with("default  sliding_window      5  1m\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_refuses_a_limit_of_2_to_the_64_in_every_format() {
+    let too_large = "18446744073709551616";
+    for (name, text) in [
+        (
+            "big.yaml",
+            format!("tollgate:\n  default: {{ limit: {too_large}, window: 1m }}\n"),
+        ),
+        (
+            "big.toml",
+            format!("[tollgate]\ndefault = {{ limit = {too_large}, window = \"1m\" }}\n"),
+        ),
+        (
+            "big.json",
+            format!("{{\"tollgate\": {{\"default\": {{\"limit\": {too_large}, \"window\": \"1m\"}}}}}}"),
+        ),
+    ] {
+        let line = if name == "big.json" { 1 } else { 2 };
+        let (code, _, stderr) = check_bytes(name, text.as_bytes());
+        assert_eq!(code, Some(1), "{name}");
+        assert_eq!(
+            stderr,
+            format!("error: {name}:{line}: tollgate.default.limit: must be at most 18446744073709551615\n")
+        );
+    }
+}
+
 /// The sample trace with its `path` column as the `resource` column.
 fn sample_with_resources(dir: &Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(example("sample.csv")).unwrap();

@@ -4,6 +4,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt::Display;
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// A `tollgate` command line being built.
 ///
@@ -127,6 +128,25 @@ impl Tollgate {
     /// Runs the process to its end: its status, stdout and stderr.
     pub fn run(&self) -> Output {
         self.command().output().expect("running the tollgate binary")
+    }
+
+    /// Runs the process to its end like [`Tollgate::run`], failing the test
+    /// (and killing the process) when it takes longer than `limit`: for
+    /// inputs that must be refused at once, such as endless files.
+    pub fn run_within(&self, limit: Duration) -> Output {
+        let mut child = self.spawn();
+        let start = Instant::now();
+        while child.try_wait().expect("polling the tollgate binary").is_none() {
+            if start.elapsed() > limit {
+                child.kill().expect("killing the tollgate binary");
+                panic!("tollgate {:?} still running after {limit:?}", self.args);
+            }
+            // Polling the child, not waiting for time to pass.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child
+            .wait_with_output()
+            .expect("reading the tollgate binary's output")
     }
 
     /// Runs the process, asserts that it succeeded and returns its stdout.
