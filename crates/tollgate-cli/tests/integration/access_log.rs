@@ -213,11 +213,7 @@ fn a_log_read_as_csv_suggests_the_format() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 40,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(binary_cases(40))]
 
     /// A valid line with a few bytes replaced, cut or doubled.
     #[test]

@@ -84,11 +84,7 @@ fn every_row_equals_the_library_decision_on_the_sample() {
 type Step = (u64, bool, u8, usize);
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 6,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(binary_cases(6))]
 
     #[test]
     fn rows_equal_the_pure_strategy_functions_when_time_goes_backwards(
@@ -197,11 +193,7 @@ fn all_writes_four_files_equal_to_single_strategy_runs() {
             .decisions(dir.path().join(name))
     };
     let stdout = base("all.csv").strategy("all").run_ok();
-    let mut names: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let names = file_names(dir.path());
     assert_eq!(
         names,
         [
@@ -491,16 +483,6 @@ fn sample_to(out: &std::path::Path, strategy: &str) -> std::process::Output {
         .run()
 }
 
-/// The names in `dir`, sorted.
-fn names_in(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_regular_decisions_file_is_replaced_through_a_temporary_file_keeping_its_mode() {
     use std::os::unix::fs::PermissionsExt;
@@ -521,7 +503,7 @@ fn a_regular_decisions_file_is_replaced_through_a_temporary_file_keeping_its_mod
     assert_ne!(before.ino(), after.ino());
     assert_eq!(after.permissions().mode() & 0o777, 0o640);
     assert_eq!(read_csv(&out)[0], HEADER);
-    assert_eq!(names_in(dir.path()), ["out.csv"]);
+    assert_eq!(file_names(dir.path()), ["out.csv"]);
 }
 
 #[test]
@@ -546,8 +528,8 @@ fn a_symlinked_decisions_file_is_written_through_and_the_link_kept() {
     let rows = read_csv(&real_dir.join("target.csv"));
     assert_eq!(rows[0], HEADER);
     assert_eq!(rows.len() - 1, sample_requests().len());
-    assert_eq!(names_in(dir.path()), ["link.csv", "real"]);
-    assert_eq!(names_in(&real_dir), ["target.csv"]);
+    assert_eq!(file_names(dir.path()), ["link.csv", "real"]);
+    assert_eq!(file_names(&real_dir), ["target.csv"]);
     // A dangling link gets its target created.
     std::fs::remove_file(real_dir.join("target.csv")).unwrap();
     let output = sample_to(&link, "fixed_window");
@@ -583,7 +565,7 @@ fn a_fifo_receives_the_decisions_and_stays_a_fifo() {
     assert!(output.status.success());
     assert_eq!(text, std::fs::read_to_string(&file).unwrap());
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    assert_eq!(names_in(dir.path()), ["decisions.fifo", "regular.csv"]);
+    assert_eq!(file_names(dir.path()), ["decisions.fifo", "regular.csv"]);
 }
 
 #[test]
@@ -613,7 +595,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(
-        names_in(&dir),
+        file_names(&dir),
         [
             "fixed_window.csv",
             "leaky_bucket.csv",
@@ -622,7 +604,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         ]
     );
     // Nothing beside the directory (such as decisions.fixed_window).
-    assert_eq!(names_in(root.path()), ["decisions"]);
+    assert_eq!(file_names(root.path()), ["decisions"]);
     for strategy in Strategy::ALL {
         let single = root.path().join("single.csv");
         assert!(sample_to(&single, strategy.name()).status.success());
@@ -637,7 +619,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::create_dir(&dir).unwrap();
     assert!(sample_to(std::path::Path::new(&slash), "all").status.success());
-    assert_eq!(names_in(&dir).len(), 4);
+    assert_eq!(file_names(&dir).len(), 4);
     // One strategy cannot write a directory; a missing directory is no file name.
     let output = sample_to(&dir, "token_bucket");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -652,7 +634,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         stderr.contains("neither an existing directory nor a file name"),
         "{stderr}"
     );
-    assert_eq!(names_in(root.path()), ["decisions", "single.csv"]);
+    assert_eq!(file_names(root.path()), ["decisions", "single.csv"]);
 }
 
 #[test]

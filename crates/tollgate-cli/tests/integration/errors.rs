@@ -22,12 +22,7 @@ fn simulate_bytes(trace: &[u8], limit: &str, window: &str) -> (Output, Vec<Strin
         .limit(limit)
         .window(window)
         .run();
-    let mut files: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
-    (output, files)
+    (output, file_names(dir.path()))
 }
 
 /// [`simulate_bytes`] with a limit of 3 per second.
@@ -322,11 +317,7 @@ fn extreme_values_do_not_panic() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 40,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(binary_cases(40))]
 
     #[test]
     fn garbage_input_never_panics(

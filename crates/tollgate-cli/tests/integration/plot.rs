@@ -38,16 +38,6 @@ fn png_size(path: &Path) -> (u32, u32) {
     (be(16), be(20))
 }
 
-/// The names of the files in `dir`, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The key with the most requests in the sample (ties to the first seen).
 fn busiest_sample_key() -> (String, usize) {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -82,7 +72,7 @@ fn svg_chart_is_well_formed_and_has_a_panel_per_strategy() {
         assert_eq!(captions.len(), 1, "{strategy}: {texts:?}");
     }
     assert!(texts.iter().any(|t| t == "seconds since the trace's start"));
-    assert_eq!(files(dir.path()), ["chart.svg"]);
+    assert_eq!(file_names(dir.path()), ["chart.svg"]);
 }
 
 #[test]
@@ -159,7 +149,7 @@ fn bad_plot_flags_fail_cleanly_and_write_nothing() {
             "{extra:?}: expected {message:?} in {stderr}"
         );
         assert!(out.stdout.is_empty(), "{extra:?}");
-        assert_eq!(files(dir.path()), Vec::<String>::new(), "{extra:?}");
+        assert_eq!(file_names(dir.path()), Vec::<String>::new(), "{extra:?}");
     }
     assert!(String::from_utf8_lossy(&sample("all").plot(&jpg).run().stderr).contains(".jpg"));
     // --key and --plot-size mean nothing without --plot.
@@ -197,7 +187,7 @@ fn nothing_is_plotted_when_the_trace_is_empty_invalid_or_the_directory_missing()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: cannot write plot"), "{stderr}");
-    assert_eq!(files(dir.path()), ["t.csv"]);
+    assert_eq!(file_names(dir.path()), ["t.csv"]);
 }
 
 #[test]
@@ -238,7 +228,7 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
     assert_eq!(png_size(&dir.path().join("real/target.png")), (1000, 330));
-    assert_eq!(files(&dir.path().join("real")), ["target.png"]);
+    assert_eq!(file_names(&dir.path().join("real")), ["target.png"]);
     // A FIFO receives the chart.
     let fifo = dir.path().join("chart.svg");
     assert!(std::process::Command::new("mkfifo")
@@ -283,7 +273,7 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
         format!("error: invalid --plot {}: is a directory\n", arg(&charts))
     );
     assert!(charts.is_dir());
-    assert_eq!(files(&charts), Vec::<String>::new());
+    assert_eq!(file_names(&charts), Vec::<String>::new());
 }
 
 #[test]
@@ -294,7 +284,7 @@ fn a_chart_may_not_replace_a_decisions_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("is also a --decisions file"), "{stderr}");
-    assert_eq!(files(dir.path()), Vec::<String>::new());
+    assert_eq!(file_names(dir.path()), Vec::<String>::new());
 }
 
 #[test]

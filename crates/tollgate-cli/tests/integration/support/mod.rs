@@ -15,6 +15,26 @@ use std::time::Duration;
 use tollgate::strategy::{decide, State};
 use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
 
+/// The names of the files in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().expect("UTF-8 file name"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The configuration of a property that runs the binary once per case:
+/// `cases` cases, and no regression files written beside the tests.
+pub fn binary_cases(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// A path under the repository's `examples/traces`.
 pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
