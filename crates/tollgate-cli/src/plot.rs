@@ -584,19 +584,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_step_lines_peak_is_max_in_window() {
-        let mut seed = 3u64;
-        let mut next = |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
-        for _ in 0..200 {
-            let window = Duration::from_millis(next(50) + 1);
-            let events: Vec<Event> = (0..next(40))
-                .map(|_| event(next(300), next(4), next(3) > 0))
+    proptest::proptest! {
+        #[test]
+        fn the_step_lines_peak_is_max_in_window(
+            window_ms in 1..=50u64,
+            events in proptest::collection::vec((0..300u64, 0..4u64, proptest::bool::weighted(2.0 / 3.0)), 0..40),
+        ) {
+            let window = Duration::from_millis(window_ms);
+            let events: Vec<Event> = events
+                .into_iter()
+                .map(|(ms, cost, allowed)| event(ms, cost, allowed))
                 .collect();
             let mut admitted: Vec<(u64, u64)> = events
                 .iter()
@@ -608,7 +605,7 @@ mod tests {
                 .iter()
                 .map(|&(_, y)| y)
                 .fold(0.0, f64::max);
-            assert_eq!(peak, expected);
+            proptest::prop_assert_eq!(peak, expected);
         }
     }
 

@@ -11,6 +11,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Runtime;
+use tollgate::__private::redact_url;
 use tollgate::{Decision, Limiter, ManualClock, Policy};
 use tollgate_redis::redis;
 use tollgate_redis::{ConnectError, RedisBackend};
@@ -67,7 +68,7 @@ impl RedisReplay {
             .map_err(CliError::Runtime)?;
         let clock = ManualClock::default();
         let connect_error = |source: ConnectError| CliError::RedisConnect {
-            url: redact(url),
+            url: redact_url(url),
             source,
         };
         let backend = runtime
@@ -88,7 +89,7 @@ impl RedisReplay {
                     .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "connecting timed out")))?
             })
             .map_err(|source| CliError::RedisAdmin {
-                url: redact(url),
+                url: redact_url(url),
                 source,
             })?;
         #[cfg(unix)]
@@ -132,13 +133,15 @@ impl RedisReplay {
             .build()
     }
 
-    /// Decides one request at `nanos` on the trace's clock.
+    /// Replays one request on the server: sets the scripts' clock to
+    /// `nanos`, the request's time on the trace's clock, and returns
+    /// `limiter`'s decision for `cost` units of `key`.
     ///
     /// # Errors
     ///
     /// [`CliError::RedisDecision`] when the server fails, and
     /// [`CliError::Interrupted`] after Ctrl-C.
-    pub fn decide(
+    pub fn replay_request(
         &mut self,
         limiter: &Limiter<RedisBackend>,
         line: u64,
@@ -200,43 +203,5 @@ impl RedisReplay {
                 .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out"))))
         });
         result.map_err(|source| CliError::RedisCleanup { pattern, source })
-    }
-}
-
-/// `url` without its password, for messages.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let user = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                "***".to_owned()
-            };
-            format!("{scheme}://{user}@{host}{path}")
-        }
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(redact("redis://127.0.0.1:6380/2"), "redis://127.0.0.1:6380/2");
-        assert_eq!(redact("redis://:secret@h:1/0"), "redis://:***@h:1/0");
-        assert_eq!(redact("redis://app:secret@h"), "redis://app:***@h");
-        assert_eq!(redact("redis://secret@h"), "redis://***@h");
-        assert_eq!(redact("not a url"), "not a url");
-        assert_eq!(redact("redis+unix:///tmp/r.sock"), "redis+unix:///tmp/r.sock");
     }
 }

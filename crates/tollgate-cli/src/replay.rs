@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, Policy};
+use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, ResourceLimiter};
 
+use crate::targets::Targets;
 use crate::trace::{Request, Trace};
 
 /// How many keys [`Stats::most_denied`] names.
@@ -46,17 +47,20 @@ pub struct Peak {
 ///
 /// Deleting expired state is only equivalent to keeping it while time moves
 /// forward, so the backend of an unsorted trace keeps every key's state.
-pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
+fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
     let clock = ManualClock::default();
     let sorted = trace.requests.windows(2).all(|w| w[0].nanos <= w[1].nanos);
     let backend = MemoryBackend::new().clock(clock.clone()).reclaim(sorted);
     (clock, backend)
 }
 
-/// Replays `trace` under `policy` on an in-memory limiter: before each
-/// request the limiter's manual clock is set to the request's time, then the
-/// request is decided with [`Limiter::check_n`]. `sink` sees every request
-/// with its decision, in input order.
+/// Replays `trace` under the policies of `targets` on one in-memory
+/// backend (the policies' state kept apart, as a policy file's limiter
+/// keeps its resources'): before each request the manual clock is set to
+/// the request's time, then the request is decided with
+/// [`Limiter::check_n`] by its target's policy. `sink` sees every request
+/// with the index of its target and its decision, in input order. Returns
+/// one [`Stats`] per target, in target order.
 ///
 /// # Errors
 ///
@@ -64,52 +68,78 @@ pub fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
 /// `E` when the limiter cannot be built.
 pub fn replay<E>(
     trace: &Trace,
-    policy: Policy,
-    sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
-) -> Result<Stats, E>
+    targets: &Targets,
+    sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E>
 where
     E: From<tollgate::Error>,
 {
     let (clock, backend) = replay_backend(trace);
-    let limiter = Limiter::builder().policy(policy).backend(backend).build()?;
-    replay_with(
+    let mut builder = ResourceLimiter::builder().backend(backend);
+    for (i, (name, policy)) in targets.policies.iter().enumerate() {
+        builder = match i {
+            0 => builder.default_policy(*policy),
+            _ => builder.resource(name.clone(), *policy),
+        };
+    }
+    let limiter = builder.build()?;
+    let limiters: Vec<&Limiter> = std::iter::once(limiter.default_limiter())
+        .chain(
+            targets
+                .policies
+                .iter()
+                .skip(1)
+                .map(|(name, _)| limiter.limiter(name)),
+        )
+        .collect();
+    replay_through(
         trace,
-        policy,
-        |request, key| {
+        targets,
+        |request, target, key| {
             clock.set_nanos(request.nanos);
-            Ok(limiter.check_n(key.as_bytes(), request.cost))
+            Ok(limiters[target].check_n(key.as_bytes(), request.cost))
         },
         sink,
     )
 }
 
-/// Replays `trace` under `policy` through `decide`, which is given each
-/// request (in input order) with its key and returns the decision; it is
-/// responsible for setting its limiter's clock to the request's time. `sink`
-/// sees every request with its decision, and the statistics are collected on
-/// the way.
+/// Replays `trace` under the policies of `targets` through
+/// `replay_request`, which is given each request (in input order) with the index of its target and
+/// its key and returns the decision; it is responsible for setting its
+/// limiter's clock to the request's time. `sink` sees every request with
+/// its target and decision, and the statistics are collected on the way:
+/// one [`Stats`] per target, in target order.
 ///
 /// # Errors
 ///
-/// The first error returned by `decide` or `sink`.
-pub fn replay_with<E>(
+/// The first error returned by `replay_request` or `sink`.
+pub fn replay_through<E>(
     trace: &Trace,
-    policy: Policy,
-    mut decide: impl FnMut(&Request, &str) -> Result<Decision, E>,
-    mut sink: impl FnMut(&Request, &Decision) -> Result<(), E>,
-) -> Result<Stats, E> {
-    let mut tally = Tally::new(trace.keys.len(), policy.window());
+    targets: &Targets,
+    mut replay_request: impl FnMut(&Request, usize, &str) -> Result<Decision, E>,
+    mut sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E> {
+    let mut tallies: Vec<Tally> = targets
+        .policies
+        .iter()
+        .map(|(_, policy)| Tally::new(trace.keys.len(), policy.window()))
+        .collect();
     for request in &trace.requests {
-        let decision = decide(request, &trace.keys[request.key])?;
-        tally.record(request, decision.allowed);
-        sink(request, &decision)?;
+        let target = targets.of(request);
+        let decision = replay_request(request, target, &trace.keys[request.key])?;
+        tallies[target].record(request, decision.allowed);
+        sink(request, target, &decision)?;
     }
-    Ok(tally.finish(policy.strategy().name()))
+    Ok(tallies
+        .into_iter()
+        .zip(&targets.policies)
+        .map(|(tally, (name, _))| tally.finish(name))
+        .collect())
 }
 
 /// The statistics of one policy, collected one decision at a time.
 #[derive(Clone, Debug)]
-pub struct Tally {
+struct Tally {
     /// The policy's window, in nanoseconds.
     window: u128,
     /// (the key's rank in `order`, time, cost) of every admitted request of
@@ -133,7 +163,7 @@ pub struct Tally {
 impl Tally {
     /// An empty tally for a trace with `keys` keys, under a policy with
     /// this `window`.
-    pub fn new(keys: usize, window: Duration) -> Self {
+    fn new(keys: usize, window: Duration) -> Self {
         Self {
             window: window.as_nanos(),
             admitted_at: Vec::new(),
@@ -146,7 +176,7 @@ impl Tally {
     }
 
     /// Counts one decided request.
-    pub fn record(&mut self, request: &Request, allowed: bool) {
+    fn record(&mut self, request: &Request, allowed: bool) {
         self.requests += 1;
         if self.rank[request.key] == usize::MAX {
             self.rank[request.key] = self.order.len();
@@ -164,7 +194,7 @@ impl Tally {
     }
 
     /// The statistics, for a row called `name`.
-    pub fn finish(mut self, name: &str) -> Stats {
+    fn finish(mut self, name: &str) -> Stats {
         let mut peak = Peak::default();
         // Each key's admissions together, keys in the order seen.
         self.admitted_at.sort_unstable();
@@ -228,7 +258,7 @@ pub fn peak_units(events: &mut [(u64, u64)], window: u128) -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use tollgate::Strategy;
+    use tollgate::{Policy, Strategy};
 
     use super::*;
 
@@ -246,19 +276,12 @@ mod tests {
         assert_eq!(peak_units(&mut events, 1), 4);
     }
 
-    #[test]
-    fn peak_matches_brute_force() {
-        let mut seed = 7u64;
-        let mut next = |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
-        for _ in 0..200 {
-            let n = next(30) as usize;
-            let window = u128::from(next(50) + 1);
-            let events: Vec<(u64, u64)> = (0..n).map(|_| (next(200), next(5))).collect();
+    proptest::proptest! {
+        #[test]
+        fn peak_matches_brute_force(
+            window in 1..=50u128,
+            events in proptest::collection::vec((0..200u64, 0..5u64), 0..30),
+        ) {
             let brute = events
                 .iter()
                 .map(|&(t, _)| {
@@ -270,22 +293,24 @@ mod tests {
                 })
                 .max()
                 .unwrap_or(0);
-            assert_eq!(peak_units(&mut events.clone(), window), brute);
+            proptest::prop_assert_eq!(peak_units(&mut events.clone(), window), brute);
         }
     }
 
     #[test]
     fn replay_counts_and_names_the_busiest_key() {
         let trace =
-            crate::csv_trace::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
+            crate::trace::csv::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
                 .unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
         let mut seen = Vec::new();
-        let stats = replay(&trace, policy, |r, d| {
+        let stats = replay(&trace, &Targets::one(policy), |r, _, d| {
             seen.push((r.line, d.allowed));
             Ok::<_, tollgate::Error>(())
         })
-        .unwrap();
+        .unwrap()
+        .remove(0);
+        assert_eq!(stats.name, "fixed_window");
         assert_eq!(seen, [(2, true), (3, true), (4, true), (5, true), (6, true)]);
         assert_eq!(
             (stats.requests, stats.admitted, stats.denied, stats.keys),
@@ -313,7 +338,7 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_key_this_tally_saw_first() {
-        let trace = crate::csv_trace::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
+        let trace = crate::trace::csv::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
         let mut tally = Tally::new(2, Duration::from_secs(1));
         // b comes first here, though a comes first in the trace.
         tally.record(&trace.requests[1], false);
@@ -335,9 +360,13 @@ mod tests {
     #[test]
     fn replay_counts_denied_requests_per_key() {
         let trace =
-            crate::csv_trace::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
+            crate::trace::csv::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
-        let stats = replay(&trace, policy, |_, _| Ok::<_, tollgate::Error>(())).unwrap();
+        let stats = replay(&trace, &Targets::one(policy), |_, _, _| {
+            Ok::<_, tollgate::Error>(())
+        })
+        .unwrap()
+        .remove(0);
         assert_eq!((stats.admitted, stats.denied), (3, 4));
         assert_eq!(stats.most_denied, [(1, 2), (0, 1), (2, 1)]);
     }
@@ -354,10 +383,10 @@ mod tests {
                 E::Lib
             }
         }
-        let trace = crate::csv_trace::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
+        let trace = crate::trace::csv::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
         let mut calls = 0;
-        let result = replay(&trace, policy, |_, _| {
+        let result = replay(&trace, &Targets::one(policy), |_, _, _| {
             calls += 1;
             Err(E::Sink)
         });

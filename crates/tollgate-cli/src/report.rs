@@ -328,7 +328,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.csv");
         let mut file = DecisionsFile::create(&path).unwrap();
-        let trace = crate::csv_trace::parse(b"time,key,cost\n2024-05-01T12:00:00+02:00,x,2\n").unwrap();
+        let trace = crate::trace::csv::parse(b"time,key,cost\n2024-05-01T12:00:00+02:00,x,2\n").unwrap();
         let request = &trace.requests[0];
         let decision = Decision::new(
             false,

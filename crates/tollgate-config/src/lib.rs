@@ -69,8 +69,9 @@
 //! policies.yaml:7: tollgate.resources.login.window: "1 mnute" is not a duration (unknown time unit "mnute", …)
 //! ```
 //!
-//! Unknown fields are errors that list the expected ones. A file must be
-//! UTF-8 (a leading byte-order mark is skipped); a byte that is not is
+//! Unknown fields are errors that list the expected ones. A file may hold
+//! at most 16 MiB (no more of a larger one is read, so even an endless file
+//! fails at once) and must be UTF-8 (a leading byte-order mark is skipped); a byte that is not is
 //! reported with its line, column and offset. YAML files may nest at most
 //! 80 levels and hold at most 250,000 nodes. YAML is read with
 //! [`serde_saphyr`], TOML with [`toml`], JSON with [`serde_json`].

@@ -3,6 +3,7 @@
 //! from `serde_path_to_error`.
 
 use std::fmt::Write as _;
+use std::io::Read;
 
 use serde::Deserialize;
 use serde_path_to_error::{Path, Segment, Track};
@@ -27,6 +28,43 @@ const MAX_TOML_DEPTH: usize = 80;
 
 /// The deepest nesting the JSON reader accepts (fixed in `serde_json`).
 const MAX_JSON_DEPTH: usize = 128;
+
+/// The most bytes a policy file may hold: 16 MiB, room for hundreds of
+/// thousands of resources. Only this much (and one byte more, to tell) is
+/// read, so a huge or endless file (`/dev/zero`, a pipe that never ends)
+/// fails at once instead of filling the memory.
+pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The bytes of the file at `path`, named `file` in errors: at most
+/// [`MAX_FILE_BYTES`], or an error naming the file and the limit.
+pub(crate) fn read(path: &std::path::Path, file: &str) -> Result<Vec<u8>, ConfigFileError> {
+    let input = std::fs::File::open(path).map_err(|err| ConfigFileError::io(file, err))?;
+    read_at_most(input, MAX_FILE_BYTES, file)
+}
+
+/// All of `input` if it holds at most `max` bytes, reading at most `max + 1`.
+fn read_at_most(input: impl Read, max: u64, file: &str) -> Result<Vec<u8>, ConfigFileError> {
+    let mut bytes = Vec::new();
+    input
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|err| ConfigFileError::io(file, err))?;
+    if bytes.len() as u64 > max {
+        const MIB: u64 = 1024 * 1024;
+        let size = if max >= MIB && max.is_multiple_of(MIB) {
+            format!("{} MiB ({max} bytes)", max / MIB)
+        } else {
+            format!("{max} bytes")
+        };
+        return Err(ConfigFileError::invalid(
+            file,
+            None,
+            String::new(),
+            format!("the file is larger than {size}, the most a policy file may hold"),
+        ));
+    }
+    Ok(bytes)
+}
 
 /// The text of a file read as bytes: UTF-8, or an error at the line and
 /// column of the first byte that is not.
@@ -252,7 +290,48 @@ fn field_path(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+
     use super::*;
+    use crate::error::ErrorKind;
+
+    /// A reader of endless zeros that counts the bytes it hands out.
+    struct Counted(u64);
+
+    impl Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            buf.fill(0);
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_after_reading_one_byte_more() {
+        let mut input = Counted(0);
+        let err = read_at_most(&mut input, 1000, "big.yaml").unwrap_err();
+        assert_eq!(input.0, 1001);
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert_eq!(
+            err.to_string(),
+            "big.yaml: the file is larger than 1000 bytes, the most a policy file may hold"
+        );
+        assert_eq!(
+            read_at_most(&[7u8; 1000][..], 1000, "f.yaml").unwrap().len(),
+            1000
+        );
+        assert!(read_at_most(&[7u8; 1001][..], 1000, "f.yaml").is_err());
+    }
+
+    #[test]
+    fn an_endless_file_stops_at_the_limit() {
+        let err = read(std::path::Path::new("/dev/zero"), "/dev/zero").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/dev/zero: the file is larger than 16 MiB (16777216 bytes), the most a policy file \
+             may hold"
+        );
+    }
 
     #[test]
     fn offsets_become_lines_and_columns() {

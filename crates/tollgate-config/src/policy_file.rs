@@ -58,13 +58,13 @@ impl PolicyFile {
     ///
     /// A [`ConfigFileError`] naming the file, and for content errors the
     /// line, column and field: an unknown extension, an unreadable file,
-    /// a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
+    /// a file larger than 16 MiB (of which no more is read), a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
     /// invalid value, an unset environment variable.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-        let bytes = std::fs::read(path).map_err(|err| ConfigFileError::io(&origin, err))?;
+        let bytes = load::read(path, &origin)?;
         Self::from_str(load::decode(&bytes, &origin)?, format, &origin)
     }
 
@@ -241,13 +241,13 @@ mod tests {
     #[test]
     fn urls_are_shown_without_credentials() {
         let storage = Storage::Redis("redis://user:s3cret@cache:6379/1".to_owned());
-        assert_eq!(storage.to_string(), "Redis at redis://***@cache:6379/1");
+        assert_eq!(storage.to_string(), "Redis at redis://user:***@cache:6379/1");
         assert!(!format!("{storage:?}").contains("s3cret"));
         let cluster =
             Storage::RedisCluster(vec!["redis://:pw@a:7000".to_owned(), "redis://b:7001".to_owned()]);
         assert_eq!(
             cluster.to_string(),
-            "Redis Cluster through redis://***@a:7000, redis://b:7001"
+            "Redis Cluster through redis://:***@a:7000, redis://b:7001"
         );
         assert!(!format!("{cluster:?}").contains("pw"));
     }

@@ -16,14 +16,15 @@ fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
     env::expand(raw).map_err(E::custom)
 }
 
-/// What is wrong with a limit beyond the largest [`Policy::new`] accepts
-/// (or beyond what 64 bits hold): the core's own message for the largest
-/// 64-bit limit, so that every format and every route says the same.
+/// What is wrong with a limit beyond what 64 bits hold: it is over the
+/// core's maximum ([`tollgate::MAX_LIMIT`]), said the same way in every
+/// format.
 pub(crate) fn limit_too_large() -> String {
-    match check_limit(u64::MAX) {
-        Err(err) => err.reason().to_owned(),
-        Ok(_) => format!("must be at most {}", u64::MAX),
-    }
+    format!(
+        "must be at most {} (2^62, the maximum limit, within which every time and product the \
+         strategies compute is exact)",
+        tollgate::MAX_LIMIT
+    )
 }
 
 /// A value for messages: `"text"`, or `"text" (from "${VAR}")` when it came

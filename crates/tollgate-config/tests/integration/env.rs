@@ -164,7 +164,10 @@ fn an_empty_redis_url_means_memory() {
         file.storage(),
         &Storage::Redis("redis://user:pw@127.0.0.1:6391".to_owned())
     );
-    assert_eq!(file.storage().to_string(), "Redis at redis://***@127.0.0.1:6391");
+    assert_eq!(
+        file.storage().to_string(),
+        "Redis at redis://user:***@127.0.0.1:6391"
+    );
 }
 
 #[test]

@@ -150,7 +150,7 @@ resources."api v2" = { limit = 3, window = "1h 30m", strategy = "fixed_window" }
         );
         assert_eq!(
             file.storage().to_string(),
-            "Redis at redis://***@127.0.0.1:6390/2"
+            "Redis at redis://:***@127.0.0.1:6390/2"
         );
         assert!(!format!("{file:?}").contains("pw"), "{file:?}");
     }

@@ -149,7 +149,7 @@ async fn a_background_connection_serves_once_a_late_server_is_up() {
     assert_eq!(err.kind(), BackendErrorKind::Unavailable, "{err}");
     let message = err.to_string();
     for expected in [
-        format!("cannot use Redis at redis://***@127.0.0.1:{port}: not connected yet"),
+        format!("cannot use Redis at redis://:***@127.0.0.1:{port}: not connected yet"),
         "the last attempt failed: unreachable: nothing accepts connections there".to_owned(),
     ] {
         assert!(message.contains(&expected), "{message}");
@@ -159,7 +159,7 @@ async fn a_background_connection_serves_once_a_late_server_is_up() {
         .and_then(|source| source.downcast_ref::<ConnectError>())
         .expect("the connection error is the source");
     assert_eq!(source.kind(), ConnectErrorKind::NotConnected);
-    assert_eq!(source.target(), format!("redis://***@127.0.0.1:{port}"));
+    assert_eq!(source.target(), format!("redis://:***@127.0.0.1:{port}"));
     assert!(!backend.is_connected());
     let d = open.allow("k").await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 0));
@@ -294,7 +294,7 @@ async fn a_background_cluster_connection_names_its_seeds_until_connected() {
     let message = err.to_string();
     assert!(
         message.contains(&format!(
-            "cannot use Redis at cluster seed redis://***@127.0.0.1:{port}: not connected yet"
+            "cannot use Redis at cluster seed redis://user:***@127.0.0.1:{port}: not connected yet"
         )),
         "{message}"
     );

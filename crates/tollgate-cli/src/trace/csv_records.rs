@@ -15,7 +15,8 @@
 
 use std::io::BufRead;
 
-use crate::lines::{Ending, Line, LineError, Lines, MAX_LINE};
+use super::lines::{Ending, Line, LineError, Lines, MAX_LINE};
+use super::problem::{ParseError, Problem};
 
 /// One record: its fields' bytes and the line it starts on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +72,22 @@ pub enum CsvError {
         /// Whether the file ended (otherwise the record grew too long).
         at_end: bool,
     },
+}
+
+impl From<CsvError> for ParseError {
+    fn from(err: CsvError) -> Self {
+        match err {
+            CsvError::Line(err) => err.into(),
+            CsvError::AfterQuote { line } => ParseError {
+                line: Some(line),
+                problem: Problem::AfterQuote,
+            },
+            CsvError::Unclosed { line, at_end } => ParseError {
+                line: Some(line),
+                problem: Problem::UnclosedQuote { at_end },
+            },
+        }
+    }
 }
 
 /// Where the parser is within a record.

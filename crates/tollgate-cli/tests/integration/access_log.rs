@@ -2,39 +2,23 @@
 //! requests written as a CSV trace, and a malformed line stops the command
 //! with its line number and the problem.
 
-mod common;
-
 use std::path::Path;
-use std::process::Output;
 
-use common::*;
+use proptest::prelude::*;
+
+use crate::support::*;
 use tollgate::Strategy;
 
-/// Runs `simulate --format nginx --strategy all` on `log` with decisions
+/// `simulate --format nginx --strategy all` on `log` with decisions
 /// written to `out` (one file per strategy).
-fn simulate_log(log: &Path, out: &Path) -> Output {
-    simulate_log_with(log, out, &[])
-}
-
-/// [`simulate_log`] with `extra` arguments.
-fn simulate_log_with(log: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "simulate",
-        "--trace",
-        arg(log),
-        "--format",
-        "nginx",
-        "--strategy",
-        "all",
-        "--limit",
-        "10",
-        "--window",
-        "10s",
-        "--decisions",
-        arg(out),
-    ];
-    args.extend_from_slice(extra);
-    tollgate(&args)
+fn simulate_log(log: &Path, out: &Path) -> Tollgate {
+    Tollgate::simulate()
+        .trace(log)
+        .format("nginx")
+        .strategy("all")
+        .limit(10)
+        .window("10s")
+        .decisions(out)
 }
 
 /// One log line split by the test's own reading of the combined format:
@@ -66,22 +50,16 @@ fn the_example_log_replays_like_the_same_requests_in_csv() {
     let csv_trace = dir.path().join("same.csv");
     std::fs::write(&csv_trace, csv).unwrap();
 
-    let out = simulate_log(&log, &dir.path().join("log.csv"));
+    let out = simulate_log(&log, &dir.path().join("log.csv")).run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty());
-    let csv_summary = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&csv_trace),
-        "--strategy",
-        "all",
-        "--limit",
-        "10",
-        "--window",
-        "10s",
-        "--decisions",
-        arg(&dir.path().join("csv.csv")),
-    ]);
+    let csv_summary = Tollgate::simulate()
+        .trace(&csv_trace)
+        .strategy("all")
+        .limit(10)
+        .window("10s")
+        .decisions(dir.path().join("csv.csv"))
+        .run_ok();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), csv_summary);
     assert!(csv_summary.starts_with(&format!(
         "limit 10 per 10s: {} requests from 8 keys\n",
@@ -157,7 +135,7 @@ fn malformed_lines_name_the_line_and_the_problem() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("access.log");
         std::fs::write(&log, format!("{head}{bad}{}", good(4))).unwrap();
-        let out = simulate_log(&log, &dir.path().join("d.csv"));
+        let out = simulate_log(&log, &dir.path().join("d.csv")).run();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{bad}: {stderr}");
         assert!(out.stdout.is_empty());
@@ -174,7 +152,7 @@ fn malformed_lines_name_the_line_and_the_problem() {
     let mut bytes = head.into_bytes();
     bytes.extend_from_slice(b"192.0.2.\xff - - [01/May/2024:14:00:03 +0200] \"GET / HTTP/1.1\" 200 1\n");
     std::fs::write(&log, bytes).unwrap();
-    let out = simulate_log(&log, &dir.path().join("d.csv"));
+    let out = simulate_log(&log, &dir.path().join("d.csv")).run();
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 5: invalid UTF-8"));
 }
 
@@ -188,7 +166,7 @@ fn common_format_crlf_blank_lines_and_dash_requests_are_read() {
                 2001:db8::1 - - [01/May/2024:12:00:01 +0000] \"GET / HTTP/2.0\" 304 -\n";
     std::fs::write(&log, text).unwrap();
     let out = dir.path().join("d.csv");
-    let output = simulate_log(&log, &out);
+    let output = simulate_log(&log, &out).run();
     assert!(
         output.status.success(),
         "{}",
@@ -211,17 +189,12 @@ fn common_format_crlf_blank_lines_and_dash_requests_are_read() {
 
 #[test]
 fn a_log_read_as_csv_suggests_the_format() {
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&example("access.log")),
-        "--strategy",
-        "all",
-        "--limit",
-        "10",
-        "--window",
-        "10s",
-    ]);
+    let out = Tollgate::simulate()
+        .trace(example("access.log"))
+        .strategy("all")
+        .limit(10)
+        .window("10s")
+        .run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("line 1: missing column `time`"), "{stderr}");
@@ -230,33 +203,33 @@ fn a_log_read_as_csv_suggests_the_format() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.csv");
     std::fs::write(&trace, "when,key\n1,a\n").unwrap();
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "all",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-    ]);
+    let out = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("all")
+        .limit(1)
+        .window("1s")
+        .run();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("--format"));
 }
 
-#[test]
-fn garbage_never_panics() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("access.log");
-    let line = good(0);
-    let mut rng = Lcg(5);
-    for _ in 0..40 {
-        // A valid line with a few bytes replaced, cut or doubled.
-        let mut bytes = line.clone().into_bytes();
-        for _ in 0..1 + rng.below(4) {
-            let at = rng.below(bytes.len() as u64) as usize;
-            match rng.below(3) {
-                0 => bytes[at] = b"[]\" -\\/:+\xff0x"[rng.below(12) as usize],
+proptest! {
+    #![proptest_config(binary_cases(40))]
+
+    /// A valid line with a few bytes replaced, cut or doubled.
+    #[test]
+    fn garbage_never_panics(
+        edits in proptest::collection::vec(
+            (any::<proptest::sample::Index>(), 0..3u8, proptest::sample::select(b"[]\" -\\/:+\xff0x".to_vec())),
+            1..5,
+        )
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("access.log");
+        let mut bytes = good(0).into_bytes();
+        for (at, edit, byte) in edits {
+            let at = at.index(bytes.len());
+            match edit {
+                0 => bytes[at] = byte,
                 1 => bytes.truncate(at),
                 _ => bytes.insert(at, bytes[at]),
             }
@@ -265,13 +238,14 @@ fn garbage_never_panics() {
             }
         }
         std::fs::write(&log, &bytes).unwrap();
-        let out = simulate_log(&log, &dir.path().join("d.csv"));
+        let out = simulate_log(&log, &dir.path().join("d.csv")).run();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(matches!(out.status.code(), Some(0 | 1)), "{bytes:?}: {stderr}");
+        prop_assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}: {}", bytes, stderr);
         if !out.status.success() {
-            assert!(
+            prop_assert!(
                 stderr.starts_with("error: trace ") && stderr.contains("line 1:"),
-                "{stderr}"
+                "{}",
+                stderr
             );
         }
     }
@@ -301,15 +275,11 @@ fn connect_and_paths_with_spaces_are_requests() {
         "tollgate:\n  default: { limit: 5, window: 1s }\n  resources:\n    \"example.com:443\": { limit: 1, window: 1s }\n    \"/my docs/a b.html\": { limit: 2, window: 1s }\n",
     )
     .unwrap();
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&log),
-        "--format",
-        "nginx",
-        "--config",
-        arg(&config),
-    ]);
+    let out = Tollgate::simulate()
+        .trace(&log)
+        .format("nginx")
+        .config(&config)
+        .run();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<(&str, Vec<&str>)> = stdout
@@ -344,14 +314,14 @@ fn skip_invalid_leaves_out_tls_handshakes_and_reports_them_after_the_summary() {
     std::fs::write(&log, &text).unwrap();
     let out_csv = dir.path().join("d.csv");
     // Strict by default: the first handshake stops the command.
-    let out = simulate_log(&log, &out_csv);
+    let out = simulate_log(&log, &out_csv).run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr.contains("line 2: bad request \"\\\\x16\\\\x03"),
         "{stderr}"
     );
-    let out = simulate_log_with(&log, &out_csv, &["--skip-invalid"]);
+    let out = simulate_log(&log, &out_csv).skip_invalid().run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);

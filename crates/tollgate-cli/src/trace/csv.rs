@@ -8,13 +8,15 @@
 //! that cannot be read stops the whole read with an error naming its 1-based
 //! file line (the header is line 1), unless invalid rows are skipped.
 //!
-//! The input is read one record at a time ([`crate::csv_records`]), so no
+//! The input is read one record at a time ([`super::csv_records`]), so no
 //! more than one line (at most 64 KiB) of it is held besides the requests.
 
 use std::io::BufRead;
 
-use crate::csv_records::{CsvReader, Record};
-use crate::trace::{parse_cost, parse_resource, parse_time, Hint, ParseError, Problem, Trace, TraceBuilder};
+use super::csv_records::{CsvReader, Record};
+use super::fields::{parse_cost, parse_resource, parse_time};
+use super::model::{Trace, TraceBuilder};
+use super::problem::{Hint, ParseError, Problem};
 
 /// Validates a whole CSV trace held in memory, stopping at the first
 /// invalid line.
@@ -30,7 +32,7 @@ pub fn parse(data: &[u8]) -> Result<Trace, ParseError> {
 /// Reads and validates a CSV trace from `input`, one line at a time. With
 /// `skip_invalid`, data rows that are invalid are counted in
 /// [`Trace::skipped`] instead of stopping the read (a header without the
-/// required columns, a line longer than [`crate::lines::MAX_LINE`], a
+/// required columns, a line longer than [`super::lines::MAX_LINE`], a
 /// malformed quoted field and read errors still stop it).
 ///
 /// # Errors
@@ -169,7 +171,7 @@ impl Columns {
 /// What a header line without the required columns looks like it is.
 fn hint(raw: &[u8]) -> Hint {
     let text = String::from_utf8_lossy(raw);
-    if crate::access_log::parse_line(text.trim_end()).is_ok() {
+    if super::access_log::parse_line(text.trim_end()).is_ok() {
         Hint::AccessLog
     } else if text.contains('\t') {
         Hint::Tabs
@@ -185,8 +187,8 @@ mod tests {
     use std::io;
 
     use super::*;
-    use crate::lines::MAX_LINE;
-    use crate::trace::TimeError;
+    use crate::trace::lines::MAX_LINE;
+    use crate::trace::problem::TimeError;
 
     fn read(text: &str) -> Result<Trace, ParseError> {
         parse(text.as_bytes())
@@ -232,7 +234,8 @@ mod tests {
                 Some(3),
                 Problem::Resource {
                     value: "lo\ngin".into(),
-                    reason: "must not contain control characters"
+                    reason: "a resource name must not contain control characters; found U+000A at byte 2"
+                        .into()
                 }
             )
         );

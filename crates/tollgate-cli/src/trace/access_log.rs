@@ -16,13 +16,15 @@
 use std::borrow::Cow;
 use std::io::BufRead;
 
-use crate::lines::{Line, Lines};
-use crate::trace::{LogProblem, ParseError, Problem, TimeError, Trace, TraceBuilder};
+use super::fields::parse_resource;
+use super::lines::{Line, Lines};
+use super::model::{Trace, TraceBuilder};
+use super::problem::{LogProblem, ParseError, Problem, TimeError};
 
 /// Reads and validates an access log from `input`, one line at a time.
 /// With `skip_invalid`, lines that do not parse are counted in
 /// [`Trace::skipped`] instead of stopping the read (a line longer than
-/// [`crate::lines::MAX_LINE`] and read errors still stop it).
+/// [`super::lines::MAX_LINE`] and read errors still stop it).
 ///
 /// Invalid UTF-8 is accepted in the fields the simulator ignores (the
 /// referer and the user agent); in the client address or the request it is
@@ -207,7 +209,7 @@ pub fn parse_line(line: &str) -> Result<Entry<'_>, Problem> {
     let request = c.quoted("request")?;
     // The same rule as a CSV trace's resource column: no control characters.
     let path = match request_path(request)? {
-        Some(path) => crate::trace::parse_resource(path)?.map(|_| path),
+        Some(path) => parse_resource(path)?.map(|_| path),
         None => None,
     };
     let status = c.field("the status", "after the request")?;

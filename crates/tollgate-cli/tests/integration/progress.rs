@@ -1,9 +1,7 @@
 //! The progress bar is drawn only on a terminal: a replay long enough to
 //! get one leaves captured standard error empty.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 
 #[test]
 fn a_long_replay_keeps_captured_stderr_clean() {
@@ -16,17 +14,12 @@ fn a_long_replay_keeps_captured_stderr_clean() {
         text.push_str(&format!("{},k{}\n", 1_714_564_800_000 + i, i % 97));
     }
     std::fs::write(&trace, text).unwrap();
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "all",
-        "--limit",
-        "10",
-        "--window",
-        "1s",
-    ]);
+    let out = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("all")
+        .limit(10)
+        .window("1s")
+        .run();
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),

@@ -1,11 +1,11 @@
 //! The decisions file and the summary of `tollgate simulate`, checked
 //! against the library making the same decisions.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use proptest::prelude::*;
+
+use crate::support::*;
 use tollgate::Strategy;
 
 const HEADER: [&str; 7] = [
@@ -22,19 +22,13 @@ const HEADER: [&str; 7] = [
 fn decisions_file_has_the_header_and_one_row_per_request_in_input_order() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.csv");
-    tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&example("sample.csv")),
-        "--strategy",
-        "fixed_window",
-        "--limit",
-        "20",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&out),
-    ]);
+    Tollgate::simulate()
+        .trace(example("sample.csv"))
+        .strategy("fixed_window")
+        .limit(20)
+        .window("1s")
+        .decisions(&out)
+        .run_ok();
     let rows = read_csv(&out);
     assert_eq!(rows[0], HEADER);
     let input = sample_requests();
@@ -61,19 +55,13 @@ fn every_row_equals_the_library_decision_on_the_sample() {
     ] {
         let out = dir.path().join(format!("w{text}.csv"));
         let limit_arg = limit.to_string();
-        tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(&example("sample.csv")),
-            "--strategy",
-            "all",
-            "--limit",
-            &limit_arg,
-            "--window",
-            text,
-            "--decisions",
-            arg(&out),
-        ]);
+        Tollgate::simulate()
+            .trace(example("sample.csv"))
+            .strategy("all")
+            .limit(&limit_arg)
+            .window(text)
+            .decisions(&out)
+            .run_ok();
         for strategy in Strategy::ALL {
             let file = dir.path().join(format!("w{text}.{}.csv", strategy.name()));
             let rows = read_csv(&file);
@@ -91,65 +79,74 @@ fn every_row_equals_the_library_decision_on_the_sample() {
     }
 }
 
-#[test]
-fn rows_equal_the_pure_strategy_functions_when_time_goes_backwards() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = Lcg(42);
-    for case in 0..6 {
-        let limit = 1 + rng.below(6);
+/// One generated request: (step, whether it goes backwards, key, cost
+/// choice).
+type Step = (u64, bool, u8, usize);
+
+proptest! {
+    #![proptest_config(binary_cases(6))]
+
+    #[test]
+    fn rows_equal_the_pure_strategy_functions_when_time_goes_backwards(
+        limit in 1..=6u64,
         // Windows that are not whole milliseconds exercise the rounding.
-        let window_us = [1_000, 1_500, 250_000, 1_000_000, 333, 7_777][case];
-        let window = Duration::from_micros(window_us);
-        let mut t: u64 = 1_714_564_800_000;
-        let mut text = String::from("key,time,cost\n");
-        let mut reqs = Vec::new();
-        for _ in 0..300 {
-            // Mostly forwards, sometimes backwards, sometimes the same instant.
-            let step = rng.below(4 * (window_us / 1000 + 1));
-            t = if rng.below(5) == 0 {
-                t.saturating_sub(step)
-            } else {
-                t + step
-            };
-            let key = format!("k{}", rng.below(3));
-            let cost = [1, 1, 1, 0, 2, limit, limit + 1][rng.below(7) as usize];
-            text.push_str(&format!("{key},{t},{cost}\n"));
-            reqs.push(Req {
-                nanos: t * 1_000_000,
-                key,
-                cost,
-            });
-        }
-        let trace = dir.path().join(format!("case{case}.csv"));
-        std::fs::write(&trace, text).unwrap();
-        for strategy in Strategy::ALL {
-            let out = dir.path().join(format!("case{case}.{}.out.csv", strategy.name()));
-            let window_arg = format!("{window_us}us");
-            let limit_arg = limit.to_string();
-            tollgate_ok(&[
-                "simulate",
-                "--trace",
-                arg(&trace),
-                "--strategy",
-                strategy.name(),
-                "--limit",
-                &limit_arg,
-                "--window",
-                &window_arg,
-                "--decisions",
-                arg(&out),
-            ]);
-            let rows = read_csv(&out);
-            let expected = pure_decisions(policy(strategy, limit, window), &reqs);
-            assert_eq!(rows.len() - 1, expected.len());
-            for (i, (row, d)) in rows[1..].iter().zip(&expected).enumerate() {
-                assert_eq!(
-                    row[3..],
-                    columns(d),
-                    "case {case} {strategy} L={limit} W={window_us}us: row {}",
-                    i + 2
-                );
-            }
+        window_us in proptest::sample::select(vec![1_000u64, 1_500, 250_000, 1_000_000, 333, 7_777]),
+        // Mostly forwards, sometimes backwards, sometimes the same instant.
+        steps in proptest::collection::vec(
+            (0..u64::MAX, proptest::bool::weighted(0.2), 0..3u8, 0..7usize),
+            300,
+        ),
+    ) {
+        check_against_pure_functions(limit, window_us, &steps);
+    }
+}
+
+/// Replays the requests of `steps` under every strategy with `limit` per
+/// `window_us` microseconds and compares each decisions row with the pure
+/// strategy functions.
+fn check_against_pure_functions(limit: u64, window_us: u64, steps: &[Step]) {
+    let dir = tempfile::tempdir().unwrap();
+    let window = Duration::from_micros(window_us);
+    let mut t: u64 = 1_714_564_800_000;
+    let mut text = String::from("key,time,cost\n");
+    let mut reqs = Vec::new();
+    for &(step, backwards, key, cost) in steps {
+        let step = step % (4 * (window_us / 1000 + 1));
+        t = if backwards {
+            t.saturating_sub(step)
+        } else {
+            t + step
+        };
+        let key = format!("k{key}");
+        let cost = [1, 1, 1, 0, 2, limit, limit + 1][cost];
+        text.push_str(&format!("{key},{t},{cost}\n"));
+        reqs.push(Req {
+            nanos: t * 1_000_000,
+            key,
+            cost,
+        });
+    }
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, text).unwrap();
+    for strategy in Strategy::ALL {
+        let out = dir.path().join(format!("{}.out.csv", strategy.name()));
+        Tollgate::simulate()
+            .trace(&trace)
+            .strategy(strategy.name())
+            .limit(limit)
+            .window(&format!("{window_us}us"))
+            .decisions(&out)
+            .run_ok();
+        let rows = read_csv(&out);
+        let expected = pure_decisions(policy(strategy, limit, window), &reqs);
+        assert_eq!(rows.len() - 1, expected.len());
+        for (i, (row, d)) in rows[1..].iter().zip(&expected).enumerate() {
+            assert_eq!(
+                row[3..],
+                columns(d),
+                "{strategy} L={limit} W={window_us}us: row {}",
+                i + 2
+            );
         }
     }
 }
@@ -166,19 +163,13 @@ fn reset_and_retry_after_round_up_to_whole_milliseconds() {
     .unwrap();
     let out = dir.path().join("d.csv");
     let run = |strategy: &str, limit: &str| {
-        tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(&trace),
-            "--strategy",
-            strategy,
-            "--limit",
-            limit,
-            "--window",
-            "1s",
-            "--decisions",
-            arg(&out),
-        ]);
+        Tollgate::simulate()
+            .trace(&trace)
+            .strategy(strategy)
+            .limit(limit)
+            .window("1s")
+            .decisions(&out)
+            .run_ok();
         read_csv(&out)
     };
     // Fixed window: 999.9995 ms to the end of the bucket.
@@ -195,27 +186,14 @@ fn reset_and_retry_after_round_up_to_whole_milliseconds() {
 fn all_writes_four_files_equal_to_single_strategy_runs() {
     let dir = tempfile::tempdir().unwrap();
     let base = |name: &str| {
-        vec![
-            "simulate".to_owned(),
-            "--trace".to_owned(),
-            arg(&example("sample.csv")).to_owned(),
-            "--limit".to_owned(),
-            "30".to_owned(),
-            "--window".to_owned(),
-            "2s".to_owned(),
-            "--decisions".to_owned(),
-            arg(&dir.path().join(name)).to_owned(),
-            "--strategy".to_owned(),
-        ]
+        Tollgate::simulate()
+            .trace(example("sample.csv"))
+            .limit(30)
+            .window("2s")
+            .decisions(dir.path().join(name))
     };
-    let mut all = base("all.csv");
-    all.push("all".to_owned());
-    let stdout = tollgate_ok(&all.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut names: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let stdout = base("all.csv").strategy("all").run_ok();
+    let names = file_names(dir.path());
     assert_eq!(
         names,
         [
@@ -229,9 +207,7 @@ fn all_writes_four_files_equal_to_single_strategy_runs() {
     assert_eq!(lines.len(), 6, "{stdout}");
     for (strategy, line) in Strategy::ALL.iter().zip(&lines[2..]) {
         assert!(line.starts_with(strategy.name()), "{stdout}");
-        let mut one = base("one.csv");
-        one.push(strategy.name().to_owned());
-        let single = tollgate_ok(&one.iter().map(String::as_str).collect::<Vec<_>>());
+        let single = base("one.csv").strategy(strategy.name()).run_ok();
         let all_file = std::fs::read(dir.path().join(format!("all.{strategy}.csv"))).unwrap();
         assert_eq!(
             all_file,
@@ -268,19 +244,13 @@ fn rfc3339_times_with_offsets_match_integer_milliseconds() {
     std::fs::write(&ms_trace, ms_text).unwrap();
     let run = |trace: &std::path::Path, out: &str| {
         let out = dir.path().join(out);
-        let stdout = tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(trace),
-            "--strategy",
-            "all",
-            "--limit",
-            "2",
-            "--window",
-            "1s",
-            "--decisions",
-            arg(&out),
-        ]);
+        let stdout = Tollgate::simulate()
+            .trace(trace)
+            .strategy("all")
+            .limit(2)
+            .window("1s")
+            .decisions(&out)
+            .run_ok();
         (stdout, out)
     };
     let (rfc_stdout, _) = run(&source, "rfc.csv");
@@ -312,17 +282,12 @@ fn rfc3339_times_with_offsets_match_integer_milliseconds() {
 
 #[test]
 fn summary_table_for_all_strategies() {
-    let stdout = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&example("rfc3339.csv")),
-        "--strategy",
-        "all",
-        "--limit",
-        "2",
-        "--window",
-        "1s",
-    ]);
+    let stdout = Tollgate::simulate()
+        .trace(example("rfc3339.csv"))
+        .strategy("all")
+        .limit(2)
+        .window("1s")
+        .run_ok();
     // Worked out by hand from SEMANTICS.md; ties in max_in_window go to the
     // key seen first. 10.0.0.1's request of cost 3 exceeds the limit and is
     // denied by every strategy. The sliding window anchors each key's window
@@ -344,19 +309,13 @@ leaky_bucket           5       3     37.5              3  10.0.0.1  10.0.0.1 (2)
 fn summary_counts_match_the_decisions_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d.csv");
-    let stdout = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&example("sample.csv")),
-        "--strategy",
-        "sliding_window",
-        "--limit",
-        "25",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&out),
-    ]);
+    let stdout = Tollgate::simulate()
+        .trace(example("sample.csv"))
+        .strategy("sliding_window")
+        .limit(25)
+        .window("1s")
+        .decisions(&out)
+        .run_ok();
     let rows = read_csv(&out);
     let admitted = rows[1..].iter().filter(|r| r[3] == "true").count();
     let denied = rows.len() - 1 - admitted;
@@ -464,19 +423,13 @@ fn an_unsorted_trace_with_many_keys_never_admits_deleted_budget_again() {
     let trace = dir.path().join("unsorted.csv");
     std::fs::write(&trace, text).unwrap();
     let out = dir.path().join("unsorted.out.csv");
-    tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "fixed_window",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&out),
-    ]);
+    Tollgate::simulate()
+        .trace(&trace)
+        .strategy("fixed_window")
+        .limit(1)
+        .window("1s")
+        .decisions(&out)
+        .run_ok();
     let rows = read_csv(&out);
     let expected = pure_decisions(policy(Strategy::FixedWindow, 1, Duration::from_secs(1)), &reqs);
     let denied = rows[1..].iter().filter(|r| r[3] == "false").count();
@@ -500,19 +453,13 @@ fn a_resource_column_changes_nothing_without_a_policy_file() {
     std::fs::write(&trace, format!("time,key,resource,cost\n{rows}")).unwrap();
     let summary = |trace: &std::path::Path, out: &str| {
         let out = dir.path().join(out);
-        let stdout = tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(trace),
-            "--strategy",
-            "all",
-            "--limit",
-            "10",
-            "--window",
-            "10s",
-            "--decisions",
-            arg(&out),
-        ]);
+        let stdout = Tollgate::simulate()
+            .trace(trace)
+            .strategy("all")
+            .limit(10)
+            .window("10s")
+            .decisions(&out)
+            .run_ok();
         let files: Vec<Vec<u8>> = Strategy::ALL
             .iter()
             .map(|s| std::fs::read(out.with_extension(format!("{}.csv", s.name()))).unwrap())
@@ -527,29 +474,13 @@ fn a_resource_column_changes_nothing_without_a_policy_file() {
 
 /// `simulate` of the sample with one strategy, decisions to `out`.
 fn sample_to(out: &std::path::Path, strategy: &str) -> std::process::Output {
-    tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&example("sample.csv")),
-        "--strategy",
-        strategy,
-        "--limit",
-        "10",
-        "--window",
-        "10s",
-        "--decisions",
-        arg(out),
-    ])
-}
-
-/// The names in `dir`, sorted.
-fn names_in(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
+    Tollgate::simulate()
+        .trace(example("sample.csv"))
+        .strategy(strategy)
+        .limit(10)
+        .window("10s")
+        .decisions(out)
+        .run()
 }
 
 #[test]
@@ -572,7 +503,7 @@ fn a_regular_decisions_file_is_replaced_through_a_temporary_file_keeping_its_mod
     assert_ne!(before.ino(), after.ino());
     assert_eq!(after.permissions().mode() & 0o777, 0o640);
     assert_eq!(read_csv(&out)[0], HEADER);
-    assert_eq!(names_in(dir.path()), ["out.csv"]);
+    assert_eq!(file_names(dir.path()), ["out.csv"]);
 }
 
 #[test]
@@ -597,8 +528,8 @@ fn a_symlinked_decisions_file_is_written_through_and_the_link_kept() {
     let rows = read_csv(&real_dir.join("target.csv"));
     assert_eq!(rows[0], HEADER);
     assert_eq!(rows.len() - 1, sample_requests().len());
-    assert_eq!(names_in(dir.path()), ["link.csv", "real"]);
-    assert_eq!(names_in(&real_dir), ["target.csv"]);
+    assert_eq!(file_names(dir.path()), ["link.csv", "real"]);
+    assert_eq!(file_names(&real_dir), ["target.csv"]);
     // A dangling link gets its target created.
     std::fs::remove_file(real_dir.join("target.csv")).unwrap();
     let output = sample_to(&link, "fixed_window");
@@ -634,7 +565,7 @@ fn a_fifo_receives_the_decisions_and_stays_a_fifo() {
     assert!(output.status.success());
     assert_eq!(text, std::fs::read_to_string(&file).unwrap());
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    assert_eq!(names_in(dir.path()), ["decisions.fifo", "regular.csv"]);
+    assert_eq!(file_names(dir.path()), ["decisions.fifo", "regular.csv"]);
 }
 
 #[test]
@@ -664,7 +595,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(
-        names_in(&dir),
+        file_names(&dir),
         [
             "fixed_window.csv",
             "leaky_bucket.csv",
@@ -673,7 +604,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         ]
     );
     // Nothing beside the directory (such as decisions.fixed_window).
-    assert_eq!(names_in(root.path()), ["decisions"]);
+    assert_eq!(file_names(root.path()), ["decisions"]);
     for strategy in Strategy::ALL {
         let single = root.path().join("single.csv");
         assert!(sample_to(&single, strategy.name()).status.success());
@@ -688,7 +619,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::create_dir(&dir).unwrap();
     assert!(sample_to(std::path::Path::new(&slash), "all").status.success());
-    assert_eq!(names_in(&dir).len(), 4);
+    assert_eq!(file_names(&dir).len(), 4);
     // One strategy cannot write a directory; a missing directory is no file name.
     let output = sample_to(&dir, "token_bucket");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -703,7 +634,7 @@ fn a_directory_holds_one_file_per_strategy_and_is_an_error_for_one_file() {
         stderr.contains("neither an existing directory nor a file name"),
         "{stderr}"
     );
-    assert_eq!(names_in(root.path()), ["decisions", "single.csv"]);
+    assert_eq!(file_names(root.path()), ["decisions", "single.csv"]);
 }
 
 #[test]
@@ -713,19 +644,13 @@ fn long_keys_are_cut_in_the_summary_but_exact_in_the_decisions_file() {
     let trace = dir.path().join("long.csv");
     std::fs::write(&trace, format!("time,key\n0,{key}\n1,{key}\n2,short\n")).unwrap();
     let out = dir.path().join("d.csv");
-    let stdout = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "fixed_window",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&out),
-    ]);
+    let stdout = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("fixed_window")
+        .limit(1)
+        .window("1s")
+        .decisions(&out)
+        .run_ok();
     assert!(stdout.len() < 1000, "{} bytes of summary", stdout.len());
     let cut = format!("{}… (60000 bytes)", "k".repeat(64));
     let row = stdout.lines().nth(2).unwrap();

@@ -3,11 +3,9 @@
 //! against a policy file decides each resource's requests exactly as a
 //! replay of that resource's requests alone under its policy.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::support::*;
 
 /// Policies for the sample trace's paths: one resource per strategy family
 /// and a default for the rest.
@@ -31,7 +29,7 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
 fn check_prints_the_effective_policies() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "p.yaml", POLICIES);
-    let out = tollgate(&["check", arg(&file)]);
+    let out = Tollgate::check(&file).run();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -50,7 +48,7 @@ fn check_prints_the_effective_policies() {
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
     // The example beside the access log is valid too, and so are TOML and JSON.
-    tollgate_ok(&["check", arg(&example("policies.yaml"))]);
+    Tollgate::check(example("policies.yaml")).run_ok();
     let toml = write(
         dir.path(),
         "p.toml",
@@ -61,8 +59,10 @@ fn check_prints_the_effective_policies() {
         "p.json",
         r#"{"tollgate": {"default": {"limit": 5, "window": "1m"}, "fail_open": true}}"#,
     );
-    assert!(tollgate_ok(&["check", arg(&toml)]).contains("default  sliding_window      5  1m"));
-    assert!(tollgate_ok(&["check", arg(&json)]).contains("fail open"));
+    assert!(Tollgate::check(&toml)
+        .run_ok()
+        .contains("default  sliding_window      5  1m"));
+    assert!(Tollgate::check(&json).run_ok().contains("fail open"));
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn check_names_the_file_line_and_field_of_a_mistake() {
     ];
     for (name, text, fragments) in cases {
         let file = write(dir.path(), name, text);
-        let out = tollgate(&["check", arg(&file)]);
+        let out = Tollgate::check(&file).run();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
         assert!(out.stdout.is_empty(), "{name}");
@@ -101,11 +101,115 @@ fn check_names_the_file_line_and_field_of_a_mistake() {
             );
         }
     }
-    let out = tollgate(&["check", arg(&dir.path().join("missing.yaml"))]);
+    let out = Tollgate::check(dir.path().join("missing.yaml")).run();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
     // No file at all is a usage error.
-    assert_eq!(tollgate(&["check"]).status.code(), Some(2));
+    assert_eq!(Tollgate::new().arg("check").run().status.code(), Some(2));
+}
+
+/// Runs `check` on a file holding `bytes`; returns the exit code, stdout
+/// and stderr.
+fn check_bytes(name: &str, bytes: &[u8]) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = Tollgate::check(&path).run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.replace(&format!("{}/", dir.path().display()), "");
+    (out.status.code(), String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+#[test]
+fn check_refuses_an_endless_or_huge_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    let out = Tollgate::check(&zero).run_within(limit);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "error: {}: the file is larger than 16 MiB (16777216 bytes), the most a policy file \
+             may hold\n",
+            zero.display()
+        )
+    );
+    // One byte over the limit is refused, the limit itself is not.
+    let mut big = POLICIES.as_bytes().to_vec();
+    big.resize(16 * 1024 * 1024, b'\n');
+    let (code, stdout, _) = check_bytes("at_limit.yaml", &big);
+    assert_eq!((code, stdout.lines().count()), (Some(0), 6));
+    big.push(b'\n');
+    let (code, _, stderr) = check_bytes("over.yaml", &big);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("over.yaml: the file is larger than 16 MiB"),
+        "{stderr}"
+    );
+    // /dev/zero itself has no policy file extension: refused before reading.
+    let out = Tollgate::check("/dev/zero").run_within(limit);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: /dev/zero: unknown policy file format: the name must end in .yaml, .yml, .toml or \
+         .json\n"
+    );
+}
+
+#[test]
+fn check_names_the_line_and_column_of_a_byte_that_is_not_utf8() {
+    let text = b"tollgate:\n  default: { limit: 5, window: 1m }\n  resources:\n    caf\xe9: { limit: 1, window: 1s }\n";
+    let (code, stdout, stderr) = check_bytes("latin1.yaml", text);
+    assert_eq!((code, stdout.as_str()), (Some(1), ""));
+    assert_eq!(
+        stderr,
+        "error: latin1.yaml:4: the file is not UTF-8 text: byte 0xE9 at line 4, column 8 (byte \
+         offset 66) is not valid UTF-8; save the file as UTF-8\n"
+    );
+}
+
+#[test]
+fn check_accepts_a_json_file_with_a_byte_order_mark() {
+    let text = "\u{feff}{\"tollgate\": {\"default\": {\"limit\": 5, \"window\": \"1m\"}}}\n";
+    let (code, stdout, stderr) = check_bytes("bom.json", text.as_bytes());
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    assert!(
+        stdout.ends_with("default  sliding_window      5  1m\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_refuses_a_limit_of_2_to_the_64_in_every_format() {
+    let too_large = "18446744073709551616";
+    for (name, text) in [
+        (
+            "big.yaml",
+            format!("tollgate:\n  default: {{ limit: {too_large}, window: 1m }}\n"),
+        ),
+        (
+            "big.toml",
+            format!("[tollgate]\ndefault = {{ limit = {too_large}, window = \"1m\" }}\n"),
+        ),
+        (
+            "big.json",
+            format!("{{\"tollgate\": {{\"default\": {{\"limit\": {too_large}, \"window\": \"1m\"}}}}}}"),
+        ),
+    ] {
+        let line = if name == "big.json" { 1 } else { 2 };
+        let (code, _, stderr) = check_bytes(name, text.as_bytes());
+        assert_eq!(code, Some(1), "{name}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: {name}:{line}: tollgate.default.limit: must be at most 4611686018427387904 \
+                 (2^62, the maximum limit, within which every time and product the strategies \
+                 compute is exact)\n"
+            )
+        );
+    }
 }
 
 /// The sample trace with its `path` column as the `resource` column.
@@ -122,15 +226,11 @@ fn each_resource_is_decided_as_if_replayed_alone_under_its_policy() {
     let trace = sample_with_resources(dir.path());
     let policies = write(dir.path(), "p.yaml", POLICIES);
     let out = dir.path().join("all.csv");
-    let summary = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--config",
-        arg(&policies),
-        "--decisions",
-        arg(&out),
-    ]);
+    let summary = Tollgate::simulate()
+        .trace(&trace)
+        .config(&policies)
+        .decisions(&out)
+        .run_ok();
     let rows = read_csv(&trace);
     let decisions = read_csv(&out);
     assert_eq!(
@@ -178,19 +278,13 @@ fn each_resource_is_decided_as_if_replayed_alone_under_its_policy() {
         }
         let part_trace = write(dir.path(), "part.csv", &part);
         let part_out = dir.path().join("part.out.csv");
-        let alone = tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(&part_trace),
-            "--strategy",
-            strategy,
-            "--limit",
-            limit,
-            "--window",
-            window,
-            "--decisions",
-            arg(&part_out),
-        ]);
+        let alone = Tollgate::simulate()
+            .trace(&part_trace)
+            .strategy(strategy)
+            .limit(limit)
+            .window(window)
+            .decisions(&part_out)
+            .run_ok();
         let expected = read_csv(&part_out);
         let denied = expected[1..].iter().filter(|r| r[3] == "false").count();
         assert!(denied > 0, "{name}: the policy should deny some requests");
@@ -208,15 +302,11 @@ fn each_resource_is_decided_as_if_replayed_alone_under_its_policy() {
 
 #[test]
 fn the_summary_names_the_file_and_every_policy() {
-    let stdout = tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&example("access.log")),
-        "--format",
-        "nginx",
-        "--config",
-        arg(&example("policies.yaml")),
-    ]);
+    let stdout = Tollgate::simulate()
+        .trace(example("access.log"))
+        .format("nginx")
+        .config(example("policies.yaml"))
+        .run_ok();
     let mut lines = stdout.lines();
     assert!(lines
         .next()
@@ -246,12 +336,7 @@ fn flags_and_policy_files_are_exclusive_and_errors_leave_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let policies = write(dir.path(), "p.yaml", POLICIES);
     let trace = sample_with_resources(dir.path());
-    let base = ["simulate", "--trace", arg(&trace)];
-    let run = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend_from_slice(extra);
-        tollgate(&args)
-    };
+    let run = |extra: &[&str]| Tollgate::simulate().trace(&trace).args(extra).run();
     for extra in [
         &["--config", arg(&policies), "--limit", "3"][..],
         &["--config", arg(&policies), "--strategy", "all"],
@@ -294,19 +379,13 @@ fn flags_and_policy_files_are_exclusive_and_errors_leave_nothing() {
 fn a_chart_with_a_policy_file_has_a_panel_per_policy_the_key_used() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("c.svg");
-    tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&example("access.log")),
-        "--format",
-        "nginx",
-        "--config",
-        arg(&example("policies.yaml")),
-        "--plot",
-        arg(&svg),
-        "--key",
-        "192.0.2.10",
-    ]);
+    Tollgate::simulate()
+        .trace(example("access.log"))
+        .format("nginx")
+        .config(example("policies.yaml"))
+        .plot(&svg)
+        .key("192.0.2.10")
+        .run_ok();
     let text = std::fs::read_to_string(&svg).unwrap();
     let doc = roxmltree::Document::parse(&text).unwrap();
     let texts: Vec<&str> = doc

@@ -2,31 +2,19 @@
 //! names, is well-formed, shows every strategy replayed for the right key,
 //! and bad flags fail cleanly without leaving a file.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::support::*;
 use tollgate::Strategy;
 
-/// `simulate` on the sample trace, limit 10 per 10 s, with `extra` flags.
-fn sample_args<'a>(strategy: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "simulate",
-        "--trace",
-        SAMPLE.get_or_init(|| example("sample.csv").to_str().unwrap().to_owned()),
-        "--strategy",
-        strategy,
-        "--limit",
-        "10",
-        "--window",
-        "10s",
-    ];
-    args.extend_from_slice(extra);
-    args
+/// `simulate` on the sample trace with `strategy`, limit 10 per 10 s.
+fn sample(strategy: &str) -> Tollgate {
+    Tollgate::simulate()
+        .trace(example("sample.csv"))
+        .strategy(strategy)
+        .limit(10)
+        .window("10s")
 }
-
-static SAMPLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Every text node of an SVG document, which must be well-formed XML.
 fn svg_texts(path: &Path) -> Vec<String> {
@@ -50,16 +38,6 @@ fn png_size(path: &Path) -> (u32, u32) {
     (be(16), be(20))
 }
 
-/// The names of the files in `dir`, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The key with the most requests in the sample (ties to the first seen).
 fn busiest_sample_key() -> (String, usize) {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -77,9 +55,9 @@ fn busiest_sample_key() -> (String, usize) {
 fn svg_chart_is_well_formed_and_has_a_panel_per_strategy() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("chart.svg");
-    let with_plot = tollgate_ok(&sample_args("all", &["--plot", arg(&svg)]));
+    let with_plot = sample("all").plot(&svg).run_ok();
     // The chart changes nothing on stdout.
-    assert_eq!(with_plot, tollgate_ok(&sample_args("all", &[])));
+    assert_eq!(with_plot, sample("all").run_ok());
     let texts = svg_texts(&svg);
     let (key, requests) = busiest_sample_key();
     assert_eq!(
@@ -94,30 +72,24 @@ fn svg_chart_is_well_formed_and_has_a_panel_per_strategy() {
         assert_eq!(captions.len(), 1, "{strategy}: {texts:?}");
     }
     assert!(texts.iter().any(|t| t == "seconds since the trace's start"));
-    assert_eq!(files(dir.path()), ["chart.svg"]);
+    assert_eq!(file_names(dir.path()), ["chart.svg"]);
 }
 
 #[test]
 fn png_chart_has_the_signature_and_the_requested_size() {
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("chart.png");
-    tollgate_ok(&sample_args(
-        "all",
-        &["--plot", arg(&png), "--plot-size", "800x600"],
-    ));
+    sample("all").plot(&png).args(["--plot-size", "800x600"]).run_ok();
     assert_eq!(png_size(&png), (800, 600));
     // The default: 1000 wide, 260 per panel plus 70 for the title.
     let upper = dir.path().join("chart.PNG");
-    tollgate_ok(&sample_args("all", &["--plot", arg(&upper)]));
+    sample("all").plot(&upper).run_ok();
     assert_eq!(png_size(&upper), (1000, 4 * 260 + 70));
     let one = dir.path().join("one.png");
-    tollgate_ok(&sample_args("token_bucket", &["--plot", arg(&one)]));
+    sample("token_bucket").plot(&one).run_ok();
     assert_eq!(png_size(&one), (1000, 260 + 70));
     // The smallest size draws without failing.
-    tollgate_ok(&sample_args(
-        "all",
-        &["--plot", arg(&png), "--plot-size", "320x240"],
-    ));
+    sample("all").plot(&png).args(["--plot-size", "320x240"]).run_ok();
     assert_eq!(png_size(&png), (320, 240));
 }
 
@@ -127,11 +99,11 @@ fn key_picks_the_plotted_key_and_the_peak_matches_the_summary() {
     let svg = dir.path().join("k.svg");
     // The summary names the key with the largest burst per strategy; its
     // chart's peak must be that burst.
-    let summary = tollgate_ok(&sample_args("all", &[]));
+    let summary = sample("all").run_ok();
     for line in summary.lines().skip(2) {
         let cells: Vec<&str> = line.split_whitespace().collect();
         let (strategy, peak, key) = (cells[0], cells[4], cells[5]);
-        tollgate_ok(&sample_args(strategy, &["--plot", arg(&svg), "--key", key]));
+        sample(strategy).plot(&svg).key(key).run_ok();
         let texts = svg_texts(&svg);
         assert!(texts[0].starts_with(&format!("key {key}: ")), "{texts:?}");
         assert!(!texts[0].contains("busiest"), "{texts:?}");
@@ -168,7 +140,7 @@ fn bad_plot_flags_fail_cleanly_and_write_nothing() {
         (vec!["--plot", &svg, "--plot-size", "wide"], "WIDTHxHEIGHT"),
     ];
     for (extra, message) in cases {
-        let out = tollgate(&sample_args("all", &extra));
+        let out = sample("all").args(&extra).run();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra:?}");
         assert_ne!(out.status.code(), Some(101), "{extra:?} panicked: {stderr}");
@@ -177,14 +149,12 @@ fn bad_plot_flags_fail_cleanly_and_write_nothing() {
             "{extra:?}: expected {message:?} in {stderr}"
         );
         assert!(out.stdout.is_empty(), "{extra:?}");
-        assert_eq!(files(dir.path()), Vec::<String>::new(), "{extra:?}");
+        assert_eq!(file_names(dir.path()), Vec::<String>::new(), "{extra:?}");
     }
-    assert!(
-        String::from_utf8_lossy(&tollgate(&sample_args("all", &["--plot", &jpg])).stderr).contains(".jpg")
-    );
+    assert!(String::from_utf8_lossy(&sample("all").plot(&jpg).run().stderr).contains(".jpg"));
     // --key and --plot-size mean nothing without --plot.
     for extra in [["--key", "10.0.0.3"], ["--plot-size", "800x600"]] {
-        let out = tollgate(&sample_args("all", &extra));
+        let out = sample("all").args(&extra).run();
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("--plot"));
     }
@@ -196,19 +166,13 @@ fn nothing_is_plotted_when_the_trace_is_empty_invalid_or_the_directory_missing()
     let run = |trace_text: &str, plot: &Path| {
         let trace = dir.path().join("t.csv");
         std::fs::write(&trace, trace_text).unwrap();
-        tollgate(&[
-            "simulate",
-            "--trace",
-            arg(&trace),
-            "--strategy",
-            "all",
-            "--limit",
-            "1",
-            "--window",
-            "1s",
-            "--plot",
-            arg(plot),
-        ])
+        Tollgate::simulate()
+            .trace(&trace)
+            .strategy("all")
+            .limit(1)
+            .window("1s")
+            .plot(plot)
+            .run()
     };
     let svg = dir.path().join("c.svg");
     let out = run("time,key\n", &svg);
@@ -223,7 +187,7 @@ fn nothing_is_plotted_when_the_trace_is_empty_invalid_or_the_directory_missing()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: cannot write plot"), "{stderr}");
-    assert_eq!(files(dir.path()), ["t.csv"]);
+    assert_eq!(file_names(dir.path()), ["t.csv"]);
 }
 
 #[test]
@@ -233,19 +197,13 @@ fn one_request_and_odd_keys_still_make_a_valid_chart() {
     std::fs::write(&trace, "time,key,cost\n5,\"<a&b>\"\"\",3\n").unwrap();
     for name in ["c.svg", "c.png"] {
         let plot = dir.path().join(name);
-        tollgate_ok(&[
-            "simulate",
-            "--trace",
-            arg(&trace),
-            "--strategy",
-            "all",
-            "--limit",
-            "2",
-            "--window",
-            "1s",
-            "--plot",
-            arg(&plot),
-        ]);
+        Tollgate::simulate()
+            .trace(&trace)
+            .strategy("all")
+            .limit(2)
+            .window("1s")
+            .plot(&plot)
+            .run_ok();
         if name.ends_with("svg") {
             let texts = svg_texts(&plot);
             assert_eq!(
@@ -266,11 +224,11 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
     std::fs::create_dir(dir.path().join("real")).unwrap();
     let link = dir.path().join("chart.png");
     symlink("real/target.png", &link).unwrap();
-    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&link)]));
+    let out = sample("token_bucket").plot(&link).run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
     assert_eq!(png_size(&dir.path().join("real/target.png")), (1000, 330));
-    assert_eq!(files(&dir.path().join("real")), ["target.png"]);
+    assert_eq!(file_names(&dir.path().join("real")), ["target.png"]);
     // A FIFO receives the chart.
     let fifo = dir.path().join("chart.svg");
     assert!(std::process::Command::new("mkfifo")
@@ -282,7 +240,7 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
     };
-    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&fifo)]));
+    let out = sample("token_bucket").plot(&fifo).run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let svg = reader.join().unwrap();
     assert!(roxmltree::Document::parse(&svg).is_ok());
@@ -290,7 +248,7 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
     // A link to /dev/full: the device's error, and the device stays.
     let full = dir.path().join("full.svg");
     symlink("/dev/full", &full).unwrap();
-    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&full)]));
+    let out = sample("token_bucket").plot(&full).run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -307,7 +265,7 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
     // A directory is an error before anything is replayed.
     let charts = dir.path().join("charts.svg");
     std::fs::create_dir(&charts).unwrap();
-    let out = tollgate(&sample_args("token_bucket", &["--plot", arg(&charts)]));
+    let out = sample("token_bucket").plot(&charts).run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -315,21 +273,18 @@ fn charts_go_through_links_into_fifos_and_never_replace_directories_or_devices()
         format!("error: invalid --plot {}: is a directory\n", arg(&charts))
     );
     assert!(charts.is_dir());
-    assert_eq!(files(&charts), Vec::<String>::new());
+    assert_eq!(file_names(&charts), Vec::<String>::new());
 }
 
 #[test]
 fn a_chart_may_not_replace_a_decisions_file() {
     let dir = tempfile::tempdir().unwrap();
     let same = dir.path().join("out.svg");
-    let out = tollgate(&sample_args(
-        "token_bucket",
-        &["--plot", arg(&same), "--decisions", arg(&same)],
-    ));
+    let out = sample("token_bucket").plot(&same).decisions(&same).run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("is also a --decisions file"), "{stderr}");
-    assert_eq!(files(dir.path()), Vec::<String>::new());
+    assert_eq!(file_names(dir.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -339,19 +294,13 @@ fn a_long_key_is_cut_in_the_chart_title() {
     let key = "x".repeat(50_000);
     std::fs::write(&trace, format!("time,key\n5,{key}\n")).unwrap();
     let plot = dir.path().join("c.svg");
-    tollgate_ok(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "token_bucket",
-        "--limit",
-        "2",
-        "--window",
-        "1s",
-        "--plot",
-        arg(&plot),
-    ]);
+    Tollgate::simulate()
+        .trace(&trace)
+        .strategy("token_bucket")
+        .limit(2)
+        .window("1s")
+        .plot(&plot)
+        .run_ok();
     assert_eq!(
         svg_texts(&plot)[0],
         format!(

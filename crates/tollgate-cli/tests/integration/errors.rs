@@ -1,50 +1,39 @@
 //! Invalid input makes `tollgate simulate` fail with a message naming the
 //! problem (and the line), a non-zero exit code and no output file.
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
-use common::*;
+use proptest::prelude::*;
 
-/// Runs `simulate` on `trace` (bytes) with `--decisions` into a fresh
-/// directory; returns the output and the names of the files left beside the
-/// trace.
-fn simulate_bytes(trace: &[u8], extra: &[&str]) -> (Output, Vec<String>) {
+use crate::support::*;
+
+/// Runs `simulate --strategy all` on `trace` (bytes) with `limit` and
+/// `window` and `--decisions` into a fresh directory; returns the output
+/// and the names of the files left beside the trace.
+fn simulate_bytes(trace: &[u8], limit: &str, window: &str) -> (Output, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.csv");
     std::fs::write(&path, trace).unwrap();
-    let out = dir.path().join("out.csv");
-    let mut args = vec![
-        "simulate",
-        "--trace",
-        arg(&path),
-        "--decisions",
-        arg(&out),
-        "--strategy",
-        "all",
-    ];
-    args.extend_from_slice(extra);
-    if !extra.contains(&"--limit") {
-        args.extend_from_slice(&["--limit", "3"]);
-    }
-    if !extra.contains(&"--window") {
-        args.extend_from_slice(&["--window", "1s"]);
-    }
-    let output = tollgate(&args);
-    let mut files: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
-    (output, files)
+    let output = Tollgate::simulate()
+        .trace(&path)
+        .decisions(dir.path().join("out.csv"))
+        .strategy("all")
+        .limit(limit)
+        .window(window)
+        .run();
+    (output, file_names(dir.path()))
+}
+
+/// [`simulate_bytes`] with a limit of 3 per second.
+fn simulate_trace(trace: &[u8]) -> (Output, Vec<String>) {
+    simulate_bytes(trace, "3", "1s")
 }
 
 /// Asserts a clean failure: exit code 1, nothing on stdout, one `error:`
 /// line on stderr containing every fragment, and no file but the trace.
 fn assert_fails(trace: &[u8], fragments: &[&str]) {
-    let (out, files) = simulate_bytes(trace, &[]);
+    let (out, files) = simulate_trace(trace);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(out.stdout.is_empty());
@@ -60,7 +49,7 @@ const GOOD: &str = "time,key,cost,path\n1714564800000,a,1,/x\n1714564800001,b,2,
 
 #[test]
 fn a_valid_trace_passes_the_same_harness() {
-    let (out, files) = simulate_bytes(GOOD.as_bytes(), &[]);
+    let (out, files) = simulate_trace(GOOD.as_bytes());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(files.len(), 5);
 }
@@ -137,7 +126,7 @@ fn invalid_utf8_names_the_line_and_the_column() {
 fn invalid_utf8_in_an_ignored_column_is_accepted() {
     let mut trace = GOOD.as_bytes().to_vec();
     trace.extend_from_slice(b"1714564800002,c,1,/\xff\xfe\n");
-    let (out, files) = simulate_bytes(&trace, &[]);
+    let (out, files) = simulate_trace(&trace);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -179,32 +168,12 @@ fn an_endless_line_stops_at_once_with_the_line_length_error() {
     trace.extend_from_slice(b",a,1,/\n1714564800002,c,1,/z\n");
     assert_fails(&trace, &["line 4: the line is longer than 65536 bytes"]);
     // /dev/zero has no line ending at all.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "simulate",
-            "--trace",
-            "/dev/zero",
-            "--strategy",
-            "all",
-            "--limit",
-            "1",
-            "--window",
-            "1s",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("--trace /dev/zero still running after a minute");
-        }
-        // Polling the child, not waiting for time to pass.
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = Tollgate::simulate()
+        .trace("/dev/zero")
+        .strategy("all")
+        .limit(1)
+        .window("1s")
+        .run_within(std::time::Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -239,19 +208,13 @@ fn an_error_keeps_an_existing_decisions_file_intact() {
     std::fs::write(&trace, format!("{GOOD}oops,c,1,/z\n")).unwrap();
     let out = dir.path().join("out.csv");
     std::fs::write(&out, "previous run\n").unwrap();
-    let output = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "token_bucket",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&out),
-    ]);
+    let output = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("token_bucket")
+        .limit(1)
+        .window("1s")
+        .decisions(&out)
+        .run();
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous run\n");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
@@ -259,18 +222,19 @@ fn an_error_keeps_an_existing_decisions_file_intact() {
 
 #[test]
 fn bad_flags_name_the_flag() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["--limit", "0"], "--limit"),
-        (&["--limit", "-1"], "--limit"),
-        (&["--limit", "ten"], "--limit"),
-        (&["--window", "1 mnute"], "--window"),
-        (&["--window", "1"], "--window"),
-        (&["--window", "0s"], "--window"),
-        (&["--window", "500ns"], "--window"),
-        (&["--window", "200years"], "--window"),
+    let cases = [
+        ("0", "1s", "--limit"),
+        ("-1", "1s", "--limit"),
+        ("ten", "1s", "--limit"),
+        ("3", "1 mnute", "--window"),
+        ("3", "1", "--window"),
+        ("3", "0s", "--window"),
+        ("3", "500ns", "--window"),
+        ("3", "200years", "--window"),
     ];
-    for (extra, flag) in cases {
-        let (out, files) = simulate_bytes(GOOD.as_bytes(), extra);
+    for (limit, window, flag) in cases {
+        let extra = [limit, window];
+        let (out, files) = simulate_bytes(GOOD.as_bytes(), limit, window);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra:?}");
         assert_ne!(out.status.code(), Some(101), "{extra:?} panicked: {stderr}");
@@ -278,7 +242,7 @@ fn bad_flags_name_the_flag() {
         assert!(stderr.contains(flag), "{extra:?}: expected {flag} in {stderr}");
         assert_eq!(files, ["trace.csv"]);
     }
-    let (out, _) = simulate_bytes(GOOD.as_bytes(), &["--limit", "0"]);
+    let (out, _) = simulate_bytes(GOOD.as_bytes(), "0", "1s");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: invalid --limit 0: must be at least 1\n"
@@ -287,17 +251,12 @@ fn bad_flags_name_the_flag() {
 
 #[test]
 fn unknown_strategy_is_rejected() {
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&example("sample.csv")),
-        "--strategy",
-        "leaky",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-    ]);
+    let out = Tollgate::simulate()
+        .trace(example("sample.csv"))
+        .strategy("leaky")
+        .limit(1)
+        .window("1s")
+        .run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -310,17 +269,12 @@ fn unknown_strategy_is_rejected() {
 fn unreadable_trace_and_unwritable_decisions_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.csv");
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&missing),
-        "--strategy",
-        "all",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-    ]);
+    let out = Tollgate::simulate()
+        .trace(&missing)
+        .strategy("all")
+        .limit(1)
+        .window("1s")
+        .run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -329,19 +283,13 @@ fn unreadable_trace_and_unwritable_decisions_fail_cleanly() {
     );
 
     let nowhere = dir.path().join("no/such/dir/out.csv");
-    let out = tollgate(&[
-        "simulate",
-        "--trace",
-        arg(&example("rfc3339.csv")),
-        "--strategy",
-        "fixed_window",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-        "--decisions",
-        arg(&nowhere),
-    ]);
+    let out = Tollgate::simulate()
+        .trace(example("rfc3339.csv"))
+        .strategy("fixed_window")
+        .limit(1)
+        .window("1s")
+        .decisions(&nowhere)
+        .run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -362,15 +310,12 @@ fn extreme_values_do_not_panic() {
         2554-07-21T23:34:33.709551615Z,b,1\n\
         2554-07-21T23:34:33.709551615Z,b,1\n";
     for (limit, window) in [("1", "1us"), ("4611686018427387904", "36500days"), ("7", "1h")] {
-        let (out, _) = simulate_bytes(trace.as_bytes(), &["--limit", limit, "--window", window]);
+        let (out, _) = simulate_bytes(trace.as_bytes(), limit, window);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "L={limit} W={window}: {stderr}");
     }
     // Above 2^62 a limit is refused, naming the flag.
-    let (out, _) = simulate_bytes(
-        trace.as_bytes(),
-        &["--limit", "4611686018427387905", "--window", "1s"],
-    );
+    let (out, _) = simulate_bytes(trace.as_bytes(), "4611686018427387905", "1s");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -379,19 +324,23 @@ fn extreme_values_do_not_panic() {
     );
 }
 
-#[test]
-fn garbage_input_never_panics() {
-    let mut rng = Lcg(9);
-    let alphabet = b"0123456789,,,\n\n\r\"-:TZ+.abc \xff";
-    for _ in 0..40 {
+proptest! {
+    #![proptest_config(binary_cases(40))]
+
+    #[test]
+    fn garbage_input_never_panics(
+        body in proptest::collection::vec(
+            proptest::sample::select(b"0123456789,,,\n\n\r\"-:TZ+.abc \xff".to_vec()),
+            0..120,
+        )
+    ) {
         let mut trace = b"time,key,cost\n".to_vec();
-        let len = rng.below(120) as usize;
-        trace.extend((0..len).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]));
-        let (out, _) = simulate_bytes(&trace, &[]);
+        trace.extend(body);
+        let (out, _) = simulate_trace(&trace);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(matches!(out.status.code(), Some(0 | 1)), "{trace:?}: {stderr}");
+        prop_assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}: {}", trace, stderr);
         if !out.status.success() {
-            assert!(stderr.starts_with("error: "), "{stderr}");
+            prop_assert!(stderr.starts_with("error: "), "{}", stderr);
         }
     }
 }

@@ -1,31 +1,38 @@
-//! Helpers shared by the integration tests: running the real binary, reading
-//! CSV output and recomputing decisions with the library.
+//! Helpers shared by the integration tests: running the real binary
+//! ([`Tollgate`]), reading CSV output, recomputing decisions with the
+//! library, and the Redis servers of the Redis backend's own tests.
 #![allow(dead_code)]
 
+mod command;
+#[path = "../../../../tollgate-redis/tests/integration/support/mod.rs"]
+pub mod redis;
+
+pub use command::Tollgate;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use tollgate::strategy::{decide, State};
 use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
 
-/// Runs `tollgate` with `args`.
-pub fn tollgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(args)
-        .output()
-        .expect("running the tollgate binary")
+/// The names of the files in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().expect("UTF-8 file name"))
+        .collect();
+    names.sort();
+    names
 }
 
-/// Runs `tollgate`, asserts that it succeeded and returns its stdout.
-pub fn tollgate_ok(args: &[&str]) -> String {
-    let out = tollgate(args);
-    assert!(
-        out.status.success(),
-        "tollgate {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+/// The configuration of a property that runs the binary once per case:
+/// `cases` cases, and no regression files written beside the tests.
+pub fn binary_cases(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
 }
 
 /// A path under the repository's `examples/traces`.
@@ -135,18 +142,4 @@ pub fn pure_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
 /// Builds a policy, panicking on invalid values.
 pub fn policy(strategy: Strategy, limit: u64, window: Duration) -> Policy {
     Policy::new(strategy, limit, window).expect("valid policy")
-}
-
-/// A deterministic pseudo-random generator (64-bit LCG).
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    /// A number in `0..m`.
-    pub fn below(&mut self, m: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % m
-    }
 }

@@ -2,42 +2,32 @@
 //! test: the same decisions files and summary as the in-memory backend, no
 //! keys left behind, and clear errors when the server cannot be used.
 
-mod common;
-#[path = "../../tollgate-redis/tests/integration/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 
-use common::*;
-use support::RedisServer;
+use crate::support::redis::RedisServer;
+use crate::support::*;
 use tollgate::Strategy;
 
-/// Runs `simulate --strategy all` on `trace` with the given backend
-/// arguments; returns the summary and the four decisions files' contents.
+/// Runs `simulate --strategy all` on `trace`, on Redis at `redis_url` when
+/// given; returns the summary and the four decisions files' contents.
 fn simulate_all(
     trace: &Path,
     limit: &str,
     window: &str,
     dir: &Path,
-    backend: &[&str],
+    redis_url: Option<&str>,
 ) -> (String, Vec<String>) {
-    let name = if backend.is_empty() { "memory" } else { "redis" };
-    let out = dir.join(format!("{name}.csv"));
-    let mut args = vec![
-        "simulate",
-        "--trace",
-        arg(trace),
-        "--strategy",
-        "all",
-        "--limit",
-        limit,
-        "--window",
-        window,
-        "--decisions",
-        arg(&out),
-    ];
-    args.extend_from_slice(backend);
-    let summary = tollgate_ok(&args);
+    let name = if redis_url.is_none() { "memory" } else { "redis" };
+    let mut command = Tollgate::simulate()
+        .trace(trace)
+        .strategy("all")
+        .limit(limit)
+        .window(window)
+        .decisions(dir.join(format!("{name}.csv")));
+    if let Some(url) = redis_url {
+        command = command.redis(url);
+    }
+    let summary = command.run_ok();
     let files = Strategy::ALL
         .iter()
         .map(|s| {
@@ -65,7 +55,6 @@ fn redis_replays_decide_exactly_like_memory_and_leave_no_keys() {
     server.cli(&["SET", "tollgate::fixed_window:10.0.0.40", "app state"]);
     server.cli(&["SET", "tollgate-simulate:1-2:fixed_window:x", "1"]);
     let dir = tempfile::tempdir().unwrap();
-    let redis = ["--backend", "redis", "--redis-url", url.as_str()];
     // Policies whose emission interval is a whole number of microseconds,
     // so nanosecond and microsecond arithmetic agree. The sample is sorted;
     // rfc3339.csv is not, and has weighted requests and a peek.
@@ -80,8 +69,9 @@ fn redis_replays_decide_exactly_like_memory_and_leave_no_keys() {
         let case = format!("{trace} --limit {limit} --window {window}");
         let sets_before = calls(&server, "set");
         let case_dir = tempfile::tempdir_in(dir.path()).unwrap();
-        let (memory_summary, memory) = simulate_all(&example(trace), limit, window, case_dir.path(), &[]);
-        let (redis_summary, on_redis) = simulate_all(&example(trace), limit, window, case_dir.path(), &redis);
+        let (memory_summary, memory) = simulate_all(&example(trace), limit, window, case_dir.path(), None);
+        let (redis_summary, on_redis) =
+            simulate_all(&example(trace), limit, window, case_dir.path(), Some(&url));
         assert_eq!(redis_summary, memory_summary, "{case}");
         for ((strategy, m), r) in Strategy::ALL.iter().zip(&memory).zip(&on_redis) {
             assert!(m.lines().count() > 1, "{case}: empty decisions file");
@@ -106,7 +96,7 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
     let trace = example("sample.csv");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.csv");
-    let port = support::free_port().to_string();
+    let port = crate::support::redis::free_port().to_string();
     let refused = format!("redis://127.0.0.1:{port}");
     for (url, fragments) in [
         (
@@ -121,24 +111,19 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
             "redis://:hunter2@127.0.0.1:1",
             vec!["redis://:***@127.0.0.1:1", "nothing accepts connections"],
         ),
+        (
+            "redis://app:hunter2@127.0.0.1:1",
+            vec!["redis://app:***@127.0.0.1:1", "nothing accepts connections"],
+        ),
     ] {
-        let output = tollgate(&[
-            "simulate",
-            "--trace",
-            arg(&trace),
-            "--strategy",
-            "token_bucket",
-            "--limit",
-            "10",
-            "--window",
-            "10s",
-            "--decisions",
-            arg(&out),
-            "--backend",
-            "redis",
-            "--redis-url",
-            url,
-        ]);
+        let output = Tollgate::simulate()
+            .trace(&trace)
+            .strategy("token_bucket")
+            .limit(10)
+            .window("10s")
+            .decisions(&out)
+            .redis(url)
+            .run();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{url}: {stderr}");
         assert!(output.stdout.is_empty(), "{url}");
@@ -151,21 +136,15 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
     }
 
     // --backend redis needs a URL; a URL needs --backend redis.
-    let base = [
-        "simulate",
-        "--trace",
-        arg(&trace),
-        "--strategy",
-        "all",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-    ];
-    let output = tollgate(&[&base[..], &["--backend", "redis"]].concat());
+    let base = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("all")
+        .limit(1)
+        .window("1s");
+    let output = base.clone().arg("--backend").arg("redis").run();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--redis-url"));
-    let output = tollgate(&[&base[..], &["--redis-url", "redis://127.0.0.1:1"]].concat());
+    let output = base.arg("--redis-url").arg("redis://127.0.0.1:1").run();
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("only used with --backend redis"));
 }
@@ -182,22 +161,14 @@ fn ctrl_c_stops_a_redis_replay_and_still_deletes_its_keys() {
     }
     std::fs::write(&trace, text).unwrap();
     let out = dir.path().join("out.csv");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "simulate",
-            "--trace",
-            arg(&trace),
-            "--strategy",
-            "all",
-            "--limit",
-            "10",
-        ])
-        .args(["--window", "10s", "--decisions", arg(&out), "--backend", "redis"])
-        .args(["--redis-url", &server.url()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Tollgate::simulate()
+        .trace(&trace)
+        .strategy("all")
+        .limit(10)
+        .window("10s")
+        .decisions(&out)
+        .redis(&server.url())
+        .spawn();
     // Interrupt once the replay has stored state on the server.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while server.cli(&["DBSIZE"]) == "0" {

@@ -1,0 +1,12 @@
+//! The integration tests of the `tollgate` command, in one binary: each
+//! module runs the real binary through [`support::Tollgate`].
+
+mod support;
+
+mod access_log;
+mod config;
+mod decisions;
+mod errors;
+mod plot;
+mod progress;
+mod redis_backend;
