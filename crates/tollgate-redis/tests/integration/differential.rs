@@ -114,6 +114,31 @@ impl Harness {
             .unwrap()
     }
 
+    /// Decides `cost` for key number `key` on Redis at the clock's time and
+    /// checks the answer against the pure strategy function, which decides
+    /// from `states[key]` (updated in place) at the same microsecond.
+    fn agrees_with_the_strategy_function(
+        &self,
+        limiter: &Limiter<RedisBackend>,
+        states: &mut [Option<State>],
+        key: usize,
+        cost: u64,
+        request: usize,
+    ) -> Result<(), TestCaseError> {
+        let policy = limiter.policy();
+        let rate = policy.rate_micros();
+        let now = self.clock.now_nanos() / 1_000;
+        let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
+        states[key] = next;
+        let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
+        let got = self
+            .rt
+            .block_on(limiter.allow_n(format!("key-{key}"), cost))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(got, expected, "request {} (cost {}) of {:?}", request, cost, rate);
+        Ok(())
+    }
+
     fn step(&self, dt: i64) {
         let now = self.clock.now_nanos();
         self.clock.set_nanos(now.saturating_add_signed(dt).max(START / 2));
@@ -131,18 +156,10 @@ fn scripts_match_the_strategy_functions_in_microseconds() {
         .run(&(any_policy(), trace(3_000_000_000)), |(policy, trace)| {
             h.clock.set_nanos(START + 123_456_789);
             let limiter = h.limiter(policy);
-            let rate = policy.rate_micros();
             let mut states: [Option<State>; 4] = [None; 4];
             for (i, &(dt, key, cost)) in trace.iter().enumerate() {
                 h.step(dt);
-                let now = h.clock.now_nanos() / 1_000;
-                let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
-                states[key] = next;
-                let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
-                let got =
-                    h.rt.block_on(limiter.allow_n(format!("key-{key}"), cost))
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                prop_assert_eq!(got, expected, "request {} of {} ({:?})", i, policy, rate);
+                h.agrees_with_the_strategy_function(&limiter, &mut states, key, cost, i)?;
             }
             Ok(())
         })
@@ -234,13 +251,7 @@ fn scripts_stay_exact_at_the_edges_of_the_accepted_range() {
                     1 => frac % 4,
                     _ => rate.limit - frac.min(rate.limit - 1) % 3 + frac % 3,
                 };
-                let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
-                states[key] = next;
-                let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
-                let got =
-                    h.rt.block_on(limiter.allow_n(format!("key-{key}"), cost))
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                prop_assert_eq!(got, expected, "request {} (cost {}) of {:?}", i, cost, rate);
+                h.agrees_with_the_strategy_function(&limiter, &mut states, key, cost, i)?;
             }
             Ok(())
         })
