@@ -83,7 +83,7 @@ pub mod _documentation {
                   [key-layout]: tollgate::_documentation::semantics_notes#key-layout\n\
                   [expired-is-absent]: tollgate::_documentation::semantics_notes#expired-state-is-absent-state\n\
                   [readme-redis-performance]: https://github.com/tollgate-rs/tollgate#redis-performance\n\n"]
-        #![doc = include_str!("../../../docs/redis.md")]
+        #![doc = include_str!("../docs/redis.md")]
     }
 }
 

@@ -26,25 +26,25 @@ macro_rules! links {
 
 pub mod semantics {
     #![doc = links!()]
-    #![doc = include_str!("../../../SEMANTICS.md")]
+    #![doc = include_str!("../SEMANTICS.md")]
 }
 
 pub mod semantics_notes {
     #![doc = links!()]
-    #![doc = include_str!("../../../docs/semantics-notes.md")]
+    #![doc = include_str!("../docs/semantics-notes.md")]
 }
 
 pub mod choosing_a_strategy {
     #![doc = links!()]
-    #![doc = include_str!("../../../docs/choosing-a-strategy.md")]
+    #![doc = include_str!("../docs/choosing-a-strategy.md")]
 }
 
 pub mod architecture {
     #![doc = links!()]
-    #![doc = include_str!("../../../docs/architecture.md")]
+    #![doc = include_str!("../docs/architecture.md")]
 }
 
 pub mod concurrency {
     #![doc = links!()]
-    #![doc = include_str!("../../../docs/concurrency.md")]
+    #![doc = include_str!("../docs/concurrency.md")]
 }
