@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use support::sentinel::{Sentinel, MASTER};
+use support::sentinel::{wait_for, Sentinel, MASTER};
 use support::{free_port, RedisServer};
 use tollgate::{Limiter, Strategy};
 use tollgate_redis::{ConnectErrorKind, RedisBackend};
@@ -150,4 +150,60 @@ async fn a_server_given_as_a_sentinel_is_named() {
         .unwrap_err();
     assert_eq!(err.kind(), ConnectErrorKind::NotRedis, "{err}");
     assert!(err.to_string().contains("sentinel"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_leave_a_demoted_primary_for_the_promoted_one() {
+    let setup = Sentinel::start();
+    let backend = RedisBackend::connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap();
+    let limiter = fixed_window(&backend);
+    assert_eq!(admitted(&limiter, "before", 2 * LIMIT).await, LIMIT);
+
+    // A failover that keeps the old primary running: the sentinel promotes
+    // the replica, and the old primary is turned into its replica (as the
+    // sentinel does some seconds later), answering writes with READONLY on
+    // the connection still open to it.
+    assert_eq!(setup.sentinel.cli(&["SENTINEL", "FAILOVER", MASTER]), "OK");
+    wait_for("the sentinel to name the promoted replica", || {
+        setup.primary_port() == Some(setup.replica.port())
+    });
+    let replica_port = setup.replica.port().to_string();
+    assert_eq!(
+        setup.primary.cli(&["REPLICAOF", "127.0.0.1", &replica_port]),
+        "OK"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut read_only = 0;
+    for probe in 0.. {
+        let key = format!("probe{probe}");
+        match limiter.allow(key.as_str()).await {
+            Ok(_)
+                if setup
+                    .replica
+                    .cli(&["EXISTS", &format!("tollgate::fixed_window:{key}")])
+                    == "1" =>
+            {
+                break
+            }
+            Ok(_) => {}
+            Err(err) => {
+                assert!(err.to_string().contains("read only replica"), "{err}");
+                read_only += 1;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "decisions did not move to the promoted replica within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(read_only > 0, "the demoted primary must have refused a decision");
+    // Every decision now goes to the new primary, and exactly.
+    assert_eq!(admitted(&limiter, "fresh", 2 * LIMIT).await, LIMIT);
+    assert_eq!(
+        setup.replica.cli(&["EXISTS", "tollgate::fixed_window:fresh"]),
+        "1"
+    );
 }

@@ -21,8 +21,7 @@ pub struct Sentinel {
 impl Sentinel {
     /// Starts the primary and its replica, waits until the replica is in
     /// sync, starts a sentinel (quorum 1, down after 500 ms) and waits
-    /// until it has discovered the replica, so that a failover can promote
-    /// it.
+    /// until it could promote the replica.
     pub fn start() -> Self {
         let primary = RedisServer::start();
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
@@ -39,9 +38,14 @@ impl Sentinel {
             primary.port()
         ));
         let replica_port = format!("\n{}\n", replica.port());
-        wait_for("the sentinel to discover the replica", || {
+        // Promotable: the sentinel has the replica's own INFO (its link to
+        // the primary is up) and sees it reachable.
+        wait_for("the sentinel to know the replica as promotable", || {
             let replicas = sentinel.cli(&["SENTINEL", "REPLICAS", MASTER]);
-            replicas.contains(&replica_port) && !replicas.contains("s_down")
+            replicas.contains(&replica_port)
+                && replicas.contains("master-link-status\nok")
+                && !replicas.contains("s_down")
+                && !replicas.contains("disconnected")
         });
         Self {
             primary,
