@@ -41,8 +41,9 @@ The file is YAML, TOML or JSON, chosen by its extension (.yaml or .yml, .toml, .
 everything under `tollgate`: `default` (required) is the policy { limit, window, strategy }
 of every resource without its own, and `resources` maps resource names to policies;
 `strategy` sets the strategy of policies that name none (sliding_window when absent);
-`redis_url` or `redis_cluster`, `fail_open` and `key_prefix` configure the limiter. ${VAR}
-and ${VAR:-default} are replaced from the environment.
+one of `redis_url`, `redis_cluster` or `redis_sentinel` ({ master, urls }), `fail_open` and
+`key_prefix` configure the limiter. ${VAR} and ${VAR:-default} are replaced from the
+environment.
 
 A valid file prints a line naming it with its settings, then one line per policy, the
 default first, then the resources sorted by name, with the strategy, limit and window that

@@ -85,8 +85,22 @@ impl PolicyFile {
                     .map(AnyBackend::Redis)
                     .map_err(|err| connect_error(err, "tollgate.redis_cluster"))
             }
+            #[cfg(feature = "redis")]
+            Storage::RedisSentinel { master, urls } => {
+                let builder = tollgate_redis::RedisBackend::builder();
+                let backend = if in_background {
+                    builder.connect_sentinel_in_background(master, urls)
+                } else {
+                    builder.connect_sentinel(master, urls).await
+                };
+                backend
+                    .map(AnyBackend::Redis)
+                    .map_err(|err| connect_error(err, "tollgate.redis_sentinel"))
+            }
             #[cfg(not(feature = "redis"))]
             Storage::Redis(_) => Err(no_redis("tollgate.redis_url")),
+            #[cfg(not(feature = "redis"))]
+            Storage::RedisSentinel { .. } => Err(no_redis("tollgate.redis_sentinel")),
             #[cfg(not(feature = "redis"))]
             Storage::RedisCluster(_) => Err(no_redis("tollgate.redis_cluster")),
         }

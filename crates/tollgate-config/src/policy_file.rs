@@ -89,10 +89,14 @@ impl PolicyFile {
             let policy = resolve(raw, &format!("tollgate.resources.{name}"))?;
             resources.insert(name.clone(), policy);
         }
-        let storage = match (section.redis_url, section.redis_cluster) {
-            (Some(url), _) => Storage::Redis(url),
-            (None, Some(seeds)) => Storage::RedisCluster(seeds),
-            (None, None) => Storage::Memory,
+        let storage = match (section.redis_url, section.redis_cluster, section.redis_sentinel) {
+            (Some(url), _, _) => Storage::Redis(url),
+            (None, Some(seeds), _) => Storage::RedisCluster(seeds),
+            (None, None, Some(sentinel)) => Storage::RedisSentinel {
+                master: sentinel.master,
+                urls: sentinel.urls,
+            },
+            (None, None, None) => Storage::Memory,
         };
         Ok(Self {
             origin: origin.to_owned(),
@@ -200,12 +204,20 @@ impl fmt::Display for Target<'_> {
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Storage {
-    /// In this process (no `redis_url` or `redis_cluster`).
+    /// In this process (no `redis_url`, `redis_cluster` or `redis_sentinel`).
     Memory,
     /// One Redis server (`redis_url`).
     Redis(String),
     /// A Redis Cluster, reached through these seed URLs (`redis_cluster`).
     RedisCluster(Vec<String>),
+    /// The primary that Redis Sentinel names (`redis_sentinel`).
+    RedisSentinel {
+        /// The name the sentinels monitor the primary by
+        /// (`redis_sentinel.master`).
+        master: String,
+        /// The sentinels' URLs (`redis_sentinel.urls`).
+        urls: Vec<String>,
+    },
 }
 
 impl fmt::Display for Storage {
@@ -216,6 +228,10 @@ impl fmt::Display for Storage {
             Storage::RedisCluster(seeds) => {
                 let seeds: Vec<String> = seeds.iter().map(|s| redact_url(s)).collect();
                 write!(f, "Redis Cluster through {}", seeds.join(", "))
+            }
+            Storage::RedisSentinel { master, urls } => {
+                let urls: Vec<String> = urls.iter().map(|s| redact_url(s)).collect();
+                write!(f, "Redis primary {master:?} through Sentinel {}", urls.join(", "))
             }
         }
     }
@@ -229,6 +245,11 @@ impl fmt::Debug for Storage {
             Storage::RedisCluster(seeds) => f
                 .debug_tuple("RedisCluster")
                 .field(&seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>())
+                .finish(),
+            Storage::RedisSentinel { master, urls } => f
+                .debug_struct("RedisSentinel")
+                .field("master", master)
+                .field("urls", &urls.iter().map(|s| redact_url(s)).collect::<Vec<_>>())
                 .finish(),
         }
     }
@@ -250,5 +271,14 @@ mod tests {
             "Redis Cluster through redis://:***@a:7000, redis://b:7001"
         );
         assert!(!format!("{cluster:?}").contains("pw"));
+        let sentinel = Storage::RedisSentinel {
+            master: "main".to_owned(),
+            urls: vec!["redis://:pw@a:26379".to_owned(), "redis://b:26379".to_owned()],
+        };
+        assert_eq!(
+            sentinel.to_string(),
+            "Redis primary \"main\" through Sentinel redis://:***@a:26379, redis://b:26379"
+        );
+        assert!(!format!("{sentinel:?}").contains("pw"));
     }
 }

@@ -11,7 +11,9 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use tollgate::{ConfigError, Policy, Strategy};
 
-use crate::values::{Flag, KeyPrefix, Limit, RedisUrl, Seeds, StrategyName, Window};
+use crate::values::{
+    Flag, KeyPrefix, Limit, PrimaryName, RedisUrl, Seeds, SentinelUrls, StrategyName, Window,
+};
 
 /// The whole file: one `tollgate` section.
 pub(crate) struct Root {
@@ -39,10 +41,67 @@ pub(crate) struct Section {
     pub(crate) strategy: Option<Strategy>,
     pub(crate) redis_url: Option<String>,
     pub(crate) redis_cluster: Option<Vec<String>>,
+    pub(crate) redis_sentinel: Option<SentinelSection>,
     pub(crate) fail_open: Option<bool>,
     pub(crate) key_prefix: Option<String>,
     pub(crate) default: RawPolicy,
     pub(crate) resources: BTreeMap<String, RawPolicy>,
+}
+
+/// `redis_sentinel`, as written: the primary's name and the sentinels' URLs.
+pub(crate) struct SentinelSection {
+    pub(crate) master: String,
+    pub(crate) urls: Vec<String>,
+}
+
+/// `redis_sentinel`: a map with `master` and `urls`; both empty (for example
+/// from unset environment variables) means no Redis.
+struct RedisSentinel(Option<SentinelSection>);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SentinelFields {
+    master: PrimaryName,
+    urls: SentinelUrls,
+}
+
+impl<'de> Deserialize<'de> for RedisSentinel {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RedisSentinelVisitor)
+    }
+}
+
+struct RedisSentinelVisitor;
+
+impl<'de> Visitor<'de> for RedisSentinelVisitor {
+    type Value = RedisSentinel;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map with `master` (the primary's name) and `urls` (the sentinels' URLs)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RedisSentinel, A::Error> {
+        let fields = SentinelFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        match (fields.master.0, fields.urls.0) {
+            (Some(master), Some(urls)) => Ok(RedisSentinel(Some(SentinelSection { master, urls }))),
+            (None, None) => Ok(RedisSentinel(None)),
+            (None, Some(_)) => Err(de::Error::custom(
+                "`master` is empty but `urls` is not: give the name the sentinels monitor the \
+                 primary by",
+            )),
+            (Some(_), None) => Err(de::Error::custom(
+                "`urls` is empty but `master` is not: give at least one sentinel URL",
+            )),
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RedisSentinel, E> {
+        Ok(RedisSentinel(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RedisSentinel, E> {
+        Ok(RedisSentinel(None))
+    }
 }
 
 /// One policy entry, as written.
@@ -115,14 +174,35 @@ enum SectionField {
     Strategy,
     RedisUrl,
     RedisCluster,
+    RedisSentinel,
     FailOpen,
     KeyPrefix,
     Default,
     Resources,
 }
 
-const EXCLUSIVE: &str = "`redis_url` and `redis_cluster` are mutually exclusive: give one server's URL \
-                         or the cluster's seed URLs, not both";
+/// The fields that name where state lives, in the order messages name them.
+const STORAGE_FIELDS: [&str; 3] = ["redis_url", "redis_cluster", "redis_sentinel"];
+
+/// The error of `field` given beside `other`, both naming where state lives.
+fn exclusive(field: &str, other: &str) -> String {
+    let position = |name: &str| STORAGE_FIELDS.iter().position(|f| *f == name);
+    let (first, second) = if position(field) < position(other) {
+        (field, other)
+    } else {
+        (other, field)
+    };
+    format!(
+        "`{first}` and `{second}` are mutually exclusive: give one server's URL (`redis_url`), a \
+         cluster's seed URLs (`redis_cluster`) or a primary's sentinels (`redis_sentinel`), not \
+         several"
+    )
+}
+
+/// Which storage field, if any, is already set among `given` (name, set).
+fn storage_given(given: [(&'static str, bool); 2]) -> Option<&'static str> {
+    given.into_iter().find(|(_, set)| *set).map(|(name, _)| name)
+}
 
 impl<'de> Deserialize<'de> for Section {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -136,42 +216,59 @@ impl<'de> Visitor<'de> for SectionVisitor {
     type Value = Section;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, `redis_url`, `redis_cluster`, `fail_open` and `key_prefix`")
+        f.write_str("the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open` and `key_prefix`")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section, A::Error> {
         let mut strategy: Option<StrategyName> = None;
         let mut redis_url: Option<RedisUrl> = None;
         let mut redis_cluster: Option<Seeds> = None;
+        let mut redis_sentinel: Option<RedisSentinel> = None;
         let mut fail_open: Option<Flag> = None;
         let mut key_prefix: Option<KeyPrefix> = None;
         let mut default: Option<RawPolicy> = None;
         let mut resources: Option<Resources> = None;
         while let Some(field) = map.next_key::<SectionField>()? {
+            let url = redis_url.as_ref().is_some_and(|u| u.0.is_some());
+            let cluster = redis_cluster.as_ref().is_some_and(|c| c.0.is_some());
+            let sentinel = redis_sentinel.as_ref().is_some_and(|s| s.0.is_some());
             match field {
-                SectionField::Strategy => strategy = Some(next(&mut map, &strategy, |_| false)?),
+                SectionField::Strategy => strategy = Some(next(&mut map, &strategy, |_| None)?),
                 SectionField::RedisUrl => {
-                    let cluster = redis_cluster.as_ref().is_some_and(|c| c.0.is_some());
+                    let other = storage_given([("redis_cluster", cluster), ("redis_sentinel", sentinel)]);
                     redis_url = Some(next(&mut map, &redis_url, |url: &RedisUrl| {
-                        cluster && url.0.is_some()
+                        other
+                            .filter(|_| url.0.is_some())
+                            .map(|o| exclusive("redis_url", o))
                     })?);
                 }
                 SectionField::RedisCluster => {
-                    let url = redis_url.as_ref().is_some_and(|u| u.0.is_some());
+                    let other = storage_given([("redis_url", url), ("redis_sentinel", sentinel)]);
                     redis_cluster = Some(next(&mut map, &redis_cluster, |seeds: &Seeds| {
-                        url && seeds.0.is_some()
+                        other
+                            .filter(|_| seeds.0.is_some())
+                            .map(|o| exclusive("redis_cluster", o))
                     })?);
                 }
-                SectionField::FailOpen => fail_open = Some(next(&mut map, &fail_open, |_| false)?),
-                SectionField::KeyPrefix => key_prefix = Some(next(&mut map, &key_prefix, |_| false)?),
-                SectionField::Default => default = Some(next(&mut map, &default, |_| false)?),
-                SectionField::Resources => resources = Some(next(&mut map, &resources, |_| false)?),
+                SectionField::RedisSentinel => {
+                    let other = storage_given([("redis_url", url), ("redis_cluster", cluster)]);
+                    redis_sentinel = Some(next(&mut map, &redis_sentinel, |sentinel: &RedisSentinel| {
+                        other
+                            .filter(|_| sentinel.0.is_some())
+                            .map(|o| exclusive("redis_sentinel", o))
+                    })?);
+                }
+                SectionField::FailOpen => fail_open = Some(next(&mut map, &fail_open, |_| None)?),
+                SectionField::KeyPrefix => key_prefix = Some(next(&mut map, &key_prefix, |_| None)?),
+                SectionField::Default => default = Some(next(&mut map, &default, |_| None)?),
+                SectionField::Resources => resources = Some(next(&mut map, &resources, |_| None)?),
             }
         }
         Ok(Section {
             strategy: strategy.map(|s| s.0),
             redis_url: redis_url.and_then(|u| u.0),
             redis_cluster: redis_cluster.and_then(|s| s.0),
+            redis_sentinel: redis_sentinel.and_then(|s| s.0),
             fail_open: fail_open.map(|f| f.0),
             key_prefix: key_prefix.map(|p| p.0),
             default: default.ok_or_else(|| de::Error::missing_field("default"))?,
@@ -181,8 +278,13 @@ impl<'de> Visitor<'de> for SectionVisitor {
 }
 
 /// Reads the value of a section field; a field given twice, or one that
-/// `conflicts` with another field, is an error at the value.
-fn next<'de, A, T>(map: &mut A, slot: &Option<T>, conflicts: impl FnOnce(&T) -> bool) -> Result<T, A::Error>
+/// `conflicts` with another field (which returns the message), is an error
+/// at the value.
+fn next<'de, A, T>(
+    map: &mut A,
+    slot: &Option<T>,
+    conflicts: impl FnOnce(&T) -> Option<String>,
+) -> Result<T, A::Error>
 where
     A: MapAccess<'de>,
     T: Deserialize<'de>,
@@ -191,8 +293,8 @@ where
     map.next_value_seed(Checked::new(move |value: T| {
         if twice {
             Err("is given twice".to_owned())
-        } else if conflicts(&value) {
-            Err(EXCLUSIVE.to_owned())
+        } else if let Some(conflict) = conflicts(&value) {
+            Err(conflict)
         } else {
             Ok(value)
         }

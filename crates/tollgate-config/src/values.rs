@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
 use tollgate::{ConfigError, Policy, Strategy};
 
@@ -255,76 +255,173 @@ impl Visitor<'_> for RedisUrlVisitor {
 /// URLs (handy from a single environment variable); an empty string means no
 /// Redis.
 pub(crate) struct Seeds(pub(crate) Option<Vec<String>>);
-deserialize_any_with!(Seeds, SeedsVisitor);
 
-struct SeedsVisitor;
-
-impl<'de> Visitor<'de> for SeedsVisitor {
-    type Value = Seeds;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of Redis Cluster seed URLs")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seeds, A::Error> {
-        let mut seeds = Vec::new();
-        while let Some(seed) = seq.next_element::<Seed>()? {
-            seeds.push(seed.0);
-        }
-        if seeds.is_empty() {
-            return Err(de::Error::custom(
-                "lists no seed URL; give at least one, or remove `redis_cluster`",
-            ));
-        }
-        Ok(Seeds(Some(seeds)))
-    }
-
-    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Seeds, E> {
-        let text = expanded(raw)?;
-        if text.trim().is_empty() {
-            return Ok(Seeds(None));
-        }
-        let mut seeds = Vec::new();
-        for url in text.split(',').map(str::trim) {
-            if url.is_empty() {
-                return Err(E::custom("an empty seed URL between commas"));
-            }
-            check_url(url).map_err(E::custom)?;
-            seeds.push(url.to_owned());
-        }
-        Ok(Seeds(Some(seeds)))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Seeds, E> {
-        Ok(Seeds(None))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Seeds, E> {
-        Ok(Seeds(None))
+impl<'de> Deserialize<'de> for Seeds {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(UrlsVisitor(UrlList::Seeds))
+            .map(Seeds)
     }
 }
 
-/// One cluster seed URL.
-struct Seed(String);
-deserialize_any_with!(Seed, SeedVisitor);
+/// `redis_sentinel.urls`: the sentinels' URLs, written like `redis_cluster`;
+/// an empty string means none.
+pub(crate) struct SentinelUrls(pub(crate) Option<Vec<String>>);
 
-struct SeedVisitor;
+impl<'de> Deserialize<'de> for SentinelUrls {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(UrlsVisitor(UrlList::Sentinels))
+            .map(SentinelUrls)
+    }
+}
 
-impl Visitor<'_> for SeedVisitor {
-    type Value = Seed;
+/// Which list of URLs is being read, for messages.
+#[derive(Clone, Copy)]
+enum UrlList {
+    Seeds,
+    Sentinels,
+}
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Redis URL, such as \"redis://127.0.0.1:7000\"")
+impl UrlList {
+    /// `seed` or `sentinel`.
+    fn noun(self) -> &'static str {
+        match self {
+            UrlList::Seeds => "seed",
+            UrlList::Sentinels => "sentinel",
+        }
     }
 
-    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Seed, E> {
+    /// The field to remove instead of leaving it empty.
+    fn field(self) -> &'static str {
+        match self {
+            UrlList::Seeds => "redis_cluster",
+            UrlList::Sentinels => "redis_sentinel",
+        }
+    }
+}
+
+/// A list of URLs, or one string of comma-separated URLs; `None` for an
+/// empty string.
+struct UrlsVisitor(UrlList);
+
+impl<'de> Visitor<'de> for UrlsVisitor {
+    type Value = Option<Vec<String>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            UrlList::Seeds => f.write_str("a list of Redis Cluster seed URLs"),
+            UrlList::Sentinels => f.write_str("a list of Redis Sentinel URLs"),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut urls = Vec::new();
+        while let Some(url) = seq.next_element_seed(OneUrl(self.0))? {
+            urls.push(url);
+        }
+        if urls.is_empty() {
+            return Err(de::Error::custom(format!(
+                "lists no {} URL; give at least one, or remove `{}`",
+                self.0.noun(),
+                self.0.field()
+            )));
+        }
+        Ok(Some(urls))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Self::Value, E> {
+        let text = expanded(raw)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let mut urls = Vec::new();
+        for url in text.split(',').map(str::trim) {
+            if url.is_empty() {
+                return Err(E::custom(format!(
+                    "an empty {} URL between commas",
+                    self.0.noun()
+                )));
+            }
+            check_url(url).map_err(E::custom)?;
+            urls.push(url.to_owned());
+        }
+        Ok(Some(urls))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// One URL of a list.
+struct OneUrl(UrlList);
+
+impl<'de> DeserializeSeed<'de> for OneUrl {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for OneUrl {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            UrlList::Seeds => f.write_str("a Redis URL, such as \"redis://127.0.0.1:7000\""),
+            UrlList::Sentinels => f.write_str("a Redis Sentinel URL, such as \"redis://127.0.0.1:26379\""),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<String, E> {
         let text = expanded(raw)?;
         let url = text.trim();
         if url.is_empty() {
-            return Err(E::custom("a seed URL must not be empty"));
+            return Err(E::custom(format!("a {} URL must not be empty", self.0.noun())));
         }
         check_url(url).map_err(E::custom)?;
-        Ok(Seed(url.to_owned()))
+        Ok(url.to_owned())
+    }
+}
+
+/// `redis_sentinel.master`: the name the sentinels monitor the primary by;
+/// empty (from an unset variable) means none.
+pub(crate) struct PrimaryName(pub(crate) Option<String>);
+deserialize_any_with!(PrimaryName, PrimaryNameVisitor);
+
+struct PrimaryNameVisitor;
+
+impl Visitor<'_> for PrimaryNameVisitor {
+    type Value = PrimaryName;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the name of the primary, as in the sentinels' `sentinel monitor NAME …`")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<PrimaryName, E> {
+        let text = expanded(raw)?;
+        let name = text.trim();
+        if name.chars().any(char::is_control) || name.contains(' ') {
+            return Err(E::custom(format!(
+                "{} is not a primary name: it must not contain spaces or control characters",
+                shown(raw, name)
+            )));
+        }
+        Ok(PrimaryName((!name.is_empty()).then(|| name.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<PrimaryName, E> {
+        Ok(PrimaryName(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<PrimaryName, E> {
+        Ok(PrimaryName(None))
     }
 }
 

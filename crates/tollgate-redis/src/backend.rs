@@ -15,8 +15,9 @@ use tollgate::{
 };
 
 use crate::connection::{Connection, Endpoint};
-use crate::error::{backend_error, ConnectError};
+use crate::error::{backend_error, ConnectError, ConnectErrorKind};
 use crate::scripts::LuaScript;
+use crate::tcp::TcpOptions;
 
 /// How long a decision may take before it fails with
 /// [`BackendErrorKind::Timeout`], unless configured otherwise.
@@ -70,6 +71,8 @@ impl std::fmt::Debug for RedisBackend {
                 "mode",
                 &if self.conn.is_cluster() {
                     "cluster"
+                } else if self.conn.is_sentinel() {
+                    "sentinel"
                 } else {
                     "standalone"
                 },
@@ -115,6 +118,26 @@ impl RedisBackend {
         Self::builder().connect_cluster(seeds).await
     }
 
+    /// Connects to the primary that Redis Sentinel names `master`, asking
+    /// the sentinels at `sentinels` (`redis://host:port` URLs of sentinels,
+    /// not of servers), with the default options; after a failover,
+    /// decisions go to the new primary (see
+    /// [`RedisBackendBuilder::connect_sentinel`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect`]; a [`ConnectError`] of kind
+    /// [`NoPrimary`](crate::ConnectErrorKind::NoPrimary) when no sentinel
+    /// knows a healthy primary by that name, and of kind
+    /// [`Unreachable`](crate::ConnectErrorKind::Unreachable) naming the
+    /// sentinels when none answers.
+    pub async fn connect_sentinel<S: AsRef<str>>(
+        master: &str,
+        sentinels: &[S],
+    ) -> Result<Self, ConnectError> {
+        Self::builder().connect_sentinel(master, sentinels).await
+    }
+
     /// Returns at once and connects to one Redis server in the background,
     /// with the default options (see
     /// [`RedisBackendBuilder::connect_in_background`]).
@@ -133,7 +156,8 @@ impl RedisBackend {
     }
 
     /// Whether decisions can be sent: always for a backend from
-    /// [`connect`](Self::connect) or [`connect_cluster`](Self::connect_cluster);
+    /// [`connect`](Self::connect), [`connect_cluster`](Self::connect_cluster)
+    /// or [`connect_sentinel`](Self::connect_sentinel);
     /// for one [connecting in the background](RedisBackendBuilder::connect_in_background),
     /// once an attempt has succeeded. A connection, once made, may still be
     /// lost and is then re-established by the next decision.
@@ -150,6 +174,12 @@ impl RedisBackend {
     /// connected to a cluster.
     pub fn is_cluster(&self) -> bool {
         self.conn.is_cluster()
+    }
+
+    /// Whether the backend is (or, connecting in the background, will be)
+    /// connected to the primary that Redis Sentinel names.
+    pub fn is_sentinel(&self) -> bool {
+        self.conn.is_sentinel()
     }
 }
 
@@ -183,6 +213,7 @@ pub struct RedisBackendBuilder {
     clock: Option<SharedClock>,
     expiry_grace: Duration,
     tls: Option<TlsCertificates>,
+    tcp: TcpOptions,
 }
 
 impl Default for RedisBackendBuilder {
@@ -193,6 +224,7 @@ impl Default for RedisBackendBuilder {
             clock: None,
             expiry_grace: DEFAULT_EXPIRY_GRACE,
             tls: None,
+            tcp: TcpOptions::default(),
         }
     }
 }
@@ -205,6 +237,10 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("caller_clock", &self.clock.is_some())
             .field("expiry_grace", &self.expiry_grace)
             .field("tls_certificates", &self.tls.is_some())
+            .field("tcp_keepalive", &self.tcp.keepalive)
+            .field("tcp_keepalive_interval", &self.tcp.keepalive_interval)
+            .field("tcp_keepalive_retries", &self.tcp.keepalive_retries)
+            .field("tcp_user_timeout", &self.tcp.user_timeout)
             .finish()
     }
 }
@@ -302,6 +338,64 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// How long a connection may stay idle before the kernel starts
+    /// sending keepalive probes (`TCP_KEEPIDLE`; default
+    /// [`DEFAULT_TCP_KEEPALIVE`](crate::DEFAULT_TCP_KEEPALIVE), rounded up
+    /// to whole seconds, at most 32767 s). `Duration::ZERO` turns keepalive
+    /// off.
+    ///
+    /// Applies to every connection the backend opens: to the server, to
+    /// each cluster node, to the sentinels and to the primary they name. An
+    /// idle connection whose peer has vanished (a host that lost power, a
+    /// firewall that dropped the connection's state) is closed after the
+    /// idle time plus [`tcp_keepalive_retries`](Self::tcp_keepalive_retries)
+    /// unanswered probes [`tcp_keepalive_interval`](Self::tcp_keepalive_interval)
+    /// apart (25 s by default), and the next decision connects again. A
+    /// connection that carries decisions is covered by the
+    /// [user timeout](Self::tcp_user_timeout) instead.
+    pub fn tcp_keepalive(mut self, idle: Duration) -> Self {
+        self.tcp.keepalive = idle;
+        self
+    }
+
+    /// The time between two unanswered keepalive probes (`TCP_KEEPINTVL`;
+    /// default [`DEFAULT_TCP_KEEPALIVE_INTERVAL`](crate::DEFAULT_TCP_KEEPALIVE_INTERVAL),
+    /// rounded up to whole seconds, from 1 to 32767 s).
+    pub fn tcp_keepalive_interval(mut self, interval: Duration) -> Self {
+        self.tcp.keepalive_interval = interval;
+        self
+    }
+
+    /// How many unanswered keepalive probes close a connection
+    /// (`TCP_KEEPCNT`; default
+    /// [`DEFAULT_TCP_KEEPALIVE_RETRIES`](crate::DEFAULT_TCP_KEEPALIVE_RETRIES),
+    /// from 1 to 127).
+    pub fn tcp_keepalive_retries(mut self, retries: u32) -> Self {
+        self.tcp.keepalive_retries = retries;
+        self
+    }
+
+    /// How long sent data may stay unacknowledged before the kernel closes
+    /// the connection (`TCP_USER_TIMEOUT`, Linux only; default
+    /// [`DEFAULT_TCP_USER_TIMEOUT`](crate::DEFAULT_TCP_USER_TIMEOUT), at
+    /// most `i32::MAX` milliseconds). `Duration::ZERO` leaves the system's
+    /// behaviour: retransmitting for about fifteen minutes.
+    ///
+    /// When the network silently drops a connection's packets (a failed
+    /// link, a partition, a firewall losing state), each decision fails
+    /// with [`BackendErrorKind::Timeout`] after the decision
+    /// [timeout](Self::timeout), but without a user timeout the connection
+    /// stays open, and is never replaced, until the kernel gives up. With
+    /// it, the connection is closed this long after the first unanswered
+    /// decision, and the next decision connects again (through Sentinel,
+    /// to whichever primary it names). Shorter detects a dead peer sooner;
+    /// too short closes healthy connections on a congested network, each
+    /// closure failing the decisions in flight.
+    pub fn tcp_user_timeout(mut self, timeout: Duration) -> Self {
+        self.tcp.user_timeout = timeout;
+        self
+    }
+
     fn options(&self) -> Options {
         Options {
             timeout: self.timeout,
@@ -310,31 +404,100 @@ impl RedisBackendBuilder {
         }
     }
 
+    fn backend(&self, conn: Connection) -> RedisBackend {
+        RedisBackend {
+            conn,
+            options: self.options(),
+        }
+    }
+
+    fn standalone(&self, url: &str) -> Result<Endpoint, ConnectError> {
+        Endpoint::standalone(url, self.tls.as_ref(), &self.tcp.settings()?)
+    }
+
+    fn cluster<S: AsRef<str>>(&self, seeds: &[S]) -> Result<Endpoint, ConnectError> {
+        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
+        Endpoint::cluster(
+            &seeds,
+            self.connect_timeout,
+            self.tls.as_ref(),
+            &self.tcp.settings()?,
+        )
+    }
+
+    fn sentinel<S: AsRef<str>>(&self, master: &str, sentinels: &[S]) -> Result<Endpoint, ConnectError> {
+        if self.tls.is_some() {
+            return Err(ConnectError::new(
+                ConnectErrorKind::InvalidSetting,
+                "tls_certificates",
+                "is not supported with Sentinel: rediss:// sentinel URLs verify the sentinels and \
+                 the primary against the system's trust store",
+            ));
+        }
+        let sentinels: Vec<&str> = sentinels.iter().map(AsRef::as_ref).collect();
+        Endpoint::sentinel(master, &sentinels, &self.tcp.settings()?)
+    }
+
     /// Connects to one Redis server (see [`RedisBackend::connect`]).
     ///
     /// # Errors
     ///
-    /// As for [`RedisBackend::connect`].
+    /// As for [`RedisBackend::connect`]; a [`ConnectError`] of kind
+    /// [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting) naming
+    /// the setter when a TCP setting is out of range.
     pub async fn connect(self, url: &str) -> Result<RedisBackend, ConnectError> {
-        let conn = Connection::standalone(url, self.connect_timeout, self.tls.as_ref()).await?;
-        Ok(RedisBackend {
-            conn,
-            options: self.options(),
-        })
+        let conn = self.standalone(url)?.connect(self.connect_timeout).await?;
+        Ok(self.backend(conn))
     }
 
     /// Connects to a Redis Cluster (see [`RedisBackend::connect_cluster`]).
     ///
     /// # Errors
     ///
-    /// As for [`RedisBackend::connect_cluster`].
+    /// As for [`RedisBackend::connect_cluster`] and
+    /// [`connect`](Self::connect).
     pub async fn connect_cluster<S: AsRef<str>>(self, seeds: &[S]) -> Result<RedisBackend, ConnectError> {
-        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
-        let conn = Connection::cluster(&seeds, self.connect_timeout, self.tls.as_ref()).await?;
-        Ok(RedisBackend {
-            conn,
-            options: self.options(),
-        })
+        let conn = self.cluster(seeds)?.connect(self.connect_timeout).await?;
+        Ok(self.backend(conn))
+    }
+
+    /// Connects to the primary that Redis Sentinel names `master`, asking
+    /// the sentinels at `sentinels` (their own URLs, `redis://host:26379`;
+    /// a user and password in a URL are the sentinel's).
+    ///
+    /// The first sentinel that answers names the primary; the primary must
+    /// confirm its role (`ROLE`) and answer `PING` within the
+    /// [connect timeout](Self::connect_timeout). Decisions then go to it as
+    /// to one server, with the same timeout, keys and scripts. When a
+    /// decision finds the primary gone (a lost or refused connection) or
+    /// demoted (`READONLY`), the backend asks the sentinels again in the
+    /// background, pausing 50 ms after a failed attempt and doubling the
+    /// pause up to one second, until they name a primary that answers;
+    /// later decisions go to that primary. Decisions fail meanwhile and the
+    /// limiter's fail policy decides: after a failover, for about the
+    /// sentinels' `down-after-milliseconds` plus the election. State
+    /// written to the old primary and not yet replicated is lost with it,
+    /// so a failover can re-grant part of a limit, as a restart without
+    /// persistence does.
+    ///
+    /// The primary is reached without credentials, on database 0, and over
+    /// TLS when the sentinel URLs are `rediss://`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect_sentinel`] and
+    /// [`connect`](Self::connect); [`tls_certificates`](Self::tls_certificates)
+    /// is refused (kind [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting)).
+    pub async fn connect_sentinel<S: AsRef<str>>(
+        self,
+        master: &str,
+        sentinels: &[S],
+    ) -> Result<RedisBackend, ConnectError> {
+        let conn = self
+            .sentinel(master, sentinels)?
+            .connect(self.connect_timeout)
+            .await?;
+        Ok(self.backend(conn))
     }
 
     /// Returns at once and connects to one Redis server in the background,
@@ -371,11 +534,8 @@ impl RedisBackendBuilder {
     ///
     /// When called outside a Tokio runtime, which the background task needs.
     pub fn connect_in_background(self, url: &str) -> Result<RedisBackend, ConnectError> {
-        let endpoint = Endpoint::standalone(url, self.tls.as_ref())?;
-        Ok(RedisBackend {
-            conn: Connection::background(endpoint, self.connect_timeout),
-            options: self.options(),
-        })
+        let endpoint = self.standalone(url)?;
+        Ok(self.backend(Connection::background(endpoint, self.connect_timeout)))
     }
 
     /// Returns at once and connects to a Redis Cluster in the background,
@@ -395,18 +555,42 @@ impl RedisBackendBuilder {
         self,
         seeds: &[S],
     ) -> Result<RedisBackend, ConnectError> {
-        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
-        let endpoint = Endpoint::cluster(&seeds, self.connect_timeout, self.tls.as_ref())?;
-        Ok(RedisBackend {
-            conn: Connection::background(endpoint, self.connect_timeout),
-            options: self.options(),
-        })
+        let endpoint = self.cluster(seeds)?;
+        Ok(self.backend(Connection::background(endpoint, self.connect_timeout)))
+    }
+
+    /// Returns at once and connects to the primary that Redis Sentinel
+    /// names in the background, as
+    /// [`connect_in_background`](Self::connect_in_background) does for one
+    /// server; once connected, it behaves as with
+    /// [`connect_sentinel`](Self::connect_sentinel).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when a sentinel
+    /// URL does not parse, none is given, or `master` is empty, and of kind
+    /// [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting) for an
+    /// out-of-range setting.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_sentinel_in_background<S: AsRef<str>>(
+        self,
+        master: &str,
+        sentinels: &[S],
+    ) -> Result<RedisBackend, ConnectError> {
+        let endpoint = self.sentinel(master, sentinels)?;
+        Ok(self.backend(Connection::background(endpoint, self.connect_timeout)))
     }
 
     /// Uses a connection manager configured elsewhere (for example for
-    /// RESP3, other reconnection settings, or an address resolved through
-    /// Sentinel), without verifying the server. The builder's timeout, clock
-    /// and expiry grace still apply.
+    /// RESP3 or other reconnection settings), without verifying the server.
+    /// The builder's timeout, clock and expiry grace still apply; its TCP
+    /// settings do not (they belong to the manager's client). A manager
+    /// keeps its address, so it does not follow a Sentinel failover:
+    /// [`connect_sentinel`](Self::connect_sentinel) does.
     pub fn from_connection_manager(self, manager: ConnectionManager) -> RedisBackend {
         RedisBackend {
             conn: Connection::Standalone(manager),

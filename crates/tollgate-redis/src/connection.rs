@@ -1,8 +1,9 @@
 //! Connections: a standalone server through redis-rs's `ConnectionManager`,
-//! or a cluster through its async cluster client. Both reconnect by
-//! themselves; both are cheap to clone and multiplex every decision over
-//! shared connections. Either can also be established in the background,
-//! by a task that retries until the server answers.
+//! a cluster through its async cluster client, or the primary that Redis
+//! Sentinel names (see [`crate::sentinel`]). All reconnect by themselves;
+//! all are cheap to clone and multiplex every decision over shared
+//! connections. Any can also be established in the background, by a task
+//! that retries until the server answers.
 
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::io::tcp::TcpSettings;
 use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
 use tokio::sync::watch;
@@ -17,13 +19,15 @@ use tokio::time::Instant;
 use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
+use crate::sentinel::{SentinelConnection, Sentinels};
 
-/// A connection to a standalone server or a cluster: live, or being
-/// established in the background.
+/// A connection to a standalone server, a cluster or the primary that
+/// Sentinel names: live, or being established in the background.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Standalone(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(SentinelConnection),
     Background(Arc<Background>),
 }
 
@@ -38,6 +42,7 @@ impl Connection {
         match live {
             Some(Connection::Standalone(conn)) => cmd.query_async(&mut conn.clone()).await,
             Some(Connection::Cluster(conn)) => cmd.query_async(&mut conn.clone()).await,
+            Some(Connection::Sentinel(conn)) => conn.query(cmd).await,
             // An established background connection is never itself one.
             Some(Connection::Background(_)) | None => Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
@@ -70,30 +75,20 @@ impl Connection {
     /// Whether this is (or will be) a cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         match self {
-            Connection::Standalone(_) => false,
+            Connection::Standalone(_) | Connection::Sentinel(_) => false,
             Connection::Cluster(_) => true,
             Connection::Background(background) => background.endpoint.is_cluster(),
         }
     }
 
-    /// Connects to one server and checks that it answers PING.
-    pub(crate) async fn standalone(
-        url: &str,
-        connect_timeout: Duration,
-        tls: Option<&TlsCertificates>,
-    ) -> Result<Self, ConnectError> {
-        Endpoint::standalone(url, tls)?.connect(connect_timeout).await
-    }
-
-    /// Connects to a cluster through `seeds` and checks that it answers.
-    pub(crate) async fn cluster(
-        seeds: &[&str],
-        connect_timeout: Duration,
-        tls: Option<&TlsCertificates>,
-    ) -> Result<Self, ConnectError> {
-        Endpoint::cluster(seeds, connect_timeout, tls)?
-            .connect(connect_timeout)
-            .await
+    /// Whether this is (or will be) a connection to the primary that
+    /// Sentinel names.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        match self {
+            Connection::Standalone(_) | Connection::Cluster(_) => false,
+            Connection::Sentinel(_) => true,
+            Connection::Background(background) => background.endpoint.is_sentinel(),
+        }
     }
 
     /// Starts connecting to `endpoint` in the background, on the current
@@ -111,7 +106,7 @@ impl Connection {
 
 /// The first attempt waits this long after a failure before the next;
 /// each further failure doubles the wait, up to [`RETRY_MAX`].
-const RETRY_MIN: Duration = Duration::from_millis(50);
+pub(crate) const RETRY_MIN: Duration = Duration::from_millis(50);
 
 /// The longest wait between two background connection attempts: a server
 /// that comes up is used at most this long after.
@@ -221,12 +216,20 @@ pub(crate) struct Endpoint {
 enum EndpointClient {
     Standalone { client: Client, tls: bool },
     Cluster(ClusterClient),
+    Sentinel(Arc<Sentinels>),
 }
 
 impl Endpoint {
-    /// Parses one server's URL.
-    pub(crate) fn standalone(url: &str, tls: Option<&TlsCertificates>) -> Result<Self, ConnectError> {
-        let info = url.into_connection_info().map_err(|err| invalid_url(url, err))?;
+    /// Parses one server's URL; connections get the `tcp` settings.
+    pub(crate) fn standalone(
+        url: &str,
+        tls: Option<&TlsCertificates>,
+        tcp: &TcpSettings,
+    ) -> Result<Self, ConnectError> {
+        let info = url
+            .into_connection_info()
+            .map_err(|err| invalid_url(url, err))?
+            .set_tcp_settings(tcp.clone());
         let target = info.addr().to_string();
         let uses_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
         let client = match tls {
@@ -244,11 +247,13 @@ impl Endpoint {
         })
     }
 
-    /// Parses cluster seed URLs.
+    /// Parses cluster seed URLs; connections to every node get the `tcp`
+    /// settings.
     pub(crate) fn cluster(
         seeds: &[&str],
         connect_timeout: Duration,
         tls: Option<&TlsCertificates>,
+        tcp: &TcpSettings,
     ) -> Result<Self, ConnectError> {
         let mut infos = Vec::with_capacity(seeds.len());
         for seed in seeds {
@@ -279,7 +284,8 @@ impl Endpoint {
             .connection_timeout(connect_timeout)
             .retries(2)
             .min_retry_wait(5)
-            .max_retry_wait(100);
+            .max_retry_wait(100)
+            .tcp_settings(tcp.clone());
         if let Some(certs) = tls {
             builder = builder.certs(certs.clone());
         }
@@ -293,8 +299,28 @@ impl Endpoint {
         })
     }
 
+    /// The primary named `master` by the sentinels at `urls`; connections
+    /// to the sentinels and the primary get the `tcp` settings.
+    pub(crate) fn sentinel(master: &str, urls: &[&str], tcp: &TcpSettings) -> Result<Self, ConnectError> {
+        let sentinels = Sentinels::new(master, urls, tcp)?;
+        let name = format!(
+            "primary {master:?} through {} {}",
+            if urls.len() == 1 { "sentinel" } else { "sentinels" },
+            urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>().join(", ")
+        );
+        Ok(Self {
+            target: sentinels.target.clone(),
+            client: EndpointClient::Sentinel(Arc::new(sentinels)),
+            name,
+        })
+    }
+
     fn is_cluster(&self) -> bool {
         matches!(self.client, EndpointClient::Cluster(_))
+    }
+
+    fn is_sentinel(&self) -> bool {
+        matches!(self.client, EndpointClient::Sentinel(_))
     }
 
     /// One attempt: connects and checks that the server answers PING.
@@ -308,10 +334,7 @@ impl Endpoint {
         let target = self.target.as_str();
         match &self.client {
             EndpointClient::Standalone { client, tls } => {
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(0)
-                    .set_connection_timeout(Some(connect_timeout))
-                    .set_response_timeout(None);
+                let config = manager_config(connect_timeout);
                 let connect = async {
                     let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
                     let conn = Connection::Standalone(manager);
@@ -345,11 +368,27 @@ impl Endpoint {
                 check_pong(target, &pong)?;
                 Ok(conn)
             }
+            EndpointClient::Sentinel(sentinels) => {
+                SentinelConnection::connect(Arc::clone(sentinels), connect_timeout)
+                    .await
+                    .map(Connection::Sentinel)
+            }
         }
     }
 }
 
-fn invalid_url(url: &str, err: redis::RedisError) -> ConnectError {
+/// The configuration of every standalone connection manager (see
+/// [`Endpoint::connect`]): no retries within one reconnection, each
+/// bounded by `connect_timeout`, and no response timeout of its own (the
+/// decision's timeout applies).
+pub(crate) fn manager_config(connect_timeout: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(0)
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(None)
+}
+
+pub(crate) fn invalid_url(url: &str, err: redis::RedisError) -> ConnectError {
     ConnectError::new(
         ConnectErrorKind::InvalidUrl,
         redact_url(url),
@@ -361,7 +400,7 @@ fn invalid_url(url: &str, err: redis::RedisError) -> ConnectError {
     .with_source(err)
 }
 
-fn timed_out(target: &str, after: Duration) -> ConnectError {
+pub(crate) fn timed_out(target: &str, after: Duration) -> ConnectError {
     ConnectError::new(
         ConnectErrorKind::Timeout,
         target,
@@ -369,7 +408,7 @@ fn timed_out(target: &str, after: Duration) -> ConnectError {
     )
 }
 
-fn check_pong(target: &str, pong: &str) -> Result<(), ConnectError> {
+pub(crate) fn check_pong(target: &str, pong: &str) -> Result<(), ConnectError> {
     if pong == "PONG" {
         Ok(())
     } else {

@@ -31,6 +31,13 @@ pub enum ConnectErrorKind {
     /// [`RedisBackendBuilder::connect_in_background`](crate::RedisBackendBuilder::connect_in_background))
     /// has not succeeded yet. The message gives the last attempt's error.
     NotConnected,
+    /// A builder setting is outside what the kernel or Redis accepts; the
+    /// [target](ConnectError::target) names the setter (for example
+    /// `tcp_keepalive`).
+    InvalidSetting,
+    /// The sentinels answered, but none knows a healthy primary by the
+    /// configured name (a wrong name, or a failover under way).
+    NoPrimary,
 }
 
 impl fmt::Display for ConnectErrorKind {
@@ -44,6 +51,8 @@ impl fmt::Display for ConnectErrorKind {
             ConnectErrorKind::Timeout => "timed out",
             ConnectErrorKind::Server => "server error",
             ConnectErrorKind::NotConnected => "not connected yet",
+            ConnectErrorKind::InvalidSetting => "invalid setting",
+            ConnectErrorKind::NoPrimary => "no primary",
         })
     }
 }
@@ -52,15 +61,33 @@ impl fmt::Display for ConnectErrorKind {
 ///
 /// The message names the address (never the password) and the problem.
 /// Converts into [`tollgate::Error`]: an invalid URL becomes a configuration
-/// error for the field `url`, everything else a backend error.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot use Redis at {target}: {message}")]
+/// error for the field `url`, an invalid setting one for the setter's name,
+/// everything else a backend error.
+#[derive(Debug)]
 pub struct ConnectError {
     kind: ConnectErrorKind,
     target: String,
     message: String,
-    #[source]
     source: Option<RedisError>,
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ConnectErrorKind::InvalidSetting => {
+                write!(f, "invalid Redis setting `{}`: {}", self.target, self.message)
+            }
+            _ => write!(f, "cannot use Redis at {}: {}", self.target, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|err| err as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl ConnectError {
@@ -96,7 +123,8 @@ impl ConnectError {
         self.kind
     }
 
-    /// The address (or redacted URL) the error is about.
+    /// The address (or redacted URL) the error is about; for an
+    /// [`InvalidSetting`](ConnectErrorKind::InvalidSetting), the setter.
     pub fn target(&self) -> &str {
         &self.target
     }
@@ -111,6 +139,7 @@ impl From<ConnectError> for tollgate::Error {
     fn from(err: ConnectError) -> Self {
         match err.kind {
             ConnectErrorKind::InvalidUrl => ConfigError::new("url", err.to_string()).into(),
+            ConnectErrorKind::InvalidSetting => ConfigError::new(err.target.clone(), err.message).into(),
             ConnectErrorKind::Timeout => BackendError::new(BackendErrorKind::Timeout, err.to_string())
                 .with_source(err)
                 .into(),

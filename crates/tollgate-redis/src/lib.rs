@@ -1,8 +1,9 @@
 //! # tollgate-redis
 //!
 //! A Redis backend for [`tollgate`]: rate limits shared by every process and
-//! host that uses the same Redis server or Redis Cluster, with exactly the
-//! decisions of tollgate's pure strategy functions.
+//! host that uses the same Redis server, Redis Cluster, or primary found
+//! through Redis Sentinel, with exactly the decisions of tollgate's pure
+//! strategy functions.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tollgate::Error> {
@@ -59,7 +60,13 @@
 //! - Errors become [`tollgate::BackendError`]s of kind `Unavailable`,
 //!   `Timeout` (no answer within [`RedisBackendBuilder::timeout`]),
 //!   `Protocol` or `Other`, and the limiter's fail policy decides. A lost
-//!   connection is re-established by the next decision.
+//!   connection is re-established by the next decision; TCP keepalive and
+//!   `TCP_USER_TIMEOUT` ([`RedisBackendBuilder::tcp_user_timeout`]) close a
+//!   connection whose packets the network silently drops within seconds.
+//! - [`RedisBackend::connect_sentinel`] asks Redis Sentinel for the primary
+//!   and, when a decision finds it gone or demoted, asks again, so
+//!   decisions follow a failover to the promoted replica
+//!   ([failover and restarts](_documentation::operations#failover-and-restarts)).
 //!   [`RedisBackend::connect`] fails when the server cannot be reached;
 //!   [`RedisBackendBuilder::connect_in_background`] returns at once, and
 //!   until it connects decisions fail with
@@ -70,8 +77,8 @@
 //! ## Operations
 //!
 //! [`_documentation::operations`] is the guide to running it: key layout
-//! and eviction, Redis Cluster and hot keys, failover and restarts, the
-//! clock, timeouts, the numeric bounds, the expiry grace and the Redis
+//! and eviction, Redis Cluster and hot keys, failover (Sentinel included)
+//! and restarts, the clock, timeouts, dead connections, the numeric bounds, the expiry grace and the Redis
 //! versions it needs. Measured latency and throughput are in the README.
 
 /// Long-form documentation: the guide to operating limits on Redis.
@@ -91,6 +98,8 @@ mod backend;
 mod connection;
 mod error;
 mod scripts;
+mod sentinel;
+mod tcp;
 
 pub use backend::{
     RedisBackend, RedisBackendBuilder, RedisBinding, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EXPIRY_GRACE,
@@ -98,3 +107,7 @@ pub use backend::{
 };
 pub use error::{ConnectError, ConnectErrorKind};
 pub use redis;
+pub use tcp::{
+    DEFAULT_TCP_KEEPALIVE, DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES,
+    DEFAULT_TCP_USER_TIMEOUT,
+};

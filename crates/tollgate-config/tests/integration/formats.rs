@@ -221,3 +221,48 @@ fn a_byte_order_mark_is_skipped_in_every_format() {
         assert_eq!(err.message(), "must be at least 1", "{format}: {err}");
     }
 }
+
+#[test]
+fn sentinels_are_a_primary_name_and_urls_in_every_format() {
+    let expected = Storage::RedisSentinel {
+        master: "main".to_owned(),
+        urls: vec![
+            "redis://127.0.0.1:26379".to_owned(),
+            "redis://127.0.0.1:26380".to_owned(),
+        ],
+    };
+    let texts = [
+        (
+            Format::Yaml,
+            "tollgate:\n  redis_sentinel:\n    master: main\n    urls: [redis://127.0.0.1:26379, redis://127.0.0.1:26380]\n  default: { limit: 1, window: 1s }\n",
+        ),
+        (
+            Format::Yaml,
+            "tollgate:\n  redis_sentinel: { master: main, urls: \"redis://127.0.0.1:26379, redis://127.0.0.1:26380\" }\n  default: { limit: 1, window: 1s }\n",
+        ),
+        (
+            Format::Toml,
+            "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.redis_sentinel]\nmaster = \"main\"\nurls = [\"redis://127.0.0.1:26379\", \"redis://127.0.0.1:26380\"]\n",
+        ),
+        (
+            Format::Json,
+            r#"{"tollgate": {"redis_sentinel": {"master": "main", "urls": ["redis://127.0.0.1:26379", "redis://127.0.0.1:26380"]}, "default": {"limit": 1, "window": "1s"}}}"#,
+        ),
+    ];
+    for (format, text) in texts {
+        let file = PolicyFile::from_str(text, format, "inline").unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(file.storage(), &expected, "{text}");
+        assert_eq!(
+            file.storage().to_string(),
+            "Redis primary \"main\" through Sentinel redis://127.0.0.1:26379, redis://127.0.0.1:26380"
+        );
+    }
+    // Both empty (unset variables) means in memory.
+    let file = PolicyFile::from_str(
+        "tollgate:\n  redis_sentinel: { master: \"${TGC_UNSET_SENTINEL_NAME:-}\", urls: \"${TGC_UNSET_SENTINEL_URLS:-}\" }\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "inline",
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(file.storage(), &Storage::Memory);
+}

@@ -608,6 +608,94 @@ fn redis_url_and_redis_cluster_are_exclusive() {
     );
 }
 
+#[test]
+fn redis_sentinel_is_exclusive_with_redis_url_and_redis_cluster() {
+    rejects(
+        Format::Yaml,
+        "tollgate:\n  redis_url: redis://127.0.0.1:7000\n  redis_sentinel: { master: main, urls: [redis://127.0.0.1:26379] }\n  default: { limit: 1, window: 1s }\n",
+        3,
+        "tollgate.redis_sentinel",
+        "`redis_url` and `redis_sentinel` are mutually exclusive",
+    );
+    rejects(
+        Format::Toml,
+        "[tollgate]\nredis_sentinel = { master = \"main\", urls = [\"redis://127.0.0.1:26379\"] }\nredis_cluster = [\"redis://127.0.0.1:7001\"]\ndefault = { limit = 1, window = \"1s\" }\n",
+        2,
+        "tollgate.redis_sentinel",
+        "`redis_cluster` and `redis_sentinel` are mutually exclusive",
+    );
+    rejects(
+        Format::Json,
+        "{\"tollgate\": {\n\"redis_sentinel\": {\"master\": \"main\", \"urls\": [\"redis://127.0.0.1:26379\"]},\n\"redis_url\": \"redis://127.0.0.1:7000\",\n\"default\": {\"limit\": 1, \"window\": \"1s\"}}}",
+        3,
+        "tollgate.redis_url",
+        "`redis_url` and `redis_sentinel` are mutually exclusive",
+    );
+}
+
+#[test]
+fn redis_sentinel_mistakes_name_the_field() {
+    let yaml = |sentinel: &str| {
+        format!("tollgate:\n  redis_sentinel: {sentinel}\n  default: {{ limit: 1, window: 1s }}\n")
+    };
+    rejects(
+        Format::Yaml,
+        &yaml("{ urls: [redis://127.0.0.1:26379] }"),
+        2,
+        "tollgate.redis_sentinel.master",
+        "is required",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: main }"),
+        2,
+        "tollgate.redis_sentinel.urls",
+        "is required",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: main, urls: [redis://127.0.0.1:26379], port: 1 }"),
+        2,
+        "tollgate.redis_sentinel.port",
+        "unknown field `port`",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: main, urls: [] }"),
+        2,
+        "tollgate.redis_sentinel.urls",
+        "lists no sentinel URL; give at least one, or remove `redis_sentinel`",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: main, urls: [redis://127.0.0.1:26379, \"\"] }"),
+        2,
+        "tollgate.redis_sentinel.urls[1]",
+        "a sentinel URL must not be empty",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: \"my primary\", urls: [redis://127.0.0.1:26379] }"),
+        2,
+        "tollgate.redis_sentinel.master",
+        "is not a primary name",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("{ master: \"\", urls: [redis://127.0.0.1:26379] }"),
+        2,
+        "tollgate.redis_sentinel",
+        "`master` is empty but `urls` is not",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("redis://127.0.0.1:26379"),
+        2,
+        "tollgate.redis_sentinel",
+        "a map with `master` (the primary's name) and `urls`",
+    );
+}
+
 #[cfg(feature = "redis")]
 #[test]
 fn redis_urls_must_parse() {

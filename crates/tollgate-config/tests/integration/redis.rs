@@ -125,3 +125,32 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
     assert_eq!(limiter.default_limiter().fail_open_events(), events);
     assert_eq!(server.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
 }
+
+#[tokio::test]
+async fn a_file_naming_sentinels_decides_on_the_primary_they_name() {
+    let primary = RedisServer::start();
+    let sentinel = RedisServer::start_sentinel("tgc-primary", &primary);
+    let policies = file(&format!(
+        "tollgate:\n  redis_sentinel:\n    master: tgc-primary\n    urls: [{}]\n  default: {{ limit: 2, window: 1h }}\n",
+        sentinel.url()
+    ));
+    let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
+    let admitted = [
+        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.allow("api", "alice").await.unwrap().allowed,
+    ];
+    assert_eq!(admitted, [true, true, false]);
+    assert_eq!(primary.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
+
+    // A name the sentinel does not monitor is an error naming it and the field.
+    let wrong = file(&format!(
+        "tollgate:\n  redis_sentinel: {{ master: other, urls: [{}] }}\n  default: {{ limit: 2, window: 1h }}\n",
+        sentinel.url()
+    ));
+    let err = wrong.build().await.unwrap_err();
+    assert!(matches!(err, Error::Backend(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("\"other\""), "{message}");
+    assert!(message.contains(&sentinel.url()[8..]), "{message}");
+}

@@ -11,5 +11,7 @@ mod connect;
 mod differential;
 mod faults;
 mod processes;
+mod sentinel;
 mod shared_limit;
+mod tcp;
 mod tls;

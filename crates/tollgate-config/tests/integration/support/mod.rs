@@ -34,9 +34,35 @@ impl RedisServer {
         Self::try_start(port).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
     }
 
+    /// Starts a Redis Sentinel on a free port that monitors the server at
+    /// `primary` by the name `master`, and returns once it does.
+    pub fn start_sentinel(master: &str, primary: &RedisServer) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let config = dir.path().join("sentinel.conf");
+        let monitor = format!("sentinel monitor {master} 127.0.0.1 {} 1\n", primary.port);
+        std::fs::write(&config, monitor).expect("write sentinel.conf");
+        Self::launch(free_port(), dir, Some(&config), "+monitor master")
+            .unwrap_or_else(|log| panic!("redis-server --sentinel did not start:\n{log}"))
+    }
+
     fn try_start(port: u16) -> Result<Self, String> {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let mut child = Command::new("redis-server")
+        Self::launch(port, dir, None, "Ready to accept connections")
+    }
+
+    /// Starts `redis-server` (with a configuration file first, for a
+    /// sentinel) and waits for `ready` in its log.
+    fn launch(
+        port: u16,
+        dir: tempfile::TempDir,
+        config: Option<&std::path::Path>,
+        ready: &str,
+    ) -> Result<Self, String> {
+        let mut command = Command::new("redis-server");
+        if let Some(config) = config {
+            command.arg(config).arg("--sentinel");
+        }
+        let mut child = command
             .args(["--port", &port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -53,7 +79,7 @@ impl RedisServer {
             let Ok(line) = line else { break };
             log.push_str(&line);
             log.push('\n');
-            if line.contains("Ready to accept connections") {
+            if line.contains(ready) {
                 // Keep reading so that the server never blocks on a full pipe.
                 std::thread::spawn(move || lines.for_each(drop));
                 return Ok(Self {

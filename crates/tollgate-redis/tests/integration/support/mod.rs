@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod sentinel;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,6 +19,8 @@ pub struct RedisServer {
     extra: Vec<String>,
     dir: tempfile::TempDir,
     tls: bool,
+    /// A configuration file given before the other arguments (a sentinel's).
+    config: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -54,6 +57,26 @@ impl RedisServer {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             dir: tempfile::tempdir().expect("temporary directory"),
             tls,
+            config: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts a Redis Sentinel on a free port with `config` (its `sentinel
+    /// monitor …` lines), written to `sentinel.conf` in its directory.
+    pub fn start_sentinel(config: &str) -> Self {
+        let port = free_port();
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("sentinel.conf");
+        std::fs::write(&path, config).expect("write sentinel.conf");
+        let mut server = Self {
+            child: None,
+            port,
+            extra: vec!["--sentinel".to_owned()],
+            dir,
+            tls: false,
+            config: Some(path),
         };
         server.spawn();
         server
@@ -62,6 +85,7 @@ impl RedisServer {
     fn spawn(&mut self) {
         let plain_port = if self.tls { 0 } else { self.port };
         let child = Command::new("redis-server")
+            .args(self.config.iter())
             .args(["--port", &plain_port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

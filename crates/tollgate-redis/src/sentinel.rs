@@ -1,0 +1,284 @@
+//! A primary found through Redis Sentinel, and found again after a
+//! failover.
+//!
+//! The sentinels are asked for the primary's address (redis-rs checks with
+//! `ROLE` that the server named is a primary), and decisions go through a
+//! `ConnectionManager` to that address. A decision that finds the primary
+//! gone (a lost or refused connection) or demoted (`READONLY`) starts one
+//! lookup in the background, which asks the sentinels again until they name
+//! a primary that answers, pausing between attempts as a background
+//! connection does; when the address has changed, later decisions use a
+//! connection to the new primary. Decisions sent meanwhile fail (the
+//! limiter's fail policy decides), so the lookup never delays one.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::io::tcp::TcpSettings;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{
+    Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, RedisResult,
+};
+use redis::{ServerErrorKind, TlsMode};
+use tollgate::__private::redact_url;
+
+use crate::connection::{invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
+use crate::error::{ConnectError, ConnectErrorKind};
+
+/// The sentinels of one primary, by name.
+pub(crate) struct Sentinels {
+    client: tokio::sync::Mutex<SentinelClient>,
+    master: String,
+    /// `primary "NAME" through sentinels ADDR, …`, for errors.
+    pub(crate) target: String,
+}
+
+impl Sentinels {
+    /// Parses the sentinels' URLs. The connections to the sentinels and to
+    /// the primary they name get `tcp`; the primary is reached over TLS when
+    /// the sentinels are (`rediss://`).
+    pub(crate) fn new(master: &str, urls: &[&str], tcp: &TcpSettings) -> Result<Self, ConnectError> {
+        if master.trim().is_empty() {
+            return Err(ConnectError::new(
+                ConnectErrorKind::InvalidUrl,
+                "sentinel",
+                "no primary name given; give the name the sentinels monitor (`sentinel monitor NAME …`)",
+            ));
+        }
+        let mut infos = Vec::with_capacity(urls.len());
+        for url in urls {
+            let info = url.into_connection_info().map_err(|err| invalid_url(url, err))?;
+            infos.push(info.set_tcp_settings(tcp.clone()));
+        }
+        let target = match infos.as_slice() {
+            [] => {
+                return Err(ConnectError::new(
+                    ConnectErrorKind::InvalidUrl,
+                    format!("primary {master:?} through sentinels"),
+                    "no sentinel URL given",
+                ))
+            }
+            [one] => format!("primary {master:?} through sentinel {}", one.addr()),
+            many => format!(
+                "primary {master:?} through sentinels {}",
+                many.iter()
+                    .map(|i| i.addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let tls = infos
+            .iter()
+            .any(|info| matches!(info.addr(), ConnectionAddr::TcpTls { .. }));
+        let mut node = SentinelNodeConnectionInfo::default().set_tcp_settings(tcp.clone());
+        if tls {
+            node = node.set_tls_mode(TlsMode::Secure);
+        }
+        let client =
+            SentinelClient::build(infos, master, Some(node), SentinelServerType::Master).map_err(|err| {
+                ConnectError::new(
+                    ConnectErrorKind::InvalidUrl,
+                    urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>().join(", "),
+                    format!("not valid sentinel URLs ({err})"),
+                )
+                .with_source(err)
+            })?;
+        Ok(Self {
+            client: tokio::sync::Mutex::new(client),
+            master: master.to_owned(),
+            target,
+        })
+    }
+
+    /// Asks the sentinels for the primary, within `timeout`: a client for
+    /// it and its address.
+    pub(crate) async fn primary(&self, timeout: Duration) -> Result<(Client, String), ConnectError> {
+        let lookup = async { self.client.lock().await.async_get_client().await };
+        let client = tokio::time::timeout(timeout, lookup)
+            .await
+            .map_err(|_| timed_out(&self.target, timeout))?
+            .map_err(|err| self.lookup_error(err))?;
+        let addr = client.get_connection_info().addr().to_string();
+        Ok((client, addr))
+    }
+
+    fn lookup_error(&self, err: RedisError) -> ConnectError {
+        match err.kind() {
+            ErrorKind::MasterNameNotFoundBySentinel => ConnectError::new(
+                ConnectErrorKind::NoPrimary,
+                &self.target,
+                format!(
+                    "no sentinel knows a healthy primary named {:?}; check the name (`SENTINEL \
+                     MASTERS` on a sentinel lists those it monitors), or wait for the failover \
+                     under way",
+                    self.master
+                ),
+            )
+            .with_source(err),
+            ErrorKind::InvalidClientConfig => ConnectError::new(
+                ConnectErrorKind::NotRedis,
+                &self.target,
+                format!(
+                    "a URL does not point to a sentinel ({err}); give the sentinels' URLs, not the servers'"
+                ),
+            )
+            .with_source(err),
+            _ => ConnectError::from_redis(&self.target, err).hint("no sentinel answered"),
+        }
+    }
+}
+
+/// The connection to the primary the sentinels name. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct SentinelConnection {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sentinels: Arc<Sentinels>,
+    connect_timeout: Duration,
+    primary: Mutex<Primary>,
+    /// Whether a lookup is under way.
+    looking: AtomicBool,
+}
+
+/// One primary: counted, so that a failed decision starts a lookup only
+/// when it failed on the current one.
+#[derive(Clone)]
+struct Primary {
+    generation: u64,
+    addr: String,
+    manager: ConnectionManager,
+}
+
+impl SentinelConnection {
+    /// Connects to the primary the sentinels name.
+    pub(crate) async fn connect(
+        sentinels: Arc<Sentinels>,
+        connect_timeout: Duration,
+    ) -> Result<Self, ConnectError> {
+        let (client, addr) = sentinels.primary(connect_timeout).await?;
+        let manager = manager(client, &addr, connect_timeout).await?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                sentinels,
+                connect_timeout,
+                primary: Mutex::new(Primary {
+                    generation: 0,
+                    addr,
+                    manager,
+                }),
+                looking: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Sends one command to the current primary; a reply that shows it
+    /// gone or demoted starts a lookup of the new one.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+        let primary = self.current();
+        let result = cmd.query_async(&mut primary.manager.clone()).await;
+        if let Err(err) = &result {
+            if lost_primary(err) {
+                self.look_up_primary(primary.generation);
+            }
+        }
+        result
+    }
+
+    fn current(&self) -> Primary {
+        self.shared
+            .primary
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Starts a lookup in the background unless one is under way or the
+    /// primary has changed since `generation`.
+    fn look_up_primary(&self, generation: u64) {
+        if self.shared.looking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::spawn(keep_looking(Arc::downgrade(&self.shared), generation));
+    }
+}
+
+/// Asks the sentinels until they name a primary that answers, pausing
+/// between attempts; ends when the primary changes, when the same primary
+/// answers again (its connection manager reconnects by itself), or when
+/// every handle to the connection is gone.
+async fn keep_looking(shared: Weak<Shared>, generation: u64) {
+    let mut pause = RETRY_MIN;
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let current = lock(&strong.primary).clone();
+        if current.generation != generation {
+            break;
+        }
+        let timeout = strong.connect_timeout;
+        let found = async {
+            let (client, addr) = strong.sentinels.primary(timeout).await?;
+            if addr == current.addr {
+                return Ok(None);
+            }
+            let manager = manager(client, &addr, timeout).await?;
+            Ok::<_, ConnectError>(Some((addr, manager)))
+        };
+        match found.await {
+            Ok(Some((addr, manager))) => {
+                *lock(&strong.primary) = Primary {
+                    generation: generation + 1,
+                    addr,
+                    manager,
+                };
+                break;
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+        drop(strong);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+    }
+    if let Some(shared) = shared.upgrade() {
+        shared.looking.store(false, Ordering::Release);
+    }
+}
+
+fn lock(primary: &Mutex<Primary>) -> std::sync::MutexGuard<'_, Primary> {
+    primary.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A connection manager for the primary at `addr`, configured as for one
+/// server, once it has answered `PING`.
+async fn manager(client: Client, addr: &str, timeout: Duration) -> Result<ConnectionManager, ConnectError> {
+    let connect = async {
+        let mut manager = ConnectionManager::new_with_config(client, manager_config(timeout)).await?;
+        let pong: String = redis::cmd("PING").query_async(&mut manager).await?;
+        Ok::<_, RedisError>((manager, pong))
+    };
+    let (manager, pong) = tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| timed_out(addr, timeout))?
+        .map_err(|err| ConnectError::from_redis(addr, err))?;
+    crate::connection::check_pong(addr, &pong)?;
+    Ok(manager)
+}
+
+/// Whether `err` shows that the primary is gone (a lost, refused or timed
+/// out connection) or no longer a primary (`READONLY`, `MASTERDOWN`).
+fn lost_primary(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
+}
