@@ -87,16 +87,16 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let engine = self.config.engine();
-        let (parts, body) = req.into_parts();
         if engine.decides_now() {
-            let verdict = match engine.prepare(&RequestInfo::from_http(&parts)) {
+            // Decided on the whole request, which an admitted request then
+            // passes on without being taken apart and put back together.
+            let verdict = match engine.prepare(&RequestInfo::new(&req)) {
                 Ok(prepared) => engine.decide_now(&prepared),
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
                 Some(Verdict::Allow(headers)) => {
-                    let future = self.inner.call(Request::from_parts(parts, body));
-                    return ResponseFuture::allowed(future, headers);
+                    return ResponseFuture::allowed(self.inner.call(req), headers);
                 }
                 Some(Verdict::Reply(reply)) => return ResponseFuture::replied(reply),
                 // Only a `Limits` that breaks its promise gets here; it is
@@ -104,6 +104,7 @@ where
                 None => {}
             }
         }
+        let (parts, body) = req.into_parts();
         // The instance that was polled ready serves this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
