@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::headers::{HeaderMode, RateHeaders};
+use crate::headers::{write_denial, HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
 use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
 use crate::key_error::KeyError;
@@ -165,7 +165,7 @@ impl<L: Limits> Engine<L> {
                     Some(handler) => handler(&denied),
                     None => Reply::for_denied(&denied),
                 };
-                headers.write_to(reply.headers_mut());
+                write_denial(headers, &decision, reply.headers_mut());
                 Verdict::Reply(reply)
             }
             Err(error) => {

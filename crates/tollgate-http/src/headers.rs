@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sfv::{Integer, ItemSerializer, KeyRef, StringRef};
+use bytes::Bytes;
 use tollgate::{Decision, Policy};
 
 /// Which rate-limit headers go on every decided response.
@@ -117,124 +117,195 @@ fn int_value(n: u64) -> http::HeaderValue {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FieldValue {
     Int(u64),
-    Text(String),
+    Text(Bytes),
 }
 
-/// The headers for one decision (at most four), without allocating for
-/// numbers.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct RateHeaders {
-    items: [Option<(Field, FieldValue)>; 4],
+/// The rate-limit headers for one decision under one [`HeaderMode`], kept
+/// as the figures they are made of: small (they travel in the response
+/// future), and made into header values only when written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum RateHeaders {
+    /// No header (`HeaderMode::Off`, or a request admitted under fail-open).
+    #[default]
+    None,
+    /// Limit, remaining and seconds until reset, under the `RateLimit-*`
+    /// names or the legacy `X-RateLimit-*` ones.
+    Counts {
+        legacy: bool,
+        limit: u64,
+        remaining: u64,
+        reset: u64,
+    },
+    /// The IETF draft's two structured fields, `RateLimit-Policy` then
+    /// `RateLimit`, one string cut in two at `split`.
+    Structured { text: Box<str>, split: usize },
 }
 
 impl RateHeaders {
-    fn push(&mut self, field: Field, value: FieldValue) {
-        if let Some(slot) = self.items.iter_mut().find(|slot| slot.is_none()) {
-            *slot = Some((field, value));
-        }
-    }
-
-    /// Sets the headers on an `http` header map, replacing earlier values.
-    pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
-        for (field, value) in self.into_fields() {
-            let value = match value {
-                FieldValue::Int(n) => int_value(n),
-                // Structured-field text is printable ASCII by construction;
-                // the string becomes the value without a copy.
-                FieldValue::Text(text) => match http::HeaderValue::try_from(text) {
-                    Ok(value) => value,
-                    Err(_) => continue,
-                },
-            };
-            map.insert(HTTP_NAMES[field.index()].clone(), value);
-        }
-    }
-
-    /// Whether there is no header to set (mode `Off` on an admitted
-    /// request).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.items[0].is_none()
-    }
-
-    /// The headers, in order.
-    pub(crate) fn into_fields(self) -> impl Iterator<Item = (Field, FieldValue)> {
-        self.items.into_iter().flatten()
-    }
-
-    /// The headers for `decision` under `mode`; `Retry-After` is added when
-    /// the request was denied. `policy` gives the policy's name and the policy, for the structured
-    /// fields only.
+    /// The headers for `decision` under `mode`. `policy` gives the policy's
+    /// name and the policy, for the structured fields only. `Retry-After` is
+    /// not among them: see [`write_denial`].
     pub(crate) fn for_decision<'p>(
         mode: HeaderMode,
         decision: &Decision,
         policy: impl FnOnce() -> (&'p str, &'p Policy),
     ) -> Self {
-        let mut h = Self::default();
         let reset = ceil_secs(decision.reset);
         match mode {
-            HeaderMode::RateLimit => {
-                h.push(Field::Limit, FieldValue::Int(decision.limit));
-                h.push(Field::Remaining, FieldValue::Int(decision.remaining));
-                h.push(Field::Reset, FieldValue::Int(reset));
-            }
-            HeaderMode::Legacy => {
-                h.push(Field::LegacyLimit, FieldValue::Int(decision.limit));
-                h.push(Field::LegacyRemaining, FieldValue::Int(decision.remaining));
-                h.push(Field::LegacyReset, FieldValue::Int(reset));
-            }
+            HeaderMode::RateLimit | HeaderMode::Legacy => RateHeaders::Counts {
+                legacy: mode == HeaderMode::Legacy,
+                limit: decision.limit,
+                remaining: decision.remaining,
+                reset,
+            },
             HeaderMode::IetfDraft => {
                 let (name, policy) = policy();
-                let name = sf_string(name);
-                let name = StringRef::from_str(&name).unwrap_or(StringRef::constant("default"));
-                let policy_field = ItemSerializer::new()
-                    .bare_item(name)
-                    .parameter(KeyRef::constant("q"), sf_integer(policy.limit()))
-                    .parameter(KeyRef::constant("w"), sf_integer(ceil_secs(policy.window())))
-                    .finish();
-                let state_field = ItemSerializer::new()
-                    .bare_item(name)
-                    .parameter(KeyRef::constant("r"), sf_integer(decision.remaining))
-                    .parameter(KeyRef::constant("t"), sf_integer(reset))
-                    .finish();
-                h.push(Field::Policy, FieldValue::Text(policy_field));
-                h.push(Field::RateLimit, FieldValue::Text(state_field));
+                let mut text = String::with_capacity(2 * name.len() + 48);
+                push_sf_string(&mut text, name);
+                push_sf_param(&mut text, "q", policy.limit());
+                push_sf_param(&mut text, "w", ceil_secs(policy.window()));
+                let split = text.len();
+                push_sf_string(&mut text, name);
+                push_sf_param(&mut text, "r", decision.remaining);
+                push_sf_param(&mut text, "t", reset);
+                RateHeaders::Structured {
+                    text: text.into_boxed_str(),
+                    split,
+                }
             }
-            HeaderMode::Off => {}
+            HeaderMode::Off => RateHeaders::None,
         }
-        if !decision.allowed {
-            if let Some(retry) = decision.retry_after {
-                h.push(Field::RetryAfter, FieldValue::Int(ceil_secs(retry)));
+    }
+
+    /// Sets the headers on an `http` header map, replacing earlier values.
+    pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
+        match self {
+            RateHeaders::None => {}
+            RateHeaders::Counts {
+                legacy,
+                limit,
+                remaining,
+                reset,
+            } => {
+                let [l, r, t] = count_fields(legacy);
+                map.insert(http_name(l), int_value(limit));
+                map.insert(http_name(r), int_value(remaining));
+                map.insert(http_name(t), int_value(reset));
+            }
+            structured @ RateHeaders::Structured { .. } => {
+                for (field, value) in structured.into_fields() {
+                    if let FieldValue::Text(text) = value {
+                        // Structured-field text is printable ASCII by
+                        // construction; the bytes become the value without
+                        // a copy.
+                        if let Ok(value) = http::HeaderValue::from_maybe_shared(text) {
+                            map.insert(http_name(field), value);
+                        }
+                    }
+                }
             }
         }
-        h
+    }
+
+    /// The headers, in order.
+    pub(crate) fn into_fields(self) -> impl Iterator<Item = (Field, FieldValue)> {
+        let items = match self {
+            RateHeaders::None => [None, None, None],
+            RateHeaders::Counts {
+                legacy,
+                limit,
+                remaining,
+                reset,
+            } => {
+                let [l, r, t] = count_fields(legacy);
+                [
+                    Some((l, FieldValue::Int(limit))),
+                    Some((r, FieldValue::Int(remaining))),
+                    Some((t, FieldValue::Int(reset))),
+                ]
+            }
+            RateHeaders::Structured { text, split } => {
+                let mut state = Bytes::from(text.into_boxed_bytes());
+                let policy = state.split_to(split);
+                [
+                    Some((Field::Policy, FieldValue::Text(policy))),
+                    Some((Field::RateLimit, FieldValue::Text(state))),
+                    None,
+                ]
+            }
+        };
+        items.into_iter().flatten()
     }
 }
 
-/// Whole seconds, rounded up.
-pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+/// The fields of limit, remaining and reset, legacy or not.
+fn count_fields(legacy: bool) -> [Field; 3] {
+    if legacy {
+        [Field::LegacyLimit, Field::LegacyRemaining, Field::LegacyReset]
+    } else {
+        [Field::Limit, Field::Remaining, Field::Reset]
+    }
 }
 
-/// The largest integer a structured field can carry.
+fn http_name(field: Field) -> http::HeaderName {
+    HTTP_NAMES[field.index()].clone()
+}
+
+/// The seconds a denied client is told to wait (`Retry-After`), rounded
+/// up; none for an admitted request or a denial that never ends.
+pub(crate) fn retry_after_secs(decision: &Decision) -> Option<u64> {
+    if decision.allowed {
+        return None;
+    }
+    decision.retry_after.map(ceil_secs)
+}
+
+/// Sets the headers of a denial on `map`: the rate-limit `headers`, then
+/// `Retry-After`.
+pub(crate) fn write_denial(headers: RateHeaders, decision: &Decision, map: &mut http::HeaderMap) {
+    headers.write_to(map);
+    if let Some(secs) = retry_after_secs(decision) {
+        map.insert(http_name(Field::RetryAfter), int_value(secs));
+    }
+}
+
+/// Whole seconds, rounded up (saturating at `u64::MAX`).
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+/// The largest integer a structured field can carry (RFC 8941 §3.3.1).
 const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 
-fn sf_integer(n: u64) -> Integer {
-    // Clamped into range, so the conversion cannot fail.
-    Integer::try_from(n.min(SF_INTEGER_MAX)).unwrap_or(Integer::ZERO)
+/// Appends `name` as a structured-field string (RFC 8941 §4.1.6): between
+/// double quotes, with `"` and `\` escaped by a backslash, and every
+/// character a string cannot hold (anything but printable ASCII) replaced
+/// by `?`.
+fn push_sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
 }
 
-/// `name` with every character a structured-field string cannot hold
-/// (anything but printable ASCII) replaced by `?`.
-fn sf_string(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        std::borrow::Cow::Borrowed(name)
-    } else {
-        std::borrow::Cow::Owned(
-            name.chars()
-                .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
-                .collect(),
-        )
-    }
+/// Appends the parameter `;key=n` (RFC 8941 §4.1.1.2) with `n` as a
+/// structured-field integer (§4.1.4), clamped into its range. `key` must
+/// be a valid key (a lower-case letter here).
+fn push_sf_param(out: &mut String, key: &str, n: u64) {
+    use std::fmt::Write;
+    out.push(';');
+    out.push_str(key);
+    out.push('=');
+    // Writing to a `String` cannot fail.
+    let _ = write!(out, "{}", n.min(SF_INTEGER_MAX));
 }
 
 #[cfg(test)]
@@ -258,10 +329,17 @@ mod tests {
             .map(|(f, v)| {
                 let v = match v {
                     FieldValue::Int(n) => n.to_string(),
-                    FieldValue::Text(t) => t.clone(),
+                    FieldValue::Text(t) => String::from_utf8(t.to_vec()).unwrap(),
                 };
                 (f.name(), v)
             })
+            .collect()
+    }
+
+    /// The headers as written on an `http` header map, in order.
+    fn written(map: &http::HeaderMap) -> Vec<(&str, &str)> {
+        map.iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
             .collect()
     }
 
@@ -273,19 +351,63 @@ mod tests {
         move || (name, &*POLICY)
     }
 
+    /// The IETF fields for a policy named `name`, parsed back as RFC 8941
+    /// lists: each field's one item as (string, [(key, integer)]).
+    fn parsed_ietf(name: &'static str, d: &Decision) -> Vec<(String, Vec<(String, i64)>)> {
+        let mut map = http::HeaderMap::new();
+        RateHeaders::for_decision(HeaderMode::IetfDraft, d, named(name)).write_to(&mut map);
+        ["ratelimit-policy", "ratelimit"]
+            .into_iter()
+            .map(|field| {
+                let list: sfv::List = sfv::Parser::new(map[field].as_bytes()).parse().unwrap();
+                assert_eq!(list.len(), 1, "{field}");
+                let sfv::ListEntry::Item(item) = &list[0] else {
+                    panic!("{field} is an inner list")
+                };
+                let params = item
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
+                    .collect();
+                (item.bare_item.as_string().unwrap().as_str().to_owned(), params)
+            })
+            .collect()
+    }
+
+    fn params(pairs: [(&str, i64); 2]) -> Vec<(String, i64)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
     #[test]
     fn rate_limit_fields_round_delays_up() {
-        let h = RateHeaders::for_decision(
+        let mut map = http::HeaderMap::new();
+        RateHeaders::for_decision(
             HeaderMode::RateLimit,
             &decision(true, 42, 16_001, None),
             named("default"),
-        );
+        )
+        .write_to(&mut map);
         assert_eq!(
-            text(&h),
+            written(&map),
             [
-                ("ratelimit-limit", "100".to_owned()),
-                ("ratelimit-remaining", "42".to_owned()),
-                ("ratelimit-reset", "17".to_owned()),
+                ("ratelimit-limit", "100"),
+                ("ratelimit-remaining", "42"),
+                ("ratelimit-reset", "17"),
+            ]
+        );
+    }
+
+    #[test]
+    fn legacy_fields_carry_the_same_figures() {
+        let mut map = http::HeaderMap::new();
+        RateHeaders::for_decision(HeaderMode::Legacy, &decision(true, 0, 1_000, None), named("d"))
+            .write_to(&mut map);
+        assert_eq!(
+            written(&map),
+            [
+                ("x-ratelimit-limit", "100"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1"),
             ]
         );
     }
@@ -298,13 +420,19 @@ mod tests {
             HeaderMode::Legacy,
             HeaderMode::Off,
         ] {
-            let h = RateHeaders::for_decision(mode, &decision(false, 0, 30_000, Some(2_500)), named("x"));
-            assert_eq!(
-                text(&h).last(),
-                Some(&("retry-after", "3".to_owned())),
-                "{mode:?}"
-            );
+            let d = decision(false, 0, 30_000, Some(2_500));
+            let mut map = http::HeaderMap::new();
+            write_denial(RateHeaders::for_decision(mode, &d, named("x")), &d, &mut map);
+            assert_eq!(written(&map).last(), Some(&("retry-after", "3")), "{mode:?}");
         }
+    }
+
+    #[test]
+    fn an_admitted_request_gets_no_retry_after() {
+        let d = decision(true, 5, 30_000, Some(2_500));
+        let mut map = http::HeaderMap::new();
+        write_denial(RateHeaders::None, &d, &mut map);
+        assert!(map.is_empty());
     }
 
     #[test]
@@ -321,6 +449,13 @@ mod tests {
                 ("ratelimit", r#""/users/{id}";r=50;t=30"#.to_owned()),
             ]
         );
+        assert_eq!(
+            parsed_ietf("/users/{id}", &decision(true, 50, 29_500, None)),
+            [
+                ("/users/{id}".to_owned(), params([("q", 100), ("w", 60)])),
+                ("/users/{id}".to_owned(), params([("r", 50), ("t", 30)])),
+            ]
+        );
     }
 
     #[test]
@@ -331,14 +466,35 @@ mod tests {
             named("a\"b\\ü"),
         );
         assert_eq!(text(&h)[1].1, r#""a\"b\\?";r=1;t=0"#);
+        // A parser reads back the escaped name.
+        let parsed = parsed_ietf("a\"b\\ü\u{7f}\t", &decision(true, 1, 0, None));
+        assert_eq!(parsed[0].0, "a\"b\\???");
+        assert_eq!(parsed[1], ("a\"b\\???".to_owned(), params([("r", 1), ("t", 0)])));
+        // And an empty name is an empty string.
+        assert_eq!(parsed_ietf("", &decision(true, 1, 0, None))[0].0, "");
     }
 
     #[test]
     fn huge_numbers_are_clamped_to_the_structured_range() {
         let mut d = decision(true, u64::MAX, 0, None);
         d.limit = u64::MAX;
+        d.reset = Duration::MAX;
         let h = RateHeaders::for_decision(HeaderMode::IetfDraft, &d, named("default"));
-        assert_eq!(text(&h)[1].1, r#""default";r=999999999999999;t=0"#);
+        assert_eq!(text(&h)[1].1, r#""default";r=999999999999999;t=999999999999999"#);
+        assert_eq!(
+            parsed_ietf("default", &d)[1],
+            (
+                "default".to_owned(),
+                params([("r", 999_999_999_999_999), ("t", 999_999_999_999_999)])
+            )
+        );
+    }
+
+    #[test]
+    fn delays_round_up_without_overflow() {
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
     }
 
     #[test]
@@ -351,6 +507,15 @@ mod tests {
     #[test]
     fn off_sets_nothing_on_allowed_responses() {
         let h = RateHeaders::for_decision(HeaderMode::Off, &decision(true, 1, 1, None), named("d"));
-        assert_eq!(h.into_fields().count(), 0);
+        assert_eq!(h, RateHeaders::None);
+        let mut map = http::HeaderMap::new();
+        h.write_to(&mut map);
+        assert!(map.is_empty());
+    }
+
+    #[test]
+    fn the_headers_stay_small() {
+        // They are moved with the response future of every admitted request.
+        assert!(std::mem::size_of::<RateHeaders>() <= 32);
     }
 }

@@ -65,7 +65,10 @@
 //! a [`RateLimit`] and wraps services in a
 //! [`tower::RateLimitService`] (with `new`, `get_ref`, `get_mut` and
 //! `into_inner`), whose [`tower::ResponseFuture`] is pin-projected, not
-//! boxed, for an in-memory limiter. [`actix::RateLimitMiddleware`] is the
+//! boxed, for an in-memory limiter. Its responses keep the inner service's
+//! body type, which writes replies through [`tower::ReplyBody`]; any other
+//! body type can be wrapped in a [`tower::RateLimitBody`].
+//! [`actix::RateLimitMiddleware`] is the
 //! same for actix-web. Each framework lives in its own module; what they
 //! share (the request view [`RequestInfo`], keys, resources, headers and
 //! replies) knows no framework.

@@ -9,13 +9,13 @@ use crate::reply::Reply;
 
 /// Sets the rate-limit headers on an actix-web header map.
 pub(super) fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {
-    if headers.is_empty() {
+    if headers == RateHeaders::None {
         return;
     }
     for (field, value) in headers.into_fields() {
         let value = match value {
             FieldValue::Int(n) => HeaderValue::from(n),
-            FieldValue::Text(text) => match HeaderValue::from_str(&text) {
+            FieldValue::Text(text) => match HeaderValue::from_bytes(&text) {
                 Ok(value) => value,
                 Err(_) => continue,
             },

@@ -7,12 +7,12 @@ use std::task::{ready, Context, Poll};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::body::RateLimitBody;
+use super::body::ReplyBody;
 use crate::headers::RateHeaders;
 use crate::reply::Reply;
 
 /// A boxed future, for requests whose decision must be awaited.
-type Awaited<B, E> = Pin<Box<dyn Future<Output = Result<Response<RateLimitBody<B>>, E>> + Send>>;
+type Awaited<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
 
 pin_project! {
     /// The future of [`RateLimitService`](super::RateLimitService): the
@@ -28,7 +28,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
-        Allowed { #[pin] future: F, headers: Option<RateHeaders> },
+        Allowed { #[pin] future: F, headers: RateHeaders },
         Replied { reply: Option<Reply> },
         Awaited { future: Awaited<B, E> },
     }
@@ -38,11 +38,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     /// The inner service's response, with `headers` added.
     pub(crate) fn allowed(future: F, headers: RateHeaders) -> Self {
         Self {
-            kind: Kind::Allowed {
-                future,
-                // Nothing to write under `HeaderMode::Off`.
-                headers: (!headers.is_empty()).then_some(headers),
-            },
+            kind: Kind::Allowed { future, headers },
         }
     }
 
@@ -74,17 +70,16 @@ impl<F, B, E> std::fmt::Debug for ResponseFuture<F, B, E> {
 impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: ReplyBody,
 {
-    type Output = Result<Response<RateLimitBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             KindProj::Allowed { future, headers } => {
                 let mut response = ready!(future.poll(cx))?;
-                if let Some(headers) = headers.take() {
-                    headers.write_to(response.headers_mut());
-                }
-                Poll::Ready(Ok(response.map(RateLimitBody::inner)))
+                std::mem::take(headers).write_to(response.headers_mut());
+                Poll::Ready(Ok(response))
             }
             KindProj::Replied { reply } => {
                 let reply = reply.take().expect("ResponseFuture polled after completion");
@@ -96,9 +91,9 @@ where
 }
 
 /// The response for a reply.
-pub(crate) fn reply_response<B>(reply: Reply) -> Response<RateLimitBody<B>> {
+pub(crate) fn reply_response<B: ReplyBody>(reply: Reply) -> Response<B> {
     let (status, headers, body) = reply.into_parts();
-    let mut response = Response::new(RateLimitBody::reply(body));
+    let mut response = Response::new(B::from_reply(body));
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response

@@ -1,6 +1,8 @@
 //! The tower middleware, for hyper 1, axum 0.8 and tonic: a
 //! [`RateLimitLayer`] that wraps services in a [`RateLimitService`], whose
-//! [`ResponseFuture`] answers with a [`RateLimitBody`].
+//! [`ResponseFuture`] answers with the inner service's own body type: one
+//! that can also carry a reply ([`ReplyBody`]), or the inner body wrapped
+//! in a [`RateLimitBody`].
 //!
 //! ```
 //! # #[cfg(feature = "axum")] {
@@ -31,7 +33,7 @@ mod layer;
 mod request;
 mod service;
 
-pub use body::RateLimitBody;
+pub use body::{RateLimitBody, ReplyBody};
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use request::PeerAddr;

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::body::RateLimitBody;
+use super::body::ReplyBody;
 use super::future::{reply_response, ResponseFuture};
 use crate::engine::Verdict;
 use crate::limits::Limits;
@@ -75,9 +75,9 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     ReqBody: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: ReplyBody + Send + 'static,
 {
-    type Response = Response<RateLimitBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
@@ -87,16 +87,16 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let engine = self.config.engine();
-        let (parts, body) = req.into_parts();
         if engine.decides_now() {
-            let verdict = match engine.prepare(&RequestInfo::from_http(&parts)) {
+            // Decided on the whole request, which an admitted request then
+            // passes on without being taken apart and put back together.
+            let verdict = match engine.prepare(&RequestInfo::new(&req)) {
                 Ok(prepared) => engine.decide_now(&prepared),
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
                 Some(Verdict::Allow(headers)) => {
-                    let future = self.inner.call(Request::from_parts(parts, body));
-                    return ResponseFuture::allowed(future, headers);
+                    return ResponseFuture::allowed(self.inner.call(req), headers);
                 }
                 Some(Verdict::Reply(reply)) => return ResponseFuture::replied(reply),
                 // Only a `Limits` that breaks its promise gets here; it is
@@ -104,6 +104,7 @@ where
                 None => {}
             }
         }
+        let (parts, body) = req.into_parts();
         // The instance that was polled ready serves this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -121,7 +122,7 @@ where
                 Verdict::Allow(headers) => {
                     let mut response = inner.call(Request::from_parts(parts, body)).await?;
                     headers.write_to(response.headers_mut());
-                    Ok(response.map(RateLimitBody::inner))
+                    Ok(response)
                 }
                 Verdict::Reply(reply) => Ok(reply_response(reply)),
             }
@@ -143,7 +144,7 @@ mod tests {
     use tollgate::{Decision, Error, Limiter, Policy, Strategy};
 
     use super::*;
-    use crate::tower::PeerAddr;
+    use crate::tower::{PeerAddr, RateLimitBody};
 
     /// An inner service that counts its calls and its clones.
     #[derive(Default)]
@@ -163,7 +164,7 @@ mod tests {
     }
 
     impl Service<Request<()>> for Counting {
-        type Response = Response<&'static str>;
+        type Response = Response<RateLimitBody<&'static str>>;
         type Error = Infallible;
         type Future = Ready<Result<Self::Response, Infallible>>;
 
@@ -173,7 +174,7 @@ mod tests {
 
         fn call(&mut self, _: Request<()>) -> Self::Future {
             self.calls += 1;
-            ready(Ok(Response::new("ok")))
+            ready(Ok(Response::new(RateLimitBody::new("ok"))))
         }
     }
 
@@ -231,5 +232,65 @@ mod tests {
         // Each call hands the polled instance to its future and keeps a clone.
         assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 3);
         assert_eq!(service.get_ref().calls, 0);
+    }
+
+    /// A service answering with `http_body_util`'s `Full<Bytes>`.
+    #[derive(Clone)]
+    struct Hello;
+
+    impl Service<Request<()>> for Hello {
+        type Response = Response<http_body_util::Full<bytes::Bytes>>;
+        type Error = Infallible;
+        type Future = Ready<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            ready(Ok(Response::new(http_body_util::Full::new("hello".into()))))
+        }
+    }
+
+    /// The one frame of a `Full` body, as text.
+    fn text(body: http_body_util::Full<bytes::Bytes>) -> String {
+        use http_body::Body;
+        let mut body = pin!(body);
+        match body.as_mut().poll_frame(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Some(Ok(frame))) => String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap(),
+            other => panic!("no data frame: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn responses_and_replies_keep_the_inner_body_type() {
+        let mut service = RateLimitService::new(Hello, RateLimit::new(limiter()));
+        let mut texts = Vec::new();
+        for _ in 0..3 {
+            let mut req = Request::new(());
+            req.extensions_mut()
+                .insert(PeerAddr(SocketAddr::from(([192, 0, 2, 1], 1000))));
+            let mut future = pin!(service.call(req));
+            // The response's type is the inner service's: `Response<Full<Bytes>>`.
+            let res: Response<http_body_util::Full<bytes::Bytes>> =
+                match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(Ok(res)) => res,
+                    Poll::Ready(Err(never)) => match never {},
+                    Poll::Pending => panic!("an in-memory decision waited"),
+                };
+            let status = res.status().as_u16();
+            let mut text = text(res.into_body());
+            // The fixed window's end depends on the wall clock.
+            text.truncate("rate limit exceeded".len());
+            texts.push((status, text));
+        }
+        assert_eq!(
+            texts,
+            [
+                (200, "hello".to_owned()),
+                (200, "hello".to_owned()),
+                (429, "rate limit exceeded".to_owned()),
+            ]
+        );
     }
 }

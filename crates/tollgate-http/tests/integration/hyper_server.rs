@@ -16,10 +16,18 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use support::{assert_exactly, burst, client, client_from, clock, url};
 use tollgate::{Limiter, Policy, Strategy};
+use tollgate_http::tower::{RateLimitBody, ReplyBody};
 use tollgate_http::{PeerAddr, RateLimit, RateLimitLayer};
 use tower::ServiceBuilder;
 
-async fn serve(layer: RateLimitLayer<Limiter>) -> SocketAddr {
+/// Serves `respond`'s response behind `layer` on 127.0.0.1, with each
+/// connection's peer recorded as a `PeerAddr`.
+async fn serve<B>(layer: RateLimitLayer<Limiter>, respond: fn() -> Response<B>) -> SocketAddr
+where
+    B: ReplyBody + hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -31,9 +39,7 @@ async fn serve(layer: RateLimitLayer<Limiter>) -> SocketAddr {
                     req
                 })
                 .layer(layer.clone())
-                .service_fn(|_req| async {
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("hello"))))
-                });
+                .service_fn(move |_req| async move { Ok::<_, Infallible>(respond()) });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
@@ -44,11 +50,15 @@ async fn serve(layer: RateLimitLayer<Limiter>) -> SocketAddr {
     addr
 }
 
+fn hello() -> Response<Full<Bytes>> {
+    Response::new(Full::new(Bytes::from("hello")))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hyper_service_is_limited_per_peer() {
     let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(10)).unwrap();
     let limiter = Limiter::builder().clock(clock()).policy(policy).build().unwrap();
-    let addr = serve(RateLimit::new(limiter).layer()).await;
+    let addr = serve(RateLimit::new(limiter).layer(), hello).await;
     let c = client();
     assert_exactly(&burst(|| c.get(url(addr, "/")), 10).await, 3, "8");
     let res = client_from([127, 0, 0, 3])
@@ -58,6 +68,30 @@ async fn a_hyper_service_is_limited_per_peer() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.text().await.unwrap(), "hello");
+}
+
+/// A body type without `ReplyBody` (a `String`) is served through the
+/// wrapper: the admitted response streams its own body, the denied one
+/// gets the reply's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_type_without_reply_body_is_served_through_the_wrapper() {
+    let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(10)).unwrap();
+    let limiter = Limiter::builder().clock(clock()).policy(policy).build().unwrap();
+    let addr = serve(RateLimit::new(limiter).layer(), || {
+        Response::new(RateLimitBody::new(String::from("a string body")))
+    })
+    .await;
+    let c = client();
+    let first = c.get(url(addr, "/")).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.text().await.unwrap(), "a string body");
+    let second = c.get(url(addr, "/")).send().await.unwrap();
+    assert_eq!(second.status(), 429);
+    assert_eq!(second.headers()["retry-after"], "8");
+    assert_eq!(
+        second.text().await.unwrap(),
+        "rate limit exceeded; retry after 8 s\n"
+    );
 }
 
 /// The environment parsing of the example servers, with its unit tests.
