@@ -101,7 +101,7 @@ impl<L> Engine<L> {
 
 impl<L: Limits> Engine<L> {
     /// Takes key and resource from `req` (no I/O); a reply when there is no
-    /// key. Kept apart from [`Engine::decide`] so that the request view, which
+    /// key. Kept apart from [`Engine::verdict`] so that the request view, which
     /// need not be `Sync`, is not held across an await.
     pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
         let grpc = match self.grpc {
@@ -129,25 +129,25 @@ impl<L: Limits> Engine<L> {
     /// waiting, as in memory). Used by the tower service, which calls the
     /// inner service from `call` when it can.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn decides_now(&self) -> bool {
-        self.limits.decides_now()
+    pub(crate) fn can_check(&self) -> bool {
+        self.limits.can_check()
     }
 
     /// The verdict for `p` without waiting, when the limiter can give one.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn decide_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
-        let decision = self.limits.decide_now(&p.resource, p.key.as_bytes())?;
-        Some(self.verdict(Ok(decision), p))
+    pub(crate) fn verdict_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
+        let decision = self.limits.check(&p.resource, p.key.as_bytes())?;
+        Some(self.to_verdict(Ok(decision), p))
     }
 
     /// Asks the limiter and maps its answer to a verdict.
-    pub(crate) async fn decide(&self, p: &Prepared<'_>) -> Verdict {
-        let answer = self.limits.decide(&p.resource, p.key.as_bytes()).await;
-        self.verdict(answer, p)
+    pub(crate) async fn verdict(&self, p: &Prepared<'_>) -> Verdict {
+        let answer = self.limits.allow(&p.resource, p.key.as_bytes()).await;
+        self.to_verdict(answer, p)
     }
 
     /// Maps the limiter's answer to a verdict.
-    fn verdict(&self, answer: Result<tollgate::Decision, tollgate::Error>, p: &Prepared<'_>) -> Verdict {
+    fn to_verdict(&self, answer: Result<tollgate::Decision, tollgate::Error>, p: &Prepared<'_>) -> Verdict {
         let key = p.key.as_bytes();
         match answer {
             // Admitted only because the backend failed under fail-open: the

@@ -21,7 +21,7 @@ pub trait Limits: Send + Sync + 'static {
     ///
     /// A backend error under fail-closed: the request must be treated as
     /// denied.
-    fn decide(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send;
+    fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send;
 
     /// The policy applied to `resource` and its name (the resource name for
     /// a resource with its own policy, `default` otherwise).
@@ -33,18 +33,18 @@ pub trait Limits: Send + Sync + 'static {
         true
     }
 
-    /// Whether [`Limits::decide_now`] decides every request (the limiter
+    /// Whether [`Limits::check`] decides every request (the limiter
     /// answers without waiting, as in memory). The tower service then calls
     /// the inner service from `call` itself, with no boxed future. The
     /// default is `false`.
-    fn decides_now(&self) -> bool {
+    fn can_check(&self) -> bool {
         false
     }
 
     /// Decides one request of cost 1 at once, counting it exactly as
-    /// [`Limits::decide`] would; `None` when the decision must be awaited.
-    /// Must give a decision whenever [`Limits::decides_now`] is true.
-    fn decide_now(&self, resource: &str, key: &[u8]) -> Option<Decision> {
+    /// [`Limits::allow`] would; `None` when the decision must be awaited.
+    /// Must give a decision whenever [`Limits::can_check`] is true.
+    fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
         let _ = (resource, key);
         None
     }
@@ -58,8 +58,8 @@ fn in_memory<B: Backend>(limiter: &Limiter<B>) -> Option<&Limiter<MemoryBackend>
 
 impl<B: Backend> Limits for Limiter<B> {
     #[inline]
-    fn decide(&self, _resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.allow(key)
+    fn allow(&self, _resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
+        Limiter::allow(self, key)
     }
 
     fn policy<'a>(&'a self, _resource: &'a str) -> (&'a str, &'a Policy) {
@@ -70,19 +70,19 @@ impl<B: Backend> Limits for Limiter<B> {
         false
     }
 
-    fn decides_now(&self) -> bool {
+    fn can_check(&self) -> bool {
         in_memory(self).is_some()
     }
 
     #[inline]
-    fn decide_now(&self, _resource: &str, key: &[u8]) -> Option<Decision> {
+    fn check(&self, _resource: &str, key: &[u8]) -> Option<Decision> {
         in_memory(self).map(|limiter| limiter.check(key))
     }
 }
 
 impl<B: Backend> Limits for ResourceLimiter<B> {
     #[inline]
-    fn decide(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
+    fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
         self.limiter(resource).allow(key)
     }
 
@@ -96,12 +96,12 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
         (name, limiter.policy())
     }
 
-    fn decides_now(&self) -> bool {
+    fn can_check(&self) -> bool {
         in_memory(self.default_limiter()).is_some()
     }
 
     #[inline]
-    fn decide_now(&self, resource: &str, key: &[u8]) -> Option<Decision> {
+    fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
         in_memory(self.limiter(resource)).map(|limiter| limiter.check(key))
     }
 }

@@ -114,7 +114,7 @@ impl Reply {
     /// # Errors
     ///
     /// [`InvalidHeader`] when either is not allowed in HTTP.
-    pub fn header(self, name: &str, value: &str) -> Result<Self, InvalidHeader> {
+    pub fn try_with_header(self, name: &str, value: &str) -> Result<Self, InvalidHeader> {
         let name =
             HeaderName::from_bytes(name.as_bytes()).map_err(|_| InvalidHeader(format!("name {name:?}")))?;
         let value = HeaderValue::from_str(value).map_err(|_| InvalidHeader(format!("value {value:?}")))?;
@@ -264,8 +264,12 @@ mod tests {
 
     #[test]
     fn text_headers_are_validated() {
-        assert!(Reply::new(StatusCode::OK).header("x-ok", "fine").is_ok());
-        assert!(Reply::new(StatusCode::OK).header("bad name", "v").is_err());
-        assert!(Reply::new(StatusCode::OK).header("x", "line\nbreak").is_err());
+        assert!(Reply::new(StatusCode::OK).try_with_header("x-ok", "fine").is_ok());
+        assert!(Reply::new(StatusCode::OK)
+            .try_with_header("bad name", "v")
+            .is_err());
+        assert!(Reply::new(StatusCode::OK)
+            .try_with_header("x", "line\nbreak")
+            .is_err());
     }
 }

@@ -70,7 +70,7 @@ where
         Box::pin(async move {
             let engine = config.engine();
             let verdict = match engine.prepare(&RequestInfo::from_actix(&req)) {
-                Ok(prepared) => engine.decide(&prepared).await,
+                Ok(prepared) => engine.verdict(&prepared).await,
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {

@@ -87,11 +87,11 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let engine = self.config.engine();
-        if engine.decides_now() {
+        if engine.can_check() {
             // Decided on the whole request, which an admitted request then
             // passes on without being taken apart and put back together.
             let verdict = match engine.prepare(&RequestInfo::new(&req)) {
-                Ok(prepared) => engine.decide_now(&prepared),
+                Ok(prepared) => engine.verdict_now(&prepared),
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
@@ -115,7 +115,7 @@ where
             // and resource, borrowed from `parts`, are held across it.
             let prepared = engine.prepare(&RequestInfo::from_http(&parts));
             let verdict = match prepared {
-                Ok(prepared) => engine.decide(&prepared).await,
+                Ok(prepared) => engine.verdict(&prepared).await,
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
@@ -178,11 +178,11 @@ mod tests {
         }
     }
 
-    /// A limiter that can only be awaited: the default `decides_now`.
+    /// A limiter that can only be awaited: the default `can_check`.
     struct Awaited(Limiter);
 
     impl Limits for Awaited {
-        fn decide(&self, _: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
+        fn allow(&self, _: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
             self.0.allow(key.to_vec())
         }
 

@@ -23,7 +23,7 @@ async fn a_custom_denial_keeps_the_rate_limit_headers(stack: Stack) {
             StatusCode::IM_A_TEAPOT,
             format!("slow down, {} left", denied.decision().remaining),
         )
-        .header("x-custom", "yes")
+        .try_with_header("x-custom", "yes")
         .unwrap()
     });
     let s = start(stack, config).await;
@@ -84,7 +84,7 @@ async fn key_errors_can_be_problem_json_or_a_custom_reply(stack: Stack) {
         .on_key_error(|rejected| {
             assert_eq!(rejected.error().kind(), KeyErrorKind::Missing);
             Reply::text(StatusCode::UNAUTHORIZED, "an API key is required")
-                .header("www-authenticate", "ApiKey")
+                .try_with_header("www-authenticate", "ApiKey")
                 .unwrap()
         });
     let s = start(stack, config).await;
