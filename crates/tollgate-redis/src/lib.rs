@@ -97,6 +97,7 @@ pub mod _documentation {
 mod backend;
 mod connection;
 mod error;
+mod handshake;
 mod scripts;
 mod sentinel;
 mod tcp;

@@ -24,8 +24,8 @@ use redis::{
 use redis::{ServerErrorKind, TlsMode};
 use tollgate::__private::redact_url;
 
-use crate::connection::{invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
 use crate::error::{ConnectError, ConnectErrorKind};
+use crate::handshake::{invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
 
 /// The sentinels of one primary, by name.
 pub(crate) struct Sentinels {
@@ -266,7 +266,7 @@ async fn manager(client: Client, addr: &str, timeout: Duration) -> Result<Connec
         .await
         .map_err(|_| timed_out(addr, timeout))?
         .map_err(|err| ConnectError::from_redis(addr, err))?;
-    crate::connection::check_pong(addr, &pong)?;
+    crate::handshake::check_pong(addr, &pong)?;
     Ok(manager)
 }
 
