@@ -37,7 +37,7 @@
 //! | `strategy` | the strategy of policies that name none: `fixed_window`, `sliding_window` (the default), `token_bucket` or `leaky_bucket` |
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` and `redis_sentinel` |
-//! | `redis_sentinel` | the primary Redis Sentinel names, followed through failovers: `{ master: NAME, urls: [sentinel URLs] }` (`urls` also one comma-separated string; both empty: state in memory); exclusive with `redis_url` and `redis_cluster` |
+//! | `redis_sentinel` | the primary Redis Sentinel names, followed through failovers: `{ master: NAME, urls: [sentinel URLs] }` (`urls` also one comma-separated string; both empty: state in memory), and optionally the primary's `password` (typically `${REDIS_PASSWORD}`; never shown), ACL `username` (with `password`) and database number `db` (default 0); a sentinel's own password goes in its URL; exclusive with `redis_url` and `redis_cluster` |
 //! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
 //!

@@ -86,8 +86,17 @@ impl PolicyFile {
                     .map_err(|err| connect_error(err, "tollgate.redis_cluster"))
             }
             #[cfg(feature = "redis")]
-            Storage::RedisSentinel { master, urls } => {
-                let builder = tollgate_redis::RedisBackend::builder();
+            Storage::RedisSentinel {
+                master,
+                urls,
+                username,
+                password,
+                db,
+            } => {
+                let mut builder = tollgate_redis::RedisBackend::builder().sentinel_primary_db(*db);
+                if let Some(password) = password {
+                    builder = builder.sentinel_primary_auth(username.as_deref(), password);
+                }
                 let backend = if in_background {
                     builder.connect_sentinel_in_background(master, urls)
                 } else {

@@ -95,6 +95,9 @@ impl PolicyFile {
             (None, None, Some(sentinel)) => Storage::RedisSentinel {
                 master: sentinel.master,
                 urls: sentinel.urls,
+                username: sentinel.username,
+                password: sentinel.password,
+                db: sentinel.db,
             },
             (None, None, None) => Storage::Memory,
         };
@@ -200,7 +203,8 @@ impl fmt::Display for Target<'_> {
 
 /// Where a policy file keeps rate-limit state.
 ///
-/// `Debug` and `Display` hide any user name and password in the URLs.
+/// `Debug` and `Display` hide any user name and password in the URLs, and
+/// the primary's password under `redis_sentinel`.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Storage {
@@ -215,8 +219,17 @@ pub enum Storage {
         /// The name the sentinels monitor the primary by
         /// (`redis_sentinel.master`).
         master: String,
-        /// The sentinels' URLs (`redis_sentinel.urls`).
+        /// The sentinels' URLs (`redis_sentinel.urls`); a password in one
+        /// is that sentinel's.
         urls: Vec<String>,
+        /// The primary's ACL user (`redis_sentinel.username`); `None` for
+        /// the `default` user.
+        username: Option<String>,
+        /// The primary's password (`redis_sentinel.password`), if it has
+        /// one.
+        password: Option<String>,
+        /// The primary's database number (`redis_sentinel.db`, default 0).
+        db: i64,
     },
 }
 
@@ -229,9 +242,29 @@ impl fmt::Display for Storage {
                 let seeds: Vec<String> = seeds.iter().map(|s| redact_url(s)).collect();
                 write!(f, "Redis Cluster through {}", seeds.join(", "))
             }
-            Storage::RedisSentinel { master, urls } => {
+            Storage::RedisSentinel {
+                master,
+                urls,
+                username,
+                password,
+                db,
+            } => {
                 let urls: Vec<String> = urls.iter().map(|s| redact_url(s)).collect();
-                write!(f, "Redis primary {master:?} through Sentinel {}", urls.join(", "))
+                write!(f, "Redis primary {master:?}")?;
+                let mut login = Vec::new();
+                if let Some(username) = username {
+                    login.push(format!("user {username:?}"));
+                }
+                if password.is_some() {
+                    login.push("password ***".to_owned());
+                }
+                if *db != 0 {
+                    login.push(format!("database {db}"));
+                }
+                if !login.is_empty() {
+                    write!(f, " ({})", login.join(", "))?;
+                }
+                write!(f, " through Sentinel {}", urls.join(", "))
             }
         }
     }
@@ -246,10 +279,19 @@ impl fmt::Debug for Storage {
                 .debug_tuple("RedisCluster")
                 .field(&seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>())
                 .finish(),
-            Storage::RedisSentinel { master, urls } => f
+            Storage::RedisSentinel {
+                master,
+                urls,
+                username,
+                password,
+                db,
+            } => f
                 .debug_struct("RedisSentinel")
                 .field("master", master)
                 .field("urls", &urls.iter().map(|s| redact_url(s)).collect::<Vec<_>>())
+                .field("username", username)
+                .field("password", &password.as_ref().map(|_| "***"))
+                .field("db", db)
                 .finish(),
         }
     }
@@ -271,14 +313,35 @@ mod tests {
             "Redis Cluster through redis://:***@a:7000, redis://b:7001"
         );
         assert!(!format!("{cluster:?}").contains("pw"));
-        let sentinel = Storage::RedisSentinel {
+        let mut sentinel = Storage::RedisSentinel {
             master: "main".to_owned(),
             urls: vec!["redis://:pw@a:26379".to_owned(), "redis://b:26379".to_owned()],
+            username: None,
+            password: None,
+            db: 0,
         };
         assert_eq!(
             sentinel.to_string(),
             "Redis primary \"main\" through Sentinel redis://:***@a:26379, redis://b:26379"
         );
         assert!(!format!("{sentinel:?}").contains("pw"));
+        if let Storage::RedisSentinel {
+            username,
+            password,
+            db,
+            ..
+        } = &mut sentinel
+        {
+            *username = Some("limiter".to_owned());
+            *password = Some("primary-s3cret".to_owned());
+            *db = 2;
+        }
+        assert_eq!(
+            sentinel.to_string(),
+            "Redis primary \"main\" (user \"limiter\", password ***, database 2) through Sentinel \
+             redis://:***@a:26379, redis://b:26379"
+        );
+        let debug = format!("{sentinel:?}");
+        assert!(!debug.contains("s3cret") && debug.contains("\"***\""), "{debug}");
     }
 }

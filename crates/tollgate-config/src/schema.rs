@@ -12,7 +12,8 @@ use serde::Deserialize;
 use tollgate::{ConfigError, Policy, Strategy};
 
 use crate::values::{
-    Flag, KeyPrefix, Limit, PrimaryName, RedisUrl, Seeds, SentinelUrls, StrategyName, Window,
+    Database, Flag, KeyPrefix, Limit, PrimaryName, PrimaryPassword, PrimaryUser, RedisUrl, Seeds,
+    SentinelUrls, StrategyName, Window,
 };
 
 /// The whole file: one `tollgate` section.
@@ -48,10 +49,14 @@ pub(crate) struct Section {
     pub(crate) resources: BTreeMap<String, RawPolicy>,
 }
 
-/// `redis_sentinel`, as written: the primary's name and the sentinels' URLs.
+/// `redis_sentinel`, as written: the primary's name, the sentinels' URLs,
+/// and the primary's credentials and database.
 pub(crate) struct SentinelSection {
     pub(crate) master: String,
     pub(crate) urls: Vec<String>,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
 }
 
 /// `redis_sentinel`: a map with `master` and `urls`; both empty (for example
@@ -63,6 +68,12 @@ struct RedisSentinel(Option<SentinelSection>);
 struct SentinelFields {
     master: PrimaryName,
     urls: SentinelUrls,
+    #[serde(default)]
+    username: Option<PrimaryUser>,
+    #[serde(default)]
+    password: Option<PrimaryPassword>,
+    #[serde(default)]
+    db: Option<Database>,
 }
 
 impl<'de> Deserialize<'de> for RedisSentinel {
@@ -77,13 +88,29 @@ impl<'de> Visitor<'de> for RedisSentinelVisitor {
     type Value = RedisSentinel;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map with `master` (the primary's name) and `urls` (the sentinels' URLs)")
+        f.write_str(
+            "a map with `master` (the primary's name) and `urls` (the sentinels' URLs), and \
+             optionally the primary's `password`, `username` and `db`",
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RedisSentinel, A::Error> {
         let fields = SentinelFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let username = fields.username.and_then(|u| u.0);
+        let password = fields.password.and_then(|p| p.0);
+        if username.is_some() && password.is_none() {
+            return Err(de::Error::custom(
+                "`username` is given but `password` is not: Redis logs a user in with both",
+            ));
+        }
         match (fields.master.0, fields.urls.0) {
-            (Some(master), Some(urls)) => Ok(RedisSentinel(Some(SentinelSection { master, urls }))),
+            (Some(master), Some(urls)) => Ok(RedisSentinel(Some(SentinelSection {
+                master,
+                urls,
+                username,
+                password,
+                db: fields.db.map_or(0, |db| db.0),
+            }))),
             (None, None) => Ok(RedisSentinel(None)),
             (None, Some(_)) => Err(de::Error::custom(
                 "`master` is empty but `urls` is not: give the name the sentinels monitor the \

@@ -425,6 +425,183 @@ impl Visitor<'_> for PrimaryNameVisitor {
     }
 }
 
+/// `redis_sentinel.password`: the primary's password, typically
+/// `"${REDIS_PASSWORD}"`; empty (from an unset variable) means none. No
+/// message repeats it.
+pub(crate) struct PrimaryPassword(pub(crate) Option<String>);
+deserialize_any_with!(PrimaryPassword, PrimaryPasswordVisitor);
+
+struct PrimaryPasswordVisitor;
+
+impl PrimaryPasswordVisitor {
+    /// Refuses a value that is not a string without repeating it.
+    fn not_text<E: de::Error>(what: &str) -> Result<PrimaryPassword, E> {
+        Err(E::custom(format!(
+            "must be a string (the primary's password, such as \"${{REDIS_PASSWORD}}\"), not {what}; \
+             quote it"
+        )))
+    }
+}
+
+impl Visitor<'_> for PrimaryPasswordVisitor {
+    type Value = PrimaryPassword;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the primary's password as a string, such as \"${REDIS_PASSWORD}\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<PrimaryPassword, E> {
+        let text = expanded(raw)?;
+        if text.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
+            return Err(E::custom(
+                "must not contain a line break or NUL (is the variable read from a file with a \
+                 trailing newline?)",
+            ));
+        }
+        Ok(PrimaryPassword((!text.is_empty()).then(|| text.into_owned())))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<PrimaryPassword, E> {
+        Self::not_text("a boolean")
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<PrimaryPassword, E> {
+        Self::not_text("a number")
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<PrimaryPassword, E> {
+        Self::not_text("a number")
+    }
+
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<PrimaryPassword, E> {
+        Self::not_text("a number")
+    }
+
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<PrimaryPassword, E> {
+        Self::not_text("a number")
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<PrimaryPassword, E> {
+        Self::not_text("a number")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<PrimaryPassword, E> {
+        Ok(PrimaryPassword(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<PrimaryPassword, E> {
+        Ok(PrimaryPassword(None))
+    }
+}
+
+/// `redis_sentinel.username`: the primary's ACL user; empty (from an unset
+/// variable) means the `default` user.
+pub(crate) struct PrimaryUser(pub(crate) Option<String>);
+deserialize_any_with!(PrimaryUser, PrimaryUserVisitor);
+
+struct PrimaryUserVisitor;
+
+impl Visitor<'_> for PrimaryUserVisitor {
+    type Value = PrimaryUser;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the primary's ACL user name")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<PrimaryUser, E> {
+        let text = expanded(raw)?;
+        let name = text.trim();
+        if name.chars().any(char::is_control) || name.contains(' ') {
+            return Err(E::custom(format!(
+                "{} is not a user name: it must not contain spaces or control characters",
+                shown(raw, name)
+            )));
+        }
+        Ok(PrimaryUser((!name.is_empty()).then(|| name.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<PrimaryUser, E> {
+        Ok(PrimaryUser(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<PrimaryUser, E> {
+        Ok(PrimaryUser(None))
+    }
+}
+
+/// `redis_sentinel.db`: the primary's database number, from 0 to 2^31 - 1
+/// (Redis's `databases` is an `int`), or a string holding one; empty (from
+/// an unset variable) means 0.
+pub(crate) struct Database(pub(crate) i64);
+deserialize_any_with!(Database, DatabaseVisitor);
+
+struct DatabaseVisitor;
+
+impl DatabaseVisitor {
+    const MAX: i64 = i32::MAX as i64;
+
+    fn too_large<E: de::Error>() -> E {
+        E::custom(format!(
+            "must be at most {} (the largest number of databases Redis accepts)",
+            Self::MAX
+        ))
+    }
+}
+
+impl Visitor<'_> for DatabaseVisitor {
+    type Value = Database;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a database number, 0 or more (such as 2)")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Database, E> {
+        match i64::try_from(n) {
+            Ok(n) if n <= Self::MAX => Ok(Database(n)),
+            _ => Err(Self::too_large()),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Database, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
+        }
+    }
+
+    fn visit_i128<E: de::Error>(self, n: i128) -> Result<Database, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) if n > 0 => Err(Self::too_large()),
+            Err(_) => Err(E::invalid_value(Unexpected::Other("a negative number"), &self)),
+        }
+    }
+
+    fn visit_u128<E: de::Error>(self, n: u128) -> Result<Database, E> {
+        u64::try_from(n)
+            .map_err(|_| Self::too_large())
+            .and_then(|n| self.visit_u64(n))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Database, E> {
+        let text = expanded(raw)?;
+        let digits = text.trim();
+        if digits.is_empty() {
+            return Ok(Database(0));
+        }
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(E::custom(format!(
+                "{} is not a database number: expected a whole number, 0 or more",
+                shown(raw, digits)
+            )));
+        }
+        match digits.parse::<u64>() {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(Self::too_large()),
+        }
+    }
+}
+
 /// Checks that `url` parses as a Redis URL. The message never repeats the
 /// URL, which may hold a password.
 #[cfg(feature = "redis")]

@@ -17,6 +17,7 @@ use tollgate::{
 use crate::connection::{Connection, Endpoint};
 use crate::error::{backend_error, ConnectError, ConnectErrorKind};
 use crate::scripts::LuaScript;
+use crate::sentinel::PrimaryAuth;
 use crate::tcp::TcpOptions;
 
 /// How long a decision may take before it fails with
@@ -214,6 +215,7 @@ pub struct RedisBackendBuilder {
     expiry_grace: Duration,
     tls: Option<TlsCertificates>,
     tcp: TcpOptions,
+    sentinel_primary: PrimaryAuth,
 }
 
 impl Default for RedisBackendBuilder {
@@ -225,6 +227,7 @@ impl Default for RedisBackendBuilder {
             expiry_grace: DEFAULT_EXPIRY_GRACE,
             tls: None,
             tcp: TcpOptions::default(),
+            sentinel_primary: PrimaryAuth::default(),
         }
     }
 }
@@ -241,6 +244,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("tcp_keepalive_interval", &self.tcp.keepalive_interval)
             .field("tcp_keepalive_retries", &self.tcp.keepalive_retries)
             .field("tcp_user_timeout", &self.tcp.user_timeout)
+            .field("sentinel_primary", &self.sentinel_primary)
             .finish()
     }
 }
@@ -396,6 +400,40 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// The credentials for the primary that Redis Sentinel names (see
+    /// [`connect_sentinel`](Self::connect_sentinel)): `password`, and the
+    /// ACL user `username` (`None` for the `default` user, as with
+    /// `requirepass`). The backend sends `AUTH [username] password` on every
+    /// connection to the primary, including to the one promoted by a
+    /// failover, so every server that can become primary needs the same
+    /// credentials.
+    ///
+    /// A sentinel's own password goes in its URL
+    /// (`redis://:password@host:26379`); this one is the primary's, which
+    /// the sentinels' URLs cannot carry. The password is never shown: not
+    /// in errors, nor in this builder's `Debug` output. Ignored by
+    /// [`connect`](Self::connect) and
+    /// [`connect_cluster`](Self::connect_cluster), whose URLs carry their
+    /// credentials.
+    pub fn sentinel_primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        self.sentinel_primary.username = username.map(str::to_owned);
+        self.sentinel_primary.password = Some(password.to_owned());
+        self
+    }
+
+    /// The database number to select on the primary that Redis Sentinel
+    /// names (default 0), as `/db` does in a server's URL. Negative numbers
+    /// are refused when connecting (kind
+    /// [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting)); a
+    /// number beyond the server's `databases` is refused by the primary
+    /// (kind [`Server`](crate::ConnectErrorKind::Server)). Ignored by
+    /// [`connect`](Self::connect) and
+    /// [`connect_cluster`](Self::connect_cluster).
+    pub fn sentinel_primary_db(mut self, db: i64) -> Self {
+        self.sentinel_primary.db = db;
+        self
+    }
+
     fn options(&self) -> Options {
         Options {
             timeout: self.timeout,
@@ -434,8 +472,15 @@ impl RedisBackendBuilder {
                  the primary against the system's trust store",
             ));
         }
+        if self.sentinel_primary.db < 0 {
+            return Err(ConnectError::new(
+                ConnectErrorKind::InvalidSetting,
+                "sentinel_primary_db",
+                format!("is {}; a database number is 0 or more", self.sentinel_primary.db),
+            ));
+        }
         let sentinels: Vec<&str> = sentinels.iter().map(AsRef::as_ref).collect();
-        Endpoint::sentinel(master, &sentinels, &self.tcp.settings()?)
+        Endpoint::sentinel(master, &sentinels, &self.tcp.settings()?, &self.sentinel_primary)
     }
 
     /// Connects to one Redis server (see [`RedisBackend::connect`]).
@@ -480,14 +525,22 @@ impl RedisBackendBuilder {
     /// so a failover can re-grant part of a limit, as a restart without
     /// persistence does.
     ///
-    /// The primary is reached without credentials, on database 0, and over
-    /// TLS when the sentinel URLs are `rediss://`.
+    /// The primary is reached with the credentials and database given by
+    /// [`sentinel_primary_auth`](Self::sentinel_primary_auth) and
+    /// [`sentinel_primary_db`](Self::sentinel_primary_db) (by default none,
+    /// and database 0), and over TLS when the sentinel URLs are
+    /// `rediss://`. A user and password in a sentinel URL log in to that
+    /// sentinel only.
     ///
     /// # Errors
     ///
     /// As for [`RedisBackend::connect_sentinel`] and
     /// [`connect`](Self::connect); [`tls_certificates`](Self::tls_certificates)
-    /// is refused (kind [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting)).
+    /// and a negative [`sentinel_primary_db`](Self::sentinel_primary_db)
+    /// are refused (kind [`InvalidSetting`](crate::ConnectErrorKind::InvalidSetting)).
+    /// A wrong or missing password, for the primary or a sentinel, is kind
+    /// [`Authentication`](crate::ConnectErrorKind::Authentication), naming
+    /// the primary and the sentinels but never the password.
     pub async fn connect_sentinel<S: AsRef<str>>(
         self,
         master: &str,

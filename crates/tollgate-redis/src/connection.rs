@@ -20,7 +20,7 @@ use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
 use crate::handshake::{check_pong, invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
-use crate::sentinel::{SentinelConnection, Sentinels};
+use crate::sentinel::{PrimaryAuth, SentinelConnection, Sentinels};
 
 /// A connection to a standalone server, a cluster or the primary that
 /// Sentinel names: live, or being established in the background.
@@ -293,9 +293,15 @@ impl Endpoint {
     }
 
     /// The primary named `master` by the sentinels at `urls`; connections
-    /// to the sentinels and the primary get the `tcp` settings.
-    pub(crate) fn sentinel(master: &str, urls: &[&str], tcp: &TcpSettings) -> Result<Self, ConnectError> {
-        let sentinels = Sentinels::new(master, urls, tcp)?;
+    /// to the sentinels and the primary get the `tcp` settings, and the
+    /// primary is logged in to with `auth`.
+    pub(crate) fn sentinel(
+        master: &str,
+        urls: &[&str],
+        tcp: &TcpSettings,
+        auth: &PrimaryAuth,
+    ) -> Result<Self, ConnectError> {
+        let sentinels = Sentinels::new(master, urls, tcp, auth)?;
         let name = format!(
             "primary {master:?} through {} {}",
             if urls.len() == 1 { "sentinel" } else { "sentinels" },

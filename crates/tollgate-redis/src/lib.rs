@@ -66,7 +66,10 @@
 //! - [`RedisBackend::connect_sentinel`] asks Redis Sentinel for the primary
 //!   and, when a decision finds it gone or demoted, asks again, so
 //!   decisions follow a failover to the promoted replica
-//!   ([failover and restarts](_documentation::operations#failover-and-restarts)).
+//!   ([failover and restarts](_documentation::operations#failover-and-restarts));
+//!   [`RedisBackendBuilder::sentinel_primary_auth`] and
+//!   [`sentinel_primary_db`](RedisBackendBuilder::sentinel_primary_db) give
+//!   the primary's password, ACL user and database.
 //!   [`RedisBackend::connect`] fails when the server cannot be reached;
 //!   [`RedisBackendBuilder::connect_in_background`] returns at once, and
 //!   until it connects decisions fail with

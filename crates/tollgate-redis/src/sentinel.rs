@@ -19,13 +19,47 @@ use redis::aio::ConnectionManager;
 use redis::io::tcp::TcpSettings;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, RedisResult,
+    Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisConnectionInfo,
+    RedisError, RedisResult,
 };
 use redis::{ServerErrorKind, TlsMode};
 use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
 use crate::handshake::{invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
+
+/// How the backend logs in to the primary the sentinels name: an ACL user,
+/// a password and a database number. Empty by default (no `AUTH`,
+/// database 0). Its `Debug` output hides the password.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct PrimaryAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
+}
+
+impl std::fmt::Debug for PrimaryAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrimaryAuth")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .finish()
+    }
+}
+
+impl PrimaryAuth {
+    fn connection_info(&self) -> RedisConnectionInfo {
+        let mut info = RedisConnectionInfo::default().set_db(self.db);
+        if let Some(username) = &self.username {
+            info = info.set_username(username);
+        }
+        if let Some(password) = &self.password {
+            info = info.set_password(password);
+        }
+        info
+    }
+}
 
 /// The sentinels of one primary, by name.
 pub(crate) struct Sentinels {
@@ -38,8 +72,13 @@ pub(crate) struct Sentinels {
 impl Sentinels {
     /// Parses the sentinels' URLs. The connections to the sentinels and to
     /// the primary they name get `tcp`; the primary is reached over TLS when
-    /// the sentinels are (`rediss://`).
-    pub(crate) fn new(master: &str, urls: &[&str], tcp: &TcpSettings) -> Result<Self, ConnectError> {
+    /// the sentinels are (`rediss://`), and logged in to with `auth`.
+    pub(crate) fn new(
+        master: &str,
+        urls: &[&str],
+        tcp: &TcpSettings,
+        auth: &PrimaryAuth,
+    ) -> Result<Self, ConnectError> {
         if master.trim().is_empty() {
             return Err(ConnectError::new(
                 ConnectErrorKind::InvalidUrl,
@@ -72,7 +111,9 @@ impl Sentinels {
         let tls = infos
             .iter()
             .any(|info| matches!(info.addr(), ConnectionAddr::TcpTls { .. }));
-        let mut node = SentinelNodeConnectionInfo::default().set_tcp_settings(tcp.clone());
+        let mut node = SentinelNodeConnectionInfo::default()
+            .set_tcp_settings(tcp.clone())
+            .set_redis_connection_info(auth.connection_info());
         if tls {
             node = node.set_tls_mode(TlsMode::Secure);
         }
@@ -122,6 +163,18 @@ impl Sentinels {
                 &self.target,
                 format!(
                     "a URL does not point to a sentinel ({err}); give the sentinels' URLs, not the servers'"
+                ),
+            )
+            .with_source(err),
+            _ if is_auth_error(&err) => ConnectError::new(
+                ConnectErrorKind::Authentication,
+                &self.target,
+                format!(
+                    "the primary or a sentinel rejected the credentials or requires a password \
+                     ({err}); the primary's user, password and database are set with \
+                     RedisBackendBuilder::sentinel_primary_auth and sentinel_primary_db (in a \
+                     policy file, `password`, `username` and `db` under `redis_sentinel`), a \
+                     sentinel's password in its URL (redis://:password@host:26379)"
                 ),
             )
             .with_source(err),
@@ -268,6 +321,14 @@ async fn manager(client: Client, addr: &str, timeout: Duration) -> Result<Connec
         .map_err(|err| ConnectError::from_redis(addr, err))?;
     crate::handshake::check_pong(addr, &pong)?;
     Ok(manager)
+}
+
+/// Whether `err` is a rejected login or a command refused for want of one.
+fn is_auth_error(err: &RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm)
+    ) || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
 /// Whether `err` shows that the primary is gone (a lost, refused or timed

@@ -230,6 +230,9 @@ fn sentinels_are_a_primary_name_and_urls_in_every_format() {
             "redis://127.0.0.1:26379".to_owned(),
             "redis://127.0.0.1:26380".to_owned(),
         ],
+        username: None,
+        password: None,
+        db: 0,
     };
     let texts = [
         (
@@ -265,4 +268,63 @@ fn sentinels_are_a_primary_name_and_urls_in_every_format() {
     )
     .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(file.storage(), &Storage::Memory);
+}
+
+#[test]
+fn a_sentinel_primary_password_user_and_database_are_read_in_every_format() {
+    let expected = Storage::RedisSentinel {
+        master: "main".to_owned(),
+        urls: vec!["redis://:sentinel-pw@127.0.0.1:26379".to_owned()],
+        username: Some("limiter".to_owned()),
+        password: Some("s3cret pw".to_owned()),
+        db: 2,
+    };
+    let texts = [
+        (
+            Format::Yaml,
+            "tollgate:\n  redis_sentinel:\n    master: main\n    urls: [\"redis://:sentinel-pw@127.0.0.1:26379\"]\n    username: limiter\n    password: \"${TGC_UNSET_PRIMARY_PASSWORD:-s3cret pw}\"\n    db: 2\n  default: { limit: 1, window: 1s }\n",
+        ),
+        (
+            Format::Toml,
+            "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.redis_sentinel]\nmaster = \"main\"\nurls = [\"redis://:sentinel-pw@127.0.0.1:26379\"]\nusername = \"limiter\"\npassword = \"${TGC_UNSET_PRIMARY_PASSWORD:-s3cret pw}\"\ndb = \"2\"\n",
+        ),
+        (
+            Format::Json,
+            r#"{"tollgate": {"redis_sentinel": {"master": "main", "urls": ["redis://:sentinel-pw@127.0.0.1:26379"], "username": "limiter", "password": "${TGC_UNSET_PRIMARY_PASSWORD:-s3cret pw}", "db": 2}, "default": {"limit": 1, "window": "1s"}}}"#,
+        ),
+    ];
+    for (format, text) in texts {
+        let file = PolicyFile::from_str(text, format, "inline").unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(file.storage(), &expected, "{text}");
+        let shown = file.storage().to_string();
+        assert_eq!(
+            shown,
+            "Redis primary \"main\" (user \"limiter\", password ***, database 2) through Sentinel \
+             redis://:***@127.0.0.1:26379"
+        );
+        let debug = format!("{:?}", file.storage());
+        assert!(
+            !debug.contains("s3cret") && !debug.contains("sentinel-pw"),
+            "{debug}"
+        );
+    }
+    // An unset password variable means no password.
+    let file = PolicyFile::from_str(
+        "tollgate:\n  redis_sentinel: { master: main, urls: [redis://127.0.0.1:26379], password: \"${TGC_UNSET_PRIMARY_PASSWORD:-}\" }\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "inline",
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        matches!(
+            file.storage(),
+            Storage::RedisSentinel {
+                password: None,
+                db: 0,
+                ..
+            }
+        ),
+        "{:?}",
+        file.storage()
+    );
 }

@@ -696,6 +696,66 @@ fn redis_sentinel_mistakes_name_the_field() {
     );
 }
 
+#[test]
+fn redis_sentinel_credential_mistakes_name_the_field() {
+    let yaml = |extra: &str| {
+        format!(
+            "tollgate:\n  redis_sentinel:\n    master: main\n    urls: [redis://127.0.0.1:26379]\n{extra}  default: {{ limit: 1, window: 1s }}\n"
+        )
+    };
+    let err = rejects(
+        Format::Yaml,
+        &yaml("    password: 918273645\n"),
+        5,
+        "tollgate.redis_sentinel.password",
+        "must be a string",
+    );
+    assert!(!err.to_string().contains("918273645"), "{err}");
+    let err = rejects(
+        Format::Yaml,
+        &yaml("    password: \"s3cret\\nline\"\n"),
+        5,
+        "tollgate.redis_sentinel.password",
+        "must not contain a line break",
+    );
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    rejects(
+        Format::Yaml,
+        &yaml("    username: limiter\n"),
+        3,
+        "tollgate.redis_sentinel",
+        "`username` is given but `password` is not",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("    username: \"my user\"\n    password: pw\n"),
+        5,
+        "tollgate.redis_sentinel.username",
+        "is not a user name",
+    );
+    rejects(
+        Format::Yaml,
+        &yaml("    db: -1\n"),
+        5,
+        "tollgate.redis_sentinel.db",
+        "a database number, 0 or more",
+    );
+    rejects(
+        Format::Toml,
+        "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.redis_sentinel]\nmaster = \"main\"\nurls = [\"redis://127.0.0.1:26379\"]\ndb = 2147483648\n",
+        6,
+        "tollgate.redis_sentinel.db",
+        "must be at most 2147483647",
+    );
+    rejects(
+        Format::Json,
+        "{\"tollgate\": {\"redis_sentinel\": {\"master\": \"main\", \"urls\": [\"redis://127.0.0.1:26379\"],\n\"db\": \"two\"}, \"default\": {\"limit\": 1, \"window\": \"1s\"}}}",
+        2,
+        "tollgate.redis_sentinel.db",
+        "\"two\" is not a database number",
+    );
+}
+
 #[cfg(feature = "redis")]
 #[test]
 fn redis_urls_must_parse() {

@@ -154,3 +154,51 @@ async fn a_file_naming_sentinels_decides_on_the_primary_they_name() {
     assert!(message.contains("\"other\""), "{message}");
     assert!(message.contains(&sentinel.url()[8..]), "{message}");
 }
+
+#[tokio::test]
+async fn a_file_gives_the_password_of_the_primary_sentinel_names() {
+    const PASSWORD: &str = "tgc-primary-pw-5d1e";
+    let primary = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let sentinel = RedisServer::start_sentinel_with(
+        "tgc-primary",
+        &primary,
+        &format!("sentinel auth-pass tgc-primary {PASSWORD}\n"),
+    );
+    let with = |login: &str| {
+        file(&format!(
+            "tollgate:\n  redis_sentinel:\n    master: tgc-primary\n    urls: [{}]\n{login}  default: {{ limit: 2, window: 1h }}\n",
+            sentinel.url()
+        ))
+    };
+    let policies = with(&format!(
+        "    password: \"{PASSWORD}\"\n    username: default\n    db: 1\n"
+    ));
+    let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
+    let admitted = [
+        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.allow("api", "alice").await.unwrap().allowed,
+    ];
+    assert_eq!(admitted, [true, true, false]);
+    let key = "tollgate::sliding_window:alice";
+    let exists = |db: &str| primary.cli(&["--no-auth-warning", "-a", PASSWORD, "-n", db, "EXISTS", key]);
+    assert_eq!((exists("1"), exists("0")), ("1".to_owned(), "0".to_owned()));
+
+    // Without the password, or with a wrong one: an error naming the field
+    // and the primary, without the password.
+    for login in ["", "    password: wrong-pw-0c4b\n"] {
+        let err = with(login).build().await.unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert!(
+            message.contains("`password`") && message.contains("redis_sentinel"),
+            "{message}"
+        );
+        assert!(message.contains("\"tgc-primary\""), "{message}");
+        assert!(message.contains("rejected the credentials"), "{message}");
+        assert!(
+            !message.contains(PASSWORD) && !message.contains("wrong-pw"),
+            "{message}"
+        );
+    }
+}

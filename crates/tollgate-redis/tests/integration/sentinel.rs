@@ -207,3 +207,87 @@ async fn decisions_leave_a_demoted_primary_for_the_promoted_one() {
         "1"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_protected_primary_is_reached_with_its_credentials() {
+    const PRIMARY_PW: &str = "primary-secret-7f3a";
+    const SENTINEL_PW: &str = "sentinel-secret-91c2";
+    let setup = Sentinel::start_with(Some(PRIMARY_PW), Some(SENTINEL_PW));
+    let secret_free = |message: &str| {
+        assert!(
+            !message.contains(PRIMARY_PW) && !message.contains(SENTINEL_PW),
+            "a password leaked: {message}"
+        );
+    };
+
+    // The right passwords (the sentinel's in its URL) on database 3: the
+    // decisions are exact, and their state is in database 3 of the primary.
+    let builder = RedisBackend::builder()
+        .sentinel_primary_auth(None, PRIMARY_PW)
+        .sentinel_primary_db(3);
+    secret_free(&format!("{builder:?}"));
+    let backend = builder
+        .clone()
+        .connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap();
+    secret_free(&format!("{backend:?}"));
+    let limiter = fixed_window(&backend);
+    assert_eq!(admitted(&limiter, "auth", 2 * LIMIT).await, LIMIT);
+    let key = "tollgate::fixed_window:auth";
+    assert_eq!(setup.server_cli(&setup.primary, &["-n", "3", "EXISTS", key]), "1");
+    assert_eq!(setup.server_cli(&setup.primary, &["EXISTS", key]), "0");
+    // In the background too.
+    let background = builder
+        .clone()
+        .connect_sentinel_in_background(MASTER, &[setup.url()])
+        .unwrap();
+    assert_eq!(admitted(&fixed_window(&background), "auth", 1).await, 0);
+
+    // The ACL user named explicitly (`default`, which requirepass sets).
+    let with_user = RedisBackend::builder()
+        .sentinel_primary_auth(Some("default"), PRIMARY_PW)
+        .connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap();
+    assert_eq!(
+        admitted(&fixed_window(&with_user), "user", 2 * LIMIT).await,
+        LIMIT
+    );
+
+    // A wrong password for the primary, none, and none for the sentinel:
+    // each an authentication error naming the primary, without a password.
+    let sentinel_port = setup.sentinel.port().to_string();
+    let unauthenticated = format!("redis://127.0.0.1:{sentinel_port}");
+    let attempts = [
+        (Some("wrong-password"), setup.url()),
+        (None, setup.url()),
+        (Some(PRIMARY_PW), unauthenticated),
+    ];
+    for (password, url) in attempts {
+        let mut builder = RedisBackend::builder();
+        if let Some(password) = password {
+            builder = builder.sentinel_primary_auth(None, password);
+        }
+        let err = builder
+            .connect_sentinel(MASTER, &[url.as_str()])
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert_eq!(err.kind(), ConnectErrorKind::Authentication, "{message}");
+        assert!(message.contains(&format!("primary \"{MASTER}\"")), "{message}");
+        assert!(message.contains(&sentinel_port), "{message}");
+        assert!(message.contains("sentinel_primary_auth"), "{message}");
+        secret_free(&message);
+        secret_free(&format!("{err:?}"));
+    }
+
+    // A negative database is refused before connecting.
+    let err = RedisBackend::builder()
+        .sentinel_primary_db(-1)
+        .connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::InvalidSetting, "{err}");
+    assert_eq!(err.target(), "sentinel_primary_db");
+}

@@ -17,10 +17,17 @@ impl RedisServer {
     /// Starts a server on a free port and returns once it accepts
     /// connections.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with `extra` arguments (such as
+    /// `["--requirepass", "pw"]`) on a free port.
+    pub fn start_with(extra: &[&str]) -> Self {
         let mut failures = String::new();
         // Another process may take the port between choosing and binding it.
         for _ in 0..5 {
-            match Self::try_start(free_port()) {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            match Self::launch(free_port(), dir, None, extra, "Ready to accept connections") {
                 Ok(server) => return server,
                 Err(log) => failures.push_str(&log),
             }
@@ -37,25 +44,33 @@ impl RedisServer {
     /// Starts a Redis Sentinel on a free port that monitors the server at
     /// `primary` by the name `master`, and returns once it does.
     pub fn start_sentinel(master: &str, primary: &RedisServer) -> Self {
+        Self::start_sentinel_with(master, primary, "")
+    }
+
+    /// As [`start_sentinel`](Self::start_sentinel), with `config` lines
+    /// added to its configuration (such as `sentinel auth-pass NAME PW`).
+    pub fn start_sentinel_with(master: &str, primary: &RedisServer, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let config = dir.path().join("sentinel.conf");
-        let monitor = format!("sentinel monitor {master} 127.0.0.1 {} 1\n", primary.port);
-        std::fs::write(&config, monitor).expect("write sentinel.conf");
-        Self::launch(free_port(), dir, Some(&config), "+monitor master")
+        let path = dir.path().join("sentinel.conf");
+        let monitor = format!("sentinel monitor {master} 127.0.0.1 {} 1\n{config}", primary.port);
+        std::fs::write(&path, monitor).expect("write sentinel.conf");
+        Self::launch(free_port(), dir, Some(&path), &[], "+monitor master")
             .unwrap_or_else(|log| panic!("redis-server --sentinel did not start:\n{log}"))
     }
 
     fn try_start(port: u16) -> Result<Self, String> {
         let dir = tempfile::tempdir().expect("temporary directory");
-        Self::launch(port, dir, None, "Ready to accept connections")
+        Self::launch(port, dir, None, &[], "Ready to accept connections")
     }
 
     /// Starts `redis-server` (with a configuration file first, for a
-    /// sentinel) and waits for `ready` in its log.
+    /// sentinel, and `extra` arguments last) and waits for `ready` in its
+    /// log.
     fn launch(
         port: u16,
         dir: tempfile::TempDir,
         config: Option<&std::path::Path>,
+        extra: &[&str],
         ready: &str,
     ) -> Result<Self, String> {
         let mut command = Command::new("redis-server");
@@ -68,6 +83,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", &dir.path().display().to_string()])
             .args(["--logfile", ""])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

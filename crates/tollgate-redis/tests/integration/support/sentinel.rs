@@ -16,6 +16,10 @@ pub struct Sentinel {
     pub replica: RedisServer,
     /// The sentinel.
     pub sentinel: RedisServer,
+    /// The primary's and the replica's password, if any.
+    password: Option<String>,
+    /// The sentinel's own password, if any.
+    sentinel_password: Option<String>,
 }
 
 impl Sentinel {
@@ -23,48 +27,96 @@ impl Sentinel {
     /// sync, starts a sentinel (quorum 1, down after 500 ms) and waits
     /// until it could promote the replica.
     pub fn start() -> Self {
-        let primary = RedisServer::start();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-        wait_for("the replica to sync", || {
-            replica
-                .cli(&["INFO", "replication"])
-                .contains("master_link_status:up")
-        });
-        let sentinel = RedisServer::start_sentinel(&format!(
+        Self::start_with(None, None)
+    }
+
+    /// As [`start`](Self::start), with `password` required by the primary
+    /// and the replica (`requirepass`, `masterauth`, and the sentinel's
+    /// `auth-pass`) and `sentinel_password` by the sentinel (`requirepass`
+    /// in its configuration).
+    pub fn start_with(password: Option<&str>, sentinel_password: Option<&str>) -> Self {
+        let server_auth: Vec<&str> = match password {
+            Some(pw) => vec!["--requirepass", pw, "--masterauth", pw],
+            None => vec![],
+        };
+        let primary = RedisServer::start_with(&server_auth);
+        let primary_port = primary.port().to_string();
+        let mut replica_args = vec!["--replicaof", "127.0.0.1", &primary_port];
+        replica_args.extend(&server_auth);
+        let replica = RedisServer::start_with(&replica_args);
+        let mut config = format!(
             "sentinel monitor {MASTER} 127.0.0.1 {} 1\n\
              sentinel down-after-milliseconds {MASTER} 500\n\
              sentinel failover-timeout {MASTER} 3000\n\
              sentinel parallel-syncs {MASTER} 1\n",
             primary.port()
-        ));
-        let replica_port = format!("\n{}\n", replica.port());
+        );
+        if let Some(pw) = password {
+            config.push_str(&format!("sentinel auth-pass {MASTER} {pw}\n"));
+        }
+        if let Some(pw) = sentinel_password {
+            config.push_str(&format!("requirepass {pw}\n"));
+        }
+        let sentinel = RedisServer::start_sentinel(&config);
+        let setup = Self {
+            primary,
+            replica,
+            sentinel,
+            password: password.map(str::to_owned),
+            sentinel_password: sentinel_password.map(str::to_owned),
+        };
+        wait_for("the replica to sync", || {
+            setup
+                .server_cli(&setup.replica, &["INFO", "replication"])
+                .contains("master_link_status:up")
+        });
+        let replica_port = format!("\n{}\n", setup.replica.port());
         // Promotable: the sentinel has the replica's own INFO (its link to
         // the primary is up) and sees it reachable.
         wait_for("the sentinel to know the replica as promotable", || {
-            let replicas = sentinel.cli(&["SENTINEL", "REPLICAS", MASTER]);
+            let replicas = setup.sentinel_cli(&["SENTINEL", "REPLICAS", MASTER]);
             replicas.contains(&replica_port)
                 && replicas.contains("master-link-status\nok")
                 && !replicas.contains("s_down")
                 && !replicas.contains("disconnected")
         });
-        Self {
-            primary,
-            replica,
-            sentinel,
+        setup
+    }
+
+    /// The sentinel's URL, with its password when it has one.
+    pub fn url(&self) -> String {
+        match &self.sentinel_password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.sentinel.port()),
+            None => self.sentinel.url(),
         }
     }
 
-    /// The sentinel's URL.
-    pub fn url(&self) -> String {
-        self.sentinel.url()
+    /// Runs `redis-cli` against `server` (the primary or the replica),
+    /// logged in with their password.
+    pub fn server_cli(&self, server: &RedisServer, args: &[&str]) -> String {
+        with_password(server, self.password.as_deref(), args)
+    }
+
+    /// Runs `redis-cli` against the sentinel, logged in with its password.
+    pub fn sentinel_cli(&self, args: &[&str]) -> String {
+        with_password(&self.sentinel, self.sentinel_password.as_deref(), args)
     }
 
     /// The port of the server the sentinel names as primary right now.
     pub fn primary_port(&self) -> Option<u16> {
-        let reply = self
-            .sentinel
-            .cli(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]);
+        let reply = self.sentinel_cli(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]);
         reply.lines().nth(1).and_then(|port| port.trim().parse().ok())
+    }
+}
+
+fn with_password(server: &RedisServer, password: Option<&str>, args: &[&str]) -> String {
+    match password {
+        Some(pw) => {
+            let mut all = vec!["--no-auth-warning", "-a", pw];
+            all.extend(args);
+            server.cli(&all)
+        }
+        None => server.cli(args),
     }
 }
 
