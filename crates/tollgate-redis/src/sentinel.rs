@@ -19,8 +19,8 @@ use redis::aio::ConnectionManager;
 use redis::io::tcp::TcpSettings;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisConnectionInfo,
-    RedisError, RedisResult,
+    Client, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, FromRedisValue, IntoConnectionInfo,
+    RedisConnectionInfo, RedisError, RedisResult,
 };
 use redis::{ServerErrorKind, TlsMode};
 use tollgate::__private::redact_url;
@@ -67,6 +67,8 @@ pub(crate) struct Sentinels {
     master: String,
     /// `primary "NAME" through sentinels ADDR, …`, for errors.
     pub(crate) target: String,
+    /// The sentinels, to ask which of them or the primary refused a login.
+    infos: Vec<ConnectionInfo>,
 }
 
 impl Sentinels {
@@ -117,8 +119,8 @@ impl Sentinels {
         if tls {
             node = node.set_tls_mode(TlsMode::Secure);
         }
-        let client =
-            SentinelClient::build(infos, master, Some(node), SentinelServerType::Master).map_err(|err| {
+        let client = SentinelClient::build(infos.clone(), master, Some(node), SentinelServerType::Master)
+            .map_err(|err| {
                 ConnectError::new(
                     ConnectErrorKind::InvalidUrl,
                     urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>().join(", "),
@@ -130,6 +132,7 @@ impl Sentinels {
             client: tokio::sync::Mutex::new(client),
             master: master.to_owned(),
             target,
+            infos,
         })
     }
 
@@ -137,12 +140,61 @@ impl Sentinels {
     /// it and its address.
     pub(crate) async fn primary(&self, timeout: Duration) -> Result<(Client, String), ConnectError> {
         let lookup = async { self.client.lock().await.async_get_client().await };
-        let client = tokio::time::timeout(timeout, lookup)
-            .await
-            .map_err(|_| timed_out(&self.target, timeout))?
-            .map_err(|err| self.lookup_error(err))?;
+        let client = match tokio::time::timeout(timeout, lookup).await {
+            Err(_) => return Err(timed_out(&self.target, timeout)),
+            Ok(Ok(client)) => client,
+            Ok(Err(err)) if is_auth_error(&err) => return Err(self.login_error(err, timeout).await),
+            Ok(Err(err)) => return Err(self.lookup_error(err)),
+        };
         let addr = client.get_connection_info().addr().to_string();
         Ok((client, addr))
+    }
+
+    /// The error for a refused login: the primary's when a sentinel still
+    /// names it (asked without the lookup's role check), else the
+    /// sentinels'.
+    async fn login_error(&self, err: RedisError, timeout: Duration) -> ConnectError {
+        let ask = async {
+            for info in &self.infos {
+                let Ok(client) = Client::open(info.clone()) else {
+                    continue;
+                };
+                let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+                    continue;
+                };
+                let named: RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&self.master)
+                    .query_async(&mut conn)
+                    .await;
+                if let Ok(Some((host, port))) = named {
+                    return Some(format!("{host}:{port}"));
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(timeout, ask).await.ok().flatten() {
+            Some(primary) => ConnectError::new(
+                ConnectErrorKind::Authentication,
+                format!("{} (at {primary})", self.target),
+                format!(
+                    "the primary rejected the credentials or requires a password ({err}); set \
+                     its password, and ACL user if any, with \
+                     RedisBackendBuilder::sentinel_primary_auth (in a policy file, `password` \
+                     and `username` under `redis_sentinel`)"
+                ),
+            ),
+            None => ConnectError::new(
+                ConnectErrorKind::Authentication,
+                &self.target,
+                format!(
+                    "the sentinels rejected the credentials or require a password ({err}); give \
+                     a sentinel's password in its URL (redis://:password@host:26379); the \
+                     primary's is set apart, with RedisBackendBuilder::sentinel_primary_auth"
+                ),
+            ),
+        }
+        .with_source(err)
     }
 
     fn lookup_error(&self, err: RedisError) -> ConnectError {
@@ -163,18 +215,6 @@ impl Sentinels {
                 &self.target,
                 format!(
                     "a URL does not point to a sentinel ({err}); give the sentinels' URLs, not the servers'"
-                ),
-            )
-            .with_source(err),
-            _ if is_auth_error(&err) => ConnectError::new(
-                ConnectErrorKind::Authentication,
-                &self.target,
-                format!(
-                    "the primary or a sentinel rejected the credentials or requires a password \
-                     ({err}); the primary's user, password and database are set with \
-                     RedisBackendBuilder::sentinel_primary_auth and sentinel_primary_db (in a \
-                     policy file, `password`, `username` and `db` under `redis_sentinel`), a \
-                     sentinel's password in its URL (redis://:password@host:26379)"
                 ),
             )
             .with_source(err),

@@ -256,15 +256,17 @@ async fn a_password_protected_primary_is_reached_with_its_credentials() {
     );
 
     // A wrong password for the primary, none, and none for the sentinel:
-    // each an authentication error naming the primary, without a password.
+    // each an authentication error naming the primary and whose password
+    // is wanted, without a password.
     let sentinel_port = setup.sentinel.port().to_string();
+    let primary_addr = format!("at 127.0.0.1:{}", setup.primary.port());
     let unauthenticated = format!("redis://127.0.0.1:{sentinel_port}");
     let attempts = [
-        (Some("wrong-password"), setup.url()),
-        (None, setup.url()),
-        (Some(PRIMARY_PW), unauthenticated),
+        (Some("wrong-password"), setup.url(), primary_addr.as_str()),
+        (None, setup.url(), primary_addr.as_str()),
+        (Some(PRIMARY_PW), unauthenticated, "in its URL"),
     ];
-    for (password, url) in attempts {
+    for (password, url, blamed) in attempts {
         let mut builder = RedisBackend::builder();
         if let Some(password) = password {
             builder = builder.sentinel_primary_auth(None, password);
@@ -278,6 +280,7 @@ async fn a_password_protected_primary_is_reached_with_its_credentials() {
         assert!(message.contains(&format!("primary \"{MASTER}\"")), "{message}");
         assert!(message.contains(&sentinel_port), "{message}");
         assert!(message.contains("sentinel_primary_auth"), "{message}");
+        assert!(message.contains(blamed), "{message}");
         secret_free(&message);
         secret_free(&format!("{err:?}"));
     }
