@@ -254,6 +254,34 @@ async fn a_password_protected_primary_is_reached_with_its_credentials() {
         admitted(&fixed_window(&with_user), "user", 2 * LIMIT).await,
         LIMIT
     );
+    // An ACL user of its own, whose password is not the default user's.
+    let acl = [
+        "ACL",
+        "SETUSER",
+        "limiter",
+        "on",
+        ">limiter-pw-2b8e",
+        "~*",
+        "&*",
+        "+@all",
+    ];
+    assert_eq!(setup.server_cli(&setup.primary, &acl), "OK");
+    let as_limiter = RedisBackend::builder()
+        .sentinel_primary_auth(Some("limiter"), "limiter-pw-2b8e")
+        .connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap();
+    assert_eq!(
+        admitted(&fixed_window(&as_limiter), "acl", 2 * LIMIT).await,
+        LIMIT
+    );
+    let err = RedisBackend::builder()
+        .sentinel_primary_auth(Some("limiter"), PRIMARY_PW)
+        .connect_sentinel(MASTER, &[setup.url()])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ConnectErrorKind::Authentication, "{err}");
+    assert!(!err.to_string().contains(PRIMARY_PW), "{err}");
 
     // A wrong password for the primary, none, and none for the sentinel:
     // each an authentication error naming the primary and whose password

@@ -27,19 +27,41 @@ impl Sentinel {
     /// sync, starts a sentinel (quorum 1, down after 500 ms) and waits
     /// until it could promote the replica.
     pub fn start() -> Self {
-        Self::start_with(None, None)
+        let setup = Self::start_with(None, None);
+        setup.wait_until_promotable();
+        setup
+    }
+
+    /// Waits until the sentinel could promote the replica: it has the
+    /// replica's own INFO (its link to the primary is up) and sees it
+    /// reachable.
+    pub fn wait_until_promotable(&self) {
+        let replica_port = format!("\n{}\n", self.replica.port());
+        wait_for("the sentinel to know the replica as promotable", || {
+            let replicas = self.sentinel_cli(&["SENTINEL", "REPLICAS", MASTER]);
+            replicas.contains(&replica_port)
+                && replicas.contains("master-link-status\nok")
+                && !replicas.contains("s_down")
+                && !replicas.contains("disconnected")
+        });
     }
 
     /// As [`start`](Self::start), with `password` required by the primary
     /// and the replica (`requirepass`, `masterauth`, and the sentinel's
     /// `auth-pass`) and `sentinel_password` by the sentinel (`requirepass`
-    /// in its configuration).
+    /// in its configuration), returning once the replica is in sync and the
+    /// sentinel sees the primary, without waiting until it could promote
+    /// the replica ([`wait_until_promotable`](Self::wait_until_promotable)).
     pub fn start_with(password: Option<&str>, sentinel_password: Option<&str>) -> Self {
         let server_auth: Vec<&str> = match password {
             Some(pw) => vec!["--requirepass", pw, "--masterauth", pw],
             None => vec![],
         };
-        let primary = RedisServer::start_with(&server_auth);
+        // Without a delay before the first sync (5 s by default), the
+        // replica is in sync within milliseconds.
+        let mut primary_args = vec!["--repl-diskless-sync-delay", "0"];
+        primary_args.extend(&server_auth);
+        let primary = RedisServer::start_with(&primary_args);
         let primary_port = primary.port().to_string();
         let mut replica_args = vec!["--replicaof", "127.0.0.1", &primary_port];
         replica_args.extend(&server_auth);
@@ -70,15 +92,12 @@ impl Sentinel {
                 .server_cli(&setup.replica, &["INFO", "replication"])
                 .contains("master_link_status:up")
         });
-        let replica_port = format!("\n{}\n", setup.replica.port());
-        // Promotable: the sentinel has the replica's own INFO (its link to
-        // the primary is up) and sees it reachable.
-        wait_for("the sentinel to know the replica as promotable", || {
-            let replicas = setup.sentinel_cli(&["SENTINEL", "REPLICAS", MASTER]);
-            replicas.contains(&replica_port)
-                && replicas.contains("master-link-status\nok")
-                && !replicas.contains("s_down")
-                && !replicas.contains("disconnected")
+        // The sentinel is logged in to the primary (`auth-pass`) and sees
+        // it up.
+        wait_for("the sentinel to see the primary", || {
+            setup
+                .sentinel_cli(&["SENTINEL", "MASTER", MASTER])
+                .contains("flags\nmaster\n")
         });
         setup
     }
