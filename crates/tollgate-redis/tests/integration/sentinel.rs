@@ -34,6 +34,33 @@ async fn admitted(limiter: &Limiter<RedisBackend>, key: &str, tries: u64) -> u64
     admitted
 }
 
+/// Kills the primary and makes decisions on `key` until one is admitted
+/// (on the promoted replica, within 10 s): how many failed meanwhile, and
+/// how long after the kill the first succeeded.
+async fn fail_over(setup: &mut Sentinel, limiter: &Limiter<RedisBackend>, key: &str) -> (u32, Duration) {
+    setup.primary.kill();
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(10);
+    let mut failed = 0;
+    loop {
+        match limiter.allow(key).await {
+            Ok(decision) => {
+                assert!(decision.allowed);
+                break;
+            }
+            Err(_) => failed += 1,
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no decision succeeded within 10 s of the primary's death ({failed} failed); sentinel \
+             names port {:?}",
+            setup.primary_port()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (failed, killed.elapsed())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_follow_a_failover_to_the_promoted_replica() {
     let mut setup = Sentinel::start();
@@ -59,27 +86,7 @@ async fn decisions_follow_a_failover_to_the_promoted_replica() {
 
     // Kill the primary: the sentinel promotes the replica, and decisions
     // resume on it (each failed one meanwhile is an error, not a hang).
-    setup.primary.kill();
-    let killed = Instant::now();
-    let deadline = killed + Duration::from_secs(10);
-    let mut failed = 0;
-    loop {
-        match limiter.allow("after").await {
-            Ok(decision) => {
-                assert!(decision.allowed);
-                break;
-            }
-            Err(_) => failed += 1,
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no decision succeeded within 10 s of the primary's death ({failed} failed); sentinel \
-             names port {:?}",
-            setup.primary_port()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let resumed = killed.elapsed();
+    let (failed, resumed) = fail_over(&mut setup, &limiter, "after").await;
     assert!(failed > 0, "decisions cannot have succeeded on a killed primary");
     assert_eq!(setup.primary_port(), Some(setup.replica.port()));
     assert!(setup.replica.cli(&["ROLE"]).starts_with("master"));
@@ -212,7 +219,7 @@ async fn decisions_leave_a_demoted_primary_for_the_promoted_one() {
 async fn a_password_protected_primary_is_reached_with_its_credentials() {
     const PRIMARY_PW: &str = "primary-secret-7f3a";
     const SENTINEL_PW: &str = "sentinel-secret-91c2";
-    let setup = Sentinel::start_with(Some(PRIMARY_PW), Some(SENTINEL_PW));
+    let mut setup = Sentinel::start_with(Some(PRIMARY_PW), Some(SENTINEL_PW));
     let secret_free = |message: &str| {
         assert!(
             !message.contains(PRIMARY_PW) && !message.contains(SENTINEL_PW),
@@ -321,4 +328,13 @@ async fn a_password_protected_primary_is_reached_with_its_credentials() {
         .unwrap_err();
     assert_eq!(err.kind(), ConnectErrorKind::InvalidSetting, "{err}");
     assert_eq!(err.target(), "sentinel_primary_db");
+
+    // After a failover, the promoted replica is logged in to as well, on
+    // the same database.
+    setup.wait_until_promotable();
+    let (failed, _) = fail_over(&mut setup, &limiter, "after").await;
+    assert!(failed > 0, "decisions cannot have succeeded on a killed primary");
+    assert_eq!(admitted(&limiter, "after", 2 * LIMIT).await, LIMIT - 1);
+    let key = "tollgate::fixed_window:after";
+    assert_eq!(setup.server_cli(&setup.replica, &["-n", "3", "EXISTS", key]), "1");
 }
