@@ -15,14 +15,18 @@ use tollgate_redis::RedisBackend;
 async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
     let cluster = Cluster::start(3, 0, 2_000);
     let urls = cluster.urls();
+    // The test is about exactness, not latency: 1,440 tasks at once on a
+    // loaded 2-core machine can keep a decision waiting past the default
+    // 200 ms timeout, so allow far more.
+    let builder = || RedisBackend::builder().timeout(Duration::from_secs(10));
     let mut backends = Vec::new();
     // Each backend knows a different single seed; they find the others.
     for url in &urls {
-        let backend = RedisBackend::connect_cluster(&[url]).await.unwrap();
+        let backend = builder().connect_cluster(&[url]).await.unwrap();
         assert!(backend.is_cluster());
         backends.push(backend);
     }
-    backends.push(RedisBackend::connect_cluster(&urls).await.unwrap());
+    backends.push(builder().connect_cluster(&urls).await.unwrap());
 
     for strategy in Strategy::ALL {
         let limiters: Vec<_> = backends
