@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
-use crate::handshake::{check_pong, invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
+use crate::handshake::{check_pong, invalid_url, manager_config, timed_out, Backoff};
 use crate::sentinel::{PrimaryAuth, SentinelConnection, Sentinels};
 
 /// A connection to a standalone server, a cluster or the primary that
@@ -166,7 +166,7 @@ impl Background {
 /// pause between attempts; stops when every handle to the connection is
 /// gone.
 async fn keep_connecting(background: Weak<Background>, connect_timeout: Duration) {
-    let mut pause = RETRY_MIN;
+    let mut backoff = Backoff::new();
     loop {
         let endpoint = match background.upgrade() {
             Some(background) => background.endpoint.clone(),
@@ -187,8 +187,7 @@ async fn keep_connecting(background: Weak<Background>, connect_timeout: Duration
             }
         }
         drop(background);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RETRY_MAX);
+        backoff.wait().await;
     }
 }
 

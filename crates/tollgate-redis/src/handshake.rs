@@ -12,11 +12,31 @@ use crate::error::{ConnectError, ConnectErrorKind};
 
 /// The first attempt waits this long after a failure before the next;
 /// each further failure doubles the wait, up to [`RETRY_MAX`].
-pub(crate) const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MIN: Duration = Duration::from_millis(50);
 
-/// The longest wait between two background connection attempts: a server
-/// that comes up is used at most this long after.
-pub(crate) const RETRY_MAX: Duration = Duration::from_secs(1);
+/// The longest wait between two background attempts (to connect, or to find
+/// the primary through Sentinel): a server that comes up is used at most
+/// this long after.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// The pauses between the attempts of a background task: [`RETRY_MIN`]
+/// after the first failure, doubling up to [`RETRY_MAX`].
+pub(crate) struct Backoff {
+    pause: Duration,
+}
+
+impl Backoff {
+    /// A backoff before its first pause.
+    pub(crate) fn new() -> Self {
+        Self { pause: RETRY_MIN }
+    }
+
+    /// Waits the current pause, then doubles the next one (up to the most).
+    pub(crate) async fn wait(&mut self) {
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(RETRY_MAX);
+    }
+}
 
 /// The configuration of every standalone connection manager (see
 /// [`Endpoint::connect`]): no retries within one reconnection, each

@@ -26,7 +26,7 @@ use redis::{ServerErrorKind, TlsMode};
 use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
-use crate::handshake::{invalid_url, manager_config, timed_out, RETRY_MAX, RETRY_MIN};
+use crate::handshake::{invalid_url, manager_config, timed_out, Backoff};
 
 /// How the backend logs in to the primary the sentinels name: an ACL user,
 /// a password and a database number. Empty by default (no `AUTH`,
@@ -304,7 +304,7 @@ impl SentinelConnection {
 /// answers again (its connection manager reconnects by itself), or when
 /// every handle to the connection is gone.
 async fn keep_looking(shared: Weak<Shared>, generation: u64) {
-    let mut pause = RETRY_MIN;
+    let mut backoff = Backoff::new();
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -335,8 +335,7 @@ async fn keep_looking(shared: Weak<Shared>, generation: u64) {
             Err(_) => {}
         }
         drop(strong);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RETRY_MAX);
+        backoff.wait().await;
     }
     if let Some(shared) = shared.upgrade() {
         shared.looking.store(false, Ordering::Release);
