@@ -42,13 +42,21 @@ pub fn report(file: &PolicyFile) -> String {
     );
     let rows: Vec<[String; 4]> =
         std::iter::once(["target", "strategy", "limit", "window"].map(str::to_owned))
-            .chain(policies.iter().map(|(target, policy)| {
-                [
-                    target.to_string().escape_debug().to_string(),
-                    policy.strategy().name().to_owned(),
-                    policy.limit().to_string(),
-                    humantime::format_duration(policy.window()).to_string(),
-                ]
+            .chain(policies.iter().flat_map(|(target, policy)| {
+                let target = target.to_string().escape_debug().to_string();
+                let compound = policy.is_compound();
+                policy.limits().iter().enumerate().map(move |(i, limit)| {
+                    [
+                        if compound {
+                            format!("{target} limits[{i}]")
+                        } else {
+                            target.clone()
+                        },
+                        limit.strategy().name().to_owned(),
+                        limit.limit().to_string(),
+                        humantime::format_duration(limit.window()).to_string(),
+                    ]
+                })
             }))
             .collect();
     let mut widths = [0; 4];

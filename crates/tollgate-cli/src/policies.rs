@@ -71,7 +71,7 @@ pub enum Policies {
     },
     /// `--config FILE`: one replay, each request decided by its resource's
     /// policy.
-    File(PolicyFile),
+    File(Box<PolicyFile>),
 }
 
 impl Policies {
@@ -97,7 +97,7 @@ impl Policies {
                         .to_owned(),
             });
         }
-        Ok(Policies::File(file))
+        Ok(Policies::File(Box::new(file)))
     }
 
     /// The decisions file of each replay, checked early: with `--strategy
@@ -119,7 +119,7 @@ impl Policies {
         strategies
             .iter()
             .map(|p| {
-                let file = report::path_for_strategy(path, p.strategy(), directory)
+                let file = report::path_for_strategy(path, p.limits()[0].strategy(), directory)
                     .ok_or_else(|| CliError::DecisionsPath { path: path.clone() })?;
                 check_output("decisions", &file, false)?;
                 Ok(Some(file))
@@ -203,12 +203,20 @@ impl Policies {
     }
 }
 
-/// A policy as `fixed_window, 5 per 1m`.
+/// A policy as `fixed_window, 5 per 1m`; the limits of a compound policy
+/// joined by ` and `.
 pub fn describe(policy: &Policy) -> String {
-    format!(
-        "{}, {} per {}",
-        policy.strategy().name(),
-        policy.limit(),
-        humantime::format_duration(policy.window())
-    )
+    let limits: Vec<String> = policy
+        .limits()
+        .iter()
+        .map(|limit| {
+            format!(
+                "{}, {} per {}",
+                limit.strategy().name(),
+                limit.limit(),
+                humantime::format_duration(limit.window())
+            )
+        })
+        .collect();
+    limits.join(" and ")
 }

@@ -122,7 +122,7 @@ pub fn replay_through<E>(
     let mut tallies: Vec<Tally> = targets
         .policies
         .iter()
-        .map(|(_, policy)| Tally::new(trace.keys.len(), policy.window()))
+        .map(|(_, policy)| Tally::new(trace.keys.len(), policy.limits()[0].window()))
         .collect();
     for request in &trace.requests {
         let target = targets.of(request);

@@ -147,8 +147,8 @@ fn replay_trace(
                             .collect();
                         (!events.is_empty()).then(|| plot::Panel {
                             name: policies.panel_name(name, policy),
-                            limit: policy.limit(),
-                            window: policy.window(),
+                            limit: policy.limits()[0].limit(),
+                            window: policy.limits()[0].window(),
                             events,
                         })
                     })
@@ -276,7 +276,7 @@ fn replay_all(
                 let limiters = targets
                     .policies
                     .iter()
-                    .map(|&(_, policy)| redis.limiter(policy).map_err(|err| policies.limiter_error(err)))
+                    .map(|(_, policy)| redis.limiter(*policy).map_err(|err| policies.limiter_error(err)))
                     .collect::<Result<Vec<_>, _>>()?;
                 replay::replay_through(
                     trace,

@@ -33,7 +33,7 @@ impl Targets {
     /// `policy` alone, deciding every request, named after its strategy.
     pub fn one(policy: Policy) -> Self {
         Self {
-            policies: vec![(policy.strategy().name().to_owned(), policy)],
+            policies: vec![(policy.limits()[0].strategy().name().to_owned(), policy)],
             of_resource: Vec::new(),
         }
     }

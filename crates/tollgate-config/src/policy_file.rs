@@ -34,8 +34,8 @@ pub const DEFAULT_STRATEGY: Strategy = Strategy::SlidingWindow;
 /// for (target, policy) in file.effective_policies() {
 ///     println!("{target}: {policy}");
 /// }
-/// assert_eq!(file.policy("login").limit(), 5);
-/// assert_eq!(file.policy("search").limit(), 100);
+/// assert_eq!(file.policy("login").limits()[0].limit(), 5);
+/// assert_eq!(file.policy("search").limits()[0].limit(), 100);
 /// # Ok::<(), tollgate_config::ConfigFileError>(())
 /// ```
 #[derive(Clone, Debug)]

@@ -162,8 +162,9 @@ impl RateHeaders {
                 let (name, policy) = policy();
                 let mut text = String::with_capacity(2 * name.len() + 48);
                 push_sf_string(&mut text, name);
-                push_sf_param(&mut text, "q", policy.limit());
-                push_sf_param(&mut text, "w", ceil_secs(policy.window()));
+                let limit = &policy.limits()[decision.bound_by];
+                push_sf_param(&mut text, "q", limit.limit());
+                push_sf_param(&mut text, "w", ceil_secs(limit.window()));
                 let split = text.len();
                 push_sf_string(&mut text, name);
                 push_sf_param(&mut text, "r", decision.remaining);

@@ -665,7 +665,13 @@ impl Backend for RedisBackend {
     type Binding = RedisBinding;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<RedisBinding, Error> {
-        let policy = scope.policy;
+        let Some(policy) = scope.policy.single() else {
+            return Err(ConfigError::new(
+                "limits",
+                "the Redis backend decides one limit per policy; compound policies run in memory or on a Store",
+            )
+            .into());
+        };
         let rate = policy.rate_micros();
         check_exact(policy.strategy(), &rate)?;
         let grace_ms = self.options.expiry_grace.as_nanos().div_ceil(1_000_000);

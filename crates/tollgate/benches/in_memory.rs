@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use governor::{Quota, RateLimiter};
-use tollgate::{Limiter, Strategy};
+use tollgate::{Limit, Limiter, Policy, Strategy};
 
 #[path = "../tests/support/counting_alloc.rs"]
 mod counting_alloc;
@@ -91,6 +91,38 @@ fn single_thread(c: &mut Criterion, group_name: &str, keys: &[String], open: boo
             black_box(gov.check_key(&keys[i]).is_ok())
         })
     });
+    group.finish();
+}
+
+/// A compound policy of a per-second burst cap (token bucket) and a
+/// per-hour sustained cap (sliding window) against each of them alone, on
+/// 1,024 keys, all admitted: the cost of deciding two limits as one step.
+fn compound(c: &mut Criterion) {
+    let keys = keys(1_024);
+    let burst = Limit::new(Strategy::TokenBucket, 1_000_000_000, Duration::from_secs(1)).expect("valid");
+    let hourly =
+        Limit::new(Strategy::SlidingWindow, 1_000_000_000, Duration::from_secs(3_600)).expect("valid");
+    let mut group = c.benchmark_group("compound_keys_1024");
+    for (name, policy) in [
+        ("token_bucket", Policy::from(burst)),
+        ("sliding_window", Policy::from(hourly)),
+        (
+            "token_bucket+sliding_window",
+            Policy::compound([burst, hourly]).expect("valid"),
+        ),
+    ] {
+        let limiter = Limiter::builder().policy(policy).build().expect("valid policy");
+        for k in &keys {
+            limiter.check(k);
+        }
+        group.bench_function(BenchmarkId::new("tollgate", name), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % keys.len();
+                black_box(limiter.check(&keys[i]).allowed)
+            })
+        });
+    }
     group.finish();
 }
 
@@ -210,5 +242,6 @@ fn main() {
     single_thread(&mut c, "keys_100000", &keys(100_000), true);
     single_thread(&mut c, "denied", &keys(1_024), false);
     two_threads(&mut c);
+    compound(&mut c);
     c.final_summary();
 }

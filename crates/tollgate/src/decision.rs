@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::strategy::Outcome;
+use crate::strategy::{CompoundOutcome, LimitRate, Outcome};
 
 /// What the limiter decided for one request.
 ///
@@ -13,7 +13,8 @@ use crate::strategy::Outcome;
 pub struct Decision {
     /// Whether the request may proceed.
     pub allowed: bool,
-    /// `L`, the policy's limit.
+    /// `L` of the limit that bound the decision (the policy's only limit
+    /// unless the policy is compound).
     pub limit: u64,
     /// How many further unit requests would be admitted at this same instant.
     pub remaining: u64,
@@ -30,6 +31,12 @@ pub struct Decision {
     /// nothing about the key's usage and `remaining` is 0. Always `false` for
     /// decisions a backend made.
     pub fail_open: bool,
+    /// The index, in [`Policy::limits`](crate::Policy::limits), of the limit
+    /// that bound the decision: when denied, the denying limit with the
+    /// longest `retry_after`; when allowed, the limit with the least
+    /// `remaining` (ties: the first listed). Always 0 for a single-limit
+    /// policy.
+    pub bound_by: usize,
 }
 
 impl Decision {
@@ -49,6 +56,16 @@ impl Decision {
             reset,
             retry_after,
             fail_open: false,
+            bound_by: 0,
+        }
+    }
+
+    /// Converts a compound outcome in ticks of `tick` length into a
+    /// decision, taking `limit` from the limit that bound it.
+    pub fn from_compound(compound: CompoundOutcome, limits: &[LimitRate], tick: Tick) -> Self {
+        Self {
+            bound_by: compound.bound_by,
+            ..Self::from_outcome(compound.outcome, limits[compound.bound_by].rate.limit, tick)
         }
     }
 
@@ -65,7 +82,8 @@ impl Decision {
 
     /// The decision returned under fail-open when the backend failed:
     /// allowed, nothing remaining, no reset, no retry delay, and
-    /// [`fail_open`](Decision::fail_open) set.
+    /// [`fail_open`](Decision::fail_open) set. `limit` is that of the
+    /// policy's first limit.
     pub fn failed_open(limit: u64) -> Self {
         Self {
             fail_open: true,

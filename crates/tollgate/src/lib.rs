@@ -77,6 +77,6 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Tick};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
-pub use policy::{Policy, MAX_WINDOW};
+pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};

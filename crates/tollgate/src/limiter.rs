@@ -75,7 +75,7 @@ impl<B: Backend> Limiter<B> {
             policy: *scope.policy,
             fail,
             fail_open_events: AtomicU64::new(0),
-            metrics: LimiterMetrics::register(scope.resource, scope.policy.strategy()),
+            metrics: LimiterMetrics::register(scope.resource, scope.policy),
         })
     }
 
@@ -98,7 +98,7 @@ impl<B: Backend> Limiter<B> {
                     FailPolicy::Closed => Err(Error::Backend(err)),
                     FailPolicy::Open => {
                         self.fail_open_events.fetch_add(1, Ordering::Relaxed);
-                        Ok(Decision::failed_open(self.policy.limit()))
+                        Ok(Decision::failed_open(self.policy.limits()[0].limit()))
                     }
                 }
             }
@@ -188,6 +188,7 @@ pub struct LimiterBuilder<B> {
     strategy: Strategy,
     limit: Option<u64>,
     window: Option<Duration>,
+    policy: Option<Policy>,
     fail: FailPolicy,
     prefix: String,
     resource: String,
@@ -200,6 +201,7 @@ impl Default for LimiterBuilder<MemoryBackend> {
             strategy: Strategy::SlidingWindow,
             limit: None,
             window: None,
+            policy: None,
             fail: FailPolicy::Closed,
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
             resource: String::new(),
@@ -234,11 +236,11 @@ impl<B: Backend> LimiterBuilder<B> {
         self
     }
 
-    /// Takes strategy, limit and window from a policy.
-    pub fn policy(self, policy: Policy) -> Self {
-        self.strategy(policy.strategy())
-            .limit(policy.limit())
-            .window(policy.window())
+    /// Enforces `policy`, one limit or several ([`Policy::compound`]),
+    /// instead of the strategy, limit and window set one by one.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
     }
 
     /// What to do when the backend fails (default: fail closed).
@@ -276,6 +278,7 @@ impl<B: Backend> LimiterBuilder<B> {
             strategy: self.strategy,
             limit: self.limit,
             window: self.window,
+            policy: self.policy,
             fail: self.fail,
             prefix: self.prefix,
             resource: self.resource,
@@ -286,15 +289,30 @@ impl<B: Backend> LimiterBuilder<B> {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] naming the field that is missing or invalid.
+    /// [`Error::Config`] naming the field that is missing or invalid, or
+    /// the one given twice (a [`policy`](Self::policy) and a limit or window).
     pub fn build(self) -> Result<Limiter<B>, Error> {
-        let limit = self
-            .limit
-            .ok_or_else(|| ConfigError::new("limit", "is required"))?;
-        let window = self
-            .window
-            .ok_or_else(|| ConfigError::new("window", "is required"))?;
-        let policy = Policy::new(self.strategy, limit, window)?;
+        let policy = match self.policy {
+            Some(policy) => {
+                if self.limit.is_some() || self.window.is_some() {
+                    return Err(ConfigError::new(
+                        "policy",
+                        "is given together with a limit or window; give one or the other",
+                    )
+                    .into());
+                }
+                policy
+            }
+            None => {
+                let limit = self
+                    .limit
+                    .ok_or_else(|| ConfigError::new("limit", "is required"))?;
+                let window = self
+                    .window
+                    .ok_or_else(|| ConfigError::new("window", "is required"))?;
+                Policy::new(self.strategy, limit, window)?
+            }
+        };
         validate_prefix(&self.prefix)?;
         let scope = Scope {
             prefix: &self.prefix,

@@ -26,7 +26,7 @@ use std::sync::Once;
 use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
 
 use crate::clock::{Clock, SystemClock};
-use crate::strategy::Strategy;
+use crate::policy::Policy;
 
 /// One decision in this many (per thread) is timed for the latency histogram.
 pub const LATENCY_SAMPLE: u32 = 64;
@@ -76,16 +76,18 @@ fn describe() {
 }
 
 impl LimiterMetrics {
-    /// Registers the handles of a limiter for `resource` and `strategy` with
-    /// the recorder in effect now.
-    pub(crate) fn register(resource: &str, strategy: Strategy) -> Self {
+    /// Registers the handles of a limiter for `resource` and the strategy
+    /// of `policy` (the strategies of a compound policy joined by `+`, e.g.
+    /// `token_bucket+sliding_window`) with the recorder in effect now.
+    pub(crate) fn register(resource: &str, policy: &Policy) -> Self {
         describe();
         let resource = if resource.is_empty() {
             "default".to_owned()
         } else {
             resource.to_owned()
         };
-        let labels = [("resource", resource), ("strategy", strategy.name().to_owned())];
+        let strategy: Vec<&str> = policy.limits().iter().map(|l| l.strategy().name()).collect();
+        let labels = [("resource", resource), ("strategy", strategy.join("+"))];
         Self {
             allowed: counter!("tollgate_allowed_total", &labels),
             denied: counter!("tollgate_denied_total", &labels),

@@ -1,4 +1,5 @@
-//! Validated policies: a strategy, a limit and a window.
+//! Validated policies: one or several limits, each a strategy, a limit and
+//! a window.
 
 use std::fmt;
 use std::time::Duration;
@@ -13,18 +14,19 @@ use crate::strategy::{Rate, Strategy, MAX_LIMIT};
 /// decision arithmetic is exact; longer windows serve no real use.
 pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// A validated policy: a strategy, a limit `L` and a window `W`.
+/// One validated limit: a strategy, a limit `L` and a window `W`.
 ///
-/// Build one with [`Policy::new`]; every instance is known to be valid.
+/// Build one with [`Limit::new`]; every instance is known to be valid. A
+/// [`Policy`] holds one limit or several decided together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Policy {
+pub struct Limit {
     strategy: Strategy,
     limit: u64,
     window: Duration,
 }
 
-impl Policy {
-    /// Validates and builds a policy.
+impl Limit {
+    /// Validates and builds a limit.
     ///
     /// # Errors
     ///
@@ -98,8 +100,150 @@ impl Policy {
     }
 }
 
-impl fmt::Display for Policy {
+impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {} per {:?}", self.strategy, self.limit, self.window)
+    }
+}
+
+/// The most limits one [`Policy`] may hold.
+pub const MAX_LIMITS: usize = 8;
+
+/// What a resource enforces: one [`Limit`], or several decided together as
+/// one atomic step (a compound policy).
+///
+/// A request is admitted only when every limit admits it, and then every
+/// limit is charged; when any limit denies, none is charged.
+/// [Several limits on one request](crate::_documentation::semantics#several-limits-on-one-request-compound-policies)
+/// gives the exact rules for `remaining`, `reset`, `retry_after` and the limit
+/// that bound a decision ([`Decision::bound_by`](crate::Decision::bound_by)).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limit, Policy, Strategy};
+///
+/// // A burst cap and a sustained cap on the same keys.
+/// let policy = Policy::compound([
+///     Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1))?,
+///     Limit::new(Strategy::SlidingWindow, 1_000, Duration::from_secs(3_600))?,
+/// ])?;
+/// assert_eq!(policy.limits().len(), 2);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    /// The limits in `limits[..len]`; the slots after them hold [`UNUSED`],
+    /// so that equal policies are equal field by field.
+    limits: [Limit; MAX_LIMITS],
+    len: u8,
+}
+
+/// What fills the unused slots of a [`Policy`].
+const UNUSED: Limit = Limit {
+    strategy: Strategy::FixedWindow,
+    limit: 1,
+    window: Duration::from_secs(1),
+};
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy").field("limits", &self.limits()).finish()
+    }
+}
+
+impl Policy {
+    /// A policy of one limit; the same as [`Limit::new`] then
+    /// [`Policy::from`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limit::new`].
+    pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
+        Limit::new(strategy, limit, window).map(Self::from)
+    }
+
+    /// A policy of several limits, decided together in the order given
+    /// (which only breaks ties when naming the limit that bound a decision).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming `limits` when there are none or more than
+    /// [`MAX_LIMITS`], or `limits[i]` when two limits share a strategy and a
+    /// window (the one with the larger limit could never deny: keep the
+    /// smaller). A strategy and a window identify a limit's state, so a
+    /// limit can later change its `L` and keep its state.
+    pub fn compound(limits: impl IntoIterator<Item = Limit>) -> Result<Self, ConfigError> {
+        let given: Vec<Limit> = limits.into_iter().take(MAX_LIMITS + 1).collect();
+        let limits = &given[..];
+        if limits.is_empty() {
+            return Err(ConfigError::new("limits", "must hold at least one limit"));
+        }
+        if limits.len() > MAX_LIMITS {
+            return Err(ConfigError::new(
+                "limits",
+                format!("holds more than {MAX_LIMITS} limits, the most one policy may hold"),
+            ));
+        }
+        for (i, limit) in limits.iter().enumerate() {
+            if let Some(j) = limits[..i]
+                .iter()
+                .position(|l| l.strategy == limit.strategy && l.window == limit.window)
+            {
+                return Err(ConfigError::new(
+                    format!("limits[{i}]"),
+                    format!(
+                        "has the same strategy and window as limits[{j}] ({} per {:?}); keep \
+                         only the smaller limit, the larger could never deny",
+                        limit.strategy, limit.window
+                    ),
+                ));
+            }
+        }
+        let mut slots = [UNUSED; MAX_LIMITS];
+        slots[..limits.len()].copy_from_slice(limits);
+        Ok(Self {
+            limits: slots,
+            len: limits.len() as u8,
+        })
+    }
+
+    /// The limits, in the order given (never empty).
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits[..usize::from(self.len)]
+    }
+
+    /// Whether the policy holds more than one limit.
+    pub fn is_compound(&self) -> bool {
+        self.len > 1
+    }
+
+    /// The limit of a single-limit policy, `None` for a compound one.
+    pub fn single(&self) -> Option<&Limit> {
+        match self.limits() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
+impl From<Limit> for Policy {
+    fn from(limit: Limit) -> Self {
+        let mut limits = [UNUSED; MAX_LIMITS];
+        limits[0] = limit;
+        Self { limits, len: 1 }
+    }
+}
+
+impl fmt::Display for Policy {
+    /// The limits joined by ` and `, e.g.
+    /// `token_bucket 10 per 1s and sliding_window 1000 per 3600s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, limit) in self.limits().iter().enumerate() {
+            if i > 0 {
+                f.write_str(" and ")?;
+            }
+            write!(f, "{limit}")?;
+        }
+        Ok(())
     }
 }

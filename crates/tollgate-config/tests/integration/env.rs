@@ -50,7 +50,11 @@ default = { limit = "${TGC_ENV_A_LIMIT}", window = "${TGC_ENV_A_WINDOW}" }
         let file = load(format, text);
         let policy = file.default_policy();
         assert_eq!(
-            (policy.strategy(), policy.limit(), policy.window()),
+            (
+                policy.limits()[0].strategy(),
+                policy.limits()[0].limit(),
+                policy.limits()[0].window()
+            ),
             (Strategy::TokenBucket, 7, Duration::from_secs(120)),
             "{format}"
         );
@@ -84,16 +88,20 @@ fn defaults_apply_when_a_variable_is_unset_or_empty() {
     for (format, text) in texts {
         let file = load(format, text);
         assert_eq!(
-            file.default_policy().limit(),
+            file.default_policy().limits()[0].limit(),
             9,
             "{format}: the set variable wins"
         );
         assert_eq!(
-            file.default_policy().window(),
+            file.default_policy().limits()[0].window(),
             Duration::from_secs(30),
             "{format}"
         );
-        assert_eq!(file.policy("a").window(), Duration::from_secs(3_600), "{format}");
+        assert_eq!(
+            file.policy("a").limits()[0].window(),
+            Duration::from_secs(3_600),
+            "{format}"
+        );
     }
 }
 
@@ -211,7 +219,10 @@ fn references_work_in_yaml_flow_maps_and_lists() {
         "tollgate:\n  redis_cluster: [${TGC_ENV_H_SEED}, redis://127.0.0.1:${TGC_ENV_H_PORT:-7101}]\n  default: { limit: ${TGC_ENV_H_LIMIT}, window: ${TGC_ENV_H_WINDOW} }\n  resources: { \"${literal}\": { limit: ${TGC_ENV_H_UNSET:-4}, window: 1s } }\n",
     );
     let policy = file.default_policy();
-    assert_eq!((policy.limit(), policy.window()), (12, Duration::from_secs(120)));
+    assert_eq!(
+        (policy.limits()[0].limit(), policy.limits()[0].window()),
+        (12, Duration::from_secs(120))
+    );
     assert_eq!(
         file.storage(),
         &Storage::RedisCluster(vec![
@@ -220,7 +231,7 @@ fn references_work_in_yaml_flow_maps_and_lists() {
         ])
     );
     // Resource names are never expanded, and come back as written.
-    assert_eq!(file.policy("${literal}").limit(), 4);
+    assert_eq!(file.policy("${literal}").limits()[0].limit(), 4);
 
     // Mistakes name the reference as written.
     let err = PolicyFile::from_str(

@@ -213,7 +213,7 @@ fn a_byte_order_mark_is_skipped_in_every_format() {
         let path = dir.path().join(format!("policies.{format}"));
         std::fs::write(&path, text).unwrap();
         let file = PolicyFile::load(&path).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(file.default_policy().limit(), 3, "{format}");
+        assert_eq!(file.default_policy().limits()[0].limit(), 3, "{format}");
         // Positions are those an editor shows, which hides the mark.
         let broken = text.replace('3', "0");
         let err = PolicyFile::from_str(&broken, format, "inline").unwrap_err();

@@ -63,9 +63,18 @@ async fn decisions_follow_each_resource_policy() {
     let d = limiter.allow("checkout", "alice").await.unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
 
-    assert_eq!(limiter.policy("search").strategy(), Strategy::TokenBucket);
-    assert_eq!(limiter.policy("login").strategy(), Strategy::SlidingWindow);
-    assert_eq!(limiter.policy("export").strategy(), Strategy::FixedWindow);
+    assert_eq!(
+        limiter.policy("search").limits()[0].strategy(),
+        Strategy::TokenBucket
+    );
+    assert_eq!(
+        limiter.policy("login").limits()[0].strategy(),
+        Strategy::SlidingWindow
+    );
+    assert_eq!(
+        limiter.policy("export").limits()[0].strategy(),
+        Strategy::FixedWindow
+    );
     assert_eq!(limiter.policy("checkout"), file.default_policy());
     assert_eq!(limiter.limiter("login").fail_policy(), FailPolicy::Open);
     assert_eq!(limiter.resources().count(), 3);
@@ -95,7 +104,7 @@ async fn load_limiter_reads_and_builds_in_one_call() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(&dir, "policies.yml", POLICIES);
     let limiter = load_limiter(&path).await.unwrap();
-    assert_eq!(limiter.policy("login").limit(), 5);
+    assert_eq!(limiter.policy("login").limits()[0].limit(), 5);
     assert!(limiter.allow("login", "carol").await.unwrap().allowed);
 
     let path = write(

@@ -126,11 +126,11 @@ impl Harness {
         request: usize,
     ) -> Result<(), TestCaseError> {
         let policy = limiter.policy();
-        let rate = policy.rate_micros();
+        let rate = policy.limits()[0].rate_micros();
         let now = self.clock.now_nanos() / 1_000;
-        let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
+        let (outcome, next) = decide(policy.limits()[0].strategy(), &rate, states[key], now, cost);
         states[key] = next;
-        let expected = Decision::from_outcome(outcome, policy.limit(), Tick::Micros);
+        let expected = Decision::from_outcome(outcome, policy.limits()[0].limit(), Tick::Micros);
         let got = self
             .rt
             .block_on(limiter.allow_n(format!("key-{key}"), cost))
@@ -187,7 +187,7 @@ fn scripts_match_the_in_memory_backend_when_ticks_agree() {
                 h.step(dt / 1_000 * 1_000);
                 let key = format!("key-{key}");
                 let mut expected = memory.check_n(&key, cost);
-                if policy.strategy() == Strategy::SlidingWindow {
+                if policy.limits()[0].strategy() == Strategy::SlidingWindow {
                     // The sliding window's retry delay is the first tick at
                     // which the estimate falls far enough; in microsecond
                     // ticks that is the nanosecond answer rounded up.
@@ -237,7 +237,7 @@ fn scripts_stay_exact_at_the_edges_of_the_accepted_range() {
             // 2023, with ~2.8e15µs of headroom below the scripts' 2^52µs.
             h.clock.set_nanos(START);
             let limiter = h.limiter(policy);
-            let rate = policy.rate_micros();
+            let rate = policy.limits()[0].rate_micros();
             let last_us = (1u64 << 52) - 1;
             let mut states: [Option<State>; 2] = [None; 2];
             for (i, &(per_mille, key, frac, kind)) in steps.iter().enumerate() {

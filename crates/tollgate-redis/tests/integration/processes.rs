@@ -94,7 +94,7 @@ fn worker_process() {
                                 admitted += cost;
                             }
                         }
-                        (limiter.policy().strategy(), key, admitted)
+                        (limiter.policy().limits()[0].strategy(), key, admitted)
                     }));
                 }
             }

@@ -13,7 +13,7 @@ mod trim;
 use std::future::Future;
 
 pub use codec::{decode_state, encode_state};
-pub use keys::namespace;
+pub use keys::{namespace, CompoundKeys};
 
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};

@@ -4,7 +4,8 @@
 //! The adapter runs each decision as get → decide → set (or delete) while
 //! holding one of a fixed number of key-sharded async locks, so decisions on
 //! the same key made **through one `StoreBackend`** never interleave, and
-//! memory does not grow with the number of keys. Atomicity across processes
+//! memory does not grow with the number of keys. A compound policy's limits
+//! are read, decided together and written under the one lock of the key. Atomicity across processes
 //! sharing the same storage is a property of the store, not of this adapter:
 //! two processes each running a `StoreBackend` over a plain key-value store
 //! can race between their get and set. Use a backend with server-side atomic
@@ -15,13 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::codec::{decode_state, encode_state};
-use super::keys::namespace;
+use super::keys::{namespace, CompoundKeys};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
-use crate::strategy::Strategy;
-use crate::strategy::{self, Rate};
+use crate::policy::MAX_LIMITS;
+use crate::strategy::{self, LimitRate};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.
 pub const DEFAULT_LOCKS: usize = 1024;
@@ -132,28 +133,52 @@ impl<S: Store> Backend for StoreBackend<S> {
     type Binding = StoreBinding<S>;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<StoreBinding<S>, Error> {
-        let rate = match self.shared.tick {
-            Tick::Nanos => scope.policy.rate_nanos(),
-            Tick::Micros => scope.policy.rate_micros(),
-        };
-        if rate.window == 0 {
-            return Err(ConfigError::new("window", "is shorter than one tick of the store's clock").into());
+        let limits = scope.policy.limits();
+        let mut rates = Vec::with_capacity(limits.len());
+        for (i, limit) in limits.iter().enumerate() {
+            let rate = match self.shared.tick {
+                Tick::Nanos => limit.rate_nanos(),
+                Tick::Micros => limit.rate_micros(),
+            };
+            if rate.window == 0 {
+                let err = ConfigError::new("window", "is shorter than one tick of the store's clock");
+                return Err(if scope.policy.is_compound() {
+                    err.within(format!("limits[{i}]"))
+                } else {
+                    err
+                }
+                .into());
+            }
+            rates.push(LimitRate {
+                strategy: limit.strategy(),
+                rate,
+            });
         }
+        let layout = match scope.policy.single() {
+            Some(limit) => Layout::Single(namespace(scope.prefix, scope.resource, limit.strategy())),
+            None => Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, limits)),
+        };
         Ok(StoreBinding {
             shared: self.shared.clone(),
-            namespace: namespace(scope.prefix, scope.resource, scope.policy.strategy()),
-            strategy: scope.policy.strategy(),
-            rate,
+            layout,
+            limits: rates.into_boxed_slice(),
         })
     }
+}
+
+/// Where a binding's state keys live.
+enum Layout {
+    /// One limit: its namespace followed by the caller's key.
+    Single(Vec<u8>),
+    /// Several limits: one key each, all in one hash slot.
+    Compound(CompoundKeys),
 }
 
 /// One policy served by a [`StoreBackend`].
 pub struct StoreBinding<S> {
     shared: Shared<S>,
-    namespace: Vec<u8>,
-    strategy: Strategy,
-    rate: Rate,
+    layout: Layout,
+    limits: Box<[LimitRate]>,
 }
 
 impl<S: Store> StoreBinding<S> {
@@ -162,36 +187,54 @@ impl<S: Store> StoreBinding<S> {
         &self.shared.store
     }
 
+    fn keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        match &self.layout {
+            Layout::Single(namespace) => {
+                let mut full = Vec::with_capacity(namespace.len() + key.len());
+                full.extend_from_slice(namespace);
+                full.extend_from_slice(key);
+                vec![full]
+            }
+            Layout::Compound(keys) => (0..keys.len()).map(|i| keys.key(i, key)).collect(),
+        }
+    }
+
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &self.shared;
-        let mut full = Vec::with_capacity(self.namespace.len() + key.len());
-        full.extend_from_slice(&self.namespace);
-        full.extend_from_slice(key);
-        let lock = &shared.locks[shared.hasher.hash_one(&full) as usize & (shared.locks.len() - 1)];
+        let keys = self.keys(key);
+        // All of a key's limits share the lock of its first state key.
+        let lock = &shared.locks[shared.hasher.hash_one(&keys[0]) as usize & (shared.locks.len() - 1)];
         let _guard = lock.lock().await;
-        let before = match shared.store.get(&full).await? {
-            Some(bytes) => Some(decode_state(&bytes)?),
-            None => None,
-        };
-        // Clamped as the strategies clamp it, so the expiry below measures
+        let n = keys.len();
+        let mut before = [None; MAX_LIMITS];
+        for (i, full) in keys.iter().enumerate() {
+            before[i] = match shared.store.get(full).await? {
+                Some(bytes) => Some(decode_state(&bytes)?),
+                None => None,
+            };
+        }
+        // Clamped as the strategies clamp it, so the expiries below measure
         // from the time the decision used.
         let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
-        let (outcome, after) = strategy::decide(self.strategy, &self.rate, before, now, cost);
-        match after {
-            Some(state) if Some(state) != before => {
-                let ttl = strategy::expires_at(&self.rate, &state)
-                    .saturating_sub(now)
-                    .max(1);
-                shared
-                    .store
-                    .set(&full, encode_state(&state), shared.tick.duration(ttl))
-                    .await?;
+        let mut after = [None; MAX_LIMITS];
+        let compound = strategy::decide_all(&self.limits, &before[..n], &mut after[..n], now, cost);
+        for (i, full) in keys.iter().enumerate() {
+            match after[i] {
+                Some(state) if Some(state) != before[i] => {
+                    let ttl = strategy::expires_at(&self.limits[i].rate, &state)
+                        .saturating_sub(now)
+                        .max(1);
+                    shared
+                        .store
+                        .set(full, encode_state(&state), shared.tick.duration(ttl))
+                        .await?;
+                }
+                Some(_) => {}
+                None if before[i].is_some() => shared.store.delete(full).await?,
+                None => {}
             }
-            Some(_) => {}
-            None if before.is_some() => shared.store.delete(&full).await?,
-            None => {}
         }
-        Ok(Decision::from_outcome(outcome, self.rate.limit, shared.tick))
+        Ok(Decision::from_compound(compound, &self.limits, shared.tick))
     }
 }
 

@@ -57,7 +57,16 @@ pub(crate) struct Table<A: Algorithm> {
 }
 
 impl<A: Algorithm> Table<A> {
-    pub(crate) fn new(rate: Rate, clock: ClockHandle, shards: usize, reclaim: bool) -> Self {
+    /// A table of `shards` shards hashing keys with `hasher`. Tables that a
+    /// compound decision locks together share one hasher, so a key falls in
+    /// the same shard index of each.
+    pub(crate) fn new(
+        rate: Rate,
+        clock: ClockHandle,
+        shards: usize,
+        reclaim: bool,
+        hasher: ahash::RandomState,
+    ) -> Self {
         let shards = shards.next_power_of_two().max(1);
         Self {
             shards: (0..shards)
@@ -70,7 +79,7 @@ impl<A: Algorithm> Table<A> {
                 })
                 .collect(),
             shard_mask: shards - 1,
-            hasher: ahash::RandomState::new(),
+            hasher,
             rate,
             clock,
             reclaim,
@@ -90,6 +99,24 @@ impl<A: Algorithm> Table<A> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The current clock reading in nanoseconds.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+
+    /// The hash of `key`, which picks both its shard and its slot.
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    fn shard_index(&self, hash: u64) -> usize {
+        // hashbrown uses the low bits for the slot and the top 7 for tags.
+        (hash >> 40) as usize & self.shard_mask
+    }
+
     /// Applies one request for `key` at the clock's current time: runs the
     /// strategy on the key's state and stores the state it returns.
     #[inline]
@@ -100,9 +127,7 @@ impl<A: Algorithm> Table<A> {
         // the race; strategies treat such a step back as "no time passed".
         let now = self.clock.now_nanos();
         let hash = self.hasher.hash_one(key);
-        // hashbrown uses the low bits for the slot and the top 7 for tags.
-        let index = (hash >> 40) as usize & self.shard_mask;
-        let mut shard = self.lock(index);
+        let mut shard = self.lock(self.shard_index(hash));
         match shard.map.find_entry(hash, |e| e.key.as_bytes() == key) {
             Ok(mut occupied) => {
                 let before = occupied.get().state;
@@ -124,23 +149,39 @@ impl<A: Algorithm> Table<A> {
             Err(_) => {
                 let (outcome, next) = A::decide(&self.rate, None, now, cost);
                 if let Some(state) = next {
-                    if self.reclaim && shard.map.len() >= shard.sweep_len {
-                        self.sweep_shard(&mut shard, now);
-                    }
-                    let expiry = A::expires_at(&self.rate, &state);
-                    shard.earliest_expiry = shard.earliest_expiry.min(expiry);
-                    let hasher = &self.hasher;
-                    shard.map.insert_unique(
-                        hash,
-                        Entry {
-                            key: StoredKey::new(key),
-                            state,
-                        },
-                        |e| hasher.hash_one(e.key.as_bytes()),
-                    );
+                    self.insert(&mut shard, hash, key, state, now);
                 }
                 outcome
             }
+        }
+    }
+
+    /// Inserts state for a key that holds none, sweeping the shard first
+    /// when it has doubled since its last sweep.
+    fn insert(&self, shard: &mut ShardInner<A::State>, hash: u64, key: &[u8], state: A::State, now: u64) {
+        if self.reclaim && shard.map.len() >= shard.sweep_len {
+            self.sweep_shard(shard, now);
+        }
+        let expiry = A::expires_at(&self.rate, &state);
+        shard.earliest_expiry = shard.earliest_expiry.min(expiry);
+        let hasher = &self.hasher;
+        shard.map.insert_unique(
+            hash,
+            Entry {
+                key: StoredKey::new(key),
+                state,
+            },
+            |e| hasher.hash_one(e.key.as_bytes()),
+        );
+    }
+
+    /// Locks the shard that holds keys of `hash`, for a decision that reads
+    /// and writes several tables under one lock scope.
+    pub(crate) fn lock_shard_of(&self, hash: u64) -> LockedShard<'_, A> {
+        LockedShard {
+            table: self,
+            shard: self.lock(self.shard_index(hash)),
+            hash,
         }
     }
 
@@ -208,6 +249,48 @@ impl<A: Algorithm> Table<A> {
     }
 }
 
+/// One table's shard, locked for a key's hash (see [`Table::lock_shard_of`]).
+pub(crate) struct LockedShard<'a, A: Algorithm> {
+    table: &'a Table<A>,
+    shard: MutexGuard<'a, ShardInner<A::State>>,
+    hash: u64,
+}
+
+impl<A: Algorithm> LockedShard<'_, A> {
+    /// The state stored for `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<A::State> {
+        self.shard
+            .map
+            .find(self.hash, |e| e.key.as_bytes() == key)
+            .map(|e| e.state)
+    }
+
+    /// Replaces the state of `key`, which held `before` (as [`Self::get`]
+    /// returned it under this same lock), with `after`.
+    pub(crate) fn set(&mut self, key: &[u8], before: Option<A::State>, after: Option<A::State>, now: u64) {
+        let shard = &mut *self.shard;
+        match (before, after) {
+            (before, after) if before == after => {}
+            (None, Some(state)) => self.table.insert(shard, self.hash, key, state, now),
+            (Some(_), after) => {
+                if let Ok(mut occupied) = shard.map.find_entry(self.hash, |e| e.key.as_bytes() == key) {
+                    match after {
+                        Some(state) => {
+                            occupied.get_mut().state = state;
+                            let expiry = A::expires_at(&self.table.rate, &state);
+                            shard.earliest_expiry = shard.earliest_expiry.min(expiry);
+                        }
+                        None => {
+                            occupied.remove();
+                        }
+                    }
+                }
+            }
+            (None, None) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -222,7 +305,13 @@ mod tests {
         let clock = ManualClock::new(Duration::from_secs(1_000));
         // One request per second per key: a key's state lasts one second.
         let rate = Rate::new(1, 1_000_000_000);
-        let table = Table::<TokenBucket>::new(rate, ClockHandle::of(clock.clone()), SHARDS, true);
+        let table = Table::<TokenBucket>::new(
+            rate,
+            ClockHandle::of(clock.clone()),
+            SHARDS,
+            true,
+            ahash::RandomState::new(),
+        );
         for i in 0..100_000u32 {
             table.apply(&i.to_le_bytes(), 1);
         }

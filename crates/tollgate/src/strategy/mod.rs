@@ -16,6 +16,7 @@
 //! as absent ([expired state is absent
 //! state](crate::_documentation::semantics_notes#expired-state-is-absent-state)).
 
+mod compound;
 mod fixed_window;
 mod gcra;
 mod kind;
@@ -23,6 +24,7 @@ mod leaky_bucket;
 mod sliding_window;
 mod token_bucket;
 
+pub use compound::{decide_all, CompoundOutcome, LimitRate};
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};

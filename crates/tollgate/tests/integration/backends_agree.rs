@@ -28,16 +28,16 @@ fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
 }
 
 fn oracle(policy: &Policy, trace: &[(u64, usize, u64)], start: u64) -> Vec<Decision> {
-    let rate = policy.rate_nanos();
+    let rate = policy.limits()[0].rate_nanos();
     let mut states: [Option<State>; 4] = [None; 4];
     let mut now = start;
     trace
         .iter()
         .map(|&(dt, key, cost)| {
             now += dt;
-            let (outcome, next) = decide(policy.strategy(), &rate, states[key], now, cost);
+            let (outcome, next) = decide(policy.limits()[0].strategy(), &rate, states[key], now, cost);
             states[key] = next;
-            Decision::from_outcome(outcome, policy.limit(), Tick::Nanos)
+            Decision::from_outcome(outcome, policy.limits()[0].limit(), Tick::Nanos)
         })
         .collect()
 }
@@ -83,15 +83,15 @@ proptest! {
             .clock(clock.clone())
             .tick(Tick::Micros);
         let limiter = Limiter::builder().policy(policy).backend(backend).build().unwrap();
-        let rate = policy.rate_micros();
+        let rate = policy.limits()[0].rate_micros();
         let mut states: [Option<State>; 4] = [None; 4];
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         for &(dt, key, cost) in &trace {
             clock.advance(Duration::from_nanos(dt));
-            let (outcome, next) = decide(policy.strategy(), &rate, states[key], clock_micros(&clock), cost);
+            let (outcome, next) = decide(policy.limits()[0].strategy(), &rate, states[key], clock_micros(&clock), cost);
             states[key] = next;
             let got = rt.block_on(limiter.allow_n(format!("key-{key}"), cost)).unwrap();
-            prop_assert_eq!(got, Decision::from_outcome(outcome, policy.limit(), Tick::Micros));
+            prop_assert_eq!(got, Decision::from_outcome(outcome, policy.limits()[0].limit(), Tick::Micros));
         }
     }
 }

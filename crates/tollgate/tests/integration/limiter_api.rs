@@ -105,8 +105,11 @@ fn resources_have_separate_state_and_policies() {
     assert_eq!(limiter.check("other", "k").remaining, 2);
     // Unknown resources share the default policy and its state.
     assert_eq!(limiter.check("another", "k").remaining, 1);
-    assert_eq!(limiter.policy("login").strategy(), Strategy::FixedWindow);
-    assert_eq!(limiter.policy("nope").limit(), 3);
+    assert_eq!(
+        limiter.policy("login").limits()[0].strategy(),
+        Strategy::FixedWindow
+    );
+    assert_eq!(limiter.policy("nope").limits()[0].limit(), 3);
     assert_eq!(limiter.resources().count(), 2);
 }
 
@@ -401,7 +404,7 @@ impl tollgate::Backend for SmallLimitsOnly {
     type Binding = tollgate::backend::memory::MemoryBinding;
 
     fn bind(&self, scope: &tollgate::backend::Scope<'_>) -> Result<Self::Binding, Error> {
-        if scope.policy.limit() > 100 {
+        if scope.policy.limits()[0].limit() > 100 {
             return Err(tollgate::ConfigError::new("limit", "above 100").into());
         }
         self.0.bind(scope)

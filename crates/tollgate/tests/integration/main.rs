@@ -5,6 +5,7 @@
 //! beside it would disturb.
 
 mod backends_agree;
+mod compound;
 mod concurrency;
 mod limiter_api;
 mod metrics;

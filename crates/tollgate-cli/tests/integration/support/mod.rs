@@ -12,7 +12,7 @@ pub use command::Tollgate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tollgate::strategy::{decide, State};
+use tollgate::strategy::{decide_all, LimitRate, State};
 use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
 
 /// The names of the files in `dir`, sorted.
@@ -127,14 +127,24 @@ pub fn limiter_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
 
 /// Decisions of the library's pure strategy functions, one state per key.
 pub fn pure_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
-    let rate = policy.rate_nanos();
-    let mut states: std::collections::HashMap<String, Option<State>> = Default::default();
+    let limits: Vec<LimitRate> = policy
+        .limits()
+        .iter()
+        .map(|l| LimitRate {
+            strategy: l.strategy(),
+            rate: l.rate_nanos(),
+        })
+        .collect();
+    let mut states: std::collections::HashMap<String, Vec<Option<State>>> = Default::default();
     reqs.iter()
         .map(|r| {
-            let state = states.entry(r.key.clone()).or_default();
-            let (outcome, next) = decide(policy.strategy(), &rate, *state, r.nanos, r.cost);
+            let state = states
+                .entry(r.key.clone())
+                .or_insert_with(|| vec![None; limits.len()]);
+            let mut next = vec![None; limits.len()];
+            let compound = decide_all(&limits, state, &mut next, r.nanos, r.cost);
             *state = next;
-            Decision::from_outcome(outcome, policy.limit(), Tick::Nanos)
+            Decision::from_compound(compound, &limits, Tick::Nanos)
         })
         .collect()
 }
