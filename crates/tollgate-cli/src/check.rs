@@ -36,6 +36,7 @@ pub fn report(file: &PolicyFile) -> String {
         file.storage(),
         match file.fail_policy() {
             tollgate::FailPolicy::Open => "open",
+            tollgate::FailPolicy::Fallback => "fallback",
             _ => "closed",
         },
         file.key_prefix(),

@@ -18,6 +18,7 @@ macro_rules! links {
          [emission-interval]: crate::_documentation::choosing_a_strategy#the-emission-interval-t\n\
          [architecture]: crate::_documentation::architecture\n\
          [concurrency]: crate::_documentation::concurrency\n\
+         [protecting]: crate::_documentation::protecting_the_store\n\
          [redis]: https://github.com/tollgate-rs/tollgate/blob/main/docs/redis.md\n\
          [redis-time]: https://github.com/tollgate-rs/tollgate/blob/main/docs/redis.md#time-the-servers-clock-or-the-callers\n\
          [readme-performance]: https://github.com/tollgate-rs/tollgate#performance\n\n"
@@ -47,4 +48,9 @@ pub mod architecture {
 pub mod concurrency {
     #![doc = links!()]
     #![doc = include_str!("../docs/concurrency.md")]
+}
+
+pub mod protecting_the_store {
+    #![doc = links!()]
+    #![doc = include_str!("../docs/protecting-the-store.md")]
 }

@@ -37,6 +37,13 @@ pub struct Decision {
     /// `remaining` (ties: the first listed). Always 0 for a single-limit
     /// policy.
     pub bound_by: usize,
+    /// Whether the store failed (or its [circuit
+    /// breaker](crate::protection::CircuitBreaker) was open) and the
+    /// decision was made by the limiter's in-memory fallback policy under
+    /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback): `limit`,
+    /// `remaining` and the times are the fallback policy's, for this process
+    /// alone.
+    pub fallback: bool,
 }
 
 impl Decision {
@@ -57,6 +64,7 @@ impl Decision {
             retry_after,
             fail_open: false,
             bound_by: 0,
+            fallback: false,
         }
     }
 

@@ -36,6 +36,8 @@
 //!   together and why.
 //! - [Concurrency](_documentation::concurrency): the in-memory backend's
 //!   design.
+//! - [Protecting the store](_documentation::protecting_the_store): the deny
+//!   cache, the circuit breaker and the fallback limiter for remote stores.
 //!
 //! ## Features
 //!
@@ -52,6 +54,7 @@ mod error;
 mod limiter;
 pub mod metrics;
 mod policy;
+pub mod protection;
 mod redact;
 mod resources;
 pub mod strategy;
@@ -78,5 +81,6 @@ pub use decision::{Decision, Tick};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
 pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
+pub use protection::{CircuitBreaker, DenyCache};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};

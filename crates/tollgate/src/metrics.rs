@@ -13,6 +13,9 @@
 //! | `tollgate_denied_total` | counter | requests denied by a decision |
 //! | `tollgate_backend_errors_total` | counter | decisions the backend failed to make |
 //! | `tollgate_fail_open_total` | counter | requests admitted because the backend failed under fail-open |
+//! | `tollgate_deny_cache_hits_total` | counter | requests denied from the local [deny cache](crate::protection::DenyCache), without a round trip |
+//! | `tollgate_fallback_total` | counter | requests decided by the in-memory fallback because the store failed or its circuit breaker was open |
+//! | `tollgate_circuit_open_total` | counter | requests not sent to the store because its [circuit breaker](crate::protection::CircuitBreaker) was open |
 //! | `tollgate_decision_seconds` | histogram | time to decide, sampled: one decision in [`LATENCY_SAMPLE`] per thread |
 //!
 //! Latency is sampled because timing an in-memory decision costs about as
@@ -37,6 +40,9 @@ pub(crate) struct LimiterMetrics {
     denied: Counter,
     backend_errors: Counter,
     fail_open: Counter,
+    deny_cache_hits: Counter,
+    fallback: Counter,
+    circuit_open: Counter,
     latency: Histogram,
 }
 
@@ -67,6 +73,21 @@ fn describe() {
             Unit::Count,
             "Requests admitted because the backend failed under fail-open"
         );
+        describe_counter!(
+            "tollgate_deny_cache_hits_total",
+            Unit::Count,
+            "Requests denied from the local deny cache without asking the store"
+        );
+        describe_counter!(
+            "tollgate_fallback_total",
+            Unit::Count,
+            "Requests decided by the in-memory fallback because the store failed"
+        );
+        describe_counter!(
+            "tollgate_circuit_open_total",
+            Unit::Count,
+            "Requests not sent to the store because its circuit breaker was open"
+        );
         describe_histogram!(
             "tollgate_decision_seconds",
             Unit::Seconds,
@@ -93,6 +114,9 @@ impl LimiterMetrics {
             denied: counter!("tollgate_denied_total", &labels),
             backend_errors: counter!("tollgate_backend_errors_total", &labels),
             fail_open: counter!("tollgate_fail_open_total", &labels),
+            deny_cache_hits: counter!("tollgate_deny_cache_hits_total", &labels),
+            fallback: counter!("tollgate_fallback_total", &labels),
+            circuit_open: counter!("tollgate_circuit_open_total", &labels),
             latency: histogram!("tollgate_decision_seconds", &labels),
         }
     }
@@ -103,12 +127,29 @@ impl LimiterMetrics {
         if allowed { &self.allowed } else { &self.denied }.increment(1);
     }
 
-    /// Counts a backend failure and, under fail-open, the admission.
-    pub(crate) fn failed(&self, failed_open: bool) {
+    /// Counts a denial answered from the deny cache.
+    pub(crate) fn deny_cache_hit(&self) {
+        self.deny_cache_hits.increment(1);
+    }
+
+    /// Counts a decision of the fallback limiter.
+    pub(crate) fn fell_back(&self) {
+        self.fallback.increment(1);
+    }
+
+    /// Counts a request kept from the store by an open circuit breaker.
+    pub(crate) fn circuit_open(&self) {
+        self.circuit_open.increment(1);
+    }
+
+    /// Counts a decision the backend failed to make.
+    pub(crate) fn backend_error(&self) {
         self.backend_errors.increment(1);
-        if failed_open {
-            self.fail_open.increment(1);
-        }
+    }
+
+    /// Counts an admission under fail-open.
+    pub(crate) fn failed_open(&self) {
+        self.fail_open.increment(1);
     }
 
     /// The start of this decision, in nanoseconds, when it is one to time

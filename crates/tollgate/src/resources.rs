@@ -7,8 +7,9 @@ use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
-use crate::limiter::{validate_prefix, FailPolicy, Limiter, DEFAULT_KEY_PREFIX};
+use crate::limiter::{validate_prefix, FailPolicy, Limiter, Options, DEFAULT_KEY_PREFIX};
 use crate::policy::Policy;
+use crate::protection::{CircuitBreaker, DenyCache};
 
 /// Enforces a default policy plus named per-resource overrides.
 ///
@@ -47,7 +48,8 @@ impl ResourceLimiter {
             backend: MemoryBackend::new(),
             default: None,
             resources: Vec::new(),
-            fail: FailPolicy::Closed,
+            options: Options::default(),
+            overrides: HashMap::new(),
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
         }
     }
@@ -120,8 +122,16 @@ pub struct ResourceLimiterBuilder<B> {
     backend: B,
     default: Option<Policy>,
     resources: Vec<(String, Policy)>,
-    fail: FailPolicy,
+    options: Options,
+    overrides: HashMap<String, Override>,
     prefix: String,
+}
+
+/// What one resource sets differently from the builder's defaults.
+#[derive(Debug, Clone, Default)]
+struct Override {
+    fallback: Option<Policy>,
+    deny_cache: Option<Option<DenyCache>>,
 }
 
 impl ResourceLimiterBuilder<MemoryBackend> {
@@ -145,9 +155,55 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
-    /// What to do when the backend fails (default: fail closed).
+    /// What to do when the backend fails, for every resource (default:
+    /// fail closed).
     pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
-        self.fail = fail;
+        self.options.fail = fail;
+        self
+    }
+
+    /// The in-memory fallback policy of every resource without one of its
+    /// own ([`resource_fallback`](Self::resource_fallback)); sets the fail
+    /// policy to [`FailPolicy::Fallback`]. See [`LimiterBuilder::fallback`](crate::LimiterBuilder::fallback).
+    pub fn fallback(mut self, policy: Policy) -> Self {
+        self.options.fallback = Some(policy);
+        self.options.fail = FailPolicy::Fallback;
+        self
+    }
+
+    /// The fallback policy of resource `name`, in place of the builder's
+    /// [`fallback`](Self::fallback). The fail policy must be
+    /// [`FailPolicy::Fallback`].
+    pub fn resource_fallback(mut self, name: impl Into<String>, policy: Policy) -> Self {
+        self.overrides.entry(name.into()).or_default().fallback = Some(policy);
+        self
+    }
+
+    /// A deny cache for every resource unless turned off per resource
+    /// ([`resource_deny_cache`](Self::resource_deny_cache)).
+    pub fn deny_cache(mut self, cache: DenyCache) -> Self {
+        self.options.deny_cache = Some(cache);
+        self
+    }
+
+    /// The deny cache of resource `name` (`None`: none), in place of the
+    /// builder's [`deny_cache`](Self::deny_cache).
+    pub fn resource_deny_cache(mut self, name: impl Into<String>, cache: Option<DenyCache>) -> Self {
+        self.overrides.entry(name.into()).or_default().deny_cache = Some(cache);
+        self
+    }
+
+    /// The circuit breaker of every resource (see
+    /// [`LimiterBuilder::circuit_breaker`](crate::LimiterBuilder::circuit_breaker)).
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.options.breaker = Some(breaker);
+        self
+    }
+
+    /// The clock of the deny caches, circuit breakers and fallback limiters
+    /// (see [`LimiterBuilder::local_clock`](crate::LimiterBuilder::local_clock)).
+    pub fn local_clock(mut self, clock: impl Clock) -> Self {
+        self.options.clock = Some(std::sync::Arc::new(clock));
         self
     }
 
@@ -163,7 +219,8 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
             backend,
             default: self.default,
             resources: self.resources,
-            fail: self.fail,
+            options: self.options,
+            overrides: self.overrides,
             prefix: self.prefix,
         }
     }
@@ -185,18 +242,42 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
             resource,
             policy,
         };
-        let default = Limiter::bind(&self.backend, &scope("", &default), self.fail)?;
+        if let Some(name) = self
+            .overrides
+            .keys()
+            .find(|name| !self.resources.iter().any(|(n, _)| n == *name))
+        {
+            return Err(ConfigError::new(
+                resource_path(name),
+                "has a fallback or deny cache setting but no policy",
+            )
+            .into());
+        }
+        let options_of = |name: &str| -> Options {
+            let mut options = self.options.clone();
+            if let Some(o) = self.overrides.get(name) {
+                if let Some(fallback) = o.fallback {
+                    options.fallback = Some(fallback);
+                }
+                if let Some(cache) = o.deny_cache {
+                    options.deny_cache = cache;
+                }
+            }
+            options
+        };
+        let default = Limiter::bind(&self.backend, &scope("", &default), &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, policy) in &self.resources {
             check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(resource_path(name), "is defined twice").into());
             }
-            let limiter =
-                Limiter::bind(&self.backend, &scope(name, policy), self.fail).map_err(|e| match e {
+            let limiter = Limiter::bind(&self.backend, &scope(name, policy), &options_of(name)).map_err(
+                |e| match e {
                     Error::Config(e) => Error::Config(e.within(resource_path(name))),
                     other => other,
-                })?;
+                },
+            )?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
         Ok(ResourceLimiter { default, resources })

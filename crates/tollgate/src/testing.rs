@@ -93,6 +93,7 @@ pub struct FlakyStore<S> {
     inner: S,
     failing: AtomicBool,
     failures: AtomicU64,
+    operations: AtomicU64,
 }
 
 impl<S: Store> FlakyStore<S> {
@@ -102,6 +103,7 @@ impl<S: Store> FlakyStore<S> {
             inner,
             failing: AtomicBool::new(false),
             failures: AtomicU64::new(0),
+            operations: AtomicU64::new(0),
         }
     }
 
@@ -115,12 +117,19 @@ impl<S: Store> FlakyStore<S> {
         self.failures.load(Ordering::SeqCst)
     }
 
+    /// How many operations (get, set, delete) were asked of the store,
+    /// failed or not.
+    pub fn operations(&self) -> u64 {
+        self.operations.load(Ordering::SeqCst)
+    }
+
     /// The wrapped store.
     pub fn inner(&self) -> &S {
         &self.inner
     }
 
     fn check(&self) -> Result<(), BackendError> {
+        self.operations.fetch_add(1, Ordering::SeqCst);
         if self.failing.load(Ordering::SeqCst) {
             self.failures.fetch_add(1, Ordering::SeqCst);
             Err(BackendError::new(

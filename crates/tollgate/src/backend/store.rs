@@ -48,6 +48,27 @@ pub trait Store: Send + Sync + 'static {
     fn delete(&self, key: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
+/// A shared store is a store: several adapters (standing for several
+/// processes) can keep state in one.
+impl<S: Store> Store for Arc<S> {
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Vec<u8>>, BackendError>> + Send {
+        S::get(self, key)
+    }
+
+    fn set(
+        &self,
+        key: &[u8],
+        value: Vec<u8>,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        S::set(self, key, value, ttl)
+    }
+
+    fn delete(&self, key: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send {
+        S::delete(self, key)
+    }
+}
+
 /// What every binding of one adapter shares.
 struct Shared<S> {
     store: Arc<S>,

@@ -10,4 +10,5 @@ mod concurrency;
 mod limiter_api;
 mod metrics;
 mod prometheus;
+mod protection;
 mod strategy_properties;
