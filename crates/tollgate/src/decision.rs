@@ -44,6 +44,34 @@ pub struct Decision {
     /// `remaining` and the times are the fallback policy's, for this process
     /// alone.
     pub fallback: bool,
+    /// Whether the policy is in shadow mode and enforcement would have
+    /// denied this request: `allowed` is then `true` and the other fields
+    /// are what enforcement computed ([shadow
+    /// mode](crate::_documentation::semantics#shadow-mode)).
+    pub shadow_denied: bool,
+    /// Whether the key is on the policy's exempt list or deny list, which
+    /// decided without the limits.
+    pub listed: Option<Listed>,
+}
+
+/// The list that decided a request ([exemptions and deny
+/// lists](crate::_documentation::semantics#exemptions-and-deny-lists)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Listed {
+    /// The key is exempt: allowed, neither charged nor stored.
+    Exempt,
+    /// The key is on the deny list: denied, with no `retry_after`.
+    Denied,
+}
+
+impl Listed {
+    /// `exempt` or `deny`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Listed::Exempt => "exempt",
+            Listed::Denied => "deny",
+        }
+    }
 }
 
 impl Decision {
@@ -65,6 +93,8 @@ impl Decision {
             fail_open: false,
             bound_by: 0,
             fallback: false,
+            shadow_denied: false,
+            listed: None,
         }
     }
 
@@ -86,6 +116,37 @@ impl Decision {
             tick.duration(outcome.reset),
             outcome.retry_after.map(|t| tick.duration(t)),
         )
+    }
+
+    /// The decision for a key an operator blocked, `left` ticks before the
+    /// block ends, whose state resets in `reset` ticks: denied, nothing
+    /// remaining, `retry_after` when the block ends, `limit` that of the
+    /// policy's first limit.
+    pub fn blocked(left: u64, reset: u64, limit: u64, tick: Tick) -> Self {
+        Self::new(
+            false,
+            limit,
+            0,
+            tick.duration(reset.max(left)),
+            Some(tick.duration(left)),
+        )
+    }
+
+    /// The decision for a key on a list: exempt keys are allowed with the
+    /// whole `limit` remaining, denied ones denied with nothing remaining
+    /// and no `retry_after`.
+    pub fn listed(listed: Listed, limit: u64) -> Self {
+        let allowed = listed == Listed::Exempt;
+        Self {
+            listed: Some(listed),
+            ..Self::new(
+                allowed,
+                limit,
+                if allowed { limit } else { 0 },
+                Duration::ZERO,
+                None,
+            )
+        }
     }
 
     /// The decision returned under fail-open when the backend failed:

@@ -61,6 +61,10 @@ pub enum BackendErrorKind {
     Timeout,
     /// The store answered something that is not a valid state or reply.
     Protocol,
+    /// The backend does not support what was asked of it (for example a
+    /// per-key operation on a custom backend that does not implement
+    /// [`Binding::operate`](crate::Binding::operate)).
+    Unsupported,
     /// Any other failure reported by the store.
     Other,
 }
@@ -82,6 +86,7 @@ impl std::fmt::Display for BackendErrorKind {
             BackendErrorKind::Unavailable => "unavailable",
             BackendErrorKind::Timeout => "timed out",
             BackendErrorKind::Protocol => "protocol error",
+            BackendErrorKind::Unsupported => "does not support it",
             BackendErrorKind::Other => "error",
         })
     }

@@ -16,6 +16,7 @@
 //! | `tollgate_deny_cache_hits_total` | counter | requests denied from the local [deny cache](crate::protection::DenyCache), without a round trip |
 //! | `tollgate_fallback_total` | counter | requests decided by the in-memory fallback because the store failed or its circuit breaker was open |
 //! | `tollgate_circuit_open_total` | counter | requests not sent to the store because its [circuit breaker](crate::protection::CircuitBreaker) was open |
+//! | `tollgate_shadow_denied_total` | counter | requests a policy in shadow mode allowed that enforcement would have denied |
 //! | `tollgate_decision_seconds` | histogram | time to decide, sampled: one decision in [`LATENCY_SAMPLE`] per thread |
 //!
 //! Latency is sampled because timing an in-memory decision costs about as
@@ -43,6 +44,7 @@ pub(crate) struct LimiterMetrics {
     deny_cache_hits: Counter,
     fallback: Counter,
     circuit_open: Counter,
+    shadow_denied: Counter,
     latency: Histogram,
 }
 
@@ -88,6 +90,11 @@ fn describe() {
             Unit::Count,
             "Requests not sent to the store because its circuit breaker was open"
         );
+        describe_counter!(
+            "tollgate_shadow_denied_total",
+            Unit::Count,
+            "Requests a policy in shadow mode allowed that enforcement would have denied"
+        );
         describe_histogram!(
             "tollgate_decision_seconds",
             Unit::Seconds,
@@ -117,6 +124,7 @@ impl LimiterMetrics {
             deny_cache_hits: counter!("tollgate_deny_cache_hits_total", &labels),
             fallback: counter!("tollgate_fallback_total", &labels),
             circuit_open: counter!("tollgate_circuit_open_total", &labels),
+            shadow_denied: counter!("tollgate_shadow_denied_total", &labels),
             latency: histogram!("tollgate_decision_seconds", &labels),
         }
     }
@@ -130,6 +138,11 @@ impl LimiterMetrics {
     /// Counts a denial answered from the deny cache.
     pub(crate) fn deny_cache_hit(&self) {
         self.deny_cache_hits.increment(1);
+    }
+
+    /// Counts a request shadow mode allowed that enforcement would deny.
+    pub(crate) fn shadow_denied(&self) {
+        self.shadow_denied.increment(1);
     }
 
     /// Counts a decision of the fallback limiter.

@@ -4,8 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::decision::Tick;
 use crate::error::ConfigError;
-use crate::strategy::{Rate, Strategy, MAX_LIMIT};
+use crate::strategy::{LimitRate, Rate, Strategy, MAX_LIMIT};
 
 /// The longest window a policy accepts: 100 years of 365 days.
 ///
@@ -215,6 +216,22 @@ impl Policy {
     /// Whether the policy holds more than one limit.
     pub fn is_compound(&self) -> bool {
         self.len > 1
+    }
+
+    /// Every limit in the ticks of a backend's clock, as the compound
+    /// decision ([`crate::strategy::decide_all`]) takes them. Windows round
+    /// down to whole ticks.
+    pub fn limit_rates(&self, tick: Tick) -> Vec<LimitRate> {
+        self.limits()
+            .iter()
+            .map(|l| LimitRate {
+                strategy: l.strategy(),
+                rate: match tick {
+                    Tick::Nanos => l.rate_nanos(),
+                    Tick::Micros => l.rate_micros(),
+                },
+            })
+            .collect()
     }
 
     /// The limit of a single-limit policy, `None` for a compound one.

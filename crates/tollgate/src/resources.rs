@@ -7,7 +7,9 @@ use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
+use crate::keylist::KeyList;
 use crate::limiter::{validate_prefix, FailPolicy, Limiter, Options, DEFAULT_KEY_PREFIX};
+use crate::operation::Operation;
 use crate::policy::Policy;
 use crate::protection::{CircuitBreaker, DenyCache};
 
@@ -102,6 +104,16 @@ impl<B: Backend> ResourceLimiter<B> {
     pub async fn peek(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
         self.limiter(resource).peek(key).await
     }
+
+    /// Applies a per-key operation to `key` under `resource`'s policy (see
+    /// [`Limiter::operate`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::operate`].
+    pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        self.limiter(resource).operate(key, op).await
+    }
 }
 
 impl ResourceLimiter<MemoryBackend> {
@@ -132,6 +144,9 @@ pub struct ResourceLimiterBuilder<B> {
 struct Override {
     fallback: Option<Policy>,
     deny_cache: Option<Option<DenyCache>>,
+    shadow: Option<bool>,
+    exempt: KeyList,
+    deny: KeyList,
 }
 
 impl ResourceLimiterBuilder<MemoryBackend> {
@@ -193,6 +208,47 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
+    /// Shadow mode for every resource without a setting of its own (see
+    /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.options.shadow = shadow;
+        self
+    }
+
+    /// Shadow mode for resource `name`, in place of the builder's.
+    pub fn resource_shadow(mut self, name: impl Into<String>, shadow: bool) -> Self {
+        self.overrides.entry(name.into()).or_default().shadow = Some(shadow);
+        self
+    }
+
+    /// Keys exempt under every resource (and the default policy).
+    pub fn exempt(mut self, keys: KeyList) -> Self {
+        self.options.exempt = keys;
+        self
+    }
+
+    /// Keys exempt under resource `name`, besides the builder's.
+    pub fn resource_exempt(mut self, name: impl Into<String>, keys: KeyList) -> Self {
+        self.overrides
+            .entry(name.into())
+            .or_default()
+            .exempt
+            .extend(&keys);
+        self
+    }
+
+    /// Keys denied under every resource (and the default policy).
+    pub fn deny(mut self, keys: KeyList) -> Self {
+        self.options.deny = keys;
+        self
+    }
+
+    /// Keys denied under resource `name`, besides the builder's.
+    pub fn resource_deny(mut self, name: impl Into<String>, keys: KeyList) -> Self {
+        self.overrides.entry(name.into()).or_default().deny.extend(&keys);
+        self
+    }
+
     /// The circuit breaker of every resource (see
     /// [`LimiterBuilder::circuit_breaker`](crate::LimiterBuilder::circuit_breaker)).
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
@@ -249,7 +305,7 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         {
             return Err(ConfigError::new(
                 resource_path(name),
-                "has a fallback or deny cache setting but no policy",
+                "has settings (fallback, deny cache, shadow, exempt or deny) but no policy",
             )
             .into());
         }
@@ -262,6 +318,11 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
                 if let Some(cache) = o.deny_cache {
                     options.deny_cache = cache;
                 }
+                if let Some(shadow) = o.shadow {
+                    options.shadow = shadow;
+                }
+                options.exempt.extend(&o.exempt);
+                options.deny.extend(&o.deny);
             }
             options
         };

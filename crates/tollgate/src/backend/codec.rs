@@ -1,8 +1,10 @@
 //! The byte encoding of strategy state for custom stores.
 //!
 //! One tag byte (`F` fixed window, `S` sliding window, `G` token or leaky
-//! bucket) followed by the state's fields as little-endian `u64`s. The format
-//! is stable: stores may persist it.
+//! bucket) followed by the state's fields as little-endian `u64`s. A blocked
+//! key's value is `B`, the tick its block ends as a little-endian `u64`, then
+//! its state's encoding, if it has state. The format is stable: stores may
+//! persist it.
 
 use crate::error::{BackendError, BackendErrorKind};
 use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
@@ -51,6 +53,59 @@ pub fn decode_state(bytes: &[u8]) -> Result<State, BackendError> {
     }
 }
 
+/// A key's stored value: its state and, when an operator blocked it, the
+/// tick the block ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// The strategy state, `None` when absent.
+    pub state: Option<State>,
+    /// The tick a block ends, `None` when the key was never blocked (an
+    /// ended block may remain until the value is next written).
+    pub blocked_until: Option<u64>,
+}
+
+/// Encodes a record; `None` when it holds nothing (delete the key).
+pub fn encode_record(record: &Record) -> Option<Vec<u8>> {
+    match (record.blocked_until, &record.state) {
+        (None, None) => None,
+        (None, Some(state)) => Some(encode_state(state)),
+        (Some(until), state) => {
+            let mut out = Vec::with_capacity(1 + 8 + 25);
+            out.push(b'B');
+            out.extend_from_slice(&until.to_le_bytes());
+            if let Some(state) = state {
+                out.extend_from_slice(&encode_state(state));
+            }
+            Some(out)
+        }
+    }
+}
+
+/// Decodes a stored record (a plain state, or a blocked one).
+///
+/// # Errors
+///
+/// As for [`decode_state`].
+pub fn decode_record(bytes: &[u8]) -> Result<Record, BackendError> {
+    match bytes {
+        [b'B', rest @ ..] if rest.len() >= 8 => {
+            let (until, state) = rest.split_at(8);
+            Ok(Record {
+                blocked_until: Some(u64::from_le_bytes(until.try_into().expect("8 bytes"))),
+                state: if state.is_empty() {
+                    None
+                } else {
+                    Some(decode_state(state)?)
+                },
+            })
+        }
+        _ => Ok(Record {
+            state: Some(decode_state(bytes)?),
+            blocked_until: None,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,8 +127,32 @@ mod tests {
         for s in states {
             assert_eq!(decode_state(&encode_state(&s)).unwrap(), s);
         }
-        for garbage in [&b""[..], b"F", b"G1234567", b"X12345678", b"F12345678"] {
-            let err = decode_state(garbage).unwrap_err();
+        for record in [
+            Record {
+                state: Some(states[1]),
+                blocked_until: Some(9),
+            },
+            Record {
+                state: None,
+                blocked_until: Some(u64::MAX),
+            },
+            Record {
+                state: Some(states[2]),
+                blocked_until: None,
+            },
+        ] {
+            assert_eq!(decode_record(&encode_record(&record).unwrap()).unwrap(), record);
+        }
+        assert_eq!(encode_record(&Record::default()), None);
+        for garbage in [
+            &b""[..],
+            b"F",
+            b"G1234567",
+            b"X12345678",
+            b"F12345678",
+            b"B1234567",
+        ] {
+            let err = decode_record(garbage).unwrap_err();
             assert_eq!(err.kind(), BackendErrorKind::Protocol);
         }
     }

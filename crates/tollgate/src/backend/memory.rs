@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::blocks::Blocks;
 use super::janitor::{self, Sweep};
 use super::table::{LockedShard, Table};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
+use crate::operation::Operation;
 use crate::policy::{Limit, MAX_LIMITS};
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
@@ -141,15 +143,7 @@ impl Backend for MemoryBackend {
                 Strategy::TokenBucket | Strategy::LeakyBucket => Tables::Gcra(self.table(limit, &hasher)),
             })
             .collect();
-        let limits: Vec<LimitRate> = scope
-            .policy
-            .limits()
-            .iter()
-            .map(|l| LimitRate {
-                strategy: l.strategy(),
-                rate: l.rate_nanos(),
-            })
-            .collect();
+        let limits = scope.policy.limit_rates(Tick::Nanos);
         let mut tables = tables.into_iter();
         let binding = match tables.len() {
             1 => Kind::Single(tables.next().expect("a policy has a limit")),
@@ -158,7 +152,10 @@ impl Backend for MemoryBackend {
                 limits: limits.into_boxed_slice(),
             },
         };
-        Ok(MemoryBinding { kind: binding })
+        Ok(MemoryBinding {
+            kind: binding,
+            blocks: Blocks::new(),
+        })
     }
 }
 
@@ -200,6 +197,16 @@ impl Tables {
             Tables::Sliding(t) => t.now(),
             Tables::Gcra(t) => t.now(),
         }
+    }
+
+    fn limit(&self) -> LimitRate {
+        let (strategy, rate) = match self {
+            Tables::Fixed(t) => (Strategy::FixedWindow, *t.rate()),
+            Tables::Sliding(t) => (Strategy::SlidingWindow, *t.rate()),
+            // Token and leaky bucket decide alike; the name only labels.
+            Tables::Gcra(t) => (Strategy::TokenBucket, *t.rate()),
+        };
+        LimitRate { strategy, rate }
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
@@ -313,6 +320,7 @@ enum Kind {
 /// The in-memory state of one policy: a table per limit.
 pub struct MemoryBinding {
     kind: Kind,
+    blocks: Blocks,
 }
 
 impl std::fmt::Debug for MemoryBinding {
@@ -333,9 +341,22 @@ impl MemoryBinding {
         }
     }
 
+    /// The limits in the backend's ticks.
+    fn limits(&self) -> Vec<LimitRate> {
+        match &self.kind {
+            Kind::Single(t) => vec![t.limit()],
+            Kind::Compound { limits, .. } => limits.to_vec(),
+        }
+    }
+
     /// Decides one request synchronously; the in-memory backend cannot fail.
     #[inline]
     pub fn check(&self, key: &[u8], cost: u64) -> Decision {
+        if self.blocks.any() {
+            if let Some(decision) = self.check_blocked(key) {
+                return decision;
+            }
+        }
         match &self.kind {
             Kind::Single(tables) => {
                 let (outcome, rate) = match tables {
@@ -345,15 +366,40 @@ impl MemoryBinding {
                 };
                 Decision::from_outcome(outcome, rate.limit, Tick::Nanos)
             }
-            Kind::Compound { tables, limits } => Self::check_all(tables, limits, key, cost),
+            Kind::Compound { limits, .. } => self.update(key, |before, after, now| {
+                let compound = strategy::decide_all(limits, before, after, now, cost);
+                Decision::from_compound(compound, limits, Tick::Nanos)
+            }),
         }
     }
 
-    /// A compound decision: every limit's shard for the key is locked, in
-    /// the order the limits are listed, for the whole decision. Every
-    /// compound binding locks its own tables in the same order and nothing
-    /// else holds two shard locks, so this cannot deadlock.
-    fn check_all(tables: &[Tables], limits: &[LimitRate], key: &[u8], cost: u64) -> Decision {
+    /// The decision for a blocked key: denied until the block ends, the
+    /// state untouched.
+    #[cold]
+    fn check_blocked(&self, key: &[u8]) -> Option<Decision> {
+        let now = self.tables()[0].now();
+        let until = self.blocks.until(key, now)?;
+        let limits = self.limits();
+        let peek = self.update(key, |before, after, now| {
+            after.copy_from_slice(before);
+            let mut ignored = [None; MAX_LIMITS];
+            strategy::decide_all(&limits, before, &mut ignored[..before.len()], now, 0)
+        });
+        Some(Decision::blocked(
+            until - now,
+            peek.outcome.reset,
+            limits[0].rate.limit,
+            Tick::Nanos,
+        ))
+    }
+
+    /// Runs `f` on the key's state of every limit, all locked together:
+    /// the shard for the key in each limit's table, in the order the
+    /// limits are listed. Every binding locks its own tables in that same
+    /// order and nothing else holds two shard locks, so this cannot
+    /// deadlock. `f` gets the states before and fills the states after.
+    fn update<R>(&self, key: &[u8], f: impl FnOnce(&[Option<State>], &mut [Option<State>], u64) -> R) -> R {
+        let tables = self.tables();
         let now = tables[0].now();
         let hash = tables[0].hash(key);
         let mut locked: [Option<Locked<'_>>; MAX_LIMITS] = [const { None }; MAX_LIMITS];
@@ -365,13 +411,42 @@ impl MemoryBinding {
         }
         let n = tables.len();
         let mut after = [None; MAX_LIMITS];
-        let compound = strategy::decide_all(limits, &before[..n], &mut after[..n], now, cost);
+        let result = f(&before[..n], &mut after[..n], now);
         for (i, shard) in locked[..n].iter_mut().enumerate() {
             if let Some(shard) = shard {
                 shard.set(key, before[i], after[i], now);
             }
         }
-        Decision::from_compound(compound, limits, Tick::Nanos)
+        result
+    }
+
+    /// Applies a per-key operation synchronously; the in-memory backend
+    /// cannot fail. The caller validates the argument
+    /// ([`Operation::validate`]).
+    pub fn operate_now(&self, key: &[u8], op: Operation) {
+        let limits = self.limits();
+        match op {
+            Operation::Block(duration) => {
+                let now = self.tables()[0].now();
+                let until = now.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+                self.blocks.set(key, Some(until), now);
+            }
+            Operation::Reset => {
+                self.update(key, |_, after, _| after.fill(None));
+                let now = self.tables()[0].now();
+                self.blocks.set(key, None, now);
+            }
+            Operation::Refund(cost) | Operation::Penalty(cost) => self.update(key, |before, after, now| {
+                for (i, limit) in limits.iter().enumerate() {
+                    after[i] = match op {
+                        Operation::Refund(_) => {
+                            strategy::refund(limit.strategy, &limit.rate, before[i], now, cost)
+                        }
+                        _ => strategy::penalty(limit.strategy, &limit.rate, before[i], now, cost),
+                    };
+                }
+            }),
+        }
     }
 
     /// The number of keys that hold state, summed over the policy's limits.
@@ -398,5 +473,14 @@ impl Binding for MemoryBinding {
         cost: u64,
     ) -> impl std::future::Future<Output = Result<Decision, BackendError>> + Send {
         std::future::ready(Ok(self.check(key, cost)))
+    }
+
+    fn operate(
+        &self,
+        key: &[u8],
+        op: Operation,
+    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
+        self.operate_now(key, op);
+        std::future::ready(Ok(()))
     }
 }

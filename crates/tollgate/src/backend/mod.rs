@@ -1,6 +1,7 @@
 //! Where state lives: the backend traits, the in-memory backend and the
 //! adapter for custom stores.
 
+mod blocks;
 mod codec;
 mod janitor;
 mod keys;
@@ -12,11 +13,12 @@ mod trim;
 
 use std::future::Future;
 
-pub use codec::{decode_state, encode_state};
+pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
 pub use keys::{namespace, CompoundKeys};
 
 use crate::decision::Decision;
-use crate::error::{BackendError, Error};
+use crate::error::{BackendError, BackendErrorKind, Error};
+use crate::operation::Operation;
 use crate::policy::Policy;
 
 /// What a limiter asks a backend to serve: one policy under one namespace.
@@ -59,4 +61,23 @@ pub trait Binding: Send + Sync + 'static {
     ///
     /// A [`BackendError`] when the state could not be read or written.
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send;
+
+    /// Applies a per-key operation to `key`'s state, atomically with
+    /// respect to every decision on the same key, as [per-key
+    /// operations](crate::_documentation::semantics#per-key-operations)
+    /// defines it. The argument has passed [`Operation::validate`].
+    ///
+    /// The default refuses with [`BackendErrorKind::Unsupported`]: a custom
+    /// backend supports operations by overriding it.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written.
+    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = key;
+        std::future::ready(Err(BackendError::new(
+            BackendErrorKind::Unsupported,
+            format!("this backend has no per-key operations ({} was asked)", op.name()),
+        )))
+    }
 }

@@ -15,14 +15,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::codec::{decode_state, encode_state};
+use super::codec::{decode_record, encode_record, Record};
 use super::keys::{namespace, CompoundKeys};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
-use crate::error::{BackendError, ConfigError, Error};
+use crate::error::{BackendError, Error};
+use crate::operation::Operation;
 use crate::policy::MAX_LIMITS;
-use crate::strategy::{self, LimitRate};
+use crate::strategy::{self, LimitRate, State};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.
 pub const DEFAULT_LOCKS: usize = 1024;
@@ -154,27 +155,9 @@ impl<S: Store> Backend for StoreBackend<S> {
     type Binding = StoreBinding<S>;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<StoreBinding<S>, Error> {
+        // Policies have windows of at least 1 µs, at least one tick here.
         let limits = scope.policy.limits();
-        let mut rates = Vec::with_capacity(limits.len());
-        for (i, limit) in limits.iter().enumerate() {
-            let rate = match self.shared.tick {
-                Tick::Nanos => limit.rate_nanos(),
-                Tick::Micros => limit.rate_micros(),
-            };
-            if rate.window == 0 {
-                let err = ConfigError::new("window", "is shorter than one tick of the store's clock");
-                return Err(if scope.policy.is_compound() {
-                    err.within(format!("limits[{i}]"))
-                } else {
-                    err
-                }
-                .into());
-            }
-            rates.push(LimitRate {
-                strategy: limit.strategy(),
-                rate,
-            });
-        }
+        let rates = scope.policy.limit_rates(self.shared.tick);
         let layout = match scope.policy.single() {
             Some(limit) => Layout::Single(namespace(scope.prefix, scope.resource, limit.strategy())),
             None => Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, limits)),
@@ -220,47 +203,116 @@ impl<S: Store> StoreBinding<S> {
         }
     }
 
-    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+    /// Runs `f` on the records of every limit of `key` under the key's one
+    /// lock and writes back the records it changed. `f` gets the records
+    /// before and fills the records after.
+    async fn update<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[Record], &mut [Record], u64) -> R,
+    ) -> Result<R, BackendError> {
         let shared = &self.shared;
         let keys = self.keys(key);
         // All of a key's limits share the lock of its first state key.
         let lock = &shared.locks[shared.hasher.hash_one(&keys[0]) as usize & (shared.locks.len() - 1)];
         let _guard = lock.lock().await;
         let n = keys.len();
-        let mut before = [None; MAX_LIMITS];
+        let mut before = [Record::default(); MAX_LIMITS];
         for (i, full) in keys.iter().enumerate() {
-            before[i] = match shared.store.get(full).await? {
-                Some(bytes) => Some(decode_state(&bytes)?),
-                None => None,
-            };
+            if let Some(bytes) = shared.store.get(full).await? {
+                before[i] = decode_record(&bytes)?;
+            }
         }
         // Clamped as the strategies clamp it, so the expiries below measure
         // from the time the decision used.
         let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
-        let mut after = [None; MAX_LIMITS];
-        let compound = strategy::decide_all(&self.limits, &before[..n], &mut after[..n], now, cost);
+        let mut after = before;
+        let result = f(&before[..n], &mut after[..n], now);
         for (i, full) in keys.iter().enumerate() {
-            match after[i] {
-                Some(state) if Some(state) != before[i] => {
-                    let ttl = strategy::expires_at(&self.limits[i].rate, &state)
-                        .saturating_sub(now)
-                        .max(1);
-                    shared
-                        .store
-                        .set(full, encode_state(&state), shared.tick.duration(ttl))
-                        .await?;
+            if after[i] == before[i] {
+                continue;
+            }
+            match encode_record(&after[i]) {
+                Some(value) => {
+                    let state_end = after[i]
+                        .state
+                        .map_or(0, |state| strategy::expires_at(&self.limits[i].rate, &state));
+                    let end = state_end.max(after[i].blocked_until.unwrap_or(0));
+                    let ttl = end.saturating_sub(now).max(1);
+                    shared.store.set(full, value, shared.tick.duration(ttl)).await?;
                 }
-                Some(_) => {}
-                None if before[i].is_some() => shared.store.delete(full).await?,
+                None if before[i] != Record::default() => shared.store.delete(full).await?,
                 None => {}
             }
         }
-        Ok(Decision::from_compound(compound, &self.limits, shared.tick))
+        Ok(result)
+    }
+
+    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let limits = &self.limits;
+        let tick = self.shared.tick;
+        self.update(key, |before, after, now| {
+            let n = before.len();
+            let states: Vec<Option<State>> = before.iter().map(|r| r.state).collect();
+            let mut next = [None; MAX_LIMITS];
+            let compound = strategy::decide_all(limits, &states, &mut next[..n], now, cost);
+            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
+            if until > now {
+                // Blocked: nothing changes, and the decision says until when.
+                let mut peek = [None; MAX_LIMITS];
+                let reset = strategy::decide_all(limits, &states, &mut peek[..n], now, 0)
+                    .outcome
+                    .reset;
+                return Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
+            }
+            for (record, state) in after.iter_mut().zip(next) {
+                *record = Record {
+                    state,
+                    blocked_until: None,
+                };
+            }
+            Decision::from_compound(compound, limits, tick)
+        })
+        .await
+    }
+
+    async fn run_operation(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
+        let limits = &self.limits;
+        let tick = self.shared.tick;
+        self.update(key, |before, after, now| {
+            for (i, limit) in limits.iter().enumerate() {
+                let state = before[i].state;
+                after[i] = match op {
+                    Operation::Reset => Record::default(),
+                    Operation::Block(duration) => {
+                        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+                        let until = now.saturating_add(tick.from_nanos(nanos));
+                        Record {
+                            state,
+                            blocked_until: (until > now).then_some(until),
+                        }
+                    }
+                    Operation::Refund(cost) => Record {
+                        state: strategy::refund(limit.strategy, &limit.rate, state, now, cost),
+                        ..before[i]
+                    },
+                    Operation::Penalty(cost) => Record {
+                        state: strategy::penalty(limit.strategy, &limit.rate, state, now, cost),
+                        ..before[i]
+                    },
+                };
+            }
+        })
+        .await
     }
 }
 
 impl<S: Store> Binding for StoreBinding<S> {
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
+    }
+
+    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.run_operation(key, op)
     }
 }

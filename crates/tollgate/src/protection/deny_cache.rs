@@ -172,6 +172,14 @@ impl DenyTable {
         }
     }
 
+    /// Forgets `key`'s denial (its state changed by an operation).
+    pub(crate) fn remove(&self, key: &[u8]) {
+        let hash = self.hasher.hash_one(key);
+        if let Ok(entry) = self.shard(hash).find_entry(hash, |e| &*e.key == key) {
+            entry.remove();
+        }
+    }
+
     /// The number of cached keys, expired or not.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -19,6 +19,21 @@ pub struct FixedWindowState {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FixedWindow;
 
+impl FixedWindow {
+    /// The bucket `now` falls in, with the stored count when the state is of
+    /// that bucket (a clock that went back stays in the stored bucket), and
+    /// the effective now.
+    #[inline]
+    fn bucket(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> (u64, u64, u64) {
+        let now = clamp_time(now);
+        match state {
+            Some(s) if now < s.start => (s.start, s.count, s.start),
+            Some(s) if now - s.start < rate.window => (s.start, s.count, now),
+            _ => (now - now % rate.window, 0, now),
+        }
+    }
+}
+
 impl Algorithm for FixedWindow {
     type State = FixedWindowState;
 
@@ -30,13 +45,7 @@ impl Algorithm for FixedWindow {
         cost: u64,
     ) -> (Outcome, Option<FixedWindowState>) {
         let (limit, window) = (rate.limit, rate.window);
-        let now = clamp_time(now);
-        let (start, mut count, now) = match state {
-            // The clock went backwards: stay in the stored bucket, at its start.
-            Some(s) if now < s.start => (s.start, s.count, s.start),
-            Some(s) if now - s.start < window => (s.start, s.count, now),
-            _ => (now - now % window, 0, now),
-        };
+        let (start, mut count, now) = Self::bucket(rate, state, now);
         // Exact for valid state (start + W <= MAX_TICK + 2^62); saturating
         // only for a corrupted stored start.
         let end = start.saturating_add(window);
@@ -57,5 +66,22 @@ impl Algorithm for FixedWindow {
 
     fn expires_at(rate: &Rate, state: &FixedWindowState) -> u64 {
         state.start.saturating_add(rate.window)
+    }
+
+    fn refund(rate: &Rate, state: Option<FixedWindowState>, now: u64, cost: u64) -> Option<FixedWindowState> {
+        let (start, count, _) = Self::bucket(rate, state, now);
+        let count = count - cost.min(count);
+        (count > 0).then_some(FixedWindowState { start, count })
+    }
+
+    fn penalty(
+        rate: &Rate,
+        state: Option<FixedWindowState>,
+        now: u64,
+        cost: u64,
+    ) -> Option<FixedWindowState> {
+        let (start, count, _) = Self::bucket(rate, state, now);
+        let count = count.saturating_add(cost);
+        (count > 0).then_some(FixedWindowState { start, count })
     }
 }

@@ -59,6 +59,23 @@ fn whole_intervals(free: u64, interval: u64) -> u64 {
     }
 }
 
+/// Gives back up to `cost` intervals: `tat = max(now, t - cost * T)`.
+pub(crate) fn refund(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> Option<GcraState> {
+    let now = clamp_time(now);
+    let t = state?.tat.max(now);
+    let tat = t.saturating_sub(cost.saturating_mul(rate.interval)).max(now);
+    (tat > now).then_some(GcraState { tat })
+}
+
+/// Charges `cost` intervals without an admission test:
+/// `tat = max(tat, now) + cost * T`, saturating.
+pub(crate) fn penalty(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> Option<GcraState> {
+    let now = clamp_time(now);
+    let t = state.map_or(now, |s| s.tat.max(now));
+    let tat = t.saturating_add(cost.saturating_mul(rate.interval));
+    (tat > now).then_some(GcraState { tat })
+}
+
 /// The tick from which a GCRA state equals absent state.
 pub(crate) fn expires_at(state: &GcraState) -> u64 {
     state.tat

@@ -23,4 +23,12 @@ impl Algorithm for LeakyBucket {
     fn expires_at(_rate: &Rate, state: &GcraState) -> u64 {
         gcra::expires_at(state)
     }
+
+    fn refund(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> Option<GcraState> {
+        gcra::refund(rate, state, now, cost)
+    }
+
+    fn penalty(rate: &Rate, state: Option<GcraState>, now: u64, cost: u64) -> Option<GcraState> {
+        gcra::penalty(rate, state, now, cost)
+    }
 }

@@ -115,6 +115,14 @@ pub trait Algorithm {
     /// The tick from which `state` is equivalent to absent state and may be
     /// deleted.
     fn expires_at(rate: &Rate, state: &Self::State) -> u64;
+
+    /// Gives back up to `cost` units the state was charged, at `now`
+    /// ([per-key operations](crate::_documentation::semantics#per-key-operations)).
+    fn refund(rate: &Rate, state: Option<Self::State>, now: u64, cost: u64) -> Option<Self::State>;
+
+    /// Charges `cost` units at `now` without an admission test
+    /// ([per-key operations](crate::_documentation::semantics#per-key-operations)).
+    fn penalty(rate: &Rate, state: Option<Self::State>, now: u64, cost: u64) -> Option<Self::State>;
 }
 
 /// The state of any strategy, for backends that store all strategies alike.
@@ -128,6 +136,44 @@ pub enum State {
     Gcra(GcraState),
 }
 
+/// Runs `$body` with `$alg` the [`Algorithm`] of `$strategy`, `$typed` the
+/// typed state (`None` when the stored state is of another kind, for example
+/// after a policy changed its strategy under the same key) and `$wrap` the
+/// constructor that turns a typed state back into a [`State`].
+macro_rules! by_strategy {
+    ($strategy:expr, $state:expr, |$alg:ident, $typed:ident, $wrap:ident| $body:expr) => {
+        match $strategy {
+            Strategy::FixedWindow => {
+                type $alg = FixedWindow;
+                let $wrap = State::FixedWindow;
+                let $typed = match $state {
+                    Some(State::FixedWindow(s)) => Some(s),
+                    _ => None,
+                };
+                $body
+            }
+            Strategy::SlidingWindow => {
+                type $alg = SlidingWindow;
+                let $wrap = State::SlidingWindow;
+                let $typed = match $state {
+                    Some(State::SlidingWindow(s)) => Some(s),
+                    _ => None,
+                };
+                $body
+            }
+            Strategy::TokenBucket | Strategy::LeakyBucket => {
+                type $alg = TokenBucket;
+                let $wrap = State::Gcra;
+                let $typed = match $state {
+                    Some(State::Gcra(s)) => Some(s),
+                    _ => None,
+                };
+                $body
+            }
+        }
+    };
+}
+
 /// Runs the decision function of `strategy` on a strategy-agnostic [`State`].
 ///
 /// A stored state of the wrong kind (for example after a policy changed its
@@ -139,32 +185,22 @@ pub fn decide(
     now: u64,
     cost: u64,
 ) -> (Outcome, Option<State>) {
-    match strategy {
-        Strategy::FixedWindow => {
-            let s = match state {
-                Some(State::FixedWindow(s)) => Some(s),
-                _ => None,
-            };
-            let (o, n) = FixedWindow::decide(rate, s, now, cost);
-            (o, n.map(State::FixedWindow))
-        }
-        Strategy::SlidingWindow => {
-            let s = match state {
-                Some(State::SlidingWindow(s)) => Some(s),
-                _ => None,
-            };
-            let (o, n) = SlidingWindow::decide(rate, s, now, cost);
-            (o, n.map(State::SlidingWindow))
-        }
-        Strategy::TokenBucket | Strategy::LeakyBucket => {
-            let s = match state {
-                Some(State::Gcra(s)) => Some(s),
-                _ => None,
-            };
-            let (o, n) = gcra::decide(rate, s, now, cost);
-            (o, n.map(State::Gcra))
-        }
-    }
+    by_strategy!(strategy, state, |A, s, wrap| {
+        let (outcome, next) = A::decide(rate, s, now, cost);
+        (outcome, next.map(wrap))
+    })
+}
+
+/// [`Algorithm::refund`] of `strategy` on a strategy-agnostic [`State`].
+pub fn refund(strategy: Strategy, rate: &Rate, state: Option<State>, now: u64, cost: u64) -> Option<State> {
+    by_strategy!(strategy, state, |A, s, wrap| A::refund(rate, s, now, cost)
+        .map(wrap))
+}
+
+/// [`Algorithm::penalty`] of `strategy` on a strategy-agnostic [`State`].
+pub fn penalty(strategy: Strategy, rate: &Rate, state: Option<State>, now: u64, cost: u64) -> Option<State> {
+    by_strategy!(strategy, state, |A, s, wrap| A::penalty(rate, s, now, cost)
+        .map(wrap))
 }
 
 /// The tick from which a strategy-agnostic state may be deleted.

@@ -148,6 +148,28 @@ impl Algorithm for SlidingWindow {
         (outcome, next)
     }
 
+    fn refund(
+        rate: &Rate,
+        state: Option<SlidingWindowState>,
+        now: u64,
+        cost: u64,
+    ) -> Option<SlidingWindowState> {
+        let (mut s, _) = Self::roll(rate, state, now);
+        s.curr -= cost.min(s.curr);
+        (s.curr > 0 || s.prev > 0).then_some(s)
+    }
+
+    fn penalty(
+        rate: &Rate,
+        state: Option<SlidingWindowState>,
+        now: u64,
+        cost: u64,
+    ) -> Option<SlidingWindowState> {
+        let (mut s, _) = Self::roll(rate, state, now);
+        s.curr = s.curr.saturating_add(cost);
+        (s.curr > 0 || s.prev > 0).then_some(s)
+    }
+
     fn expires_at(rate: &Rate, state: &SlidingWindowState) -> u64 {
         let span = if state.curr > 0 {
             2 * rate.window

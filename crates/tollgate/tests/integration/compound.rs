@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::strategy::Strategy as _;
+
+use crate::support;
 use tollgate::strategy::{decide, Outcome, State};
 use tollgate::testing::MapStore;
 use tollgate::{Decision, Limit, Limiter, ManualClock, Policy, StoreBackend, Strategy, Tick, MAX_LIMITS};
@@ -21,25 +22,12 @@ const START: u64 = 1_700_000_000_000_000_000;
 const KEYS: usize = 3;
 
 fn limit() -> impl proptest::strategy::Strategy<Value = Limit> {
-    (0usize..4, 1u64..8, 1u64..3_000).prop_map(|(s, limit, window_ms)| {
-        Limit::new(Strategy::ALL[s], limit, Duration::from_millis(window_ms)).expect("valid limit")
-    })
+    support::limit(1..8, 1..3_000)
 }
 
 /// Two or three limits, duplicates (same strategy and window) dropped.
 fn compound_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
-    prop::collection::vec(limit(), 2..4).prop_map(|limits| {
-        let mut unique: Vec<Limit> = Vec::new();
-        for l in limits {
-            if !unique
-                .iter()
-                .any(|u| u.strategy() == l.strategy() && u.window() == l.window())
-            {
-                unique.push(l);
-            }
-        }
-        Policy::compound(unique).expect("valid compound policy")
-    })
+    support::policy(limit(), 2..4)
 }
 
 /// (time step in ns, key index, cost); costs include peeks (0) and costs

@@ -9,6 +9,8 @@ mod compound;
 mod concurrency;
 mod limiter_api;
 mod metrics;
+mod operations;
 mod prometheus;
 mod protection;
 mod strategy_properties;
+mod support;

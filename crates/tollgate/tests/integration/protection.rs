@@ -8,6 +8,8 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use proptest::prelude::*;
+
+use crate::support;
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
     BackendError, CircuitBreaker, Decision, DenyCache, FailPolicy, Limit, Limiter, ManualClock, Policy,
@@ -120,23 +122,10 @@ fn decisions(trace: &[(u64, bool, usize, u64)], policy: Policy, cache: bool) -> 
         .collect()
 }
 
+/// One or two limits with short windows, so that denials end often within
+/// a trace.
 fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
-    use proptest::strategy::Strategy as _;
-    // Short windows, so that denials end often within a trace.
-    let limit = (0usize..4, 1u64..6, 1u64..40)
-        .prop_map(|(s, l, w)| Limit::new(Strategy::ALL[s], l, Duration::from_millis(w)).unwrap());
-    prop::collection::vec(limit, 1..3).prop_map(|limits| {
-        let mut unique: Vec<Limit> = Vec::new();
-        for l in limits {
-            if !unique
-                .iter()
-                .any(|u| u.strategy() == l.strategy() && u.window() == l.window())
-            {
-                unique.push(l);
-            }
-        }
-        Policy::compound(unique).unwrap()
-    })
+    support::policy(support::limit(1..6, 1..40), 1..3)
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
-use tollgate::strategy::{decide, expires_at, Outcome, Rate, State, MAX_LIMIT, MAX_TICK};
+use tollgate::strategy::{decide, expires_at, penalty, refund, Outcome, Rate, State, MAX_LIMIT, MAX_TICK};
 use tollgate::{Strategy, MAX_WINDOW};
 
 const STRATEGIES: [Strategy; 4] = Strategy::ALL;
@@ -113,6 +113,52 @@ proptest! {
                     }
                 } else {
                     prop_assert_eq!(o.reset, 0);
+                }
+            }
+        }
+    }
+
+    /// A refund of what a request was just charged gives back exactly that:
+    /// the state decides as before the charge (SEMANTICS.md, "Per-key
+    /// operations"); a refund of more gives back no more.
+    #[test]
+    fn a_refund_right_after_a_charge_undoes_it(rate in rate(), start in 0u64..10_000, steps in steps(), extra in 0u64..5) {
+        for strategy in STRATEGIES {
+            for (now, cost, before, o, after) in run(strategy, &rate, start, &steps) {
+                if !o.allowed || cost == 0 {
+                    continue;
+                }
+                let undone = refund(strategy, &rate, after, now, cost);
+                let expected = decide(strategy, &rate, before, now, 0).0;
+                prop_assert_eq!(decide(strategy, &rate, undone, now, 0).0, expected, "{} refund of {}", strategy, cost);
+                // Giving back more than was charged in this request only
+                // gives back earlier charges that still count; it never
+                // makes room beyond a fresh state.
+                let more = refund(strategy, &rate, after, now, cost + extra);
+                let fresh = decide(strategy, &rate, None, now, 0).0;
+                prop_assert!(decide(strategy, &rate, more, now, 0).0.remaining <= fresh.remaining);
+            }
+        }
+    }
+
+    /// A penalty charges like an admitted request of the same cost, without
+    /// the admission test.
+    #[test]
+    fn a_penalty_charges_like_an_admitted_request(rate in rate(), start in 0u64..10_000, steps in steps()) {
+        for strategy in STRATEGIES {
+            for (now, cost, before, o, after) in run(strategy, &rate, start, &steps) {
+                let charged = penalty(strategy, &rate, before, now, cost);
+                if o.allowed {
+                    prop_assert_eq!(
+                        decide(strategy, &rate, charged, now, 0).0,
+                        decide(strategy, &rate, after, now, 0).0,
+                        "{} penalty of {}", strategy, cost
+                    );
+                } else if cost > 0 {
+                    // Charged past the limit: denied from here on, with
+                    // nothing remaining.
+                    let (next, _) = decide(strategy, &rate, charged, now, 1);
+                    prop_assert_eq!((next.allowed, next.remaining), (false, 0), "{}", strategy);
                 }
             }
         }

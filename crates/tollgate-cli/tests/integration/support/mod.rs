@@ -12,7 +12,7 @@ pub use command::Tollgate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tollgate::strategy::{decide_all, LimitRate, State};
+use tollgate::strategy::{decide_all, State};
 use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
 
 /// The names of the files in `dir`, sorted.
@@ -127,14 +127,7 @@ pub fn limiter_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
 
 /// Decisions of the library's pure strategy functions, one state per key.
 pub fn pure_decisions(policy: Policy, reqs: &[Req]) -> Vec<Decision> {
-    let limits: Vec<LimitRate> = policy
-        .limits()
-        .iter()
-        .map(|l| LimitRate {
-            strategy: l.strategy(),
-            rate: l.rate_nanos(),
-        })
-        .collect();
+    let limits = policy.limit_rates(Tick::Nanos);
     let mut states: std::collections::HashMap<String, Vec<Option<State>>> = Default::default();
     reqs.iter()
         .map(|r| {

@@ -1,0 +1,64 @@
+//! Blocked keys of one in-memory binding.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use hashbrown::HashMap;
+
+/// The keys an operator blocked, with the tick each block ends.
+///
+/// Blocks are rare, so decisions look them up only while any exist: the
+/// common path reads one counter that nothing writes.
+pub(crate) struct Blocks {
+    active: AtomicUsize,
+    map: Mutex<HashMap<Box<[u8]>, u64, ahash::RandomState>>,
+}
+
+impl Blocks {
+    pub(crate) fn new() -> Self {
+        Self {
+            active: AtomicUsize::new(0),
+            map: Mutex::new(HashMap::with_hasher(ahash::RandomState::new())),
+        }
+    }
+
+    /// Whether any key may be blocked.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.active.load(Ordering::Acquire) != 0
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, u64, ahash::RandomState>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The end of `key`'s block when it is still running at `now`.
+    pub(crate) fn until(&self, key: &[u8], now: u64) -> Option<u64> {
+        let mut map = self.map();
+        match map.get(key) {
+            Some(&until) if until > now => Some(until),
+            Some(_) => {
+                map.remove(key);
+                self.active.store(map.len(), Ordering::Release);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Blocks `key` until `until`, or lifts its block (`None`); drops
+    /// blocks that ended before `now`.
+    pub(crate) fn set(&self, key: &[u8], until: Option<u64>, now: u64) {
+        let mut map = self.map();
+        map.retain(|_, end| *end > now);
+        match until {
+            Some(until) if until > now => {
+                map.insert(key.into(), until);
+            }
+            _ => {
+                map.remove(key);
+            }
+        }
+        self.active.store(map.len(), Ordering::Release);
+    }
+}

@@ -1,0 +1,182 @@
+//! Key lists for exemptions and deny lists: exact keys and CIDR blocks.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use crate::error::ConfigError;
+
+/// A set of keys: exact keys, and CIDR blocks that match keys which are IP
+/// addresses in text form ([exemptions and deny
+/// lists](crate::_documentation::semantics#exemptions-and-deny-lists)).
+///
+/// An entry with a `/` is a CIDR block (`10.0.0.0/8`, `2001:db8::/32`); an
+/// entry that is an IP address alone is the block of that one address; any
+/// other entry is an exact key. An IPv4 block also matches the IPv4-mapped
+/// IPv6 form of its addresses (`::ffff:10.1.2.3`).
+///
+/// ```
+/// use tollgate::KeyList;
+///
+/// let list = KeyList::parse("exempt", ["10.0.0.0/8", "2001:db8::/32", "health-checker"])?;
+/// assert!(list.contains(b"10.20.30.40"));
+/// assert!(list.contains(b"::ffff:10.1.2.3"));
+/// assert!(list.contains(b"2001:db8::1"));
+/// assert!(list.contains(b"health-checker"));
+/// assert!(!list.contains(b"192.0.2.1"));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyList {
+    exact: HashSet<Box<[u8]>>,
+    blocks: Vec<Cidr>,
+}
+
+/// An IP block: the network's bits and the prefix length, IPv4 held as
+/// IPv4-mapped IPv6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cidr {
+    network: u128,
+    prefix: u32,
+}
+
+impl Cidr {
+    fn contains(&self, ip: u128) -> bool {
+        let mask = if self.prefix == 0 {
+            0
+        } else {
+            u128::MAX << (128 - self.prefix)
+        };
+        ip & mask == self.network
+    }
+}
+
+/// An address as IPv6 bits, IPv4 mapped (`::ffff:a.b.c.d`).
+fn bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+impl KeyList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses `entries`; errors name the entry as `{field}[i]`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an empty entry, or an entry with a `/` that is
+    /// not an IP address and a prefix length within its family
+    /// (0 to 32 for IPv4, 0 to 128 for IPv6), or whose address has bits set
+    /// past the prefix (`10.0.0.1/8`: write `10.0.0.0/8`).
+    pub fn parse<S: AsRef<str>>(
+        field: &str,
+        entries: impl IntoIterator<Item = S>,
+    ) -> Result<Self, ConfigError> {
+        let mut list = Self::new();
+        for (i, entry) in entries.into_iter().enumerate() {
+            let entry = entry.as_ref();
+            let error = |reason: String| ConfigError::new(format!("{field}[{i}]"), reason);
+            if entry.is_empty() {
+                return Err(error("an entry must not be empty".to_owned()));
+            }
+            if let Some((address, prefix)) = entry.split_once('/') {
+                let ip: IpAddr = address
+                    .parse()
+                    .map_err(|_| error(format!("{address:?} in {entry:?} is not an IP address")))?;
+                let max = if ip.is_ipv4() { 32 } else { 128 };
+                let prefix: u32 = prefix
+                    .parse()
+                    .ok()
+                    .filter(|p| *p <= max)
+                    .ok_or_else(|| error(format!("{prefix:?} is not a prefix length from 0 to {max}")))?;
+                let prefix = if ip.is_ipv4() { prefix + 96 } else { prefix };
+                let cidr = Cidr {
+                    network: bits(ip),
+                    prefix,
+                };
+                if !cidr.contains(cidr.network) {
+                    return Err(error(format!(
+                        "{entry:?} has address bits set past its prefix; write the network address"
+                    )));
+                }
+                list.blocks.push(cidr);
+            } else if let Ok(ip) = entry.parse::<IpAddr>() {
+                list.blocks.push(Cidr {
+                    network: bits(ip),
+                    prefix: 128,
+                });
+            } else {
+                list.exact.insert(entry.as_bytes().into());
+            }
+        }
+        Ok(list)
+    }
+
+    /// Adds every entry of `other`.
+    pub fn extend(&mut self, other: &KeyList) {
+        self.exact.extend(other.exact.iter().cloned());
+        self.blocks.extend(other.blocks.iter().copied());
+    }
+
+    /// Whether the list has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.blocks.is_empty()
+    }
+
+    /// Whether `key` is in the list: an exact entry, or an IP address in one
+    /// of its blocks.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        if self.exact.contains(key) {
+            return true;
+        }
+        if self.blocks.is_empty() {
+            return false;
+        }
+        let Some(ip) = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| k.parse::<IpAddr>().ok())
+        else {
+            return false;
+        };
+        let ip = bits(ip);
+        self.blocks.iter().any(|b| b.contains(ip))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_match_their_addresses_only() {
+        let list = KeyList::parse("exempt", ["192.0.2.0/25", "2001:db8:1::/48", "0.0.0.0/0"]).unwrap();
+        assert!(list.contains(b"192.0.2.127"));
+        assert!(list.contains(b"2001:db8:1:ffff::1"));
+        assert!(!list.contains(b"2001:db8:2::1"));
+        // 0.0.0.0/0 matches every IPv4 address, mapped or not, and no IPv6.
+        assert!(list.contains(b"203.0.113.9") && list.contains(b"::ffff:203.0.113.9"));
+        assert!(!list.contains(b"2001:db9::1"));
+        assert!(!list.contains(b"not an ip"));
+        let single = KeyList::parse("deny", ["198.51.100.7"]).unwrap();
+        assert!(single.contains(b"198.51.100.7") && !single.contains(b"198.51.100.8"));
+    }
+
+    #[test]
+    fn bad_entries_name_their_index_and_problem() {
+        for (entries, reason) in [
+            (vec!["a", ""], "must not be empty"),
+            (vec!["10.0.0.0/33"], "from 0 to 32"),
+            (vec!["10.0.0.1/8"], "bits set past its prefix"),
+            (vec!["x/8"], "is not an IP address"),
+            (vec!["::/129"], "from 0 to 128"),
+        ] {
+            let err = KeyList::parse("exempt", entries.iter()).unwrap_err();
+            assert!(err.field().starts_with("exempt["), "{err}");
+            assert!(err.reason().contains(reason), "{err}");
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The builder of a [`Limiter`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::options::{FailPolicy, Options};
+use super::{validate_prefix, Limiter, DEFAULT_KEY_PREFIX};
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, Scope};
+use crate::clock::Clock;
+use crate::error::{ConfigError, Error};
+use crate::keylist::KeyList;
+use crate::policy::Policy;
+use crate::protection::{CircuitBreaker, DenyCache};
+use crate::strategy::Strategy;
+
+/// Configures a [`Limiter`].
+#[derive(Debug, Clone)]
+pub struct LimiterBuilder<B> {
+    backend: B,
+    strategy: Strategy,
+    limit: Option<u64>,
+    window: Option<Duration>,
+    policy: Option<Policy>,
+    options: Options,
+    prefix: String,
+    resource: String,
+}
+
+impl Default for LimiterBuilder<MemoryBackend> {
+    fn default() -> Self {
+        Self {
+            backend: MemoryBackend::new(),
+            strategy: Strategy::SlidingWindow,
+            limit: None,
+            window: None,
+            policy: None,
+            options: Options::default(),
+            prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            resource: String::new(),
+        }
+    }
+}
+
+impl LimiterBuilder<MemoryBackend> {
+    /// Runs the in-memory backend on `clock` (e.g. a [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.backend = self.backend.clock(clock);
+        self
+    }
+}
+
+impl<B: Backend> LimiterBuilder<B> {
+    /// The strategy (default: sliding window).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// `L`, the units admitted per window (required).
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// `W`, the window (required).
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = Some(window);
+        self
+    }
+
+    /// Enforces `policy`, one limit or several ([`Policy::compound`]),
+    /// instead of the strategy, limit and window set one by one.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// What to do when the backend fails (default: fail closed).
+    pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
+        self.options.fail = fail;
+        self
+    }
+
+    /// Decides on an in-memory limiter of `policy` while the store fails:
+    /// sets the fail policy to [`FailPolicy::Fallback`].
+    pub fn fallback(mut self, policy: Policy) -> Self {
+        self.options.fallback = Some(policy);
+        self.options.fail = FailPolicy::Fallback;
+        self
+    }
+
+    /// Answers keys the store denied from a local cache until their
+    /// `retry_after` runs out (see [`DenyCache`]).
+    pub fn deny_cache(mut self, cache: DenyCache) -> Self {
+        self.options.deny_cache = Some(cache);
+        self
+    }
+
+    /// Stops calling a failing store for a while (see [`CircuitBreaker`]);
+    /// on by default under [`FailPolicy::Fallback`], off otherwise.
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.options.breaker = Some(breaker);
+        self
+    }
+
+    /// Shadow mode: decide and keep state as if enforced, but allow every
+    /// request, marking those enforcement would deny
+    /// ([`Decision::shadow_denied`](crate::Decision::shadow_denied)).
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.options.shadow = shadow;
+        self
+    }
+
+    /// Keys that are always allowed and never charged or stored.
+    pub fn exempt(mut self, keys: KeyList) -> Self {
+        self.options.exempt = keys;
+        self
+    }
+
+    /// Keys that are always denied (with no `retry_after`); they win over
+    /// exempt ones.
+    pub fn deny(mut self, keys: KeyList) -> Self {
+        self.options.deny = keys;
+        self
+    }
+
+    /// The clock of the deny cache, the circuit breaker and the fallback
+    /// limiter (default: the system clock). It measures only durations on
+    /// this host, so it need not agree with the store's clock.
+    pub fn local_clock(mut self, clock: impl Clock) -> Self {
+        self.options.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Shorthand for `fail_policy(FailPolicy::Open)` when `open` is true.
+    pub fn fail_open(self, open: bool) -> Self {
+        self.fail_policy(if open {
+            FailPolicy::Open
+        } else {
+            FailPolicy::Closed
+        })
+    }
+
+    /// The prefix of every state key in shared stores (default `tollgate`).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// A resource name that separates this limiter's state from others
+    /// sharing the same store and prefix.
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = resource.into();
+        self
+    }
+
+    /// Replaces the backend.
+    pub fn backend<C: Backend>(self, backend: C) -> LimiterBuilder<C> {
+        LimiterBuilder {
+            backend,
+            strategy: self.strategy,
+            limit: self.limit,
+            window: self.window,
+            policy: self.policy,
+            options: self.options,
+            prefix: self.prefix,
+            resource: self.resource,
+        }
+    }
+
+    /// Validates the configuration and builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the field that is missing or invalid, or
+    /// the one given twice (a [`policy`](Self::policy) and a limit or window).
+    pub fn build(self) -> Result<Limiter<B>, Error> {
+        let policy = match self.policy {
+            Some(policy) => {
+                if self.limit.is_some() || self.window.is_some() {
+                    return Err(ConfigError::new(
+                        "policy",
+                        "is given together with a limit or window; give one or the other",
+                    )
+                    .into());
+                }
+                policy
+            }
+            None => {
+                let limit = self
+                    .limit
+                    .ok_or_else(|| ConfigError::new("limit", "is required"))?;
+                let window = self
+                    .window
+                    .ok_or_else(|| ConfigError::new("window", "is required"))?;
+                Policy::new(self.strategy, limit, window)?
+            }
+        };
+        validate_prefix(&self.prefix)?;
+        let scope = Scope {
+            prefix: &self.prefix,
+            resource: &self.resource,
+            policy: &policy,
+        };
+        Limiter::bind(&self.backend, &scope, &self.options)
+    }
+}

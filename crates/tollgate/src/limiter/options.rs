@@ -1,0 +1,127 @@
+//! How a limiter is built beyond its policy: the fail policy, the lists,
+//! shadow mode and what protects a remote store.
+
+use std::sync::Arc;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, Scope};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::{ConfigError, Error};
+use crate::keylist::KeyList;
+use crate::policy::Policy;
+use crate::protection::{Breaker, CircuitBreaker, DenyCache, DenyTable, Protection};
+
+/// What a limiter does when its backend fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FailPolicy {
+    /// Deny: the call returns the backend error (the default).
+    #[default]
+    Closed,
+    /// Admit: the call returns an allowed decision with nothing remaining and
+    /// [`Decision::fail_open`](crate::Decision::fail_open) set, and counts the event (see
+    /// [`Limiter::fail_open_events`](crate::Limiter::fail_open_events)).
+    Open,
+    /// Decide on an in-memory limiter of its own policy, given with
+    /// [`LimiterBuilder::fallback`](crate::LimiterBuilder::fallback) (typically the shared limit divided by
+    /// the number of instances): the decision has [`Decision::fallback`](crate::Decision::fallback)
+    /// set. A circuit breaker comes with it (the default
+    /// [`CircuitBreaker`] unless another is given), so an outage costs one
+    /// timeout per cool-down instead of one per request.
+    Fallback,
+}
+
+/// How a limiter is built beyond its policy: the fail policy and what
+/// protects a remote store.
+#[derive(Clone, Default)]
+pub(crate) struct Options {
+    pub(crate) fail: FailPolicy,
+    pub(crate) deny_cache: Option<DenyCache>,
+    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) fallback: Option<Policy>,
+    pub(crate) clock: Option<SharedClock>,
+    pub(crate) shadow: bool,
+    pub(crate) exempt: KeyList,
+    pub(crate) deny: KeyList,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("fail", &self.fail)
+            .field("deny_cache", &self.deny_cache)
+            .field("breaker", &self.breaker)
+            .field("fallback", &self.fallback)
+            .field("local_clock", &self.clock.is_some())
+            .field("shadow", &self.shadow)
+            .field("exempt", &self.exempt)
+            .field("deny", &self.deny)
+            .finish()
+    }
+}
+
+impl Options {
+    /// Checks that the fail policy and the fallback agree.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        match (self.fail, &self.fallback) {
+            (FailPolicy::Fallback, None) => Err(ConfigError::new(
+                "fallback",
+                "the fail policy is fallback but no fallback policy is given",
+            )),
+            (FailPolicy::Closed | FailPolicy::Open, Some(_)) => Err(ConfigError::new(
+                "fallback",
+                "a fallback policy is given but the fail policy is not fallback; a fallback \
+                 replaces failing open or closed",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The exempt and deny lists, when there are any.
+    pub(crate) fn lists(&self) -> Option<Box<Lists>> {
+        (!self.exempt.is_empty() || !self.deny.is_empty()).then(|| {
+            Box::new(Lists {
+                exempt: self.exempt.clone(),
+                deny: self.deny.clone(),
+            })
+        })
+    }
+
+    /// The protection these options ask for, bound for `scope`.
+    pub(crate) fn protection(&self, scope: &Scope<'_>) -> Result<Option<Box<Protection>>, Error> {
+        let breaker = match (self.breaker, self.fail) {
+            (Some(settings), _) => Some(settings),
+            (None, FailPolicy::Fallback) => Some(CircuitBreaker::default()),
+            (None, _) => None,
+        };
+        if self.deny_cache.is_none() && breaker.is_none() && self.fallback.is_none() {
+            return Ok(None);
+        }
+        let clock: SharedClock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let fallback = match &self.fallback {
+            Some(policy) => {
+                let scope = Scope { policy, ..*scope };
+                let binding = MemoryBackend::new()
+                    .shared_clock(clock.clone())
+                    .bind(&scope)
+                    .map_err(|e| match e {
+                        Error::Config(e) => Error::Config(e.within("fallback")),
+                        other => other,
+                    })?;
+                Some(binding)
+            }
+            None => None,
+        };
+        Ok(Some(Box::new(Protection {
+            clock,
+            deny: self.deny_cache.map(DenyTable::new),
+            breaker: breaker.map(Breaker::new),
+            fallback,
+        })))
+    }
+}
+
+/// The keys a limiter exempts and denies.
+pub(crate) struct Lists {
+    pub(crate) exempt: KeyList,
+    pub(crate) deny: KeyList,
+}
