@@ -11,6 +11,7 @@ mod connect;
 mod differential;
 mod faults;
 mod processes;
+mod protection;
 mod sentinel;
 mod shared_limit;
 mod tcp;
