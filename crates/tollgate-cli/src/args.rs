@@ -40,15 +40,19 @@ Validate a policy file and print its effective policies.
 The file is YAML, TOML or JSON, chosen by its extension (.yaml or .yml, .toml, .json), with
 everything under `tollgate`: `default` (required) is the policy { limit, window, strategy }
 of every resource without its own, and `resources` maps resource names to policies;
-`strategy` sets the strategy of policies that name none (sliding_window when absent);
+`strategy` sets the strategy of limits that name none (sliding_window when absent);
 one of `redis_url`, `redis_cluster` or `redis_sentinel` ({ master, urls }), `fail_open` and
 `key_prefix` configure the limiter. ${VAR} and ${VAR:-default} are replaced from the
-environment.
+environment. Instead of one limit, a policy may give `limits`, a list of 1 to 8
+{ limit, window, strategy } decided together (a request is admitted only when every limit
+admits it), no two with the same strategy and window.
 
-A valid file prints a line naming it with its settings, then one line per policy, the
-default first, then the resources sorted by name, with the strategy, limit and window that
-apply, and exits with 0. Otherwise the error
-is printed with the file, line and field, and the exit code is 1. A file larger than 16 MiB
+A valid file prints a line naming it with its settings (and the number of limits when a
+policy has several), then one line per limit, the default first, then the resources sorted
+by name, with the strategy, limit and window that apply: a policy of several limits has a
+line per limit, its target followed by limits[0], limits[1] and so on. The exit code is 0.
+Otherwise the error is printed with the file, line and field (such as
+tollgate.resources.api.limits[1].window), and the exit code is 1. A file larger than 16 MiB
 is refused without reading more of it. Nothing is connected to:
 a Redis URL is checked, not used.";
 
@@ -118,7 +122,12 @@ With --config FILE, the trace is replayed once, against the policy file's resour
 limiter: each request is decided by the policy of its resource (the resource column, or the
 access log's path) when the file names it, by the file's default policy otherwise. The
 title lists the policies and the table has one row per policy, counting the requests it
-decided (see `tollgate check --help` for the file).
+decided (see `tollgate check --help` for the file). A policy of several limits (`limits` in
+the file) is followed by a line per limit: how many requests that limit denied (a denied
+request counts for the limit that bound it, the denying one with the longest retry) and
+its own max_in_window with the key; the policy's row measures max_in_window over the window
+of the limit that denied the most requests (on equal counts, the one that bound the most
+decisions, then the first listed).
 
 Replays of 200,000 decisions or more (requests times strategies) show a progress bar on
 standard error when it is a terminal.
@@ -126,11 +135,13 @@ standard error when it is a terminal.
 With --backend redis --redis-url URL, every decision is made by the Redis backend's Lua
 scripts on that server instead, with the trace's time passed as the caller's clock
 (microsecond ticks), so the decisions file shows what a production limiter on Redis would
-have decided. The decisions equal the in-memory ones whenever the policy's emission
-interval (window / limit) is a whole number of microseconds; otherwise the in-memory
-backend's nanosecond arithmetic can round differently. Only a standalone server is
-supported (not a Cluster). Each run writes its keys under its own prefix,
-tollgate-simulate:<pid>-<start time in ns>:, so concurrent runs and applications using
+have decided; with --config too (the file's own storage settings are not used). The
+decisions equal the in-memory ones whenever the policy's emission interval (window / limit)
+is a whole number of microseconds; otherwise the in-memory backend's nanosecond arithmetic
+can round differently. A policy the Redis backend cannot serve stops the run with the flag,
+or the file and the policy's field, that gave it. Only a standalone server is supported
+(not a Cluster). Each run writes its keys under its own prefix,
+tollgate-simulate/<pid>-<start time in ns>, so concurrent runs and applications using
 the same server never interfere, and deletes them all (SCAN and DEL on that prefix) when
 it ends, also after an error or Ctrl-C. Key expiry runs on the server's clock while the
 trace has its own, so the keys get an expiry grace of 24 hours instead of the library's
@@ -232,7 +243,8 @@ pub struct SimulateArgs {
     /// Replay against this policy file's limiter instead of --strategy, --limit and --window:
     /// each request is decided by its resource's policy (the trace's resource column, or the
     /// path of an access log), or the file's default policy. See `tollgate check --help` for the
-    /// file; the replay always runs in memory, whatever storage the file names.
+    /// file; the replay runs in memory, or on Redis with --backend redis, whatever storage the
+    /// file names.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write one CSV row per request, in input order, to this file (one file with --config). With
@@ -245,6 +257,9 @@ pub struct SimulateArgs {
     /// The header is time,key,cost,allowed,remaining,reset_ms,retry_after_ms: time as written in
     /// the trace; allowed is true or false; reset_ms and retry_after_ms are whole milliseconds
     /// rounded up; retry_after_ms is empty when the request was allowed or can never be admitted.
+    /// With --config, when a policy has several limits, a last column bound_by gives the index of
+    /// the limit that bound each decision (when denied, the denying limit with the longest
+    /// retry; when allowed, the one with the least remaining; 0 for a policy of one limit).
     ///
     /// A regular file is written only when the whole trace was replayed without error: rows go
     /// to a temporary file beside it, renamed over it at the end (keeping its permissions). A
@@ -259,12 +274,13 @@ pub struct SimulateArgs {
     pub backend: BackendArg,
     /// The Redis server for --backend redis: redis://[user:password@]host[:port][/db],
     /// rediss://... for TLS, or redis+unix:///path/to/socket. Its keys under
-    /// tollgate-simulate:<run>: are deleted when the run ends.
+    /// tollgate-simulate/<run> are deleted when the run ends.
     #[arg(long, value_name = "URL", required_if_eq("backend", "redis"))]
     pub redis_url: Option<String>,
     /// Draw a chart of one key's admitted and denied requests over time, one panel per strategy
-    /// (with --config, per policy the key's requests fell under), to this file: SVG or PNG,
-    /// chosen by the extension (.svg or .png).
+    /// (with --config, per policy the key's requests fell under; a policy of several limits is
+    /// drawn with the limit its summary row measures, named in the panel's caption), to this
+    /// file: SVG or PNG, chosen by the extension (.svg or .png).
     ///
     /// Each panel shows the units admitted for the key within the trailing window (a step line
     /// whose highest point is the key's max_in_window), the limit as a dashed line, and every

@@ -29,6 +29,15 @@ pub enum CliError {
     /// The limiter could not be built.
     #[error("cannot build the limiter: {0}")]
     Limiter(#[from] tollgate::Error),
+    /// A policy of the policy file that the backend cannot serve, named by
+    /// the file and the policy's field.
+    #[error("{file}: {}: {}", error.field(), error.reason())]
+    Policy {
+        /// The policy file.
+        file: String,
+        /// What is wrong, the field its path in the file.
+        error: tollgate::ConfigError,
+    },
     /// `--decisions` with `--strategy all` names neither a directory nor a
     /// file the strategy name can be added to.
     #[error("invalid --decisions {}: neither an existing directory nor a file name", path.display())]

@@ -131,9 +131,10 @@ pub struct Event {
 pub struct Panel {
     /// What the panel shows: a strategy's name, or a policy file's target.
     pub name: String,
-    /// The policy's limit `L`.
+    /// The limit `L` drawn: the policy's, or for a compound policy that of
+    /// the limit the panel shows.
     pub limit: u64,
-    /// The policy's window `W`.
+    /// The window `W` of that limit: the trailing window of the step line.
     pub window: Duration,
     /// The plotted key's requests with their decisions, in any order.
     pub events: Vec<Event>,

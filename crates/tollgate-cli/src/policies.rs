@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tollgate::{ConfigError, Policy};
+use tollgate::{ConfigError, Limit, Policy};
 use tollgate_config::PolicyFile;
 
-use crate::args::{BackendArg, SimulateArgs, StrategyArg};
+use crate::args::{SimulateArgs, StrategyArg};
 use crate::checks::check_output;
 use crate::error::CliError;
 use crate::output;
@@ -62,12 +62,12 @@ impl Flags {
 /// and how the policies are named in the summary and the chart.
 pub enum Policies {
     /// `--strategy`, `--limit` and `--window`: one replay per strategy, each
-    /// deciding every request by its one policy.
+    /// deciding every request by its one limit.
     Flags {
         /// The flags.
         flags: Flags,
-        /// One policy per strategy.
-        policies: Vec<Policy>,
+        /// One limit per strategy.
+        limits: Vec<Limit>,
     },
     /// `--config FILE`: one replay, each request decided by its resource's
     /// policy.
@@ -79,32 +79,22 @@ impl Policies {
     pub fn of(args: &SimulateArgs) -> Result<Self, CliError> {
         let Some(path) = &args.config else {
             let flags = Flags::of(args)?;
-            let policies = flags
+            let limits = flags
                 .strategy
                 .strategies()
                 .into_iter()
-                .map(|strategy| Policy::new(strategy, flags.limit, flags.window).map_err(|e| flags.error(&e)))
+                .map(|strategy| Limit::new(strategy, flags.limit, flags.window).map_err(|e| flags.error(&e)))
                 .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Policies::Flags { flags, policies });
+            return Ok(Policies::Flags { flags, limits });
         };
-        let file = PolicyFile::load(path)?;
-        if args.backend == BackendArg::Redis {
-            return Err(CliError::Flag {
-                flag: "backend".to_owned(),
-                value: "redis".to_owned(),
-                reason:
-                    "a policy file is replayed in memory; --backend redis needs --strategy, --limit and --window"
-                        .to_owned(),
-            });
-        }
-        Ok(Policies::File(Box::new(file)))
+        Ok(Policies::File(Box::new(PolicyFile::load(path)?)))
     }
 
     /// The decisions file of each replay, checked early: with `--strategy
     /// all`, one per strategy beside or in `--decisions`.
     pub fn outputs(&self, args: &SimulateArgs) -> Result<Vec<Option<PathBuf>>, CliError> {
-        let strategies = match self {
-            Policies::Flags { flags, policies } if flags.strategy == StrategyArg::All => policies,
+        let limits = match self {
+            Policies::Flags { flags, limits } if flags.strategy == StrategyArg::All => limits,
             _ => {
                 if let Some(path) = &args.decisions {
                     check_output("decisions", path, false)?;
@@ -113,13 +103,13 @@ impl Policies {
             }
         };
         let Some(path) = &args.decisions else {
-            return Ok(vec![None; strategies.len()]);
+            return Ok(vec![None; limits.len()]);
         };
         let directory = check_output("decisions", path, true)? == output::Kind::Directory;
-        strategies
+        limits
             .iter()
-            .map(|p| {
-                let file = report::path_for_strategy(path, p.limits()[0].strategy(), directory)
+            .map(|l| {
+                let file = report::path_for_strategy(path, l.strategy(), directory)
                     .ok_or_else(|| CliError::DecisionsPath { path: path.clone() })?;
                 check_output("decisions", &file, false)?;
                 Ok(Some(file))
@@ -131,7 +121,7 @@ impl Policies {
     /// of `trace`.
     pub fn replays(&self, trace: &Trace) -> Vec<Targets> {
         match self {
-            Policies::Flags { policies, .. } => policies.iter().map(|&p| Targets::one(p)).collect(),
+            Policies::Flags { limits, .. } => limits.iter().map(|&l| Targets::one(l)).collect(),
             Policies::File(file) => vec![Targets::of_file(file, trace)],
         }
     }
@@ -144,10 +134,25 @@ impl Policies {
         }
     }
 
-    /// The error of a policy the Redis backend rejects, naming the flag.
-    pub fn limiter_error(&self, err: tollgate::Error) -> CliError {
+    /// The error of the policy of target `target` of `targets` that a
+    /// backend rejects, naming the flag, or the file and the policy's field
+    /// (such as `tollgate.resources.api.limits`).
+    pub fn limiter_error(&self, targets: &Targets, target: usize, err: tollgate::Error) -> CliError {
         match (self, err) {
             (Policies::Flags { flags, .. }, tollgate::Error::Config(err)) => flags.error(&err),
+            (Policies::File(file), tollgate::Error::Config(err)) => {
+                let path = match target {
+                    0 => "tollgate.default".to_owned(),
+                    _ => format!(
+                        "tollgate.{}",
+                        tollgate::resource_path(&targets.policies[target].0)
+                    ),
+                };
+                CliError::Policy {
+                    file: file.origin().to_owned(),
+                    error: err.within(path),
+                }
+            }
             (_, err) => CliError::Limiter(err),
         }
     }
@@ -164,10 +169,16 @@ impl Policies {
         }
     }
 
-    /// The chart panel of the policy called `name`.
-    pub fn panel_name(&self, name: &str, policy: &Policy) -> String {
+    /// The chart panel of the policy called `name`, drawn with its limit
+    /// `drawn`: for a compound policy, the panel names that limit.
+    pub fn panel_name(&self, name: &str, policy: &Policy, drawn: usize) -> String {
         match self {
             Policies::Flags { .. } => name.to_owned(),
+            Policies::File(_) if policy.is_compound() => format!(
+                "{name} (limits[{drawn}] of {}: {})",
+                policy.limits().len(),
+                report::describe_limit(&policy.limits()[drawn])
+            ),
             Policies::File(_) => format!("{name} ({})", describe(policy)),
         }
     }
@@ -206,17 +217,6 @@ impl Policies {
 /// A policy as `fixed_window, 5 per 1m`; the limits of a compound policy
 /// joined by ` and `.
 pub fn describe(policy: &Policy) -> String {
-    let limits: Vec<String> = policy
-        .limits()
-        .iter()
-        .map(|limit| {
-            format!(
-                "{}, {} per {}",
-                limit.strategy().name(),
-                limit.limit(),
-                humantime::format_duration(limit.window())
-            )
-        })
-        .collect();
+    let limits: Vec<String> = policy.limits().iter().map(report::describe_limit).collect();
     limits.join(" and ")
 }

@@ -31,15 +31,20 @@ pub struct Recorder<'t> {
 }
 
 impl<'t> Recorder<'t> {
-    /// Starts the decisions file at `output`, if any.
+    /// Starts the decisions file at `output`, if any, with the
+    /// [`bound_by`](crate::report::BOUND_BY_COLUMN) column when `bound_by`
+    /// is set.
     pub fn new(
         trace: &'t Trace,
         output: Option<PathBuf>,
+        bound_by: bool,
         plot_key: Option<usize>,
         progress: &'t Progress,
     ) -> Result<Self, CliError> {
         let file = output
-            .map(|path| DecisionsFile::create(&path).map_err(|source| CliError::Decisions { path, source }))
+            .map(|path| {
+                DecisionsFile::create(&path, bound_by).map_err(|source| CliError::Decisions { path, source })
+            })
             .transpose()?;
         Ok(Self {
             progress,

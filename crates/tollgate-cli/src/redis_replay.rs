@@ -3,23 +3,30 @@
 //! the scripts as the caller's clock.
 //!
 //! Each run writes its state under its own key prefix,
-//! `tollgate-simulate:<run>:`, where `<run>` is the process id and the start
+//! `tollgate-simulate/<run>`, where `<run>` is the process id and the start
 //! time, so runs never see each other's state (nor an application's), and
 //! deletes every key under that prefix (`SCAN` and `DEL`) when it ends,
 //! whether the replay succeeded, failed or was interrupted with Ctrl-C.
+//! Under it, keys follow the library's layout for a resource-scoped
+//! limiter: the flags' policy and a policy file's default under the empty
+//! resource, the file's resources under their names, compound policies in
+//! the layout of several limits.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Runtime;
 use tollgate::__private::redact_url;
-use tollgate::{Decision, Limiter, ManualClock, Policy};
+use tollgate::{Decision, Limiter, ManualClock};
 use tollgate_redis::redis;
 use tollgate_redis::{ConnectError, RedisBackend};
 
 use crate::error::CliError;
+use crate::replay;
+use crate::targets::Targets;
 
-/// The key prefix of every state key a replay writes; the run's identifier
-/// follows as the resource: `tollgate-simulate:<run>:<strategy>:<key>`.
+/// The start of every state key a replay writes; the run's identifier
+/// follows, making the run's key prefix `tollgate-simulate/<run>` (keys such
+/// as `tollgate-simulate/<run>::<strategy>:<key>`).
 pub const KEY_PREFIX: &str = "tollgate-simulate";
 
 /// How long state keys outlive their state on the server's clock.
@@ -113,24 +120,31 @@ impl RedisReplay {
         })
     }
 
-    /// The `SCAN` pattern that matches every key of this run.
-    pub fn pattern(&self) -> String {
-        format!("{KEY_PREFIX}:{}:*", self.run)
+    /// This run's key prefix, `tollgate-simulate/<run>`: neither `/` nor the
+    /// run's digits and `-` are escaped in keys, so every key of the run
+    /// starts with it and a `:`.
+    pub fn prefix(&self) -> String {
+        format!("{KEY_PREFIX}/{}", self.run)
     }
 
-    /// A limiter for `policy` on the server, keyed under this run's prefix.
+    /// The `SCAN` pattern that matches every key of this run.
+    pub fn pattern(&self) -> String {
+        format!("{}:*", self.prefix())
+    }
+
+    /// A limiter on the server for each target of `targets`, keyed under
+    /// this run's prefix ([`replay::limiters`]).
     ///
     /// # Errors
     ///
-    /// The library's error when the Redis backend rejects the policy (its
-    /// arithmetic would not be exact in Lua's doubles).
-    pub fn limiter(&self, policy: Policy) -> Result<Limiter<RedisBackend>, tollgate::Error> {
-        Limiter::builder()
-            .policy(policy)
-            .key_prefix(KEY_PREFIX)
-            .resource(self.run.clone())
-            .backend(self.backend.clone())
-            .build()
+    /// The index of the target whose policy the Redis backend rejects (its
+    /// arithmetic would not be exact in Lua's doubles, or a policy it cannot
+    /// decide), with the library's error.
+    pub fn limiters(
+        &self,
+        targets: &Targets,
+    ) -> Result<Vec<Limiter<RedisBackend>>, (usize, tollgate::Error)> {
+        replay::limiters(targets, &self.backend, &self.prefix())
     }
 
     /// Replays one request on the server: sets the scripts' clock to

@@ -1,9 +1,10 @@
-//! Replaying a trace through an in-memory limiter on the trace's own clock,
-//! and the statistics collected on the way.
+//! Replaying a trace through limiters on the trace's own clock (in memory
+//! here; on Redis through [`replay_through`]), and the statistics collected
+//! on the way.
 
 use std::time::Duration;
 
-use tollgate::{Decision, Limiter, ManualClock, MemoryBackend, ResourceLimiter};
+use tollgate::{Backend, Decision, Limit, Limiter, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX};
 
 use crate::targets::Targets;
 use crate::trace::{Request, Trace};
@@ -25,12 +26,34 @@ pub struct Stats {
     pub denied: u64,
     /// Distinct keys among the requests decided.
     pub keys: usize,
-    /// The busiest window of any key.
+    /// The busiest window of any key, over the window of limit
+    /// [`Stats::measured`].
     pub peak: Peak,
     /// The keys with the most denied requests, at most [`MOST_DENIED`]:
     /// (index in [`Trace::keys`], denied requests), most denied first, ties
     /// to the key seen first; keys with nothing denied are left out.
     pub most_denied: Vec<(usize, u64)>,
+    /// For a compound policy, what each of its limits did, in the policy's
+    /// order; empty for a policy of one limit.
+    pub limits: Vec<LimitStats>,
+    /// The index of the limit that mattered most, whose window
+    /// [`Stats::peak`] is measured over (and the chart draws): the limit
+    /// that denied the most requests; among equals, the one that bound the
+    /// most decisions ([`Decision::bound_by`]), then the first listed.
+    /// Always 0 for a policy of one limit.
+    pub measured: usize,
+}
+
+/// What one limit of a compound policy did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitStats {
+    /// The limit.
+    pub limit: Limit,
+    /// Requests it denied: a denied request counts for the limit that bound
+    /// it, the denying limit with the longest retry.
+    pub denied: u64,
+    /// The busiest window of any key, over this limit's window.
+    pub peak: Peak,
 }
 
 /// The most units admitted for one key inside one window length.
@@ -65,7 +88,7 @@ fn replay_backend(trace: &Trace) -> (ManualClock, MemoryBackend) {
 /// # Errors
 ///
 /// The first error returned by `sink`, or [`tollgate::Error`] converted into
-/// `E` when the limiter cannot be built.
+/// `E` when a limiter cannot be built.
 pub fn replay<E>(
     trace: &Trace,
     targets: &Targets,
@@ -75,23 +98,7 @@ where
     E: From<tollgate::Error>,
 {
     let (clock, backend) = replay_backend(trace);
-    let mut builder = ResourceLimiter::builder().backend(backend);
-    for (i, (name, policy)) in targets.policies.iter().enumerate() {
-        builder = match i {
-            0 => builder.default_policy(*policy),
-            _ => builder.resource(name.clone(), *policy),
-        };
-    }
-    let limiter = builder.build()?;
-    let limiters: Vec<&Limiter> = std::iter::once(limiter.default_limiter())
-        .chain(
-            targets
-                .policies
-                .iter()
-                .skip(1)
-                .map(|(name, _)| limiter.limiter(name)),
-        )
-        .collect();
+    let limiters = limiters(targets, &backend, DEFAULT_KEY_PREFIX).map_err(|(_, err)| E::from(err))?;
     replay_through(
         trace,
         targets,
@@ -101,6 +108,36 @@ where
         },
         sink,
     )
+}
+
+/// One limiter per target of `targets` on `backend`, with state keys under
+/// `prefix`, laid out as a [`tollgate::ResourceLimiter`] lays out a policy
+/// file's: the first target (the default, or the one policy of the flags)
+/// under the empty resource, every other under its name. So one layout
+/// serves every backend, compound policies included.
+///
+/// # Errors
+///
+/// The index of the target whose policy `backend` refuses, with the error.
+pub fn limiters<B: Backend + Clone>(
+    targets: &Targets,
+    backend: &B,
+    prefix: &str,
+) -> Result<Vec<Limiter<B>>, (usize, tollgate::Error)> {
+    targets
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(i, (name, policy))| {
+            Limiter::builder()
+                .policy(*policy)
+                .key_prefix(prefix)
+                .resource(if i == 0 { "" } else { name.as_str() })
+                .backend(backend.clone())
+                .build()
+                .map_err(|err| (i, err))
+        })
+        .collect()
 }
 
 /// Replays `trace` under the policies of `targets` through
@@ -122,12 +159,12 @@ pub fn replay_through<E>(
     let mut tallies: Vec<Tally> = targets
         .policies
         .iter()
-        .map(|(_, policy)| Tally::new(trace.keys.len(), policy.limits()[0].window()))
+        .map(|(_, policy)| Tally::new(trace.keys.len(), *policy))
         .collect();
     for request in &trace.requests {
         let target = targets.of(request);
         let decision = replay_request(request, target, &trace.keys[request.key])?;
-        tallies[target].record(request, decision.allowed);
+        tallies[target].record(request, &decision);
         sink(request, target, &decision)?;
     }
     Ok(tallies
@@ -140,8 +177,8 @@ pub fn replay_through<E>(
 /// The statistics of one policy, collected one decision at a time.
 #[derive(Clone, Debug)]
 struct Tally {
-    /// The policy's window, in nanoseconds.
-    window: u128,
+    /// The policy.
+    policy: Policy,
     /// (the key's rank in `order`, time, cost) of every admitted request of
     /// positive cost: one list for all keys, so a key with one request costs
     /// no allocation of its own.
@@ -158,31 +195,37 @@ struct Tally {
     requests: u64,
     /// Requests admitted.
     admitted: u64,
+    /// Per limit of the policy: (requests it denied, decisions it bound).
+    bound: Vec<(u64, u64)>,
 }
 
 impl Tally {
-    /// An empty tally for a trace with `keys` keys, under a policy with
-    /// this `window`.
-    fn new(keys: usize, window: Duration) -> Self {
+    /// An empty tally for a trace with `keys` keys, under `policy`.
+    fn new(keys: usize, policy: Policy) -> Self {
         Self {
-            window: window.as_nanos(),
+            policy,
             admitted_at: Vec::new(),
             denied_by_key: vec![0; keys],
             rank: vec![usize::MAX; keys],
             order: Vec::new(),
             requests: 0,
             admitted: 0,
+            bound: vec![(0, 0); policy.limits().len()],
         }
     }
 
     /// Counts one decided request.
-    fn record(&mut self, request: &Request, allowed: bool) {
+    fn record(&mut self, request: &Request, decision: &Decision) {
         self.requests += 1;
         if self.rank[request.key] == usize::MAX {
             self.rank[request.key] = self.order.len();
             self.order.push(request.key);
         }
-        if allowed {
+        if let Some((denied, bound)) = self.bound.get_mut(decision.bound_by) {
+            *denied += u64::from(!decision.allowed);
+            *bound += 1;
+        }
+        if decision.allowed {
             self.admitted += 1;
             if request.cost > 0 {
                 self.admitted_at
@@ -195,21 +238,31 @@ impl Tally {
 
     /// The statistics, for a row called `name`.
     fn finish(mut self, name: &str) -> Stats {
-        let mut peak = Peak::default();
         // Each key's admissions together, keys in the order seen.
         self.admitted_at.sort_unstable();
-        let mut events = Vec::new();
-        for group in self.admitted_at.chunk_by(|a, b| a.0 == b.0) {
-            events.clear();
-            events.extend(group.iter().map(|&(_, time, cost)| (time, cost)));
-            let units = peak_units(&mut events, self.window);
-            if units > peak.units {
-                peak = Peak {
-                    units,
-                    key: Some(self.order[group[0].0]),
-                };
-            }
-        }
+        // Most denied, then most bound; `max_by_key` keeps the last maximum,
+        // so the index is reversed to let ties go to the first limit.
+        let measured = (0..self.bound.len())
+            .max_by_key(|&i| (self.bound[i], std::cmp::Reverse(i)))
+            .unwrap_or(0);
+        let limits: Vec<LimitStats> = if self.policy.is_compound() {
+            self.policy
+                .limits()
+                .iter()
+                .zip(&self.bound)
+                .map(|(limit, &(denied, _))| LimitStats {
+                    limit: *limit,
+                    denied,
+                    peak: self.peak(limit.window()),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let peak = match limits.get(measured) {
+            Some(limit) => limit.peak,
+            None => self.peak(self.policy.limits()[measured].window()),
+        };
         Stats {
             name: name.to_owned(),
             requests: self.requests,
@@ -221,7 +274,27 @@ impl Tally {
                 self.order.iter().map(|&key| (key, self.denied_by_key[key])),
                 MOST_DENIED,
             ),
+            limits,
+            measured,
         }
+    }
+
+    /// The busiest `window` of any key, from `admitted_at` sorted by key.
+    fn peak(&self, window: Duration) -> Peak {
+        let mut peak = Peak::default();
+        let mut events = Vec::new();
+        for group in self.admitted_at.chunk_by(|a, b| a.0 == b.0) {
+            events.clear();
+            events.extend(group.iter().map(|&(_, time, cost)| (time, cost)));
+            let units = peak_units(&mut events, window.as_nanos());
+            if units > peak.units {
+                peak = Peak {
+                    units,
+                    key: Some(self.order[group[0].0]),
+                };
+            }
+        }
+        peak
     }
 }
 
@@ -258,7 +331,7 @@ pub fn peak_units(events: &mut [(u64, u64)], window: u128) -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use tollgate::{Policy, Strategy};
+    use tollgate::Strategy;
 
     use super::*;
 
@@ -302,9 +375,9 @@ mod tests {
         let trace =
             crate::trace::csv::parse("time,key,cost\n0,a,1\n0,b,2\n1,b,1\n2,a,1\n1000,b,2\n".as_bytes())
                 .unwrap();
-        let policy = Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
+        let limit = Limit::new(Strategy::FixedWindow, 3, Duration::from_secs(1)).unwrap();
         let mut seen = Vec::new();
-        let stats = replay(&trace, &Targets::one(policy), |r, _, d| {
+        let stats = replay(&trace, &Targets::one(limit), |r, _, d| {
             seen.push((r.line, d.allowed));
             Ok::<_, tollgate::Error>(())
         })
@@ -339,12 +412,14 @@ mod tests {
     #[test]
     fn ties_go_to_the_key_this_tally_saw_first() {
         let trace = crate::trace::csv::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
-        let mut tally = Tally::new(2, Duration::from_secs(1));
+        let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
+        let mut tally = Tally::new(2, policy);
+        let decision = |allowed| Decision::new(allowed, 1, 0, Duration::ZERO, None);
         // b comes first here, though a comes first in the trace.
-        tally.record(&trace.requests[1], false);
-        tally.record(&trace.requests[0], false);
-        tally.record(&trace.requests[1], true);
-        tally.record(&trace.requests[0], true);
+        tally.record(&trace.requests[1], &decision(false));
+        tally.record(&trace.requests[0], &decision(false));
+        tally.record(&trace.requests[1], &decision(true));
+        tally.record(&trace.requests[0], &decision(true));
         let stats = tally.finish("t");
         assert_eq!(stats.most_denied, [(1, 1), (0, 1)]);
         assert_eq!(
@@ -361,8 +436,8 @@ mod tests {
     fn replay_counts_denied_requests_per_key() {
         let trace =
             crate::trace::csv::parse("time,key\n0,a\n0,b\n0,b\n0,b\n0,a\n0,c\n0,c\n".as_bytes()).unwrap();
-        let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
-        let stats = replay(&trace, &Targets::one(policy), |_, _, _| {
+        let limit = Limit::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
+        let stats = replay(&trace, &Targets::one(limit), |_, _, _| {
             Ok::<_, tollgate::Error>(())
         })
         .unwrap()
@@ -384,9 +459,9 @@ mod tests {
             }
         }
         let trace = crate::trace::csv::parse("time,key\n0,a\n1,a\n".as_bytes()).unwrap();
-        let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
+        let limit = Limit::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
         let mut calls = 0;
-        let result = replay(&trace, &Targets::one(policy), |_, _, _| {
+        let result = replay(&trace, &Targets::one(limit), |_, _, _| {
             calls += 1;
             Err(E::Sink)
         });

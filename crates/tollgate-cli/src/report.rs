@@ -5,10 +5,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tollgate::{Decision, Strategy};
+use tollgate::{Decision, Limit, Strategy};
 
 use crate::output::{Finished, Output};
-use crate::replay::Stats;
+use crate::replay::{LimitStats, Stats};
 use crate::shown::shown;
 use crate::trace::{Names, Request};
 
@@ -22,6 +22,11 @@ pub const DECISIONS_HEADER: [&str; 7] = [
     "reset_ms",
     "retry_after_ms",
 ];
+
+/// The column a decisions file gains when a policy of the replay is
+/// compound: the index of the limit that bound each decision
+/// ([`Decision::bound_by`]; 0 for a policy of one limit).
+pub const BOUND_BY_COLUMN: &str = "bound_by";
 
 /// The path of the decisions file of `strategy` when several are written
 /// (`--strategy all`): in a directory, the strategy's name with `.csv`
@@ -65,21 +70,28 @@ pub struct DecisionsFile {
     path: PathBuf,
     /// Rows go to the output.
     writer: csv::Writer<Output>,
+    /// Whether rows end with [`BOUND_BY_COLUMN`].
+    bound_by: bool,
 }
 
 impl DecisionsFile {
-    /// Starts a decisions file that will end up at `path`, writing the header.
+    /// Starts a decisions file that will end up at `path`, writing the
+    /// header, with [`BOUND_BY_COLUMN`] last when `bound_by` is set.
     ///
     /// # Errors
     ///
     /// The I/O error when `path` cannot be written (see [`Output::create`]).
-    pub fn create(path: &Path) -> io::Result<DecisionsFile> {
+    pub fn create(path: &Path, bound_by: bool) -> io::Result<DecisionsFile> {
         let output = Output::create(path, ".tollgate-decisions-", ".tmp")?;
         let mut writer = csv::Writer::from_writer(output);
-        writer.write_record(DECISIONS_HEADER).map_err(io::Error::from)?;
+        let extra = bound_by.then_some(BOUND_BY_COLUMN);
+        writer
+            .write_record(DECISIONS_HEADER.iter().copied().chain(extra))
+            .map_err(io::Error::from)?;
         Ok(DecisionsFile {
             path: path.to_owned(),
             writer,
+            bound_by,
         })
     }
 
@@ -99,16 +111,22 @@ impl DecisionsFile {
             Some(d) if !decision.allowed => ceil_millis(d).to_string(),
             _ => String::new(),
         };
+        let bound_by = decision.bound_by.to_string();
+        let extra = self.bound_by.then_some(bound_by.as_str());
         self.writer
-            .write_record([
-                time,
-                key,
-                &request.cost.to_string(),
-                if decision.allowed { "true" } else { "false" },
-                &decision.remaining.to_string(),
-                &ceil_millis(decision.reset).to_string(),
-                &retry_after,
-            ])
+            .write_record(
+                [
+                    time,
+                    key,
+                    &request.cost.to_string(),
+                    if decision.allowed { "true" } else { "false" },
+                    &decision.remaining.to_string(),
+                    &ceil_millis(decision.reset).to_string(),
+                    &retry_after,
+                ]
+                .into_iter()
+                .chain(extra),
+            )
             .map_err(io::Error::from)
     }
 
@@ -195,7 +213,9 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
     }
     let mut out = format!("{title}\n");
     let header = header.map(str::to_owned);
-    for row in std::iter::once(&header).chain(&rows) {
+    let no_limits: &[LimitStats] = &[];
+    let limits = std::iter::once(no_limits).chain(stats.iter().map(|s| &s.limits[..]));
+    for (row, limits) in std::iter::once(&header).chain(&rows).zip(limits) {
         let mut line = String::new();
         for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
             let pad = " ".repeat(width - cell.chars().count());
@@ -208,8 +228,45 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
         }
         out.push_str(&line);
         out.push('\n');
+        out.push_str(&limit_lines(limits, key_name));
     }
     out
+}
+
+/// The lines under a compound policy's row, one per limit: the limit, the
+/// requests it denied and its own `max_in_window` with the key, aligned
+/// among themselves; nothing for a policy of one limit.
+fn limit_lines(limits: &[LimitStats], key_name: impl Fn(usize) -> String) -> String {
+    let labels: Vec<String> = limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("limits[{i}] {}:", describe_limit(&l.limit)))
+        .collect();
+    let denied: Vec<String> = limits.iter().map(|l| l.denied.to_string()).collect();
+    let width = |cells: &[String]| cells.iter().map(|c| c.chars().count()).max().unwrap_or(0);
+    let (label_width, denied_width) = (width(&labels), width(&denied));
+    let mut out = String::new();
+    for ((label, denied), limit) in labels.iter().zip(&denied).zip(limits) {
+        let key = limit
+            .peak
+            .key
+            .map_or_else(String::new, |k| format!(" ({})", key_name(k)));
+        out.push_str(&format!(
+            "  {label:<label_width$} {denied:>denied_width$} denied, max_in_window {}{key}\n",
+            limit.peak.units
+        ));
+    }
+    out
+}
+
+/// A limit as `fixed_window, 5 per 1m`.
+pub fn describe_limit(limit: &Limit) -> String {
+    format!(
+        "{}, {} per {}",
+        limit.strategy().name(),
+        limit.limit(),
+        humantime::format_duration(limit.window())
+    )
 }
 
 /// `part` as a percentage of `whole` with one decimal, rounded half up
@@ -290,6 +347,8 @@ mod tests {
             keys: 3,
             peak: Peak { units, key },
             most_denied: most_denied.to_vec(),
+            limits: Vec::new(),
+            measured: 0,
         };
         let mut keys = Names::default();
         for k in ["10.0.0.1", "k", "tab\there"] {
@@ -324,10 +383,69 @@ sliding_window      1200       0      0.0              2  tab\\there  -
     }
 
     #[test]
+    fn a_compound_row_is_followed_by_a_line_per_limit() {
+        let limit = |strategy, l, secs| Limit::new(strategy, l, Duration::from_secs(secs)).unwrap();
+        let peak = |units, key| Peak { units, key };
+        let mut keys = Names::default();
+        for k in ["10.0.0.1", "k"] {
+            keys.intern(k);
+        }
+        let single = Stats {
+            name: "default".to_owned(),
+            requests: 10,
+            admitted: 10,
+            denied: 0,
+            keys: 1,
+            peak: peak(10, Some(1)),
+            most_denied: Vec::new(),
+            limits: Vec::new(),
+            measured: 0,
+        };
+        let compound = Stats {
+            name: "api".to_owned(),
+            requests: 1200,
+            admitted: 1000,
+            denied: 200,
+            keys: 2,
+            peak: peak(1000, Some(0)),
+            most_denied: vec![(0, 150), (1, 50)],
+            limits: vec![
+                LimitStats {
+                    limit: limit(Strategy::TokenBucket, 10, 1),
+                    denied: 15,
+                    peak: peak(10, Some(1)),
+                },
+                LimitStats {
+                    limit: limit(Strategy::SlidingWindow, 1000, 3600),
+                    denied: 185,
+                    peak: peak(1000, Some(0)),
+                },
+                LimitStats {
+                    limit: limit(Strategy::FixedWindow, 5000, 86_400),
+                    denied: 0,
+                    peak: peak(0, None),
+                },
+            ],
+            measured: 1,
+        };
+        let text = summary("title", "policy", &[single, compound], &keys);
+        let expected = "\
+title
+policy   admitted  denied  denied%  max_in_window  max_key   most_denied
+default        10       0      0.0             10  k         -
+api          1000     200     16.7           1000  10.0.0.1  10.0.0.1 (150), k (50)
+  limits[0] token_bucket, 10 per 1s:      15 denied, max_in_window 10 (k)
+  limits[1] sliding_window, 1000 per 1h: 185 denied, max_in_window 1000 (10.0.0.1)
+  limits[2] fixed_window, 5000 per 1day:   0 denied, max_in_window 0
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
     fn decisions_file_appears_only_when_persisted() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.csv");
-        let mut file = DecisionsFile::create(&path).unwrap();
+        let mut file = DecisionsFile::create(&path, false).unwrap();
         let trace = crate::trace::csv::parse(b"time,key,cost\n2024-05-01T12:00:00+02:00,x,2\n").unwrap();
         let request = &trace.requests[0];
         let decision = Decision::new(
@@ -354,7 +472,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
     #[test]
     fn abandoned_decisions_file_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let file = DecisionsFile::create(&dir.path().join("d.csv")).unwrap();
+        let file = DecisionsFile::create(&dir.path().join("d.csv"), false).unwrap();
         drop(file);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }

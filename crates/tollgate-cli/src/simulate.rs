@@ -130,34 +130,40 @@ fn replay_trace(
     }
     let (stats, events) = replayed?;
     if let (Some(path), Some(format), Some(key)) = (&args.plot, plot_format, plot_key) {
-        // One panel per policy the key's requests fell under, in summary order.
-        let panels = replays
-            .iter()
-            .zip(&events)
-            .flat_map(|(targets, events)| {
-                targets
-                    .policies
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, (name, policy))| {
-                        let events: Vec<plot::Event> = events
-                            .iter()
-                            .filter(|(target, _)| *target == i)
-                            .map(|(_, e)| *e)
-                            .collect();
-                        (!events.is_empty()).then(|| plot::Panel {
-                            name: policies.panel_name(name, policy),
-                            limit: policy.limits()[0].limit(),
-                            window: policy.limits()[0].window(),
-                            events,
-                        })
-                    })
-            })
-            .collect();
+        let panels = panels(&policies, &replays, &stats, &events);
         draw(args, &trace, key, policies.chart_title(), panels, path, format)?;
     }
     let summary = policies.summary(&trace, &replays, &stats);
     Ok((summary, trace.skipped))
+}
+
+/// One chart panel per policy the plotted key's requests fell under, in
+/// summary order, given each replay's `events` and every policy's `stats`
+/// (in the same order). A compound policy is drawn with the limit its
+/// summary row measures ([`crate::replay::Stats::measured`]).
+fn panels(policies: &Policies, replays: &[Targets], stats: &[Stats], events: &[Events]) -> Vec<plot::Panel> {
+    let mut stats = stats.iter();
+    let mut panels = Vec::new();
+    for (targets, events) in replays.iter().zip(events) {
+        for ((i, (name, policy)), stats) in targets.policies.iter().enumerate().zip(stats.by_ref()) {
+            let events: Vec<plot::Event> = events
+                .iter()
+                .filter(|(target, _)| *target == i)
+                .map(|(_, e)| *e)
+                .collect();
+            if events.is_empty() {
+                continue;
+            }
+            let drawn = policy.limits()[stats.measured];
+            panels.push(plot::Panel {
+                name: policies.panel_name(name, policy, stats.measured),
+                limit: drawn.limit(),
+                window: drawn.window(),
+                events,
+            });
+        }
+    }
+    panels
 }
 
 /// Reads the trace in the format `--format` names, one line at a time;
@@ -266,18 +272,16 @@ fn replay_all(
     let mut finished: Vec<(PathBuf, Finished)> = Vec::new();
     for (targets, output) in replays.iter().zip(outputs) {
         progress.stage(policies.stage(targets));
-        let mut recorder = Recorder::new(trace, output, plot_key, progress)?;
+        let mut recorder = Recorder::new(trace, output, targets.any_compound(), plot_key, progress)?;
         let sink = |request: &Request, target: usize, decision: &Decision| {
             recorder.record(request, target, decision)
         };
         stats.extend(match redis.as_deref_mut() {
             None => replay::replay(trace, targets, sink)?,
             Some(redis) => {
-                let limiters = targets
-                    .policies
-                    .iter()
-                    .map(|(_, policy)| redis.limiter(*policy).map_err(|err| policies.limiter_error(err)))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let limiters = redis
+                    .limiters(targets)
+                    .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;
                 replay::replay_through(
                     trace,
                     targets,

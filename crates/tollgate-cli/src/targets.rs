@@ -8,7 +8,7 @@
 //! request has no resource). The statistics are kept per policy, one
 //! summary row each.
 
-use tollgate::Policy;
+use tollgate::{Limit, Policy};
 use tollgate_config::PolicyFile;
 
 use crate::trace::{Request, Trace};
@@ -30,12 +30,18 @@ pub struct Targets {
 }
 
 impl Targets {
-    /// `policy` alone, deciding every request, named after its strategy.
-    pub fn one(policy: Policy) -> Self {
+    /// The policy of `limit` alone, deciding every request, named after its
+    /// strategy.
+    pub fn one(limit: Limit) -> Self {
         Self {
-            policies: vec![(policy.limits()[0].strategy().name().to_owned(), policy)],
+            policies: vec![(limit.strategy().name().to_owned(), Policy::from(limit))],
             of_resource: Vec::new(),
         }
+    }
+
+    /// Whether any of the policies holds several limits.
+    pub fn any_compound(&self) -> bool {
+        self.policies.iter().any(|(_, policy)| policy.is_compound())
     }
 
     /// The policies of `file`, mapped onto the resources of `trace`.

@@ -90,10 +90,16 @@ impl ConfigFileError {
                 .and_then(|rest| rest.strip_suffix('`'))
                 .map(str::to_owned)
         };
+        // An element of `limits` is one limit; a policy may be a list instead.
+        let in_list = self.field.ends_with(']');
         let (name, message) = if let Some(name) = named("missing field `") {
             let message = match name.as_str() {
                 "tollgate" => "is required: every setting lives under a top-level `tollgate` key",
                 "default" => "is required: the policy of every resource without its own",
+                "limit" | "window" if !in_list => {
+                    "is required: a policy gives `limit` and `window` (and optionally `strategy`), \
+                     or `limits`, a list of such limits"
+                }
                 _ => "is required",
             };
             (name, message)

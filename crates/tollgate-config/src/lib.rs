@@ -33,7 +33,7 @@
 //! | field | meaning |
 //! | --- | --- |
 //! | `default` | required: the policy of every resource without its own |
-//! | `resources` | a map from resource names (non-empty, without control characters) to policies |
+//! | `resources` | a map from resource names (non-empty, without control characters) to policies (one limit, or `limits`: see below) |
 //! | `strategy` | the strategy of policies that name none: `fixed_window`, `sliding_window` (the default), `token_bucket` or `leaky_bucket` |
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` and `redis_sentinel` |
@@ -45,7 +45,32 @@
 //! least 1, `window` a duration with a unit (`250ms`, `1s`, `1m`, `1h`,
 //! `1d`; any form [`humantime`] reads, such as `1h 30m`), `strategy`
 //! optional. The limits a policy accepts are those of
-//! [`tollgate::Policy::new`].
+//! [`tollgate::Limit::new`].
+//!
+//! ## Several limits on one resource
+//!
+//! A resource (or the default) may instead give `limits`, a list of such
+//! limits, decided together as one compound policy
+//! ([`tollgate::Policy::compound`]): a request is admitted only when every
+//! limit admits it, and then every limit is charged.
+//!
+//! ```yaml
+//! tollgate:
+//!   resources:
+//!     api:
+//!       limits:
+//!         - { limit: 10, window: 1s, strategy: token_bucket }   # bursts
+//!         - { limit: 1000, window: 1h, strategy: sliding_window } # sustained
+//! ```
+//!
+//! In TOML, `limits = [{ limit = 10, window = "1s" }, …]` or one
+//! `[[tollgate.resources.api.limits]]` table per limit; in JSON,
+//! `"limits": [{"limit": 10, "window": "1s"}, …]`. A limit without
+//! `strategy` takes `tollgate.strategy`, as a single-limit policy does. The
+//! list holds 1 to 8 limits ([`tollgate::MAX_LIMITS`]), no two with the
+//! same strategy and window (the larger could never deny), and a policy
+//! gives either `limits` or `limit`/`window`/`strategy`, not both. Mistakes
+//! name the element, such as `tollgate.resources.api.limits[1].window`.
 //!
 //! ## Environment variables
 //!
@@ -80,9 +105,11 @@
 mod any_backend;
 mod env;
 mod error;
+mod fields;
 mod format;
 mod limiter;
 mod load;
+mod policy_entry;
 mod policy_file;
 mod schema;
 mod values;

@@ -11,7 +11,7 @@ use tollgate::{FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
 use crate::error::ConfigFileError;
 use crate::format::Format;
 use crate::load;
-use crate::schema::RawPolicy;
+use crate::policy_entry::RawPolicy;
 
 /// The strategy of every policy when the file names none.
 pub const DEFAULT_STRATEGY: Strategy = Strategy::SlidingWindow;

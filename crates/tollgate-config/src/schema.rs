@@ -1,19 +1,20 @@
-//! The file's structure: the `tollgate` section, policies and resources,
-//! with unknown, missing, repeated and conflicting fields reported at the
-//! value they concern (the values themselves are in [`crate::values`]).
+//! The file's structure: the `tollgate` section and its resources, with
+//! unknown, missing, repeated and conflicting fields reported at the value
+//! they concern (policies are in [`crate::policy_entry`], the values
+//! themselves in [`crate::values`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::marker::PhantomData;
-use std::time::Duration;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
-use tollgate::{ConfigError, Policy, Strategy};
+use tollgate::Strategy;
 
+use crate::fields::{next, Checked, MapOf};
+use crate::policy_entry::RawPolicy;
 use crate::values::{
-    Database, Flag, KeyPrefix, Limit, PrimaryName, PrimaryPassword, PrimaryUser, RedisUrl, Seeds,
-    SentinelUrls, StrategyName, Window,
+    Database, Flag, KeyPrefix, PrimaryName, PrimaryPassword, PrimaryUser, RedisUrl, Seeds, SentinelUrls,
+    StrategyName,
 };
 
 /// The whole file: one `tollgate` section.
@@ -131,70 +132,6 @@ impl<'de> Visitor<'de> for RedisSentinelVisitor {
     }
 }
 
-/// One policy entry, as written.
-pub(crate) struct RawPolicy {
-    limit: u64,
-    window: Duration,
-    strategy: Option<Strategy>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyFields {
-    limit: Limit,
-    window: Window,
-    #[serde(default)]
-    strategy: Option<StrategyName>,
-}
-
-impl<'de> Deserialize<'de> for RawPolicy {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let fields: PolicyFields = deserializer.deserialize_any(MapOf::new(
-            "a policy: a map with `limit`, `window` and optionally `strategy`",
-        ))?;
-        Ok(RawPolicy {
-            limit: fields.limit.0,
-            window: fields.window.0,
-            strategy: fields.strategy.map(|s| s.0),
-        })
-    }
-}
-
-/// Reads a map into the derived `T` through `deserialize_any`, so that a
-/// value of another type is reported with what was expected.
-struct MapOf<T> {
-    expecting: &'static str,
-    _value: PhantomData<T>,
-}
-
-impl<T> MapOf<T> {
-    fn new(expecting: &'static str) -> Self {
-        Self {
-            expecting,
-            _value: PhantomData,
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for MapOf<T> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.expecting)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::deserialize(de::value::MapAccessDeserializer::new(map))
-    }
-}
-
-impl RawPolicy {
-    /// The validated policy, with `fallback` when the entry names no strategy.
-    pub(crate) fn policy(&self, fallback: Strategy) -> Result<Policy, ConfigError> {
-        Policy::new(self.strategy.unwrap_or(fallback), self.limit, self.window)
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(field_identifier, rename_all = "snake_case")]
 enum SectionField {
@@ -301,62 +238,6 @@ impl<'de> Visitor<'de> for SectionVisitor {
             default: default.ok_or_else(|| de::Error::missing_field("default"))?,
             resources: resources.map(|r| r.0).unwrap_or_default(),
         })
-    }
-}
-
-/// Reads the value of a section field; a field given twice, or one that
-/// `conflicts` with another field (which returns the message), is an error
-/// at the value.
-fn next<'de, A, T>(
-    map: &mut A,
-    slot: &Option<T>,
-    conflicts: impl FnOnce(&T) -> Option<String>,
-) -> Result<T, A::Error>
-where
-    A: MapAccess<'de>,
-    T: Deserialize<'de>,
-{
-    let twice = slot.is_some();
-    map.next_value_seed(Checked::new(move |value: T| {
-        if twice {
-            Err("is given twice".to_owned())
-        } else if let Some(conflict) = conflicts(&value) {
-            Err(conflict)
-        } else {
-            Ok(value)
-        }
-    }))
-}
-
-/// Deserializes a `T`, then checks it with `check`; a failed check is
-/// reported at the value, under the value's field path.
-struct Checked<T, F> {
-    check: F,
-    _value: PhantomData<T>,
-}
-
-impl<T, F> Checked<T, F> {
-    fn new<U>(check: F) -> Self
-    where
-        F: FnOnce(T) -> Result<U, String>,
-    {
-        Self {
-            check,
-            _value: PhantomData,
-        }
-    }
-}
-
-impl<'de, T, U, F> DeserializeSeed<'de> for Checked<T, F>
-where
-    T: Deserialize<'de>,
-    F: FnOnce(T) -> Result<U, String>,
-{
-    type Value = U;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<U, D::Error> {
-        let value = T::deserialize(deserializer)?;
-        (self.check)(value).map_err(de::Error::custom)
     }
 }
 

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use tollgate::{ConfigError, Policy, Strategy};
 
 use crate::env;
+use crate::fields::deserialize_any_with;
 
 /// Expands `${VAR}` in a string value.
 fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
@@ -46,17 +47,6 @@ fn check_limit(limit: u64) -> Result<u64, ConfigError> {
 /// Checks a window with [`Policy::new`]'s rules.
 fn check_window(window: Duration) -> Result<Duration, ConfigError> {
     Policy::new(Strategy::FixedWindow, 1, window).map(|_| window)
-}
-
-/// Implements `Deserialize` through `deserialize_any` with a visitor.
-macro_rules! deserialize_any_with {
-    ($ty:ident, $visitor:ident) => {
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_any($visitor)
-            }
-        }
-    };
 }
 
 /// `limit`: a whole number of at least 1 (or a string holding one).

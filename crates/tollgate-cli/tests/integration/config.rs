@@ -3,8 +3,6 @@
 //! against a policy file decides each resource's requests exactly as a
 //! replay of that resource's requests alone under its policy.
 
-use std::path::Path;
-
 use crate::support::*;
 
 /// Policies for the sample trace's paths: one resource per strategy family
@@ -18,12 +16,6 @@ tollgate:
     /api/search: { limit: 8, window: 2s, strategy: sliding_window }
     /never/used: { limit: 1, window: 1s }
 ";
-
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 #[test]
 fn check_prints_the_effective_policies() {
@@ -212,14 +204,6 @@ fn check_refuses_a_limit_of_2_to_the_64_in_every_format() {
     }
 }
 
-/// The sample trace with its `path` column as the `resource` column.
-fn sample_with_resources(dir: &Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(example("sample.csv")).unwrap();
-    let (header, rows) = text.split_once('\n').unwrap();
-    assert_eq!(header, "time,key,path,cost");
-    write(dir, "resources.csv", &format!("time,key,resource,cost\n{rows}"))
-}
-
 #[test]
 fn each_resource_is_decided_as_if_replayed_alone_under_its_policy() {
     let dir = tempfile::tempdir().unwrap();
@@ -314,10 +298,15 @@ fn the_summary_names_the_file_and_every_policy() {
         .ends_with("policies.yaml: 754 requests from 8 keys"));
     assert_eq!(lines.next(), Some("  default      sliding_window, 30 per 10s"));
     assert_eq!(lines.next(), Some("  /api/login   fixed_window, 5 per 1m"));
-    assert_eq!(lines.next(), Some("  /api/search  token_bucket, 10 per 10s"));
+    assert_eq!(
+        lines.next(),
+        Some("  /api/search  token_bucket, 10 per 10s and sliding_window, 40 per 1m")
+    );
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(header[0], "policy");
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    // The compound policy's row is followed by a line per limit.
+    let (limits, rows): (Vec<&str>, Vec<&str>) = lines.partition(|l| l.starts_with("  limits["));
+    let rows: Vec<Vec<&str>> = rows.iter().map(|l| l.split_whitespace().collect()).collect();
     let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
     assert_eq!(names, ["default", "/api/login", "/api/search"]);
     // Every request is in exactly one row.
@@ -329,6 +318,32 @@ fn the_summary_names_the_file_and_every_policy() {
     // The login retrier meets the fixed window: 5 per minute, 10 across a
     // minute boundary.
     assert_eq!(rows[1][4..6], ["10", "198.51.100.23"]);
+    // Each limit of /api/search denied some requests, and every request
+    // /api/search denied is counted for exactly one of them.
+    assert_eq!(limits.len(), 2, "{stdout}");
+    assert!(
+        limits[0].starts_with("  limits[0] token_bucket, 10 per 10s: "),
+        "{stdout}"
+    );
+    assert!(
+        limits[1].starts_with("  limits[1] sliding_window, 40 per 1m: "),
+        "{stdout}"
+    );
+    let per_limit: Vec<u64> = limits
+        .iter()
+        .map(|l| {
+            l.split(": ")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(per_limit.iter().all(|&n| n > 0), "{stdout}");
+    assert_eq!(per_limit.iter().sum::<u64>().to_string(), rows[2][2], "{stdout}");
 }
 
 #[test]
@@ -347,18 +362,6 @@ fn flags_and_policy_files_are_exclusive_and_errors_leave_nothing() {
         let out = run(extra);
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
     }
-    let out = run(&[
-        "--config",
-        arg(&policies),
-        "--backend",
-        "redis",
-        "--redis-url",
-        "redis://127.0.0.1:1",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("invalid --backend redis"), "{stderr}");
-
     let bad = write(
         dir.path(),
         "bad.yaml",
@@ -405,5 +408,10 @@ fn a_chart_with_a_policy_file_has_a_panel_per_policy_the_key_used() {
     // never /api/login.
     assert_eq!(captions.len(), 2, "{captions:?}");
     assert!(captions[0].starts_with("default (sliding_window, 30 per 10s): "));
-    assert!(captions[1].starts_with("/api/search (token_bucket, 10 per 10s): "));
+    // The compound policy is drawn with the limit that denied the most.
+    assert!(
+        captions[1].starts_with("/api/search (limits[1] of 2: sliding_window, 40 per 1m): "),
+        "{captions:?}"
+    );
+    assert!(captions[1].ends_with(" in 1m"), "{captions:?}");
 }

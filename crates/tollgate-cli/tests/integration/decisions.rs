@@ -8,16 +8,6 @@ use proptest::prelude::*;
 use crate::support::*;
 use tollgate::Strategy;
 
-const HEADER: [&str; 7] = [
-    "time",
-    "key",
-    "cost",
-    "allowed",
-    "remaining",
-    "reset_ms",
-    "retry_after_ms",
-];
-
 #[test]
 fn decisions_file_has_the_header_and_one_row_per_request_in_input_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,7 +20,7 @@ fn decisions_file_has_the_header_and_one_row_per_request_in_input_order() {
         .decisions(&out)
         .run_ok();
     let rows = read_csv(&out);
-    assert_eq!(rows[0], HEADER);
+    assert_eq!(rows[0], DECISIONS_HEADER);
     let input = sample_requests();
     assert!(input.len() > 2500, "the sample should hold about 3,000 requests");
     assert_eq!(rows.len() - 1, input.len());
@@ -110,21 +100,10 @@ fn check_against_pure_functions(limit: u64, window_us: u64, steps: &[Step]) {
     let mut t: u64 = 1_714_564_800_000;
     let mut text = String::from("key,time,cost\n");
     let mut reqs = Vec::new();
-    for &(step, backwards, key, cost) in steps {
-        let step = step % (4 * (window_us / 1000 + 1));
-        t = if backwards {
-            t.saturating_sub(step)
-        } else {
-            t + step
-        };
-        let key = format!("k{key}");
-        let cost = [1, 1, 1, 0, 2, limit, limit + 1][cost];
-        text.push_str(&format!("{key},{t},{cost}\n"));
-        reqs.push(Req {
-            nanos: t * 1_000_000,
-            key,
-            cost,
-        });
+    for &step in steps {
+        let req = random_request(&mut t, step, window_us, limit);
+        text.push_str(&format!("{},{t},{}\n", req.key, req.cost));
+        reqs.push(req);
     }
     let trace = dir.path().join("trace.csv");
     std::fs::write(&trace, text).unwrap();
@@ -502,7 +481,7 @@ fn a_regular_decisions_file_is_replaced_through_a_temporary_file_keeping_its_mod
     use std::os::unix::fs::MetadataExt;
     assert_ne!(before.ino(), after.ino());
     assert_eq!(after.permissions().mode() & 0o777, 0o640);
-    assert_eq!(read_csv(&out)[0], HEADER);
+    assert_eq!(read_csv(&out)[0], DECISIONS_HEADER);
     assert_eq!(file_names(dir.path()), ["out.csv"]);
 }
 
@@ -526,7 +505,7 @@ fn a_symlinked_decisions_file_is_written_through_and_the_link_kept() {
         std::path::Path::new("real/target.csv")
     );
     let rows = read_csv(&real_dir.join("target.csv"));
-    assert_eq!(rows[0], HEADER);
+    assert_eq!(rows[0], DECISIONS_HEADER);
     assert_eq!(rows.len() - 1, sample_requests().len());
     assert_eq!(file_names(dir.path()), ["link.csv", "real"]);
     assert_eq!(file_names(&real_dir), ["target.csv"]);
@@ -539,7 +518,7 @@ fn a_symlinked_decisions_file_is_written_through_and_the_link_kept() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-    assert_eq!(read_csv(&real_dir.join("target.csv"))[0], HEADER);
+    assert_eq!(read_csv(&real_dir.join("target.csv"))[0], DECISIONS_HEADER);
 }
 
 #[test]

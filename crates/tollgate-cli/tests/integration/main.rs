@@ -4,9 +4,11 @@
 mod support;
 
 mod access_log;
+mod compound;
 mod config;
 mod decisions;
 mod errors;
 mod plot;
 mod progress;
+mod readme;
 mod redis_backend;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tollgate::{FailPolicy, Policy, Strategy};
+use tollgate::{FailPolicy, Limit, Policy, Strategy};
 use tollgate_config::{ErrorKind, Format, PolicyFile, Storage, Target};
 
 fn example(name: &str) -> PathBuf {
@@ -23,6 +23,14 @@ fn example_files_load_to_identical_policies() {
         (
             Target::Default,
             policy(Strategy::SlidingWindow, 100, Duration::from_secs(60)),
+        ),
+        (
+            Target::Resource("api"),
+            Policy::compound([
+                Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1)).unwrap(),
+                Limit::new(Strategy::SlidingWindow, 1000, Duration::from_secs(3_600)).unwrap(),
+            ])
+            .unwrap(),
         ),
         (
             Target::Resource("export"),

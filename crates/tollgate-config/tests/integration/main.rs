@@ -3,6 +3,7 @@
 
 mod support;
 
+mod compound;
 mod env;
 mod formats;
 mod memory;

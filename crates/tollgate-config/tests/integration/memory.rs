@@ -133,6 +133,9 @@ async fn the_example_files_build() {
         let limiter = load_limiter(dir.join(name)).await.unwrap();
         let d = limiter.allow("search", "k").await.unwrap();
         assert_eq!((d.allowed, d.limit), (true, 50), "{name}");
+        // api: 10 per second and 1000 per hour; the tighter binds.
+        let d = limiter.allow("api", "k").await.unwrap();
+        assert_eq!((d.allowed, d.limit, d.bound_by), (true, 10, 0), "{name}");
     }
 }
 

@@ -15,6 +15,18 @@ use std::time::Duration;
 use tollgate::strategy::{decide_all, State};
 use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
 
+/// The header row of a decisions file (one more column, `bound_by`, when a
+/// policy of the replay is compound).
+pub const DECISIONS_HEADER: [&str; 7] = [
+    "time",
+    "key",
+    "cost",
+    "allowed",
+    "remaining",
+    "reset_ms",
+    "retry_after_ms",
+];
+
 /// The names of the files in `dir`, sorted.
 pub fn file_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -40,6 +52,22 @@ pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/traces")
         .join(name)
+}
+
+/// Writes `text` to the file `name` in `dir` and returns its path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The sample trace with its `path` column as the `resource` column, in
+/// `dir`.
+pub fn sample_with_resources(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(example("sample.csv")).unwrap();
+    let (header, rows) = text.split_once('\n').unwrap();
+    assert_eq!(header, "time,key,path,cost");
+    write(dir, "resources.csv", &format!("time,key,resource,cost\n{rows}"))
 }
 
 /// A path as a `&str` argument.
@@ -107,6 +135,25 @@ pub fn columns(d: &Decision) -> [String; 4] {
             _ => String::new(),
         },
     ]
+}
+
+/// The request of one random `step` (time step, backwards?, key, cost
+/// choice) of a trace whose clock `ms` (milliseconds since the epoch) it
+/// moves: by up to four times `window_us`, backwards when told; key
+/// `k{key}`; cost 1, 0, 2, `largest` or `largest + 1`.
+pub fn random_request(ms: &mut u64, step: (u64, bool, u8, usize), window_us: u64, largest: u64) -> Req {
+    let (step, backwards, key, cost) = step;
+    let step = step % (4 * (window_us / 1000 + 1));
+    *ms = if backwards {
+        ms.saturating_sub(step)
+    } else {
+        *ms + step
+    };
+    Req {
+        nanos: *ms * 1_000_000,
+        key: format!("k{key}"),
+        cost: [1, 1, 1, 0, 2, largest, largest + 1][cost],
+    }
 }
 
 /// Decisions of an in-memory limiter driven by a manual clock.

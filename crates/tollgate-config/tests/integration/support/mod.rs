@@ -1,6 +1,11 @@
-//! A real `redis-server` for tests, on a free port (never the machine's
-//! 6379), killed when the handle is dropped. Startup is detected by reading
-//! the server's log on its standard output, so nothing waits on a timer.
+//! Helpers shared by the tests: [`rejects`], the check of a refused file,
+//! and a real `redis-server` on a free port (never the machine's 6379),
+//! killed when the handle is dropped. Startup is detected by reading the
+//! server's log on its standard output, so nothing waits on a timer.
+
+mod rejects;
+
+pub use rejects::rejects;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
