@@ -1,6 +1,7 @@
 //! A limiter with a default policy and named per-resource policies.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Scope};
@@ -30,8 +31,9 @@ use crate::protection::{CircuitBreaker, DenyCache};
 /// # Ok::<(), tollgate::Error>(())
 /// ```
 pub struct ResourceLimiter<B: Backend = MemoryBackend> {
-    default: Limiter<B>,
-    resources: HashMap<Box<str>, Limiter<B>>,
+    default: Arc<Limiter<B>>,
+    resources: HashMap<Box<str>, Arc<Limiter<B>>>,
+    prefix: String,
 }
 
 impl<B: Backend> std::fmt::Debug for ResourceLimiter<B> {
@@ -75,7 +77,7 @@ impl<B: Backend> ResourceLimiter<B> {
 
     /// The named resources and their limiters.
     pub fn resources(&self) -> impl Iterator<Item = (&str, &Limiter<B>)> {
-        self.resources.iter().map(|(name, l)| (&**name, l))
+        self.resources.iter().map(|(name, l)| (&**name, &**l))
     }
 
     /// Decides one request of cost 1 for `key` under `resource`'s policy.
@@ -289,15 +291,30 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
     /// resource name that [`check_resource_name`] refuses, a duplicate
     /// resource name, an empty key prefix.
     pub fn build(self) -> Result<ResourceLimiter<B>, Error> {
+        self.build_after(None)
+    }
+
+    /// Builds the limiter to take over from `previous` (policies changed at
+    /// run time), keeping state: a resource (or the default) whose policy and
+    /// settings are unchanged keeps its limiter as it is; one whose policy
+    /// changed keeps the state of every limit whose strategy and window stay
+    /// (see [`Backend::rebind`]); anything else starts fresh. Nothing is kept
+    /// when the key prefix changed. Swap the result in with a
+    /// [`LiveLimiter`](crate::LiveLimiter).
+    ///
+    /// # Errors
+    ///
+    /// As for [`build`](Self::build); `previous` is left as it was.
+    pub fn build_from(self, previous: &ResourceLimiter<B>) -> Result<ResourceLimiter<B>, Error> {
+        self.build_after(Some(previous))
+    }
+
+    fn build_after(self, previous: Option<&ResourceLimiter<B>>) -> Result<ResourceLimiter<B>, Error> {
         validate_prefix(&self.prefix)?;
+        let previous = previous.filter(|p| p.prefix == self.prefix);
         let default = self
             .default
             .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
-        let scope = |resource, policy| Scope {
-            prefix: &self.prefix,
-            resource,
-            policy,
-        };
         if let Some(name) = self
             .overrides
             .keys()
@@ -326,22 +343,47 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
             }
             options
         };
-        let default = Limiter::bind(&self.backend, &scope("", &default), &self.options)?;
+        // The limiter for `resource`: the previous one when nothing changed,
+        // else one bound after it.
+        let limiter_for =
+            |resource: &str, policy: &Policy, options: &Options| -> Result<Arc<Limiter<B>>, Error> {
+                let before = previous.and_then(|p| {
+                    if resource.is_empty() {
+                        Some(&p.default)
+                    } else {
+                        p.resources.get(resource)
+                    }
+                });
+                if let Some(before) = before {
+                    if before.policy() == policy && before.built_with(options) {
+                        return Ok(before.clone());
+                    }
+                }
+                let scope = Scope {
+                    prefix: &self.prefix,
+                    resource,
+                    policy,
+                };
+                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b)).map(Arc::new)
+            };
+        let default = limiter_for("", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, policy) in &self.resources {
             check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(resource_path(name), "is defined twice").into());
             }
-            let limiter = Limiter::bind(&self.backend, &scope(name, policy), &options_of(name)).map_err(
-                |e| match e {
-                    Error::Config(e) => Error::Config(e.within(resource_path(name))),
-                    other => other,
-                },
-            )?;
+            let limiter = limiter_for(name, policy, &options_of(name)).map_err(|e| match e {
+                Error::Config(e) => Error::Config(e.within(resource_path(name))),
+                other => other,
+            })?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
-        Ok(ResourceLimiter { default, resources })
+        Ok(ResourceLimiter {
+            default,
+            resources,
+            prefix: self.prefix,
+        })
     }
 }
 

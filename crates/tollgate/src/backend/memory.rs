@@ -11,7 +11,7 @@ use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
 use crate::operation::Operation;
-use crate::policy::{Limit, MAX_LIMITS};
+use crate::policy::{Limit, Policy, MAX_LIMITS};
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
 /// The default interval between background sweeps of expired state.
@@ -126,40 +126,69 @@ impl Backend for MemoryBackend {
     type Binding = MemoryBinding;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<MemoryBinding, Error> {
+        self.bind_keeping(scope, None)
+    }
+
+    /// Keeps the table (the keys' state) of every limit whose strategy and
+    /// window stay, and the blocks; the new limits decide on them with their
+    /// own `L`.
+    fn rebind(
+        &self,
+        scope: &Scope<'_>,
+        previous: &MemoryBinding,
+        previous_policy: &Policy,
+    ) -> Result<MemoryBinding, Error> {
+        self.bind_keeping(scope, Some((previous, previous_policy)))
+    }
+}
+
+impl MemoryBackend {
+    fn bind_keeping(
+        &self,
+        scope: &Scope<'_>,
+        previous: Option<(&MemoryBinding, &Policy)>,
+    ) -> Result<MemoryBinding, Error> {
         if self.sweep_interval.is_zero() {
             return Err(ConfigError::new("sweep_interval", "must be longer than zero").into());
         }
         // One hasher for all of a policy's tables: a key falls in the same
         // shard index of each, which a compound decision locks together.
-        let hasher = ahash::RandomState::new();
-        let tables: Vec<Tables> = scope
+        // Kept tables bring theirs.
+        let hasher = match previous {
+            Some((binding, _)) => binding.tables[0].hasher().clone(),
+            None => ahash::RandomState::new(),
+        };
+        let kept = |limit: &Limit| {
+            let (binding, policy) = previous?;
+            let i = policy
+                .limits()
+                .iter()
+                .position(|l| l.strategy() == limit.strategy() && l.window() == limit.window())?;
+            Some(binding.tables[i].clone())
+        };
+        let tables: Box<[Tables]> = scope
             .policy
             .limits()
             .iter()
-            .map(|limit| match limit.strategy() {
-                Strategy::FixedWindow => Tables::Fixed(self.table(limit, &hasher)),
-                Strategy::SlidingWindow => Tables::Sliding(self.table(limit, &hasher)),
-                // The leaky-bucket meter runs the same GCRA as the token bucket.
-                Strategy::TokenBucket | Strategy::LeakyBucket => Tables::Gcra(self.table(limit, &hasher)),
+            .map(|limit| {
+                kept(limit).unwrap_or_else(|| match limit.strategy() {
+                    Strategy::FixedWindow => Tables::Fixed(self.table(limit, &hasher)),
+                    Strategy::SlidingWindow => Tables::Sliding(self.table(limit, &hasher)),
+                    // The leaky-bucket meter runs the same GCRA as the token bucket.
+                    Strategy::TokenBucket | Strategy::LeakyBucket => Tables::Gcra(self.table(limit, &hasher)),
+                })
             })
             .collect();
-        let limits = scope.policy.limit_rates(Tick::Nanos);
-        let mut tables = tables.into_iter();
-        let binding = match tables.len() {
-            1 => Kind::Single(tables.next().expect("a policy has a limit")),
-            _ => Kind::Compound {
-                tables: tables.collect(),
-                limits: limits.into_boxed_slice(),
-            },
-        };
         Ok(MemoryBinding {
-            kind: binding,
-            blocks: Blocks::new(),
+            tables,
+            limits: scope.policy.limit_rates(Tick::Nanos).into_boxed_slice(),
+            blocks: previous.map_or_else(|| Arc::new(Blocks::new()), |(b, _)| b.blocks.clone()),
         })
     }
 }
 
 /// The table of one limit, typed by its strategy's state.
+#[derive(Clone)]
 enum Tables {
     Fixed(Arc<Table<FixedWindow>>),
     Sliding(Arc<Table<SlidingWindow>>),
@@ -199,14 +228,12 @@ impl Tables {
         }
     }
 
-    fn limit(&self) -> LimitRate {
-        let (strategy, rate) = match self {
-            Tables::Fixed(t) => (Strategy::FixedWindow, *t.rate()),
-            Tables::Sliding(t) => (Strategy::SlidingWindow, *t.rate()),
-            // Token and leaky bucket decide alike; the name only labels.
-            Tables::Gcra(t) => (Strategy::TokenBucket, *t.rate()),
-        };
-        LimitRate { strategy, rate }
+    fn hasher(&self) -> &ahash::RandomState {
+        match self {
+            Tables::Fixed(t) => t.hasher(),
+            Tables::Sliding(t) => t.hasher(),
+            Tables::Gcra(t) => t.hasher(),
+        }
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
@@ -309,18 +336,13 @@ fn set_any<A: StateVariant>(
     shard.set(key, before.and_then(A::unwrap), after.and_then(A::unwrap), now);
 }
 
-enum Kind {
-    Single(Tables),
-    Compound {
-        tables: Box<[Tables]>,
-        limits: Box<[LimitRate]>,
-    },
-}
-
 /// The in-memory state of one policy: a table per limit.
 pub struct MemoryBinding {
-    kind: Kind,
-    blocks: Blocks,
+    /// One table per limit, in the policy's order.
+    tables: Box<[Tables]>,
+    /// The limits in nanosecond ticks, in the same order.
+    limits: Box<[LimitRate]>,
+    blocks: Arc<Blocks>,
 }
 
 impl std::fmt::Debug for MemoryBinding {
@@ -335,18 +357,7 @@ impl std::fmt::Debug for MemoryBinding {
 
 impl MemoryBinding {
     fn tables(&self) -> &[Tables] {
-        match &self.kind {
-            Kind::Single(t) => std::slice::from_ref(t),
-            Kind::Compound { tables, .. } => tables,
-        }
-    }
-
-    /// The limits in the backend's ticks.
-    fn limits(&self) -> Vec<LimitRate> {
-        match &self.kind {
-            Kind::Single(t) => vec![t.limit()],
-            Kind::Compound { limits, .. } => limits.to_vec(),
-        }
+        &self.tables
     }
 
     /// Decides one request synchronously; the in-memory backend cannot fail.
@@ -357,20 +368,20 @@ impl MemoryBinding {
                 return decision;
             }
         }
-        match &self.kind {
-            Kind::Single(tables) => {
-                let (outcome, rate) = match tables {
-                    Tables::Fixed(t) => (t.apply(key, cost), t.rate()),
-                    Tables::Sliding(t) => (t.apply(key, cost), t.rate()),
-                    Tables::Gcra(t) => (t.apply(key, cost), t.rate()),
-                };
-                Decision::from_outcome(outcome, rate.limit, Tick::Nanos)
-            }
-            Kind::Compound { limits, .. } => self.update(key, |before, after, now| {
-                let compound = strategy::decide_all(limits, before, after, now, cost);
-                Decision::from_compound(compound, limits, Tick::Nanos)
-            }),
+        if let ([table], [limit]) = (&*self.tables, &*self.limits) {
+            let rate = &limit.rate;
+            let outcome = match table {
+                Tables::Fixed(t) => t.apply(rate, key, cost),
+                Tables::Sliding(t) => t.apply(rate, key, cost),
+                Tables::Gcra(t) => t.apply(rate, key, cost),
+            };
+            return Decision::from_outcome(outcome, rate.limit, Tick::Nanos);
         }
+        let limits = &self.limits;
+        self.update(key, |before, after, now| {
+            let compound = strategy::decide_all(limits, before, after, now, cost);
+            Decision::from_compound(compound, limits, Tick::Nanos)
+        })
     }
 
     /// The decision for a blocked key: denied until the block ends, the
@@ -379,11 +390,11 @@ impl MemoryBinding {
     fn check_blocked(&self, key: &[u8]) -> Option<Decision> {
         let now = self.tables()[0].now();
         let until = self.blocks.until(key, now)?;
-        let limits = self.limits();
+        let limits = &self.limits;
         let peek = self.update(key, |before, after, now| {
             after.copy_from_slice(before);
             let mut ignored = [None; MAX_LIMITS];
-            strategy::decide_all(&limits, before, &mut ignored[..before.len()], now, 0)
+            strategy::decide_all(limits, before, &mut ignored[..before.len()], now, 0)
         });
         Some(Decision::blocked(
             until - now,
@@ -424,7 +435,7 @@ impl MemoryBinding {
     /// cannot fail. The caller validates the argument
     /// ([`Operation::validate`]).
     pub fn operate_now(&self, key: &[u8], op: Operation) {
-        let limits = self.limits();
+        let limits = &self.limits;
         match op {
             Operation::Block(duration) => {
                 let now = self.tables()[0].now();

@@ -48,6 +48,29 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// A [`Error::Config`] when the backend cannot serve the policy.
     fn bind(&self, scope: &Scope<'_>) -> Result<Self::Binding, Error>;
+
+    /// Prepares the backend to serve `scope` in place of `previous`, which
+    /// served `previous_policy` for the same prefix and resource (a policy
+    /// changed at run time). A limit whose strategy and window stay keeps
+    /// its keys' state, whatever its `L`; any other limit starts fresh.
+    ///
+    /// The default binds afresh, which is right for backends that keep
+    /// state in a shared store under keys named by strategy (and, for
+    /// compound policies, window): the new binding reads the same keys.
+    /// A backend holding state in the binding itself overrides it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Backend::bind`].
+    fn rebind(
+        &self,
+        scope: &Scope<'_>,
+        previous: &Self::Binding,
+        previous_policy: &Policy,
+    ) -> Result<Self::Binding, Error> {
+        let _ = (previous, previous_policy);
+        self.bind(scope)
+    }
 }
 
 /// Makes decisions for one policy.

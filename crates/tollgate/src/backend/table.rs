@@ -86,10 +86,6 @@ impl<A: Algorithm> Table<A> {
         }
     }
 
-    pub(crate) fn rate(&self) -> &Rate {
-        &self.rate
-    }
-
     fn lock(&self, index: usize) -> MutexGuard<'_, ShardInner<A::State>> {
         // A panic while holding a shard cannot leave an entry half-written
         // (strategies are pure), so a poisoned lock is still consistent.
@@ -105,6 +101,12 @@ impl<A: Algorithm> Table<A> {
         self.clock.now_nanos()
     }
 
+    /// The hasher of keys, shared by the tables a compound decision locks
+    /// together.
+    pub(crate) fn hasher(&self) -> &ahash::RandomState {
+        &self.hasher
+    }
+
     /// The hash of `key`, which picks both its shard and its slot.
     #[inline]
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
@@ -118,9 +120,12 @@ impl<A: Algorithm> Table<A> {
     }
 
     /// Applies one request for `key` at the clock's current time: runs the
-    /// strategy on the key's state and stores the state it returns.
+    /// strategy under `rate` on the key's state and stores the state it
+    /// returns. `rate` has the table's window; its limit may differ from the
+    /// one the table was made with (a policy whose limit changed at run time
+    /// keeps its table).
     #[inline]
-    pub(crate) fn apply(&self, key: &[u8], cost: u64) -> Outcome {
+    pub(crate) fn apply(&self, rate: &Rate, key: &[u8], cost: u64) -> Outcome {
         // Read the clock before locking: the read overlaps hashing, and the
         // critical section stays short. Two threads racing on one key may
         // then apply their decisions out of timestamp order by the length of
@@ -131,7 +136,7 @@ impl<A: Algorithm> Table<A> {
         match shard.map.find_entry(hash, |e| e.key.as_bytes() == key) {
             Ok(mut occupied) => {
                 let before = occupied.get().state;
-                let (outcome, next) = A::decide(&self.rate, Some(before), now, cost);
+                let (outcome, next) = A::decide(rate, Some(before), now, cost);
                 match next {
                     // Denied and peeked requests usually change nothing.
                     Some(state) if state == before => {}
@@ -147,7 +152,7 @@ impl<A: Algorithm> Table<A> {
                 outcome
             }
             Err(_) => {
-                let (outcome, next) = A::decide(&self.rate, None, now, cost);
+                let (outcome, next) = A::decide(rate, None, now, cost);
                 if let Some(state) = next {
                     self.insert(&mut shard, hash, key, state, now);
                 }
@@ -313,7 +318,7 @@ mod tests {
             ahash::RandomState::new(),
         );
         for i in 0..100_000u32 {
-            table.apply(&i.to_le_bytes(), 1);
+            table.apply(&rate, &i.to_le_bytes(), 1);
         }
         let full = table.capacity();
         assert!(full >= 100_000);
@@ -321,7 +326,7 @@ mod tests {
         // All but 1,000 keys expire (past the sweeps' clock-step tolerance).
         clock.advance(Duration::from_secs(3));
         for i in 0..1_000u32 {
-            table.apply(&i.to_le_bytes(), 1);
+            table.apply(&rate, &i.to_le_bytes(), 1);
         }
         let freed = table.sweep();
         assert_eq!(table.len(), 1_000);
@@ -336,7 +341,7 @@ mod tests {
         for _ in 0..3 {
             clock.advance(Duration::from_millis(999));
             for i in 0..1_000u32 {
-                table.apply(&i.to_le_bytes(), 1);
+                table.apply(&rate, &i.to_le_bytes(), 1);
             }
             assert_eq!(table.sweep(), 0);
             assert_eq!(table.capacity(), shrunk);

@@ -47,6 +47,9 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     protection: Option<Box<Protection>>,
     lists: Option<Box<options::Lists>>,
     shadow: bool,
+    /// The options it was built with, to tell a changed limiter from an
+    /// unchanged one when policies are replaced at run time.
+    options: Options,
 }
 
 impl<B: Backend> std::fmt::Debug for Limiter<B> {
@@ -68,9 +71,25 @@ impl Limiter {
 
 impl<B: Backend> Limiter<B> {
     pub(crate) fn bind(backend: &B, scope: &Scope<'_>, options: &Options) -> Result<Self, Error> {
+        Self::bind_after(backend, scope, options, None)
+    }
+
+    /// Binds in place of `previous`, when there is one, keeping the state
+    /// [`Backend::rebind`] keeps.
+    pub(crate) fn bind_after(
+        backend: &B,
+        scope: &Scope<'_>,
+        options: &Options,
+        previous: Option<&Limiter<B>>,
+    ) -> Result<Self, Error> {
         options.validate()?;
+        let binding = match previous {
+            Some(previous) => backend.rebind(scope, &previous.binding, &previous.policy)?,
+            None => backend.bind(scope)?,
+        };
         Ok(Self {
-            binding: backend.bind(scope)?,
+            options: options.clone(),
+            binding,
             policy: *scope.policy,
             fail: options.fail,
             fail_open_events: AtomicU64::new(0),
@@ -285,6 +304,11 @@ impl<B: Backend> Limiter<B> {
     /// As for [`Limiter::operate`].
     pub async fn penalty(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<(), Error> {
         self.operate(key, Operation::Penalty(cost)).await
+    }
+
+    /// Whether `options` are the ones this limiter was built with.
+    pub(crate) fn built_with(&self, options: &Options) -> bool {
+        self.options == *options
     }
 
     /// Whether the limiter is in shadow mode.

@@ -59,6 +59,25 @@ impl std::fmt::Debug for Options {
     }
 }
 
+impl PartialEq for Options {
+    /// Equal settings (clocks compare by identity).
+    fn eq(&self, other: &Self) -> bool {
+        let same_clock = match (&self.clock, &other.clock) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_clock
+            && self.fail == other.fail
+            && self.deny_cache == other.deny_cache
+            && self.breaker == other.breaker
+            && self.fallback == other.fallback
+            && self.shadow == other.shadow
+            && self.exempt == other.exempt
+            && self.deny == other.deny
+    }
+}
+
 impl Options {
     /// Checks that the fail policy and the fallback agree.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {

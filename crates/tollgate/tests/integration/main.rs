@@ -8,6 +8,7 @@ mod backends_agree;
 mod compound;
 mod concurrency;
 mod limiter_api;
+mod live;
 mod metrics;
 mod operations;
 mod prometheus;

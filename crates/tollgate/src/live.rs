@@ -1,0 +1,128 @@
+//! Policies replaced at run time, without losing state.
+
+use std::sync::{Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::Backend;
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::operation::Operation;
+use crate::resources::{ResourceLimiter, ResourceLimiterBuilder};
+
+/// A [`ResourceLimiter`] whose policies can be replaced while it serves.
+///
+/// [`replace`](Self::replace) builds the new limiter from a builder with
+/// [`ResourceLimiterBuilder::build_from`], so state is kept where the
+/// policies allow it, and swaps it in atomically: every decision is made
+/// wholly under the old policies or wholly under the new ones. A key keeps
+/// its state when its resource's strategy and window stay the same and only
+/// its limit changes: a fixed or sliding window keeps the units spent (a
+/// raised limit admits the difference), a token or leaky bucket keeps its
+/// level in time (`tat`: a bucket half empty under the old limit is half
+/// empty under the new one). A changed strategy or window starts fresh, because
+/// state kept under one window has no exact meaning under another (a fixed
+/// window's buckets realign, a sliding window's counters weigh by `W`, a
+/// bucket's `tat` spaces requests by `W / L`). When the new configuration is
+/// invalid, nothing changes and the error says why.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{LiveLimiter, Policy, ResourceLimiter, Strategy};
+///
+/// let per_minute = |limit| Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60));
+/// let live = LiveLimiter::new(ResourceLimiter::builder().default_policy(per_minute(2)?).build()?);
+/// assert!(live.check("", "k").allowed);
+/// assert!(live.check("", "k").allowed);
+/// assert!(!live.check("", "k").allowed);
+/// // Raise the limit: the key keeps the two units it spent.
+/// live.replace(ResourceLimiter::builder().default_policy(per_minute(3)?))?;
+/// assert!(live.check("", "k").allowed);
+/// assert!(!live.check("", "k").allowed);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+pub struct LiveLimiter<B: Backend = MemoryBackend> {
+    current: ArcSwap<ResourceLimiter<B>>,
+    /// Serialises replacements, so each builds from the one before.
+    replacing: Mutex<()>,
+}
+
+impl<B: Backend> std::fmt::Debug for LiveLimiter<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveLimiter")
+            .field("current", &*self.current.load())
+            .finish()
+    }
+}
+
+impl<B: Backend> LiveLimiter<B> {
+    /// Serves `limiter` until it is replaced.
+    pub fn new(limiter: ResourceLimiter<B>) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(limiter),
+            replacing: Mutex::new(()),
+        }
+    }
+
+    /// The limiter serving now; later replacements do not change it.
+    pub fn current(&self) -> std::sync::Arc<ResourceLimiter<B>> {
+        self.current.load_full()
+    }
+
+    /// Builds a limiter from `builder`, keeping state as
+    /// [`ResourceLimiterBuilder::build_from`] does, and serves it from now
+    /// on.
+    ///
+    /// # Errors
+    ///
+    /// The builder's error when the new configuration is invalid; the
+    /// current limiter then keeps serving.
+    pub fn replace(&self, builder: ResourceLimiterBuilder<B>) -> Result<(), Error> {
+        let _one_at_a_time = self.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = builder.build_from(&self.current.load())?;
+        self.current.store(std::sync::Arc::new(next));
+        Ok(())
+    }
+
+    /// Decides one request of cost 1 (see [`ResourceLimiter::allow`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ResourceLimiter::allow`].
+    pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.allow_n(resource, key, 1).await
+    }
+
+    /// Decides one request of `cost` units (see [`ResourceLimiter::allow_n`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ResourceLimiter::allow`].
+    pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        let current = self.current.load();
+        current.allow_n(resource, key, cost).await
+    }
+
+    /// Applies a per-key operation (see [`ResourceLimiter::operate`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ResourceLimiter::operate`].
+    pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        let current = self.current.load();
+        current.operate(resource, key, op).await
+    }
+}
+
+impl LiveLimiter<MemoryBackend> {
+    /// Decides one request of cost 1 synchronously (in memory).
+    pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
+        self.current.load().check(resource, key)
+    }
+
+    /// Decides one request of `cost` units synchronously (in memory).
+    pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        self.current.load().check_n(resource, key, cost)
+    }
+}

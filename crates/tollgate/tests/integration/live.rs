@@ -1,0 +1,161 @@
+//! Policies replaced at run time: state kept where the policy allows it,
+//! and no decision under contention ever admits more than the old or the
+//! new policy allows.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::testing::MapStore;
+use tollgate::{
+    Limit, LiveLimiter, ManualClock, Policy, ResourceLimiter, ResourceLimiterBuilder, StoreBackend, Strategy,
+};
+
+fn hourly(strategy: Strategy, limit: u64) -> Policy {
+    Policy::new(strategy, limit, Duration::from_secs(3_600)).unwrap()
+}
+
+fn builder(clock: &ManualClock, login: Policy) -> ResourceLimiterBuilder<tollgate::MemoryBackend> {
+    ResourceLimiter::builder()
+        .clock(clock.clone())
+        .default_policy(hourly(Strategy::FixedWindow, 1_000))
+        .resource("login", login)
+}
+
+#[test]
+fn replacing_policies_under_load_keeps_state_and_never_exceeds_either_limit() {
+    for strategy in Strategy::ALL {
+        let clock = ManualClock::new(Duration::from_secs(1_000_000));
+        let live = LiveLimiter::new(builder(&clock, hourly(strategy, 100)).build().unwrap());
+        let admitted = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    while !done.load(Ordering::Relaxed) {
+                        if live.check("login", "hot").allowed {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+            for i in 0..200 {
+                let limit = if i % 2 == 0 { 150 } else { 100 };
+                live.replace(builder(&clock, hourly(strategy, limit))).unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let during = admitted.load(Ordering::Relaxed);
+        assert!(
+            during <= 150,
+            "{strategy}: {during} admitted, more than either limit"
+        );
+        // Had a replacement lost the key's state, the key would have
+        // admitted more.
+        live.replace(builder(&clock, hourly(strategy, 150))).unwrap();
+        let mut more = 0;
+        while live.check("login", "hot").allowed {
+            more += 1;
+        }
+        match strategy {
+            // Counters keep the units spent: the larger limit admits the rest.
+            Strategy::FixedWindow | Strategy::SlidingWindow => assert_eq!(during + more, 150, "{strategy}"),
+            // A bucket keeps its level, in time: an empty one stays empty.
+            _ => assert_eq!(
+                (more, during >= 100),
+                (0, true),
+                "{strategy}: {during} then {more}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_changed_window_or_strategy_starts_fresh_and_unchanged_resources_keep_everything() {
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let live = LiveLimiter::new(builder(&clock, hourly(Strategy::TokenBucket, 3)).build().unwrap());
+    for _ in 0..3 {
+        live.check("login", "k");
+        live.check("other", "k");
+    }
+    assert!(!live.check("login", "k").allowed);
+    let login_window = Policy::new(Strategy::TokenBucket, 3, Duration::from_secs(60)).unwrap();
+    live.replace(builder(&clock, login_window)).unwrap();
+    assert_eq!(live.check("login", "k").remaining, 2, "new window: fresh");
+    // The default policy did not change: its key kept its three units.
+    assert_eq!(live.check("other", "k").remaining, 1_000 - 4);
+    live.replace(builder(
+        &clock,
+        Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(60)).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(live.check("login", "k").remaining, 2, "new strategy: fresh");
+}
+
+#[test]
+fn compound_limits_keep_their_state_when_reordered_or_joined() {
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let burst = Limit::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
+    let hour = Limit::new(Strategy::SlidingWindow, 10, Duration::from_secs(3_600)).unwrap();
+    let day = Limit::new(Strategy::FixedWindow, 100, Duration::from_secs(86_400)).unwrap();
+    let live = LiveLimiter::new(
+        builder(&clock, Policy::compound([burst, hour]).unwrap())
+            .build()
+            .unwrap(),
+    );
+    for _ in 0..4 {
+        assert!(live.check("login", "k").allowed);
+    }
+    // Reordered, with a third limit and the hourly one raised: the burst
+    // and hourly states stay, the daily one starts.
+    let hour = Limit::new(Strategy::SlidingWindow, 20, Duration::from_secs(3_600)).unwrap();
+    live.replace(builder(&clock, Policy::compound([day, hour, burst]).unwrap()))
+        .unwrap();
+    let d = live.check("login", "k");
+    assert!(d.allowed);
+    assert_eq!(
+        (d.remaining, d.bound_by),
+        (0, 2),
+        "the burst cap kept its 4 spent units"
+    );
+}
+
+#[test]
+fn blocks_survive_a_replacement_and_an_invalid_one_changes_nothing() {
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let live = LiveLimiter::new(builder(&clock, hourly(Strategy::FixedWindow, 3)).build().unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(live.operate("login", "k", tollgate::Operation::Block(Duration::from_secs(60))))
+        .unwrap();
+    live.replace(builder(&clock, hourly(Strategy::FixedWindow, 4)))
+        .unwrap();
+    assert!(!live.check("login", "k").allowed, "still blocked");
+    let before = live.current();
+    let err = live
+        .replace(
+            ResourceLimiter::builder()
+                .clock(clock.clone())
+                .resource("login", hourly(Strategy::FixedWindow, 1)),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("default"), "{err}");
+    assert!(std::sync::Arc::ptr_eq(&before, &live.current()));
+}
+
+#[test]
+fn a_shared_store_keeps_state_across_a_changed_limit() {
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
+    let store_builder = |limit| {
+        ResourceLimiter::builder()
+            .backend(backend.clone())
+            .default_policy(hourly(Strategy::SlidingWindow, limit))
+    };
+    let live = LiveLimiter::new(store_builder(2).build().unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for _ in 0..2 {
+        assert!(rt.block_on(live.allow("", "k")).unwrap().allowed);
+    }
+    live.replace(store_builder(3)).unwrap();
+    assert!(rt.block_on(live.allow("", "k")).unwrap().allowed);
+    assert!(!rt.block_on(live.allow("", "k")).unwrap().allowed);
+}
