@@ -6,12 +6,15 @@
 //! ```
 //!
 //! The benchmark starts its own `redis-server` on a free port (no
-//! persistence), then for each script (fixed window, sliding window, and the
-//! bucket script shared by the token and leaky buckets):
+//! persistence), then for each script (fixed window, sliding window, the
+//! bucket script shared by the token and leaky buckets, and the compound
+//! script deciding a token bucket of 1 s and a sliding window of 1 h on one
+//! key in one call):
 //!
 //! 1. one caller, sequential: criterion times `limiter.allow(key)` on a
 //!    current-thread runtime; `redis-benchmark -c 1` sends
-//!    `EVALSHA <sha> 1 <key> <args>` with the arguments the backend sends;
+//!    `EVALSHA <sha> <numkeys> <keys> <args>` with the arguments the
+//!    backend sends;
 //! 2. 64 concurrent callers in one process sharing the backend's single
 //!    multiplexed connection: criterion times batches of decisions spread
 //!    over 64 tasks (decisions per second), a second pass records every
@@ -35,54 +38,65 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use support::RedisServer;
 use tokio::runtime::Runtime;
-use tollgate::{Limiter, Strategy};
-use tollgate_redis::{redis, RedisBackend};
-
-const PRELUDE: &str = include_str!("../scripts/prelude.lua");
-const FIXED_WINDOW: &str = include_str!("../scripts/fixed_window.lua");
-const SLIDING_WINDOW: &str = include_str!("../scripts/sliding_window.lua");
-const GCRA: &str = include_str!("../scripts/gcra.lua");
+use tollgate::{Limit, Limiter, Policy, Strategy};
+use tollgate_redis::RedisBackend;
 
 /// Concurrent callers in the second group.
 const CALLERS: usize = 64;
-/// A policy every decision passes, so both sides run the admitting path
-/// (read, compute, write and set the expiry): a million per second.
+/// A limit every decision passes, so both sides run the admitting path
+/// (read, compute, write and set the expiry): a million per window.
 const LIMIT: u64 = 1_000_000;
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// The strategies benchmarked: one per script.
-const STRATEGIES: [Strategy; 3] = [
-    Strategy::FixedWindow,
-    Strategy::SlidingWindow,
-    Strategy::TokenBucket,
-];
-
-/// The SHA-1 of the script the backend sends for `strategy`.
-fn script_sha(strategy: Strategy) -> String {
-    let body = match strategy {
-        Strategy::FixedWindow => FIXED_WINDOW,
-        Strategy::SlidingWindow => SLIDING_WINDOW,
-        Strategy::TokenBucket | Strategy::LeakyBucket => GCRA,
-    };
-    redis::Script::new(&format!("{PRELUDE}{body}"))
-        .get_hash()
-        .to_owned()
+/// The policies benchmarked, by name: one per single-limit script, then a
+/// compound one of a token bucket (a million a second) and a sliding
+/// window (a million an hour, near the largest that the scripts compute
+/// exactly, and more than a run decides).
+fn policies() -> Vec<(String, Policy)> {
+    let single = [
+        Strategy::FixedWindow,
+        Strategy::SlidingWindow,
+        Strategy::TokenBucket,
+    ]
+    .map(|s| {
+        (
+            s.to_string(),
+            Policy::new(s, LIMIT, WINDOW).expect("valid policy"),
+        )
+    });
+    let compound = Policy::compound([
+        Limit::new(Strategy::TokenBucket, LIMIT, WINDOW).expect("valid limit"),
+        Limit::new(Strategy::SlidingWindow, LIMIT, Duration::from_secs(3_600)).expect("valid limit"),
+    ])
+    .expect("valid policy");
+    let mut policies = single.to_vec();
+    policies.push(("token_bucket 1s + sliding_window 1h".to_owned(), compound));
+    policies
 }
 
-/// The `EVALSHA` arguments the backend sends for the policy: now (empty:
-/// the server's clock), L, W and T in microseconds, cost, grace in ms.
-fn script_args() -> Vec<String> {
-    let window = WINDOW.as_micros() as u64;
-    let interval = (window / LIMIT).max(1);
+/// The `EVALSHA` arguments after the keys that the backend sends for
+/// `policy` (see `scripts/single.lua` and `scripts/compound.lua`): now
+/// (empty: the server's clock), cost, grace in ms, then L, W and T in
+/// microseconds, each preceded by its strategy's function for a compound
+/// policy.
+fn script_args(policy: &Policy) -> Vec<String> {
     let grace = tollgate_redis::DEFAULT_EXPIRY_GRACE.as_millis();
-    vec![
-        String::new(),
-        LIMIT.to_string(),
-        window.to_string(),
-        interval.to_string(),
-        "1".to_owned(),
-        grace.to_string(),
-    ]
+    let mut args = vec![String::new(), "1".to_owned(), grace.to_string()];
+    for limit in policy.limits() {
+        if policy.is_compound() {
+            args.push(
+                match limit.strategy() {
+                    Strategy::FixedWindow => "fixed_window",
+                    Strategy::SlidingWindow => "sliding_window",
+                    Strategy::TokenBucket | Strategy::LeakyBucket => "gcra",
+                }
+                .to_owned(),
+            );
+        }
+        let rate = limit.rate_micros();
+        args.extend([rate.limit, rate.window, rate.interval].map(|x| x.to_string()));
+    }
+    args
 }
 
 /// Per-iteration times of criterion's samples, in the order taken.
@@ -117,16 +131,22 @@ struct RedisBenchmark {
     p99_ms: f64,
 }
 
+/// The script call `redis-benchmark` repeats: its SHA, keys and arguments.
+struct Call {
+    sha: String,
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
 /// Runs `redis-benchmark` with `clients` connections, each pipelining
-/// `pipeline` requests, and `requests` requests of `EVALSHA sha 1 key
-/// args...` against the server; prints the command.
+/// `pipeline` requests, and `requests` requests of `EVALSHA sha numkeys
+/// keys... args...` against the server; prints the command.
 fn redis_benchmark(
     server: &RedisServer,
     clients: usize,
     pipeline: usize,
     requests: usize,
-    sha: &str,
-    key: &str,
+    call: &Call,
 ) -> RedisBenchmark {
     let port = server.port().to_string();
     let (clients, pipeline, requests) = (clients.to_string(), pipeline.to_string(), requests.to_string());
@@ -146,8 +166,13 @@ fn redis_benchmark(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.extend(["EVALSHA", sha, "1", key].map(str::to_owned));
-    args.extend(script_args());
+    args.extend([
+        "EVALSHA".to_owned(),
+        call.sha.clone(),
+        call.keys.len().to_string(),
+    ]);
+    args.extend(call.keys.iter().cloned());
+    args.extend(call.args.iter().cloned());
     let shown: Vec<String> = args
         .iter()
         .map(|a| if a.is_empty() { "''".to_owned() } else { a.clone() })
@@ -175,13 +200,11 @@ fn redis_benchmark(
     }
 }
 
-fn limiter(backend: &RedisBackend, strategy: Strategy) -> Arc<Limiter<RedisBackend>> {
+fn limiter(backend: &RedisBackend, policy: Policy) -> Arc<Limiter<RedisBackend>> {
     Arc::new(
         Limiter::builder()
             .backend(backend.clone())
-            .strategy(strategy)
-            .limit(LIMIT)
-            .window(WINDOW)
+            .policy(policy)
             .resource("bench")
             .build()
             .expect("valid policy"),
@@ -197,7 +220,7 @@ async fn concurrent(limiter: &Arc<Limiter<RedisBackend>>, iters: u64) -> Duratio
             let n = iters / CALLERS as u64 + u64::from(i < iters % CALLERS as u64);
             tokio::spawn(async move {
                 for _ in 0..n {
-                    black_box(limiter.allow("hot").await.expect("decision"));
+                    black_box(limiter.allow("hot-64").await.expect("decision"));
                 }
             })
         })
@@ -218,7 +241,7 @@ async fn latencies(limiter: &Arc<Limiter<RedisBackend>>, per_task: usize) -> (f6
                 let mut own = Vec::with_capacity(per_task);
                 for _ in 0..per_task {
                     let start = Instant::now();
-                    black_box(limiter.allow("hot").await.expect("decision"));
+                    black_box(limiter.allow("hot-64").await.expect("decision"));
                     own.push(start.elapsed().as_nanos() as u64);
                 }
                 own
@@ -235,7 +258,7 @@ async fn latencies(limiter: &Arc<Limiter<RedisBackend>>, per_task: usize) -> (f6
 }
 
 struct Row {
-    strategy: Strategy,
+    name: String,
     sequential_ns: f64,
     sequential_rb: RedisBenchmark,
     concurrent_ns: f64,
@@ -285,9 +308,9 @@ fn main() {
     let concurrent_backend = connect(&concurrent_rt);
 
     let mut rows = Vec::new();
-    for strategy in STRATEGIES {
-        let sha = script_sha(strategy);
-        let seq_limiter = limiter(&sequential_backend, strategy);
+    for (name, policy) in policies() {
+        let seq_limiter = limiter(&sequential_backend, policy);
+        let sha = seq_limiter.binding().script_sha().to_owned();
         // The first decision caches the script on the server (EVAL after
         // NOSCRIPT); redis-benchmark then runs that very script.
         sequential_rt.block_on(seq_limiter.allow("hot")).unwrap();
@@ -298,7 +321,8 @@ fn main() {
         );
 
         let seq = Samples::default();
-        c.bench_function(&format!("redis_sequential/{}", strategy.name()), |b| {
+        let label = if policy.is_compound() { "compound" } else { &name };
+        c.bench_function(&format!("redis_sequential/{label}"), |b| {
             b.iter_custom(|iters| {
                 let start = Instant::now();
                 for _ in 0..iters {
@@ -307,22 +331,43 @@ fn main() {
                 seq.record(iters, start.elapsed())
             })
         });
-        let rb_key = format!("tollgate-bench:redis-benchmark:{}", strategy.name());
-        let sequential_rb = redis_benchmark(&server, 1, 1, 50_000, &sha, &rb_key);
+        let rb_key = format!("redis-benchmark:{label}");
+        let call = Call {
+            sha,
+            keys: seq_limiter
+                .binding()
+                .state_keys(rb_key.as_bytes())
+                .into_iter()
+                .map(|k| String::from_utf8(k).expect("a text key"))
+                .collect(),
+            args: script_args(&policy),
+        };
+        let sequential_rb = redis_benchmark(&server, 1, 1, 50_000, &call);
 
-        let con_limiter = limiter(&concurrent_backend, strategy);
+        // The concurrent callers decide on a key of their own, so no limit
+        // runs out over the whole run.
+        let con_limiter = limiter(&concurrent_backend, policy);
         let con = Samples::default();
-        c.bench_function(&format!("redis_concurrent_64/{}", strategy.name()), |b| {
+        c.bench_function(&format!("redis_concurrent_64/{label}"), |b| {
             b.iter_custom(|iters| con.record(iters, concurrent_rt.block_on(concurrent(&con_limiter, iters))))
         });
         let (p50_us, p99_us) = concurrent_rt.block_on(latencies(&con_limiter, 2_000));
-        let concurrent_rb = redis_benchmark(&server, CALLERS, 1, 200_000, &sha, &rb_key);
+        let concurrent_rb = redis_benchmark(&server, CALLERS, 1, 200_000, &call);
         // The server's ceiling on one connection: 64 requests in flight,
         // pipelined, as the backend's multiplexed connection carries them.
-        let pipelined_rb = redis_benchmark(&server, 1, CALLERS, 200_000, &sha, &rb_key);
+        let pipelined_rb = redis_benchmark(&server, 1, CALLERS, 200_000, &call);
+        // Every decision was admitted (the admitting path was measured).
+        for (limiter, rt, key) in [
+            (&seq_limiter, &sequential_rt, "hot"),
+            (&con_limiter, &concurrent_rt, "hot-64"),
+            (&seq_limiter, &sequential_rt, rb_key.as_str()),
+        ] {
+            let peek = rt.block_on(limiter.peek(key)).unwrap();
+            assert!(peek.allowed, "{name}: the limit ran out on {key}: {peek:?}");
+        }
 
         rows.push(Row {
-            strategy,
+            name,
             sequential_ns: seq.median_of_last(sample_size),
             sequential_rb,
             concurrent_ns: con.median_of_last(sample_size),
@@ -342,7 +387,7 @@ fn main() {
     for r in &rows {
         let rb_us = 1e6 / r.sequential_rb.rps;
         let us = r.sequential_ns / 1e3;
-        println!("| {} | {us:.1} | {rb_us:.1} | {:.2}× |", r.strategy, us / rb_us);
+        println!("| {} | {us:.1} | {rb_us:.1} | {:.2}× |", r.name, us / rb_us);
     }
     println!();
     println!(
@@ -354,7 +399,7 @@ fn main() {
         let rb = &r.concurrent_rb;
         println!(
             "| {} | {per_s:.0} | {:.0} | {:.2}× | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} |",
-            r.strategy,
+            r.name,
             rb.rps,
             per_s / rb.rps,
             r.p50_us,

@@ -1,30 +1,20 @@
--- tollgate: prelude shared by every strategy script (prepended to each one).
+-- tollgate: prelude shared by every script (prepended to each one): the
+-- clock and the exact integer helpers. A script is this prelude, the
+-- strategy files it uses (each defines one decision function, which does
+-- not write) and a main part: single.lua for a policy of one limit,
+-- compound.lua for several limits decided as one step.
 --
--- KEYS[1]  the state key (one Redis key holds a rate-limit key's whole state)
 -- ARGV[1]  now in microseconds since the Unix epoch, or '' to read the server
 --          clock with TIME
--- ARGV[2]  L, the limit
--- ARGV[3]  W, the window in microseconds
--- ARGV[4]  T = max(1, floor(W / L)), the emission interval in microseconds
--- ARGV[5]  the cost (the caller clamps it to L + 1: every larger cost decides
---          exactly alike)
--- ARGV[6]  milliseconds added to every expiry (grace for caller clocks)
 --
--- Every script returns {allowed (0 or 1), remaining, reset_us, retry_after_us}
--- with retry_after_us = -1 for none.
+-- The other arguments and the reply are the main part's.
 --
 -- Lua numbers are doubles, exact for integers up to 2^53. The binding rejects
 -- policies whose arithmetic could leave that range and this prelude rejects
 -- clock readings from 2^52 microseconds on (the year 2112), so every value
 -- below stays an exact integer. Comparisons use integers only.
 
-local key = KEYS[1]
 local server_clock = ARGV[1] == ''
-local limit = tonumber(ARGV[2])
-local window = tonumber(ARGV[3])
-local interval = tonumber(ARGV[4])
-local cost = tonumber(ARGV[5])
-local grace_ms = tonumber(ARGV[6])
 
 local now
 if server_clock then
@@ -85,14 +75,16 @@ local function parse(raw, n)
   return fields
 end
 
-local function malformed(what)
+-- The error for a value under `key` that is not a state of kind `what`.
+local function malformed(what, key)
   return redis.error_reply('TOLLGATE malformed ' .. what .. ' state under key ' .. key)
 end
 
--- Stores the state after a decision: deletes the key when the state equals
--- absent state, leaves it alone when unchanged, otherwise writes it with an
--- expiry at `expires_at` (microseconds, rounded up to whole milliseconds).
-local function save(old, new, expires_at)
+-- Stores the state after a decision under `key`, whose value was `old`:
+-- deletes the key when the state equals absent state, leaves it alone when
+-- unchanged, otherwise writes it with an expiry at `expires_at`
+-- (microseconds, rounded up to whole milliseconds) plus `grace_ms`.
+local function save(key, old, new, expires_at, grace_ms)
   if new == nil then
     if old then
       redis.call('DEL', key)
@@ -114,3 +106,10 @@ local function save(old, new, expires_at)
   end
 end
 
+-- Every strategy file below defines one decision function
+-- `f(raw, limit, window, interval, cost)`: `raw` is the stored value (false
+-- when the key is absent), L, W and T = max(1, floor(W / L)) in
+-- microseconds, and the cost. It returns allowed (0 or 1), remaining,
+-- reset_us, retry_after_us (-1 for none), the new state (nil: equal to
+-- absent) and the microsecond at which that state expires; or nil and the
+-- kind of state when `raw` is not one. It writes nothing.

@@ -1,38 +1,13 @@
+
 -- tollgate: approximate sliding window. State: "start:curr:prev", the start
 -- of the current window (anchored at the key's first request) and the units
 -- charged in it and in the window before. Port of
 -- crates/tollgate/src/strategy/sliding_window.rs.
 
-local raw = redis.call('GET', key)
-local t = now
-local start, curr, prev = now, 0, 0
-if raw then
-  local s = parse(raw, 3)
-  if not s then
-    return malformed('sliding-window')
-  end
-  if t < s[1] then
-    t = s[1]
-  end
-  local k = floor_div(t - s[1], window)
-  if k == 0 then
-    start, curr, prev = s[1], s[2], s[3]
-  elseif k == 1 then
-    start, curr, prev = s[1] + window, 0, s[2]
-  end
-  -- Both counters zero (including k >= 2): the same as absent state, a
-  -- fresh window anchored at now.
-  if curr == 0 and prev == 0 then
-    start = t
-  end
-end
-
-local e = t - start
-local unit = math.max(cost, 1)
-
--- The smallest d >= 1 at which a request of `unit` units would be admitted
--- (it was denied at d = 0, and unit <= L).
-local function retry_after_for()
+-- The smallest d >= 1 at which a request of `unit` units would be admitted,
+-- `e` microseconds into the current window (it was denied at d = 0, and
+-- unit <= L).
+local function sliding_window_retry_after(limit, window, unit, curr, prev, e)
   -- Still inside the current window: the previous window's weight decays.
   -- Admitted at d iff prev * (W - e - d) < (L + 1 - unit - curr) * W.
   local headroom = math.max(0, (limit + 1) - (unit + curr))
@@ -52,35 +27,61 @@ local function retry_after_for()
   return math.max(window - e, math.max(0, (2 * window - e) - q))
 end
 
--- Scaled estimate S = prev * (W - e) + curr * W; admitted iff
--- S + (unit - 1) * W < L * W, written so no term exceeds 2 * L * W.
-local before = prev * (window - e) + curr * window
-local allowed = unit <= limit and before < (limit - unit + 1) * window
-local retry_after = -1
-if not allowed and unit <= limit then
-  retry_after = retry_after_for()
-end
-if allowed then
-  curr = curr + cost
-end
-
-local after = prev * (window - e) + curr * window
-local remaining = ceil_div(math.max(0, limit * window - after), window)
-local reset = 0
-if curr > 0 then
-  reset = 2 * window - e
-elseif prev > 0 then
-  reset = window - e
-end
-
-local new = nil
-local expires_at = start + window
-if curr > 0 or prev > 0 then
-  new = fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev)
-  if curr > 0 then
-    expires_at = start + 2 * window
+local function sliding_window(raw, limit, window, interval, cost)
+  local t = now
+  local start, curr, prev = now, 0, 0
+  if raw then
+    local s = parse(raw, 3)
+    if not s then
+      return nil, 'sliding-window'
+    end
+    if t < s[1] then
+      t = s[1]
+    end
+    local k = floor_div(t - s[1], window)
+    if k == 0 then
+      start, curr, prev = s[1], s[2], s[3]
+    elseif k == 1 then
+      start, curr, prev = s[1] + window, 0, s[2]
+    end
+    -- Both counters zero (including k >= 2): the same as absent state, a
+    -- fresh window anchored at now.
+    if curr == 0 and prev == 0 then
+      start = t
+    end
   end
-end
-save(raw, new, expires_at)
 
-return { allowed and 1 or 0, remaining, reset, retry_after }
+  local e = t - start
+  local unit = math.max(cost, 1)
+
+  -- Scaled estimate S = prev * (W - e) + curr * W; admitted iff
+  -- S + (unit - 1) * W < L * W, written so no term exceeds 2 * L * W.
+  local before = prev * (window - e) + curr * window
+  local allowed = unit <= limit and before < (limit - unit + 1) * window
+  local retry_after = -1
+  if not allowed and unit <= limit then
+    retry_after = sliding_window_retry_after(limit, window, unit, curr, prev, e)
+  end
+  if allowed then
+    curr = curr + cost
+  end
+
+  local after = prev * (window - e) + curr * window
+  local remaining = ceil_div(math.max(0, limit * window - after), window)
+  local reset = 0
+  if curr > 0 then
+    reset = 2 * window - e
+  elseif prev > 0 then
+    reset = window - e
+  end
+
+  local new = nil
+  local expires_at = start + window
+  if curr > 0 or prev > 0 then
+    new = fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev)
+    if curr > 0 then
+      expires_at = start + 2 * window
+    end
+  end
+  return allowed and 1 or 0, remaining, reset, retry_after, new, expires_at
+end

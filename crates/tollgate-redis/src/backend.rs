@@ -7,16 +7,16 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::TlsCertificates;
-use tollgate::backend::{namespace, Scope};
-use tollgate::strategy::{Outcome, Rate};
+use tollgate::backend::{namespace, CompoundKeys, Scope};
+use tollgate::strategy::{self, LimitRate, Outcome, Rate};
 use tollgate::{
     Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, SharedClock,
-    Strategy, Tick,
+    Strategy, Tick, MAX_LIMITS,
 };
 
 use crate::connection::{Connection, Endpoint};
 use crate::error::{backend_error, ConnectError, ConnectErrorKind};
-use crate::scripts::LuaScript;
+use crate::scripts::{self, LuaScript};
 use crate::sentinel::PrimaryAuth;
 use crate::tcp::TcpOptions;
 
@@ -56,7 +56,8 @@ struct Options {
 /// same server or cluster.
 ///
 /// Each decision is one atomic Lua script in one round trip; each rate-limit
-/// key's whole state is one Redis key with an expiry. Cloning is cheap and
+/// key's whole state is one Redis key with an expiry per limit of the
+/// policy (one, or several all in one hash slot). Cloning is cheap and
 /// clones share the connection. See the [crate documentation](crate) for the
 /// time source, key layout, limits and failure behaviour.
 #[derive(Clone)]
@@ -665,30 +666,63 @@ impl Backend for RedisBackend {
     type Binding = RedisBinding;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<RedisBinding, Error> {
-        let Some(policy) = scope.policy.single() else {
-            return Err(ConfigError::new(
-                "limits",
-                "the Redis backend decides one limit per policy; compound policies run in memory or on a Store",
-            )
-            .into());
+        let policy = scope.policy;
+        let mut limits = Vec::with_capacity(policy.limits().len());
+        for (i, limit) in policy.limits().iter().enumerate() {
+            let rate = limit.rate_micros();
+            check_exact(limit.strategy(), &rate).map_err(|err| {
+                if policy.is_compound() {
+                    err.within(format!("limits[{i}]"))
+                } else {
+                    err
+                }
+            })?;
+            limits.push(LimitRate {
+                strategy: limit.strategy(),
+                rate,
+            });
+        }
+        let (script, layout, limit_args) = match policy.single() {
+            Some(limit) => {
+                let rate = limits[0].rate;
+                (
+                    LuaScript::for_strategy(limit.strategy()),
+                    Layout::Single(namespace(scope.prefix, scope.resource, limit.strategy())),
+                    vec![
+                        rate.limit.to_string(),
+                        rate.window.to_string(),
+                        rate.interval.to_string(),
+                    ],
+                )
+            }
+            None => (
+                LuaScript::compound(),
+                Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, policy.limits())),
+                limits
+                    .iter()
+                    .flat_map(|l| {
+                        [
+                            scripts::function_name(l.strategy).to_owned(),
+                            l.rate.limit.to_string(),
+                            l.rate.window.to_string(),
+                            l.rate.interval.to_string(),
+                        ]
+                    })
+                    .collect(),
+            ),
         };
-        let rate = policy.rate_micros();
-        check_exact(policy.strategy(), &rate)?;
         let grace_ms = self.options.expiry_grace.as_nanos().div_ceil(1_000_000);
         Ok(RedisBinding {
             shared: Arc::new(BindingShared {
                 conn: self.conn.clone(),
                 timeout: self.options.timeout,
                 clock: self.options.clock.clone(),
-                script: LuaScript::for_strategy(policy.strategy()),
-                namespace: namespace(scope.prefix, scope.resource, policy.strategy()),
-                rate,
-                args: [
-                    rate.limit.to_string(),
-                    rate.window.to_string(),
-                    rate.interval.to_string(),
-                    grace_ms.to_string(),
-                ],
+                script,
+                layout,
+                max_limit: limits.iter().map(|l| l.rate.limit).max().unwrap_or(1),
+                limits: limits.into_boxed_slice(),
+                grace_ms: grace_ms.to_string(),
+                limit_args,
             }),
         })
     }
@@ -737,15 +771,29 @@ fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Where a binding's state keys live.
+enum Layout {
+    /// One limit: its namespace followed by the caller's key.
+    Single(Vec<u8>),
+    /// Several limits: one key each, all in one hash slot.
+    Compound(CompoundKeys),
+}
+
 struct BindingShared {
     conn: Connection,
     timeout: Duration,
     clock: Option<SharedClock>,
     script: LuaScript,
-    namespace: Vec<u8>,
-    rate: Rate,
-    /// `L`, `W`, `T` and the expiry grace in milliseconds, as sent.
-    args: [String; 4],
+    layout: Layout,
+    limits: Box<[LimitRate]>,
+    /// The largest `L` of the limits: every cost above it decides alike.
+    max_limit: u64,
+    /// The expiry grace in milliseconds, as sent.
+    grace_ms: String,
+    /// The limits' arguments, as sent after now, the cost and the grace:
+    /// `L`, `W` and `T` for one limit; the strategy function, `L`, `W` and
+    /// `T` of each limit for several.
+    limit_args: Vec<String>,
 }
 
 /// One policy served by a [`RedisBackend`]. Cheap to clone.
@@ -756,57 +804,75 @@ pub struct RedisBinding {
 
 impl std::fmt::Debug for RedisBinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys' pattern, `*` standing for the caller's key.
+        let keys: Vec<String> = self
+            .state_keys(b"*")
+            .iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
         f.debug_struct("RedisBinding")
-            .field("namespace", &String::from_utf8_lossy(&self.shared.namespace))
-            .field("rate", &self.shared.rate)
+            .field("state_keys", &keys)
+            .field("limits", &self.shared.limits)
             .finish_non_exhaustive()
     }
 }
 
 impl RedisBinding {
-    /// The Redis key that holds the state of `key`:
-    /// `{prefix}:{resource}:{strategy}:{key}`.
-    pub fn state_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut full = Vec::with_capacity(self.shared.namespace.len() + key.len());
-        full.extend_from_slice(&self.shared.namespace);
-        full.extend_from_slice(key);
-        full
+    /// The Redis keys that hold the state of `key`, one per limit of the
+    /// policy, in its order: `{prefix}:{resource}:{strategy}:{key}` for a
+    /// policy of one limit, `{prefix}:{{resource}:{key}}:{strategy}:{window}`
+    /// for each limit of a compound policy (all in one Redis Cluster hash
+    /// slot). The [key layout](tollgate::_documentation::semantics_notes#key-layout)
+    /// describes both.
+    pub fn state_keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        match &self.shared.layout {
+            Layout::Single(namespace) => vec![[namespace.as_slice(), key].concat()],
+            Layout::Compound(keys) => (0..keys.len()).map(|i| keys.key(i, key)).collect(),
+        }
     }
 
-    /// The policy's rate in microsecond ticks, as the scripts see it.
-    pub fn rate(&self) -> Rate {
-        self.shared.rate
+    /// The policy's limits with their rates in microsecond ticks, as the
+    /// scripts see them.
+    pub fn limits(&self) -> &[LimitRate] {
+        &self.shared.limits
+    }
+
+    /// The SHA-1 of the script that decides for this policy, as `EVALSHA`
+    /// names it (for `SCRIPT EXISTS`, or to run it by hand).
+    pub fn script_sha(&self) -> &str {
+        self.shared.script.sha()
     }
 
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
-        let state_key = self.state_key(key);
+        let state_keys = self.state_keys(key);
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let now = match &shared.clock {
             Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
             None => String::new(),
         };
-        // Every cost above the limit decides alike (denied, nothing charged,
-        // no retry), so clamping keeps the argument exact.
-        let cost = cost.min(shared.rate.limit + 1).to_string();
-        let [limit, window, interval, grace] = &shared.args;
-        let args: [&[u8]; 6] = [
-            now.as_bytes(),
-            limit.as_bytes(),
-            window.as_bytes(),
-            interval.as_bytes(),
-            cost.as_bytes(),
-            grace.as_bytes(),
-        ];
+        // Every cost above a limit decides alike for it (denied, nothing
+        // charged, no retry), so clamping above the largest keeps the
+        // argument exact.
+        let cost = cost.min(shared.max_limit + 1).to_string();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + shared.limit_args.len());
+        args.extend([now.as_bytes(), cost.as_bytes(), shared.grace_ms.as_bytes()]);
+        args.extend(shared.limit_args.iter().map(String::as_bytes));
         let deadline = tokio::time::Instant::now() + shared.timeout;
         let conn = shared.conn.ready(deadline).await.map_err(|err| {
             BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
         })?;
-        let reply = tokio::time::timeout_at(deadline, shared.script.run(conn, &state_key, &args))
+        let reply = tokio::time::timeout_at(deadline, shared.script.run(conn, &keys, &args))
             .await
             .map_err(|_| BackendError::timeout(shared.timeout))?
             .map_err(backend_error)?;
-        let outcome = parse_reply(&reply)?;
-        Ok(Decision::from_outcome(outcome, shared.rate.limit, Tick::Micros))
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
+        Ok(Decision::from_compound(
+            strategy::combine(outcomes),
+            &shared.limits,
+            Tick::Micros,
+        ))
     }
 }
 
@@ -816,34 +882,45 @@ impl Binding for RedisBinding {
     }
 }
 
-/// Reads `{allowed, remaining, reset_us, retry_after_us or -1}`.
-fn parse_reply(reply: &[i64]) -> Result<Outcome, BackendError> {
+/// A placeholder for the outcomes a reply fills in.
+const NO_OUTCOME: Outcome = Outcome {
+    allowed: false,
+    remaining: 0,
+    reset: 0,
+    retry_after: None,
+};
+
+/// Reads `{allowed, remaining, reset_us, retry_after_us or -1}` for each
+/// limit into `outcomes`, which must hold one per limit.
+fn parse_reply<'a>(reply: &[i64], outcomes: &'a mut [Outcome]) -> Result<&'a [Outcome], BackendError> {
     let bad = || {
         BackendError::new(
             BackendErrorKind::Protocol,
             format!("unexpected reply from the rate-limit script: {reply:?}"),
         )
     };
-    let &[allowed, remaining, reset, retry_after] = reply else {
+    if reply.len() != 4 * outcomes.len() {
         return Err(bad());
-    };
-    let allowed = match allowed {
-        0 => false,
-        1 => true,
-        _ => return Err(bad()),
-    };
-    let remaining = u64::try_from(remaining).map_err(|_| bad())?;
-    let reset = u64::try_from(reset).map_err(|_| bad())?;
-    let retry_after = match retry_after {
-        -1 => None,
-        d => Some(u64::try_from(d).map_err(|_| bad())?),
-    };
-    Ok(Outcome {
-        allowed,
-        remaining,
-        reset,
-        retry_after,
-    })
+    }
+    for (outcome, fields) in outcomes.iter_mut().zip(reply.chunks_exact(4)) {
+        let &[allowed, remaining, reset, retry_after] = fields else {
+            return Err(bad());
+        };
+        *outcome = Outcome {
+            allowed: match allowed {
+                0 => false,
+                1 => true,
+                _ => return Err(bad()),
+            },
+            remaining: u64::try_from(remaining).map_err(|_| bad())?,
+            reset: u64::try_from(reset).map_err(|_| bad())?,
+            retry_after: match retry_after {
+                -1 => None,
+                d => Some(u64::try_from(d).map_err(|_| bad())?),
+            },
+        };
+    }
+    Ok(outcomes)
 }
 
 #[cfg(test)]
@@ -852,14 +929,29 @@ mod tests {
 
     #[test]
     fn replies_parse_or_fail_as_protocol_errors() {
-        let o = parse_reply(&[1, 4, 1_000, -1]).unwrap();
+        let mut one = [NO_OUTCOME; 1];
+        let o = parse_reply(&[1, 4, 1_000, -1], &mut one).unwrap()[0];
         assert!(o.allowed);
         assert_eq!((o.remaining, o.reset, o.retry_after), (4, 1_000, None));
-        let o = parse_reply(&[0, 0, 7, 3]).unwrap();
+        let o = parse_reply(&[0, 0, 7, 3], &mut one).unwrap()[0];
         assert_eq!(o.retry_after, Some(3));
-        for bad in [&[1, 2, 3][..], &[2, 0, 0, -1], &[1, -1, 0, -1], &[0, 0, 0, -2]] {
-            assert_eq!(parse_reply(bad).unwrap_err().kind(), BackendErrorKind::Protocol);
+        let mut two = [NO_OUTCOME; 2];
+        let both = parse_reply(&[1, 4, 1_000, -1, 0, 0, 7, 3], &mut two).unwrap();
+        assert_eq!((both[0].remaining, both[1].retry_after), (4, Some(3)));
+        for bad in [
+            &[1, 2, 3][..],
+            &[2, 0, 0, -1],
+            &[1, -1, 0, -1],
+            &[0, 0, 0, -2],
+            &[1, 4, 1_000, -1, 0],
+        ] {
+            assert_eq!(
+                parse_reply(bad, &mut one).unwrap_err().kind(),
+                BackendErrorKind::Protocol
+            );
         }
+        let short = parse_reply(&[1, 4, 1_000, -1], &mut two).unwrap_err();
+        assert_eq!(short.kind(), BackendErrorKind::Protocol);
     }
 
     #[test]

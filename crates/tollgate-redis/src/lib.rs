@@ -31,20 +31,24 @@
 //! routes each decision to the primary that owns the key. `tollgate_redis::redis`
 //! re-exports it, for configuring connections by hand.
 //!
-//! ## One script, one round trip, one key
+//! ## One script, one round trip, one slot
 //!
 //! Every decision is one Lua script (`scripts/*.lua` in this crate: a shared
-//! prelude and one file per strategy, the token and leaky buckets sharing
-//! `gcra.lua`), sent as `EVALSHA` and repeated once as `EVAL` after
-//! `NOSCRIPT`. Redis runs a script atomically, so concurrent decisions on
-//! the same key, from any number of hosts, never interleave. The scripts are
+//! prelude, one decision function per strategy, the token and leaky buckets
+//! sharing `gcra.lua`, and a main part for one limit or for several), sent
+//! as `EVALSHA` and repeated once as `EVAL` after `NOSCRIPT`. Redis runs a
+//! script atomically, so concurrent decisions on the same key, from any
+//! number of hosts, never interleave. The strategy functions are
 //! line-by-line ports of `tollgate::strategy` and are tested against it on
 //! random traces.
 //!
-//! Each rate-limit key's whole state is a single Redis string, so a decision
-//! never spans hash slots; its name, value and expiry are described under
-//! [key layout](_documentation::operations#key-layout).
-//!
+//! Each rate-limit key's whole state is a single Redis string per limit. A
+//! policy of several limits ([`tollgate::Policy::compound`]) is decided by
+//! one script call over all of its keys, which share a Redis Cluster hash
+//! slot, so a decision never spans slots; names, values and expiry are
+//! described under [key layout](_documentation::operations#key-layout) and
+//! [compound policies](_documentation::operations#compound-policies).
+
 //! ## Time, exact arithmetic and failures
 //!
 //! - Time is counted in whole microseconds (`Tick::Micros`). By default the

@@ -1,15 +1,32 @@
 //! Redis Cluster: three primaries started and joined by the test; keys spread
-//! over all of them, and shared limits stay exact.
+//! over all of them, and shared limits stay exact, compound ones included,
+//! whose state keys for one rate-limit key share a slot.
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::cluster::Cluster;
-use support::{cli, RedisServer};
-use tollgate::{Limiter, Strategy};
+use support::limiters::limiters;
+use support::{cli, window_count, RedisServer};
+use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+
+/// Each strategy alone with a limit of 10 per hour, and a compound policy
+/// whose sliding window (8 per hour) is tighter than its bucket (10).
+fn policies() -> Vec<Policy> {
+    let hour = Duration::from_secs(3_600);
+    let mut policies: Vec<Policy> = Strategy::ALL
+        .iter()
+        .map(|&s| Policy::new(s, 10, hour).unwrap())
+        .collect();
+    let compound = Policy::compound([
+        Limit::new(Strategy::TokenBucket, 10, hour).unwrap(),
+        Limit::new(Strategy::SlidingWindow, 8, hour).unwrap(),
+    ]);
+    policies.push(compound.unwrap());
+    policies
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
@@ -28,23 +45,11 @@ async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
     }
     backends.push(builder().connect_cluster(&urls).await.unwrap());
 
-    for strategy in Strategy::ALL {
-        let limiters: Vec<_> = backends
-            .iter()
-            .map(|backend| {
-                Arc::new(
-                    Limiter::builder()
-                        .backend(backend.clone())
-                        .strategy(strategy)
-                        .limit(10)
-                        .window(Duration::from_secs(3_600))
-                        .build()
-                        .unwrap(),
-                )
-            })
-            .collect();
+    for policy in policies() {
+        let limiters = limiters(&backends, policy, "");
+        let tightest = policy.limits().iter().map(Limit::limit).min().unwrap() as u32;
         // 24 keys; every limiter runs 3 tasks per key of 5 requests each:
-        // 60 requests per key for a limit of 10.
+        // 60 requests per key for a limit of 10 (or 8).
         let mut tasks = Vec::new();
         for key in 0..24 {
             for limiter in &limiters {
@@ -67,7 +72,46 @@ async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
             let (key, admitted) = task.await.unwrap();
             per_key[key] += admitted;
         }
-        assert_eq!(per_key, [10; 24], "{strategy}");
+        assert_eq!(per_key, [tightest; 24], "{policy}");
+    }
+
+    // A compound policy's state keys for one rate-limit key share a slot,
+    // so one primary holds them all (and its sliding window counts what was
+    // admitted); different keys spread over every primary.
+    let compound = Limiter::builder()
+        .backend(backends[0].clone())
+        .policy(policies().pop().unwrap())
+        .build()
+        .unwrap();
+    let mut owners = Vec::new();
+    for key in 0..24 {
+        let names: Vec<String> = compound
+            .binding()
+            .state_keys(format!("user-{key}").as_bytes())
+            .into_iter()
+            .map(|k| String::from_utf8(k).unwrap())
+            .collect();
+        let slot = cluster.slot(&names[0]);
+        assert!(names.iter().all(|n| cluster.slot(n) == slot), "{names:?}");
+        let owner = cluster.owner(slot);
+        assert!(
+            names.iter().all(|n| cli(owner, &["EXISTS", n]) == "1"),
+            "{names:?}"
+        );
+        assert_eq!(window_count(&cli(owner, &["GET", &names[1]])), 8, "{names:?}");
+        owners.push(owner);
+    }
+    owners.sort_unstable();
+    owners.dedup();
+    assert_eq!(owners.len(), 3, "the compound keys landed on {owners:?}");
+    // With every script cache flushed, the script is sent again (EVAL) to
+    // the primary of the keys' slot.
+    for node in &cluster.nodes {
+        assert_eq!(node.cli(&["SCRIPT", "FLUSH"]), "OK");
+    }
+    for key in 0..24 {
+        let denied = compound.allow(format!("user-{key}")).await.unwrap();
+        assert_eq!((denied.allowed, denied.bound_by, denied.remaining), (false, 1, 0));
     }
 
     // The keys landed on every primary.

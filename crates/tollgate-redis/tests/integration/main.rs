@@ -7,6 +7,7 @@ mod support;
 mod bind;
 mod cluster;
 mod cluster_faults;
+mod compound;
 mod connect;
 mod differential;
 mod faults;

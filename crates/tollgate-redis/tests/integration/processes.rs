@@ -1,7 +1,9 @@
 //! Shared limits across operating-system processes: the test re-runs its own
 //! binary as worker processes, each with its own `RedisBackend` (its own
 //! connection), which hammer the same keys at the same moment. Together they
-//! admit exactly the limit, never one unit more.
+//! admit exactly the limit, never one unit more; with two limits on one key
+//! (a compound policy), exactly the tighter one, and both are charged
+//! exactly what was admitted.
 //!
 //! A worker is the ignored test `worker_process`, run by the parent with
 //! `--ignored --exact processes::worker_process` and the settings in environment
@@ -15,8 +17,8 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::RedisServer;
-use tollgate::{Limiter, Strategy};
+use support::{window_count, RedisServer};
+use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 
 /// The environment variable that turns `worker_process` into a worker: the
@@ -41,8 +43,34 @@ fn window(strategy: Strategy) -> Duration {
     }
 }
 
-/// (key, cost) pairs every worker requests, for every strategy.
+/// (key, cost) pairs every worker requests, for every policy.
 const KEYS: [(&str, u64); 2] = [("unit", 1), ("weighted", 3)];
+
+/// The policies every worker decides on, by name: one per strategy with
+/// the limit `LIMIT`, and a compound one whose sliding window (`LIMIT` −
+/// 10) is tighter than its fixed window (`LIMIT`).
+fn policies() -> Vec<(String, Policy)> {
+    let limit = |strategy, limit| Limit::new(strategy, limit, window(strategy)).unwrap();
+    let mut policies: Vec<(String, Policy)> = Strategy::ALL
+        .iter()
+        .map(|&s| (s.name().to_owned(), Policy::from(limit(s, LIMIT))))
+        .collect();
+    let compound = Policy::compound([
+        limit(Strategy::FixedWindow, LIMIT),
+        limit(Strategy::SlidingWindow, LIMIT - 10),
+    ]);
+    policies.push(("compound".to_owned(), compound.unwrap()));
+    policies
+}
+
+fn limiter(backend: &RedisBackend, policy: Policy) -> Limiter<RedisBackend> {
+    Limiter::builder()
+        .backend(backend.clone())
+        .policy(policy)
+        .resource("processes")
+        .build()
+        .unwrap()
+}
 
 #[test]
 #[ignore = "a worker process started by limits_are_exact_across_processes"]
@@ -61,20 +89,9 @@ fn worker_process() {
             .connect(&url)
             .await
             .unwrap();
-        let limiters: Vec<_> = Strategy::ALL
-            .iter()
-            .map(|&strategy| {
-                Arc::new(
-                    Limiter::builder()
-                        .backend(backend.clone())
-                        .strategy(strategy)
-                        .limit(LIMIT)
-                        .window(window(strategy))
-                        .resource("processes")
-                        .build()
-                        .unwrap(),
-                )
-            })
+        let limiters: Vec<_> = policies()
+            .into_iter()
+            .map(|(name, policy)| (name, Arc::new(limiter(&backend, policy))))
             .collect();
         println!("{TAG} ready");
         let mut go = String::new();
@@ -83,10 +100,10 @@ fn worker_process() {
         // A worker never outlives a stuck test for long.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         let mut tasks = Vec::new();
-        for limiter in &limiters {
+        for (name, limiter) in &limiters {
             for (key, cost) in KEYS {
                 for _ in 0..TASKS {
-                    let limiter = limiter.clone();
+                    let (name, limiter) = (name.clone(), limiter.clone());
                     tasks.push(tokio::spawn(async move {
                         let mut admitted = 0;
                         for _ in 0..REQUESTS {
@@ -94,17 +111,17 @@ fn worker_process() {
                                 admitted += cost;
                             }
                         }
-                        (limiter.policy().limits()[0].strategy(), key, admitted)
+                        (name, key, admitted)
                     }));
                 }
             }
         }
         for task in tasks {
-            let (strategy, key, admitted) = tokio::time::timeout_at(deadline, task)
+            let (name, key, admitted) = tokio::time::timeout_at(deadline, task)
                 .await
                 .expect("the worker's decisions took over 30 s")
                 .unwrap();
-            println!("{TAG} {strategy} {key} {admitted}");
+            println!("{TAG} {name} {key} {admitted}");
         }
         println!("{TAG} done");
     });
@@ -191,48 +208,52 @@ fn limits_are_exact_across_processes() {
                 break;
             }
             let fields: Vec<&str> = line.split(' ').collect();
-            let [strategy, key, units] = fields[..] else {
+            let [name, key, units] = fields[..] else {
                 panic!("unexpected worker line {line:?}");
             };
-            *admitted.entry((strategy.to_owned(), key.to_owned())).or_default() +=
-                units.parse::<u64>().unwrap();
+            *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
         }
     }
     for child in &mut workers.0 {
         assert!(child.wait().unwrap().success());
     }
     let requested = (WORKERS * TASKS * REQUESTS) as u64;
-    for strategy in Strategy::ALL {
+    for (name, policy) in policies() {
+        let tightest = policy.limits().iter().map(Limit::limit).min().unwrap();
         for (key, cost) in KEYS {
             assert!(requested * cost > 4 * LIMIT, "the test must overload the limit");
-            // Whole requests of `cost` units that fit in the limit.
-            let expected = LIMIT / cost * cost;
-            let got = admitted[&(strategy.name().to_owned(), key.to_owned())];
+            // Whole requests of `cost` units that fit in the tightest limit.
+            let expected = tightest / cost * cost;
+            let got = admitted[&(name.clone(), key.to_owned())];
             assert_eq!(
                 got, expected,
-                "{strategy} {key}: {WORKERS} processes admitted {got} units"
+                "{name} {key}: {WORKERS} processes admitted {got} units"
             );
         }
     }
     // The state on the server agrees: a peek from yet another connection
-    // sees the budget spent.
+    // sees the budget spent, and each of the compound policy's windows
+    // counts exactly what was admitted.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
         let backend = RedisBackend::connect(&server.url()).await.unwrap();
-        for strategy in Strategy::ALL {
-            let limiter = Limiter::builder()
-                .backend(backend.clone())
-                .strategy(strategy)
-                .limit(LIMIT)
-                .window(window(strategy))
-                .resource("processes")
-                .build()
-                .unwrap();
+        for (name, policy) in policies() {
+            let limiter = limiter(&backend, policy);
             let peek = limiter.peek("unit").await.unwrap();
-            assert!(!peek.allowed && peek.remaining == 0, "{strategy}: {peek:?}");
+            assert!(!peek.allowed && peek.remaining == 0, "{name}: {peek:?}");
+            if policy.is_compound() {
+                for (key, _) in KEYS {
+                    let units = admitted[&(name.clone(), key.to_owned())];
+                    for state_key in limiter.binding().state_keys(key.as_bytes()) {
+                        let state_key = String::from_utf8(state_key).unwrap();
+                        let state = server.cli(&["GET", &state_key]);
+                        assert_eq!(window_count(&state), units, "{state_key}: {state}");
+                    }
+                }
+            }
         }
     });
 }

@@ -4,11 +4,11 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use support::limiters::{connect_many, hammer, limiters};
 use support::RedisServer;
-use tollgate::{Limiter, Strategy};
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 
 /// Windows long enough that nothing refills or rolls over during the test.
@@ -21,61 +21,13 @@ fn window(strategy: Strategy) -> Duration {
     }
 }
 
-/// Runs `tasks_per_limiter × per_task` requests of `cost` on one key from
-/// `limiters` limiters at once; returns the units admitted.
-async fn hammer(limiters: &[Arc<Limiter<RedisBackend>>], key: &str, cost: u64) -> u64 {
-    let mut tasks = Vec::new();
-    for limiter in limiters {
-        for _ in 0..16 {
-            let (limiter, key) = (limiter.clone(), key.to_owned());
-            tasks.push(tokio::spawn(async move {
-                let mut admitted = 0;
-                for _ in 0..8 {
-                    if limiter.allow_n(&key, cost).await.unwrap().allowed {
-                        admitted += cost;
-                    }
-                }
-                admitted
-            }));
-        }
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap();
-    }
-    total
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limiters_on_separate_connections_admit_exactly_the_limit() {
     let server = RedisServer::start();
-    let mut backends = Vec::new();
-    for _ in 0..4 {
-        // Exactness, not latency, is under test: a loaded machine must not
-        // turn a slow answer into a failed decision.
-        let backend = RedisBackend::builder()
-            .timeout(Duration::from_secs(10))
-            .connect(&server.url())
-            .await
-            .unwrap();
-        backends.push(backend);
-    }
+    let backends = connect_many(RedisBackend::builder(), &server.url(), 4).await;
     for strategy in Strategy::ALL {
-        let limiters: Vec<_> = backends
-            .iter()
-            .map(|backend| {
-                Arc::new(
-                    Limiter::builder()
-                        .backend(backend.clone())
-                        .strategy(strategy)
-                        .limit(50)
-                        .window(window(strategy))
-                        .resource("shared")
-                        .build()
-                        .unwrap(),
-                )
-            })
-            .collect();
+        let policy = Policy::new(strategy, 50, window(strategy)).unwrap();
+        let limiters = limiters(&backends, policy, "shared");
         // 512 unit requests for a limit of 50.
         assert_eq!(hammer(&limiters, "unit", 1).await, 50, "{strategy}");
         // 512 requests of 3 units: 16 fit (48 units), the 17th never does.

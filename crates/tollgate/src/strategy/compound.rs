@@ -4,9 +4,9 @@
 //! this module only combines their answers, exactly as [several limits on
 //! one request](crate::_documentation::semantics#several-limits-on-one-request-compound-policies)
 //! says. A request is admitted iff every limit admits it, and only then is
-//! every limit charged. Every backend runs this function (or, on Redis, a
-//! script checked against it), so compound decisions agree across backends
-//! like single ones.
+//! every limit charged. Every backend runs [`decide_all`] (or, on Redis, a
+//! script that decides each limit, checked against it, and [`combine`]), so
+//! compound decisions agree across backends like single ones.
 
 use super::{decide, Outcome, Rate, State, Strategy};
 use crate::policy::MAX_LIMITS;
@@ -73,8 +73,7 @@ pub fn decide_all(
         next[i] = state;
     }
     let outcomes = &mut outcomes[..n];
-    let allowed = outcomes.iter().all(|o| o.allowed);
-    if !allowed && cost > 0 {
+    if !outcomes.iter().all(|o| o.allowed) && cost > 0 {
         // Nothing is charged: the limits that admitted report their
         // uncharged state, as a peek sees it.
         for i in 0..n {
@@ -85,6 +84,27 @@ pub fn decide_all(
             }
         }
     }
+    combine(outcomes)
+}
+
+/// Combines the answers of the limits of one compound decision into its
+/// outcome and binding limit, as [`decide_all`] does; for backends that
+/// decide each limit elsewhere (the Redis scripts) and combine here.
+///
+/// `outcomes[i]` is limit `i`'s answer to the request. When any limit
+/// denies a request of non-zero cost, a limit that admitted it must report
+/// its uncharged state (its answer to a peek, `cost` 0), since nothing is
+/// charged; the request is admitted iff every limit admits it.
+///
+/// # Panics
+///
+/// When `outcomes` is empty.
+pub fn combine(outcomes: &[Outcome]) -> CompoundOutcome {
+    assert!(
+        !outcomes.is_empty(),
+        "a compound decision takes at least one limit"
+    );
+    let allowed = outcomes.iter().all(|o| o.allowed);
     let remaining = outcomes.iter().map(|o| o.remaining).min().unwrap_or(0);
     let reset = outcomes.iter().map(|o| o.reset).max().unwrap_or(0);
     if allowed {

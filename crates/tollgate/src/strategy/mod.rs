@@ -24,7 +24,7 @@ mod leaky_bucket;
 mod sliding_window;
 mod token_bucket;
 
-pub use compound::{decide_all, CompoundOutcome, LimitRate};
+pub use compound::{combine, decide_all, CompoundOutcome, LimitRate};
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod limiters;
 pub mod sentinel;
 
 use std::io::{Read, Write};
@@ -253,4 +254,21 @@ pub fn free_cluster_port() -> u16 {
 /// A path for a unix socket inside `dir`.
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join("redis.sock")
+}
+
+/// The units a window state charges in its current window: `count` of a
+/// fixed window's `start:count`, `curr` of a sliding window's
+/// `start:curr:prev`.
+pub fn window_count(state: &str) -> u64 {
+    let fields: Vec<u64> = state
+        .split(':')
+        .map(|f| {
+            f.parse()
+                .unwrap_or_else(|_| panic!("a window state, got {state:?}"))
+        })
+        .collect();
+    match fields[..] {
+        [_, count] | [_, count, _] => count,
+        _ => panic!("a window state, got {state:?}"),
+    }
 }

@@ -1,0 +1,73 @@
+
+-- tollgate: the main part of a compound policy, several limits decided as
+-- one step. It follows the prelude and every strategy file.
+--
+-- KEYS[i]  limit i's state key; all of one rate-limit key's state keys share
+--          a Redis Cluster hash slot
+-- ARGV[2]  the cost (the caller clamps it to the largest L + 1: every larger
+--          cost decides exactly alike)
+-- ARGV[3]  milliseconds added to every expiry (grace for caller clocks)
+-- ARGV[4 * i .. 4 * i + 3]  limit i: its strategy function (fixed_window,
+--          sliding_window or gcra), L, W and T in microseconds, as for a
+--          single limit
+--
+-- Each limit decides by its own function, as decide_all in
+-- crates/tollgate/src/strategy/compound.rs does. The request is admitted iff
+-- every limit admits it, and only then is any limit charged. Every limit's
+-- state is then saved as its function leaves it: brought forward to now,
+-- which for a limit that denied or peeked can delete or rewrite it, as a
+-- single limit's script does (leaving it alone would differ once the clock
+-- steps back). Returns allowed (0 or 1), remaining, reset_us and
+-- retry_after_us (-1 for none) of each limit in order, 4 numbers per limit,
+-- which the caller combines into one decision.
+
+local decide = {
+  fixed_window = fixed_window,
+  sliding_window = sliding_window,
+  gcra = gcra,
+}
+local cost = tonumber(ARGV[2])
+local n = #KEYS
+local raws, reply, news, expiries = {}, {}, {}, {}
+
+-- Decides limit i for `c` units and keeps its answer and state; returns
+-- whether it admits, or nil and the kind of state when its value is none.
+local function run(i, c)
+  local allowed, remaining, reset, retry_after, new, expires_at = decide[ARGV[4 * i]](
+    raws[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]), c)
+  if allowed == nil then
+    return nil, remaining
+  end
+  reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
+  news[i], expiries[i] = new, expires_at
+  return allowed == 1
+end
+
+local all = true
+for i = 1, n do
+  if not decide[ARGV[4 * i]] then
+    return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
+  end
+  raws[i] = redis.call('GET', KEYS[i])
+  local admits, what = run(i, cost)
+  if admits == nil then
+    return malformed(what, KEYS[i])
+  end
+  all = all and admits
+end
+
+-- When one denies, nothing is charged: a limit that admitted reports and
+-- keeps its uncharged state, as a peek sees it.
+if not all and cost > 0 then
+  for i = 1, n do
+    if reply[4 * i - 3] == 1 then
+      run(i, 0)
+    end
+  end
+end
+
+local grace_ms = tonumber(ARGV[3])
+for i = 1, n do
+  save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
+end
+return reply
