@@ -264,7 +264,6 @@ fn a_policy_file_replays_on_redis_exactly_like_memory() {
 }
 
 #[test]
-#[ignore = "needs compound support in tollgate-redis"]
 fn a_compound_policy_file_replays_on_redis_exactly_like_memory() {
     // Until the Redis backend decides compound policies, the replay stops
     // with `FILE: tollgate.default.limits: the Redis backend decides one
