@@ -25,7 +25,7 @@ use axum::routing::get;
 use axum::Router;
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
-use tollgate::{Limiter, Strategy};
+use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit};
 use tower::{Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
@@ -99,6 +99,23 @@ fn tollgate(headers: HeaderMode, limit: u64, window: Duration) -> Router {
     router().layer(RateLimit::new(limiter(limit, window)).headers(headers).layer())
 }
 
+/// A compound policy that admits every measured request: the generous
+/// burst limit and an hourly limit as generous.
+fn compound(headers: HeaderMode) -> Router {
+    let policy = Policy::compound([
+        Limit::new(Strategy::TokenBucket, GENEROUS, SECOND).unwrap(),
+        Limit::new(
+            Strategy::SlidingWindow,
+            GENEROUS * 3600,
+            Duration::from_secs(3600),
+        )
+        .unwrap(),
+    ])
+    .unwrap();
+    let limiter = Limiter::builder().policy(policy).build().unwrap();
+    router().layer(RateLimit::new(limiter).headers(headers).layer())
+}
+
 fn governor(headers: bool) -> Router {
     // The same rate as `limiter(GENEROUS)`: one token per 2 ms, a burst of
     // 500.
@@ -130,7 +147,7 @@ fn denied() -> Router {
 type Case = (&'static str, u16, fn() -> Router);
 
 /// Every case.
-fn cases() -> [Case; 7] {
+fn cases() -> [Case; 9] {
     [
         ("router alone", 200, router),
         ("tollgate, allowed, RateLimit-* headers", 200, || {
@@ -145,6 +162,12 @@ fn cases() -> [Case; 7] {
             tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND)
         }),
         ("tollgate, denied (429 reply)", 429, denied),
+        ("tollgate, allowed, 2 limits, RateLimit-* headers", 200, || {
+            compound(HeaderMode::RateLimit)
+        }),
+        ("tollgate, allowed, 2 limits, IETF draft headers", 200, || {
+            compound(HeaderMode::IetfDraft)
+        }),
     ]
 }
 
