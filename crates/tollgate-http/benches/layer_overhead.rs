@@ -2,7 +2,8 @@
 //! `tower_governor` as a baseline: the same axum router called bare, with
 //! tollgate's layer and with tower_governor's, on pre-built requests keyed
 //! by peer address (axum's `ConnectInfo`, which both read) over 65,536
-//! clients, with no network.
+//! clients, with no network; and tollgate's layer on a policy of two
+//! limits (a compound policy), whose IETF fields list both.
 //!
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
