@@ -2,7 +2,8 @@
 //! `tower_governor` as a baseline: the same axum router called bare, with
 //! tollgate's layer and with tower_governor's, on pre-built requests keyed
 //! by peer address (axum's `ConnectInfo`, which both read) over 65,536
-//! clients, with no network.
+//! clients, with no network; and tollgate's layer on a policy of two
+//! limits (a compound policy), whose IETF fields list both.
 //!
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
@@ -25,7 +26,7 @@ use axum::routing::get;
 use axum::Router;
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
-use tollgate::{Limiter, Strategy};
+use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit};
 use tower::{Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
@@ -99,6 +100,23 @@ fn tollgate(headers: HeaderMode, limit: u64, window: Duration) -> Router {
     router().layer(RateLimit::new(limiter(limit, window)).headers(headers).layer())
 }
 
+/// A compound policy that admits every measured request: the generous
+/// burst limit and an hourly limit as generous.
+fn compound(headers: HeaderMode) -> Router {
+    let policy = Policy::compound([
+        Limit::new(Strategy::TokenBucket, GENEROUS, SECOND).unwrap(),
+        Limit::new(
+            Strategy::SlidingWindow,
+            GENEROUS * 3600,
+            Duration::from_secs(3600),
+        )
+        .unwrap(),
+    ])
+    .unwrap();
+    let limiter = Limiter::builder().policy(policy).build().unwrap();
+    router().layer(RateLimit::new(limiter).headers(headers).layer())
+}
+
 fn governor(headers: bool) -> Router {
     // The same rate as `limiter(GENEROUS)`: one token per 2 ms, a burst of
     // 500.
@@ -130,7 +148,7 @@ fn denied() -> Router {
 type Case = (&'static str, u16, fn() -> Router);
 
 /// Every case.
-fn cases() -> [Case; 7] {
+fn cases() -> [Case; 9] {
     [
         ("router alone", 200, router),
         ("tollgate, allowed, RateLimit-* headers", 200, || {
@@ -145,6 +163,12 @@ fn cases() -> [Case; 7] {
             tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND)
         }),
         ("tollgate, denied (429 reply)", 429, denied),
+        ("tollgate, allowed, 2 limits, RateLimit-* headers", 200, || {
+            compound(HeaderMode::RateLimit)
+        }),
+        ("tollgate, allowed, 2 limits, IETF draft headers", 200, || {
+            compound(HeaderMode::IetfDraft)
+        }),
     ]
 }
 

@@ -7,7 +7,8 @@
 //!
 //! The same application, policies and environment variables as the
 //! `axum_server` example: `GET /` allows 5 requests per 10 seconds per
-//! client, `/users/{id}` 60 per minute. A variable set to a value that
+//! client; `/users/{id}` and `/report` bursts of 10 per second and 60 per
+//! minute, and a report costs 5. A variable set to a value that
 //! cannot be used ends the program with status 2 and a message naming it.
 
 #[path = "support/mod.rs"]
@@ -22,6 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let middleware = RateLimit::new(support::limiter()?)
         .key(settings.key)
         .headers(settings.headers)
+        .cost_fn(support::cost)
         .actix();
     let server = HttpServer::new(move || {
         App::new()
@@ -31,6 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "/users/{id}",
                 web::get().to(|id: web::Path<u64>| async move { format!("user {id}\n") }),
             )
+            .route("/report", web::get().to(|| async { "a report\n" }))
     })
     .bind(settings.addr)
     .map_err(|e| format!("cannot listen on {}: {e}", settings.addr))?;

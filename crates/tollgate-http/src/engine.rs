@@ -4,19 +4,22 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::cost::Cost;
+use crate::cost_error::CostError;
 use crate::headers::{write_denial, HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
 use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
 use crate::key_error::KeyError;
 use crate::limits::Limits;
 use crate::reply::{GrpcMode, Reply};
-use crate::reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
+use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 
 pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
 pub(crate) type KeyErrorFn = dyn Fn(&KeyRejected<'_>) -> Reply + Send + Sync;
+pub(crate) type CostErrorFn = dyn Fn(&CostRejected<'_>) -> Reply + Send + Sync;
 
 /// The framework-neutral part of the middleware, shared by every request:
 /// the configuration, and from a request to a [`Verdict`].
@@ -25,6 +28,7 @@ pub(crate) struct Engine<L> {
     pub(crate) key: KeyExtractor,
     pub(crate) missing: MissingKey,
     pub(crate) resource: ResourceExtractor,
+    pub(crate) cost: Cost,
     pub(crate) grouping: IpGrouping,
     pub(crate) headers: HeaderMode,
     pub(crate) format: ReplyFormat,
@@ -32,6 +36,7 @@ pub(crate) struct Engine<L> {
     pub(crate) on_denied: Option<Arc<DeniedFn>>,
     pub(crate) on_failure: Option<Arc<FailureFn>>,
     pub(crate) on_key_error: Option<Arc<KeyErrorFn>>,
+    pub(crate) on_cost_error: Option<Arc<CostErrorFn>>,
 }
 
 impl<L> Clone for Engine<L> {
@@ -41,6 +46,7 @@ impl<L> Clone for Engine<L> {
             key: self.key.clone(),
             missing: self.missing,
             resource: self.resource.clone(),
+            cost: self.cost.clone(),
             grouping: self.grouping,
             headers: self.headers,
             format: self.format,
@@ -48,6 +54,7 @@ impl<L> Clone for Engine<L> {
             on_denied: self.on_denied.clone(),
             on_failure: self.on_failure.clone(),
             on_key_error: self.on_key_error.clone(),
+            on_cost_error: self.on_cost_error.clone(),
         }
     }
 }
@@ -58,6 +65,7 @@ impl<L> std::fmt::Debug for Engine<L> {
             .field("key", &self.key)
             .field("missing_key", &self.missing)
             .field("resource", &self.resource)
+            .field("cost", &self.cost)
             .field("ip_grouping", &self.grouping)
             .field("headers", &self.headers)
             .field("format", &self.format)
@@ -66,10 +74,12 @@ impl<L> std::fmt::Debug for Engine<L> {
     }
 }
 
-/// A request's key and resource, borrowed from the request where possible.
+/// A request's key, resource and cost, borrowed from the request where
+/// possible.
 pub(crate) struct Prepared<'a> {
     key: Key<'a>,
     resource: Cow<'a, str>,
+    cost: u64,
     grpc: bool,
 }
 
@@ -88,6 +98,7 @@ impl<L> Engine<L> {
             key: KeyExtractor::default(),
             missing: MissingKey::default(),
             resource: ResourceExtractor::default(),
+            cost: Cost::default(),
             grouping: IpGrouping::default(),
             headers: HeaderMode::default(),
             format: ReplyFormat::default(),
@@ -95,14 +106,16 @@ impl<L> Engine<L> {
             on_denied: None,
             on_failure: None,
             on_key_error: None,
+            on_cost_error: None,
         }
     }
 }
 
 impl<L: Limits> Engine<L> {
-    /// Takes key and resource from `req` (no I/O); a reply when there is no
-    /// key. Kept apart from [`Engine::verdict`] so that the request view, which
-    /// need not be `Sync`, is not held across an await.
+    /// Takes key, resource and cost from `req` (no I/O); a reply when there
+    /// is no key or no valid cost. Kept apart from [`Engine::verdict`] so
+    /// that the request view, which need not be `Sync`, is not held across
+    /// an await.
     pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
         let grpc = match self.grpc {
             GrpcMode::Detect => req.is_grpc(),
@@ -122,7 +135,16 @@ impl<L: Limits> Engine<L> {
                 MissingKey::Reject => return Err(Box::new(self.key_error(&error, &resource, grpc))),
             },
         };
-        Ok(Prepared { key, resource, grpc })
+        let cost = match self.cost.of(req) {
+            Ok(cost) => cost,
+            Err(error) => return Err(Box::new(self.cost_error(&error, &key, &resource, grpc))),
+        };
+        Ok(Prepared {
+            key,
+            resource,
+            cost,
+            grpc,
+        })
     }
 
     /// Whether [`Engine::decide_now`] decides (the limiter answers without
@@ -136,13 +158,13 @@ impl<L: Limits> Engine<L> {
     /// The verdict for `p` without waiting, when the limiter can give one.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn verdict_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
-        let decision = self.limits.check(&p.resource, p.key.as_bytes())?;
+        let decision = self.limits.check_n(&p.resource, p.key.as_bytes(), p.cost)?;
         Some(self.to_verdict(Ok(decision), p))
     }
 
     /// Asks the limiter and maps its answer to a verdict.
     pub(crate) async fn verdict(&self, p: &Prepared<'_>) -> Verdict {
-        let answer = self.limits.allow(&p.resource, p.key.as_bytes()).await;
+        let answer = self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await;
         self.to_verdict(answer, p)
     }
 
@@ -183,6 +205,14 @@ impl<L: Limits> Engine<L> {
         match &self.on_key_error {
             Some(handler) => handler(&rejected),
             None => Reply::for_key_error(&rejected),
+        }
+    }
+
+    fn cost_error(&self, error: &CostError, key: &Key<'_>, resource: &str, grpc: bool) -> Reply {
+        let rejected: CostRejected<'_> = self.context(error, key.as_bytes(), resource, grpc);
+        match &self.on_cost_error {
+            Some(handler) => handler(&rejected),
+            None => Reply::for_cost_error(&rejected),
         }
     }
 

@@ -8,10 +8,19 @@ use tollgate::{Decision, Policy};
 
 /// Which rate-limit headers go on every decided response.
 ///
+/// The figures are those of the decision: for a compound policy (several
+/// limits on one request), `remaining` is the least any limit has left,
+/// `reset` the longest any takes to be fresh, and the limit is that of the
+/// limit that bound the decision ([`Decision::bound_by`]), so a client
+/// reading only `RateLimit-Limit`/`X-RateLimit-Limit` sees the limit that
+/// matters now. Only [`HeaderMode::IetfDraft`] lists every limit.
+///
 /// Whatever the mode, a 429 carries `Retry-After` (delay-seconds, rounded
-/// up), and a response that was not decided (a backend error, a missing
-/// key) carries none of these headers. Delays are whole seconds rounded up,
-/// so a client that waits the advertised time is never early.
+/// up) when waiting helps: not when the request's cost exceeds a limit of
+/// the policy, which no delay can admit. A response that was not decided
+/// (a backend error, a missing key, an invalid cost) and a request admitted
+/// under fail-open carry none of these headers. Delays are whole seconds
+/// rounded up, so a client that waits the advertised time is never early.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderMode {
@@ -20,16 +29,34 @@ pub enum HeaderMode {
     #[default]
     RateLimit,
     /// The structured fields of the IETF draft
-    /// (draft-ietf-httpapi-ratelimit-headers):
-    /// `RateLimit-Policy: "default";q=100;w=60` (quota and window in
-    /// seconds) and `RateLimit: "default";r=42;t=17` (remaining and seconds
-    /// until reset). The name is the resource's for a resource with its own
-    /// policy, otherwise `default`.
+    /// (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` lists the
+    /// policy's limits, each with its quota `q` and window `w` in seconds,
+    /// and `RateLimit` names the one that bound the decision, with what
+    /// remains (`r`) and the seconds until the key's state is fresh (`t`):
+    ///
+    /// ```text
+    /// RateLimit-Policy: "default";q=100;w=60
+    /// RateLimit: "default";r=42;t=17
+    /// ```
+    ///
+    /// The name is the resource's for a resource with its own policy,
+    /// otherwise `default`. Each limit of a compound policy is named by the
+    /// policy's name and its index in [`Policy::limits`], as in the path
+    /// `limits[1]` of a policy file, so the names differ and say which
+    /// limit they are:
+    ///
+    /// ```text
+    /// RateLimit-Policy: "api[0]";q=10;w=1, "api[1]";q=1000;w=3600
+    /// RateLimit: "api[1]";r=0;t=3
+    /// ```
+    ///
+    /// `r` and `t` are the decision's, as in the other modes: the least any
+    /// limit has left and the longest any takes to be fresh.
     IetfDraft,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
     /// (seconds until reset, like `RateLimit-Reset`).
     Legacy,
-    /// No rate-limit headers (429 still carries `Retry-After`).
+    /// No rate-limit headers (a 429 still carries `Retry-After`).
     Off,
 }
 
@@ -136,15 +163,16 @@ pub(crate) enum RateHeaders {
         remaining: u64,
         reset: u64,
     },
-    /// The IETF draft's two structured fields, `RateLimit-Policy` then
-    /// `RateLimit`, one string cut in two at `split`.
+    /// The IETF draft's two structured fields, `RateLimit-Policy` (every
+    /// limit of the policy) then `RateLimit` (the binding one), one string
+    /// cut in two at `split`: one allocation, however many limits.
     Structured { text: Box<str>, split: usize },
 }
 
 impl RateHeaders {
     /// The headers for `decision` under `mode`. `policy` gives the policy's
-    /// name and the policy, for the structured fields only. `Retry-After` is
-    /// not among them: see [`write_denial`].
+    /// name and the policy the decision was made under, for the structured
+    /// fields only. `Retry-After` is not among them: see [`write_denial`].
     pub(crate) fn for_decision<'p>(
         mode: HeaderMode,
         decision: &Decision,
@@ -160,13 +188,27 @@ impl RateHeaders {
             },
             HeaderMode::IetfDraft => {
                 let (name, policy) = policy();
-                let mut text = String::with_capacity(2 * name.len() + 48);
-                push_sf_string(&mut text, name);
-                let limit = &policy.limits()[decision.bound_by];
-                push_sf_param(&mut text, "q", limit.limit());
-                push_sf_param(&mut text, "w", ceil_secs(limit.window()));
+                let limits = policy.limits();
+                // Only a `Limits` that breaks its promise names a limit its
+                // policy does not have; the first then stands for it.
+                let bound = if decision.bound_by < limits.len() {
+                    decision.bound_by
+                } else {
+                    0
+                };
+                let compound = limits.len() > 1;
+                let item = name.len() + if compound { 29 } else { 24 };
+                let mut text = String::with_capacity((limits.len() + 1) * item);
+                for (i, limit) in limits.iter().enumerate() {
+                    if i > 0 {
+                        text.push_str(", ");
+                    }
+                    push_item_name(&mut text, name, compound.then_some(i));
+                    push_sf_param(&mut text, "q", limit.limit());
+                    push_sf_param(&mut text, "w", ceil_secs(limit.window()));
+                }
                 let split = text.len();
-                push_sf_string(&mut text, name);
+                push_item_name(&mut text, name, compound.then_some(bound));
                 push_sf_param(&mut text, "r", decision.remaining);
                 push_sf_param(&mut text, "t", reset);
                 RateHeaders::Structured {
@@ -278,11 +320,13 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 /// The largest integer a structured field can carry (RFC 8941 §3.3.1).
 const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 
-/// Appends `name` as a structured-field string (RFC 8941 §4.1.6): between
-/// double quotes, with `"` and `\` escaped by a backslash, and every
+/// Appends the name of a policy item as a structured-field string (RFC 8941
+/// §4.1.6): `name`, followed by `[index]` for a limit of a compound policy,
+/// between double quotes, with `"` and `\` escaped by a backslash, and every
 /// character a string cannot hold (anything but printable ASCII) replaced
 /// by `?`.
-fn push_sf_string(out: &mut String, name: &str) {
+fn push_item_name(out: &mut String, name: &str, index: Option<usize>) {
+    use std::fmt::Write;
     out.push('"');
     for c in name.chars() {
         match c {
@@ -293,6 +337,10 @@ fn push_sf_string(out: &mut String, name: &str) {
             ' '..='~' => out.push(c),
             _ => out.push('?'),
         }
+    }
+    if let Some(index) = index {
+        // Writing to a `String` cannot fail.
+        let _ = write!(out, "[{index}]");
     }
     out.push('"');
 }
@@ -352,25 +400,40 @@ mod tests {
         move || (name, &*POLICY)
     }
 
-    /// The IETF fields for a policy named `name`, parsed back as RFC 8941
-    /// lists: each field's one item as (string, [(key, integer)]).
-    fn parsed_ietf(name: &'static str, d: &Decision) -> Vec<(String, Vec<(String, i64)>)> {
+    /// An item of a structured list: its string and its integer parameters.
+    type Item = (String, Vec<(String, i64)>);
+
+    /// The IETF fields for `policy` named `name`, parsed back as RFC 8941
+    /// lists: `RateLimit-Policy`'s items, then `RateLimit`'s.
+    fn parsed_lists(policy: &Policy, name: &str, d: &Decision) -> [Vec<Item>; 2] {
         let mut map = http::HeaderMap::new();
-        RateHeaders::for_decision(HeaderMode::IetfDraft, d, named(name)).write_to(&mut map);
-        ["ratelimit-policy", "ratelimit"]
+        RateHeaders::for_decision(HeaderMode::IetfDraft, d, || (name, policy)).write_to(&mut map);
+        ["ratelimit-policy", "ratelimit"].map(|field| {
+            let list: sfv::List = sfv::Parser::new(map[field].as_bytes()).parse().unwrap();
+            list.iter()
+                .map(|entry| {
+                    let sfv::ListEntry::Item(item) = entry else {
+                        panic!("{field} holds an inner list")
+                    };
+                    let params = item
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
+                        .collect();
+                    (item.bare_item.as_string().unwrap().as_str().to_owned(), params)
+                })
+                .collect()
+        })
+    }
+
+    /// The IETF fields for the one-limit policy named `name`: each field's
+    /// one item.
+    fn parsed_ietf(name: &'static str, d: &Decision) -> Vec<Item> {
+        parsed_lists(&POLICY, name, d)
             .into_iter()
-            .map(|field| {
-                let list: sfv::List = sfv::Parser::new(map[field].as_bytes()).parse().unwrap();
-                assert_eq!(list.len(), 1, "{field}");
-                let sfv::ListEntry::Item(item) = &list[0] else {
-                    panic!("{field} is an inner list")
-                };
-                let params = item
-                    .params
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
-                    .collect();
-                (item.bare_item.as_string().unwrap().as_str().to_owned(), params)
+            .map(|mut items| {
+                assert_eq!(items.len(), 1, "{items:?}");
+                items.remove(0)
             })
             .collect()
     }
@@ -457,6 +520,91 @@ mod tests {
                 ("/users/{id}".to_owned(), params([("r", 50), ("t", 30)])),
             ]
         );
+    }
+
+    /// A burst limit and an hourly one.
+    fn compound() -> Policy {
+        Policy::compound([
+            tollgate::Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1)).unwrap(),
+            tollgate::Limit::new(Strategy::SlidingWindow, 1000, Duration::from_millis(3_599_500)).unwrap(),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn a_compound_policy_lists_every_limit_and_names_the_binding_one() {
+        let policy = compound();
+        for bound_by in 0..2 {
+            let mut d = decision(bound_by == 0, 3, 2_500, None);
+            d.bound_by = bound_by;
+            d.limit = policy.limits()[bound_by].limit();
+            let h = RateHeaders::for_decision(HeaderMode::IetfDraft, &d, || ("api", &policy));
+            assert_eq!(
+                text(&h),
+                [
+                    (
+                        "ratelimit-policy",
+                        r#""api[0]";q=10;w=1, "api[1]";q=1000;w=3600"#.to_owned()
+                    ),
+                    ("ratelimit", format!(r#""api[{bound_by}]";r=3;t=3"#)),
+                ]
+            );
+            // Parsed back: one item per limit, with the limit's own figures,
+            // and the binding one named by `RateLimit`.
+            let [listed, named] = parsed_lists(&policy, "api", &d);
+            let expected: Vec<Item> = policy
+                .limits()
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let w = l.window().as_secs_f64().ceil() as i64;
+                    (
+                        format!("api[{i}]"),
+                        vec![("q".into(), l.limit() as i64), ("w".into(), w)],
+                    )
+                })
+                .collect();
+            assert_eq!(listed, expected);
+            assert_eq!(
+                named,
+                [(listed[bound_by].0.clone(), params([("r", 3), ("t", 3)]))]
+            );
+        }
+    }
+
+    #[test]
+    fn the_count_fields_of_a_compound_policy_carry_the_binding_limit() {
+        let mut d = decision(true, 7, 1_000, None);
+        d.bound_by = 1;
+        d.limit = 1000;
+        for (mode, names) in [
+            (
+                HeaderMode::RateLimit,
+                ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"],
+            ),
+            (
+                HeaderMode::Legacy,
+                ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+            ),
+        ] {
+            let policy = compound();
+            let mut map = http::HeaderMap::new();
+            RateHeaders::for_decision(mode, &d, || ("api", &policy)).write_to(&mut map);
+            assert_eq!(
+                written(&map),
+                [(names[0], "1000"), (names[1], "7"), (names[2], "1")]
+            );
+        }
+    }
+
+    #[test]
+    fn a_limit_the_policy_does_not_have_is_not_a_panic() {
+        let policy = compound();
+        let mut d = decision(true, 1, 0, None);
+        d.bound_by = 9;
+        let [listed, named] = parsed_lists(&policy, "api", &d);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(named[0].0, "api[0]");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::client_ip::ClientIp;
 use crate::ip::{IpGrouping, IpKey};
 use crate::key_error::{KeyError, KeyErrorKind};
-use crate::request::RequestInfo;
+use crate::request::{assert_header_name, RequestInfo};
 
 type KeyFn = dyn Fn(&RequestInfo<'_>) -> Option<String> + Send + Sync;
 
@@ -74,7 +74,7 @@ impl KeyExtractor {
     ///
     /// When `name` is not a valid header name.
     pub fn header(name: &str) -> Self {
-        assert!(is_header_name(name), "{name:?} is not a valid header name");
+        assert_header_name(name);
         Self {
             kind: Kind::Header(name.to_ascii_lowercase().into_boxed_str()),
         }
@@ -125,14 +125,6 @@ pub(crate) fn peer_key<'a>(req: &RequestInfo<'a>, grouping: &IpGrouping) -> Resu
         .peer_addr()
         .ok_or_else(|| KeyError::new(KeyErrorKind::NoPeerAddress, "the peer address is unknown"))?;
     Ok(Key::ip(grouping.key(peer.ip())))
-}
-
-fn is_header_name(name: &str) -> bool {
-    const TCHAR: &[u8] = b"!#$%&'*+-.^_`|~";
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || TCHAR.contains(&b))
 }
 
 /// A rate-limit key taken from a request; formatted addresses and borrowed

@@ -4,9 +4,9 @@
 //! and tonic services (feature `tower`, on by default through `axum`), and
 //! an actix-web 4 middleware (feature `actix`). Both are built from one
 //! [`RateLimit`] configuration and share everything that is not specific to
-//! a framework: how a key and a resource are taken from a request, how a
-//! decision becomes headers and how a denial, a backend error or a missing
-//! key becomes a response.
+//! a framework: how a key, a resource and a cost are taken from a request,
+//! how a decision becomes headers and how a denial, a backend error, a
+//! missing key or a malformed cost becomes a response.
 //!
 //! ```
 //! # #[cfg(feature = "axum")] {
@@ -34,7 +34,7 @@
 //! # Ok::<(), tollgate::Error>(())
 //! ```
 //!
-//! ## Keys, resources, headers, responses
+//! ## Keys, resources, costs, headers, responses
 //!
 //! - [`KeyExtractor`]: whom a limit applies to: the peer address, the client
 //!   address behind trusted proxies ([`ClientIp`]), a request header (an API
@@ -45,16 +45,57 @@
 //! - [`ResourceExtractor`]: which policy of a
 //!   [`ResourceLimiter`](tollgate::ResourceLimiter) applies: the matched route
 //!   template (axum's `MatchedPath`, actix-web's `match_pattern()`), the
-//!   method, or any closure.
+//!   method, or any closure. A policy may hold several limits (a burst
+//!   limit and an hourly one, see [`tollgate::Policy::compound`]): a
+//!   request passes only if every limit admits it.
+//! - The cost of a request, in units of the limits (1 unless set): a
+//!   constant ([`RateLimit::cost`], per route by giving a route a
+//!   configuration of its own), a number from a request header
+//!   ([`RateLimit::cost_header`]) or any closure over the request
+//!   ([`RateLimit::cost_fn`]: an upload's size, a query's complexity). A
+//!   malformed cost header or a closure's [`CostError`] is answered 400,
+//!   never charged. A cost of 0 is a peek (decided, charged nothing); a cost
+//!   above a limit is denied with 429 and no `Retry-After`.
 //! - [`HeaderMode`]: `RateLimit-Limit/Remaining/Reset` (the default), the
 //!   IETF draft's structured `RateLimit-Policy`/`RateLimit` fields, the legacy
-//!   `X-RateLimit-*` fields, or none. `Retry-After` is always set on 429.
+//!   `X-RateLimit-*` fields, or none. They describe the limit that bound the
+//!   decision; `RateLimit-Policy` lists every limit of a compound policy
+//!   (`"api[0]";q=10;w=1, "api[1]";q=1000;w=3600`) and `RateLimit` names the
+//!   binding one (`"api[1]";r=0;t=3`). A 429 carries `Retry-After`, unless
+//!   no delay can admit the request (its cost exceeds a limit).
 //! - [`Reply`]: the response sent instead of calling the service. Denials are
 //!   429 (plain text, or `application/problem+json` with
 //!   [`ReplyFormat::ProblemJson`]); a backend error under fail-closed is 503
 //!   without rate-limit headers, and under fail-open the request passes,
-//!   also without them (the decision is marked `fail_open`); a gRPC request gets a gRPC status instead
-//!   (`RESOURCE_EXHAUSTED` for a denial). Each can be replaced with a handler.
+//!   also without them (the decision is marked `fail_open`); a gRPC request
+//!   gets a gRPC status instead (`RESOURCE_EXHAUSTED` for a denial,
+//!   `INVALID_ARGUMENT` for a missing key or a malformed cost). Each can be
+//!   replaced with a handler.
+//!
+//! A burst limit and an hourly limit on every client, and a route whose
+//! requests cost 5 from the same budget (a configuration of its own, on
+//! that route alone):
+//!
+//! ```
+//! # #[cfg(feature = "axum")] {
+//! use std::time::Duration;
+//! use axum::{routing::{get, post}, Router};
+//! use tollgate::{Limit, Limiter, Policy, Strategy};
+//! use tollgate_http::{HeaderMode, RateLimit};
+//!
+//! let policy = Policy::compound([
+//!     Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1))?,
+//!     Limit::new(Strategy::SlidingWindow, 1_000, Duration::from_secs(3_600))?,
+//! ])?;
+//! let rate_limit = RateLimit::new(Limiter::builder().policy(policy).build()?)
+//!     .headers(HeaderMode::IetfDraft);
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }).layer(rate_limit.clone().layer()))
+//!     .route("/reports", post(|| async { "a report" }).layer(rate_limit.cost(5).layer()));
+//! // RateLimit-Policy: "default[0]";q=10;w=1, "default[1]";q=1000;w=3600
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! Allowed requests reach the inner service unchanged and its response body
 //! is passed through as a stream.
@@ -70,8 +111,8 @@
 //! body type can be wrapped in a [`tower::RateLimitBody`].
 //! [`actix::RateLimitMiddleware`] is the
 //! same for actix-web. Each framework lives in its own module; what they
-//! share (the request view [`RequestInfo`], keys, resources, headers and
-//! replies) knows no framework.
+//! share (the request view [`RequestInfo`], keys, resources, costs, headers
+//! and replies) knows no framework.
 //!
 //! ## `RateLimit` and `tower::limit::RateLimit`
 //!
@@ -89,6 +130,8 @@
 compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`, `tonic` or `actix`");
 
 mod client_ip;
+mod cost;
+mod cost_error;
 mod engine;
 mod forwarded;
 mod headers;
@@ -108,6 +151,7 @@ pub mod actix;
 pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
+pub use cost_error::CostError;
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;
@@ -119,7 +163,7 @@ pub use key_error::{KeyError, KeyErrorKind};
 pub use limits::Limits;
 pub use rate_limit::RateLimit;
 pub use reply::{GrpcMode, InvalidHeader, Reply};
-pub use reply_context::{Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
+pub use reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 

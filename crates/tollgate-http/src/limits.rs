@@ -15,13 +15,28 @@ pub(crate) const DEFAULT_POLICY_NAME: &str = "default";
 /// [`ResourceLimiter`] (the resource selects the policy), on any backend, so
 /// the middleware runs in memory or on Redis alike.
 pub trait Limits: Send + Sync + 'static {
-    /// Decides one request of cost 1 for `key` under `resource`'s policy.
+    /// Decides one request of `cost` units for `key` under `resource`'s
+    /// policy (`cost = 0` is a peek: decided, charged nothing).
     ///
     /// # Errors
     ///
     /// A backend error under fail-closed: the request must be treated as
     /// denied.
-    fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send;
+    fn allow_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+
+    /// Decides one request of cost 1: [`Limits::allow_n`] with cost 1.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limits::allow_n`].
+    fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
+        self.allow_n(resource, key, 1)
+    }
 
     /// The policy applied to `resource` and its name (the resource name for
     /// a resource with its own policy, `default` otherwise).
@@ -41,12 +56,18 @@ pub trait Limits: Send + Sync + 'static {
         false
     }
 
-    /// Decides one request of cost 1 at once, counting it exactly as
-    /// [`Limits::allow`] would; `None` when the decision must be awaited.
+    /// Decides one request of `cost` units at once, counting it exactly as
+    /// [`Limits::allow_n`] would; `None` when the decision must be awaited.
     /// Must give a decision whenever [`Limits::can_check`] is true.
-    fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
-        let _ = (resource, key);
+    fn check_n(&self, resource: &str, key: &[u8], cost: u64) -> Option<Decision> {
+        let _ = (resource, key, cost);
         None
+    }
+
+    /// Decides one request of cost 1 at once: [`Limits::check_n`] with
+    /// cost 1.
+    fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
+        self.check_n(resource, key, 1)
     }
 }
 
@@ -58,8 +79,13 @@ fn in_memory<B: Backend>(limiter: &Limiter<B>) -> Option<&Limiter<MemoryBackend>
 
 impl<B: Backend> Limits for Limiter<B> {
     #[inline]
-    fn allow(&self, _resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
-        Limiter::allow(self, key)
+    fn allow_n(
+        &self,
+        _resource: &str,
+        key: &[u8],
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        Limiter::allow_n(self, key, cost)
     }
 
     fn policy<'a>(&'a self, _resource: &'a str) -> (&'a str, &'a Policy) {
@@ -75,15 +101,20 @@ impl<B: Backend> Limits for Limiter<B> {
     }
 
     #[inline]
-    fn check(&self, _resource: &str, key: &[u8]) -> Option<Decision> {
-        in_memory(self).map(|limiter| limiter.check(key))
+    fn check_n(&self, _resource: &str, key: &[u8], cost: u64) -> Option<Decision> {
+        in_memory(self).map(|limiter| limiter.check_n(key, cost))
     }
 }
 
 impl<B: Backend> Limits for ResourceLimiter<B> {
     #[inline]
-    fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.limiter(resource).allow(key)
+    fn allow_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        self.limiter(resource).allow_n(key, cost)
     }
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, &'a Policy) {
@@ -101,7 +132,7 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
     }
 
     #[inline]
-    fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
-        in_memory(self.limiter(resource)).map(|limiter| limiter.check(key))
+    fn check_n(&self, resource: &str, key: &[u8], cost: u64) -> Option<Decision> {
+        in_memory(self.limiter(resource)).map(|limiter| limiter.check_n(key, cost))
     }
 }

@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use crate::engine::{DeniedFn, Engine, FailureFn, KeyErrorFn};
+use crate::cost::CostFn;
+use crate::cost_error::CostError;
+use crate::engine::{CostErrorFn, DeniedFn, Engine, FailureFn, KeyErrorFn};
 use crate::headers::HeaderMode;
 use crate::ip::IpGrouping;
 use crate::key::{KeyExtractor, MissingKey};
 use crate::limits::Limits;
 use crate::reply::{GrpcMode, Reply};
-use crate::reply_context::{Denied, Failure, KeyRejected, ReplyFormat};
+use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyFormat};
+use crate::request::{assert_header_name, RequestInfo};
 use crate::resource::ResourceExtractor;
 
 /// A rate-limiting middleware configuration around a limiter.
@@ -91,6 +94,85 @@ impl<L: Limits> RateLimit<L> {
         self
     }
 
+    /// What each request costs (default: 1), in units of the limits it is
+    /// decided against; with [`RateLimit::cost_header`], what a request
+    /// without that header costs.
+    ///
+    /// A constant per route is this setting on a configuration given to
+    /// that route alone: with axum, a layer on the route
+    /// (`get(upload).layer(rate_limit.clone().cost(5).layer())`) or
+    /// `Router::route_layer` on a router of the costly routes; with
+    /// actix-web, `wrap` on the resource or scope. The clone shares the
+    /// limiter, so the route still draws on the budget of its key. One
+    /// layer can also price each route with [`RateLimit::cost_fn`] and
+    /// [`RequestInfo::route`].
+    ///
+    /// A cost of 0 is a peek (see the crate's semantics): the request is
+    /// decided (admitted if a request of cost 1 would be now), charged
+    /// nothing, and gets the rate-limit headers like any other. A cost above
+    /// a limit of the policy can never be admitted: it is denied with 429
+    /// and no `Retry-After`.
+    pub fn cost(mut self, cost: u64) -> Self {
+        self.engine_mut().cost.set_constant(cost);
+        self
+    }
+
+    /// Takes each request's cost from request header `name` (replacing a
+    /// [`RateLimit::cost_fn`]); a request without it costs what
+    /// [`RateLimit::cost`] says (1 unless set).
+    ///
+    /// The value must be one decimal integer from 0 to 2⁶⁴ − 1 in digits
+    /// only (leading zeros allowed): a request whose header is empty,
+    /// signed, negative, too large, not ASCII, holds anything but digits or
+    /// appears more than once is answered 400 (gRPC `INVALID_ARGUMENT`)
+    /// with a message naming the header and the problem, and is neither
+    /// decided nor charged (see [`RateLimit::on_cost_error`]).
+    ///
+    /// A client that sets its own cost can claim 1 (or 0, a peek) for
+    /// anything: read the cost from a header only when something trusted
+    /// sets it, such as a gateway that removes the client's own.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a valid header name.
+    pub fn cost_header(mut self, name: &str) -> Self {
+        assert_header_name(name);
+        self.engine_mut().cost.set_header(name);
+        self
+    }
+
+    /// Asks `f` for each request's cost (replacing a
+    /// [`RateLimit::cost_header`]): for example the upload size from
+    /// `Content-Length`, or a GraphQL query's complexity. The body is not
+    /// read here; a cost that depends on it is computed by an earlier
+    /// middleware, which stores it in a request extension for `f` to read
+    /// with [`RequestInfo::extension`].
+    ///
+    /// An `Err` answers the request 400 (gRPC `INVALID_ARGUMENT`) with the
+    /// error's message, without deciding or charging it (see
+    /// [`RateLimit::on_cost_error`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Limiter;
+    /// use tollgate_http::{CostError, RateLimit};
+    ///
+    /// let limiter = Limiter::builder().limit(1_000_000).window(Duration::from_secs(60)).build()?;
+    /// // A budget of bytes per minute: each upload costs its size in bytes.
+    /// let config = RateLimit::new(limiter).cost_fn(|req| {
+    ///     let length = req.header_str("content-length").ok_or(CostError::new("content-length is required"))?;
+    ///     length.parse().map_err(|_| CostError::new("content-length is not a number"))
+    /// });
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn cost_fn<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> Result<u64, CostError> + Send + Sync + 'static,
+    {
+        self.engine_mut().cost.set_custom(Arc::new(f) as Arc<CostFn>);
+        self
+    }
+
     /// How addresses are grouped into keys (default: IPv4 /32, IPv6 /64).
     pub fn ip_grouping(mut self, grouping: IpGrouping) -> Self {
         self.engine_mut().grouping = grouping;
@@ -143,6 +225,16 @@ impl<L: Limits> RateLimit<L> {
         F: Fn(&KeyRejected<'_>) -> Reply + Send + Sync + 'static,
     {
         self.engine_mut().on_key_error = Some(Arc::new(handler) as Arc<KeyErrorFn>);
+        self
+    }
+
+    /// Replaces the reply to a request whose cost cannot be taken from it
+    /// (default: [`Reply::for_cost_error`], a 400).
+    pub fn on_cost_error<F>(mut self, handler: F) -> Self
+    where
+        F: Fn(&CostRejected<'_>) -> Reply + Send + Sync + 'static,
+    {
+        self.engine_mut().on_cost_error = Some(Arc::new(handler) as Arc<CostErrorFn>);
         self
     }
 }

@@ -7,7 +7,7 @@ use http::{HeaderMap, StatusCode};
 
 use crate::headers::ceil_secs;
 use crate::key_error::KeyErrorKind;
-use crate::reply_context::{Denied, Failure, KeyRejected, ReplyFormat};
+use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyFormat};
 
 /// When a request is answered the gRPC way (HTTP 200 with a `grpc-status`
 /// header) instead of with an HTTP status.
@@ -154,12 +154,17 @@ impl Reply {
 
     /// The default reply to a denied request: 429 with a short text or
     /// problem+json body, or gRPC `RESOURCE_EXHAUSTED`. The middleware adds
-    /// `Retry-After` and the rate-limit headers to whatever the denial
-    /// handler returns.
+    /// the rate-limit headers and `Retry-After` to whatever the denial
+    /// handler returns; `Retry-After` only when there is a delay after which
+    /// the request would be admitted (none when its cost exceeds a limit of
+    /// the policy: waiting does not help).
     pub fn for_denied(denied: &Denied<'_>) -> Self {
         let detail = match denied.why.retry_after {
             Some(retry) => format!("rate limit exceeded; retry after {} s", ceil_secs(retry)),
-            None => "rate limit exceeded; this request can never be admitted".to_owned(),
+            None => {
+                "rate limit exceeded; the request costs more than the limit allows and can never be admitted"
+                    .to_owned()
+            }
         };
         Self::default_reply(
             denied.grpc,
@@ -196,6 +201,19 @@ impl Reply {
             rejected.format,
             status,
             code,
+            rejected.why.message(),
+        )
+    }
+
+    /// The default reply when a request's cost cannot be taken from it (see
+    /// [`CostError`](crate::CostError)): 400 (gRPC `INVALID_ARGUMENT`) with
+    /// the error's message.
+    pub fn for_cost_error(rejected: &CostRejected<'_>) -> Self {
+        Self::default_reply(
+            rejected.grpc,
+            rejected.format,
+            StatusCode::BAD_REQUEST,
+            grpc_code::INVALID_ARGUMENT,
             rejected.why.message(),
         )
     }

@@ -3,6 +3,7 @@
 
 use tollgate::Decision;
 
+use crate::cost_error::CostError;
 use crate::key_error::KeyError;
 
 /// How default replies describe themselves to HTTP clients.
@@ -18,11 +19,11 @@ pub enum ReplyFormat {
 
 /// A request answered by a reply instead of the service, as seen by the
 /// handler that makes the reply: why it is answered (`W`: the denying
-/// [`Decision`], the limiter's error or the [`KeyError`]), its key and
-/// resource, and how to answer.
+/// [`Decision`], the limiter's error, the [`KeyError`] or the
+/// [`CostError`]), its key and resource, and how to answer.
 ///
-/// The handlers of [`RateLimit`](crate::RateLimit) take one of its three
-/// forms, [`Denied`], [`Failure`] and [`KeyRejected`].
+/// The handlers of [`RateLimit`](crate::RateLimit) take one of its four
+/// forms, [`Denied`], [`Failure`], [`KeyRejected`] and [`CostRejected`].
 #[derive(Clone, Copy, Debug)]
 pub struct ReplyContext<'a, W> {
     pub(crate) why: W,
@@ -43,6 +44,11 @@ pub type Failure<'a> = ReplyContext<'a, &'a tollgate::Error>;
 /// as seen by a key-error handler.
 pub type KeyRejected<'a> = ReplyContext<'a, &'a KeyError>;
 
+/// A request whose cost could not be taken from it (an invalid cost
+/// header, an error from the cost closure), as seen by a cost-error
+/// handler.
+pub type CostRejected<'a> = ReplyContext<'a, &'a CostError>;
+
 impl<'a, W: Copy> ReplyContext<'a, W> {
     pub(crate) fn new(why: W, key: &'a [u8], resource: &'a str, format: ReplyFormat, grpc: bool) -> Self {
         Self {
@@ -55,7 +61,7 @@ impl<'a, W: Copy> ReplyContext<'a, W> {
     }
 
     /// Why the request is answered with a reply: the denying decision, the
-    /// limiter's error or the key error.
+    /// limiter's error, the key error or the cost error.
     pub fn why(&self) -> W {
         self.why
     }
@@ -99,6 +105,13 @@ impl<'a> Failure<'a> {
 impl<'a> KeyRejected<'a> {
     /// Why there is no key.
     pub fn error(&self) -> &'a KeyError {
+        self.why
+    }
+}
+
+impl<'a> CostRejected<'a> {
+    /// Why there is no cost.
+    pub fn error(&self) -> &'a CostError {
         self.why
     }
 }

@@ -134,6 +134,17 @@ impl<'a> RequestInfo<'a> {
     }
 }
 
+/// Panics unless `name` is a valid header name: a mistake in the
+/// configuration, found when the middleware is configured.
+pub(crate) fn assert_header_name(name: &str) {
+    const TCHAR: &[u8] = b"!#$%&'*+-.^_`|~";
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || TCHAR.contains(&b));
+    assert!(valid, "{name:?} is not a valid header name");
+}
+
 /// The values of one header, from [`RequestInfo::header_values`].
 pub struct HeaderValues<'a> {
     inner: Box<dyn DoubleEndedIterator<Item = &'a [u8]> + 'a>,

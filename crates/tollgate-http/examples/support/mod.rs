@@ -1,22 +1,36 @@
-//! What both example servers share: the policies, and the settings taken
-//! from environment variables.
+//! What both example servers share: the policies, the costs, and the
+//! settings taken from environment variables.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tollgate::{Policy, ResourceLimiter, Strategy};
-use tollgate_http::{ClientIp, HeaderMode, KeyExtractor};
+use tollgate::{Limit, Policy, ResourceLimiter, Strategy};
+use tollgate_http::{ClientIp, CostError, HeaderMode, KeyExtractor, RequestInfo};
 
 /// One policy per route template: `GET /` allows 5 requests per 10
-/// seconds per client; every other route 60 per minute.
+/// seconds per client; every other route bursts of up to 10 per second and
+/// 60 per minute (two limits, both checked on every request).
 pub fn limiter() -> Result<ResourceLimiter, tollgate::Error> {
     ResourceLimiter::builder()
-        .default_policy(Policy::new(Strategy::SlidingWindow, 60, Duration::from_secs(60))?)
+        .default_policy(Policy::compound([
+            Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1))?,
+            Limit::new(Strategy::SlidingWindow, 60, Duration::from_secs(60))?,
+        ])?)
         .resource(
             "/",
             Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(10))?,
         )
         .build()
+}
+
+/// What a request costs: `GET /report` 5 units of its policy's limits,
+/// anything else 1.
+pub fn cost(req: &RequestInfo<'_>) -> Result<u64, CostError> {
+    Ok(if req.route().as_deref() == Some("/report") {
+        5
+    } else {
+        1
+    })
 }
 
 /// The address the servers listen on when `TOLLGATE_ADDR` is not set.

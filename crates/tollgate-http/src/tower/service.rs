@@ -182,8 +182,13 @@ mod tests {
     struct Awaited(Limiter);
 
     impl Limits for Awaited {
-        fn allow(&self, _: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
-            self.0.allow(key.to_vec())
+        fn allow_n(
+            &self,
+            _: &str,
+            key: &[u8],
+            cost: u64,
+        ) -> impl Future<Output = Result<Decision, Error>> + Send {
+            self.0.allow_n(key.to_vec(), cost)
         }
 
         fn policy<'a>(&'a self, _: &'a str) -> (&'a str, &'a Policy) {

@@ -68,6 +68,38 @@ async fn denied_calls_get_resource_exhausted() {
     assert_eq!(status.metadata().get("retry-after").unwrap(), "8");
 }
 
+/// A cost taken from call metadata: a malformed one is `INVALID_ARGUMENT`,
+/// a cost above the limit `RESOURCE_EXHAUSTED` without `retry-after`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn costs_come_from_metadata() {
+    let policy = Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(10)).unwrap();
+    let limiter = Limiter::builder().clock(clock()).policy(policy).build().unwrap();
+    let addr = serve(RateLimit::new(limiter).cost_header("x-cost")).await;
+    let mut client = connect(addr).await;
+    let priced = |cost: &'static str| {
+        let mut request = tonic::Request::new(HealthCheckRequest {
+            service: String::new(),
+        });
+        request.metadata_mut().insert("x-cost", cost.parse().unwrap());
+        request
+    };
+
+    let res = client.check(priced("3")).await.expect("admitted");
+    assert_eq!(res.metadata().get("ratelimit-remaining").unwrap(), "2");
+    let status = client.check(priced("three")).await.expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        status.message(),
+        "the x-cost header must be one decimal integer from 0 to 18446744073709551615; it holds \
+         characters other than the digits 0 to 9"
+    );
+    let status = client.check(priced("6")).await.expect_err("denied");
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.metadata().get("retry-after").is_none());
+    let res = client.check(priced("2")).await.expect("admitted");
+    assert_eq!(res.metadata().get("ratelimit-remaining").unwrap(), "0");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_backend_is_unavailable() {
     let mut redis = RedisServer::start();

@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use support::apps::{start, Stack};
-use support::{client, clock, echo_key, header, key_of, url};
+use support::{assert_problem, client, clock, echo_key, header, key_of, url};
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_http::http::StatusCode;
 use tollgate_http::{KeyErrorKind, KeyExtractor, MissingKey, RateLimit, Reply, ReplyFormat};
@@ -69,15 +69,7 @@ async fn key_errors_can_be_problem_json_or_a_custom_reply(stack: Stack) {
         .format(ReplyFormat::ProblemJson);
     let s = start(stack, config).await;
     let res = client().get(url(s.addr, "/")).send().await.unwrap();
-    assert_eq!(res.status(), 400);
-    assert_eq!(
-        header(&res, "content-type").as_deref(),
-        Some("application/problem+json")
-    );
-    assert_eq!(
-        res.text().await.unwrap(),
-        r#"{"type":"about:blank","title":"Bad Request","status":400,"detail":"the x-api-key header is required"}"#
-    );
+    assert_problem(res, 400, "Bad Request", "the x-api-key header is required").await;
 
     let config = RateLimit::new(limiter(1))
         .key(KeyExtractor::header("x-api-key"))

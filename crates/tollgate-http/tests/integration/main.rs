@@ -4,6 +4,8 @@
 
 mod support;
 
+mod compound;
+mod cost;
 mod grpc;
 mod handlers;
 mod headers;

@@ -41,6 +41,42 @@ pub async fn start<L: Limits>(stack: Stack, config: RateLimit<L>) -> Server {
     Server { addr, gate }
 }
 
+/// Serves `GET /` behind `cheap` and `GET /costly` behind `costly`, each
+/// route with a middleware of its own (axum: a layer on the route;
+/// actix-web: `wrap` on the resource), for costs per route.
+pub async fn start_per_route<L: Limits>(
+    stack: Stack,
+    cheap: RateLimit<L>,
+    costly: RateLimit<L>,
+) -> SocketAddr {
+    match stack {
+        Stack::Axum => {
+            use axum::routing::get;
+            let app = axum::Router::new()
+                .route("/", get(|| async { "ok" }).layer(cheap.layer()))
+                .route("/costly", get(|| async { "costly" }).layer(costly.layer()));
+            axum_app::serve(app).await
+        }
+        Stack::Actix => {
+            use actix_web::{web, App};
+            let (cheap, costly) = (cheap.actix(), costly.actix());
+            actix_app::serve(move || {
+                App::new()
+                    .service(
+                        web::resource("/")
+                            .wrap(cheap.clone())
+                            .route(web::get().to(|| async { "ok" })),
+                    )
+                    .service(
+                        web::resource("/costly")
+                            .wrap(costly.clone())
+                            .route(web::get().to(|| async { "costly" })),
+                    )
+            })
+        }
+    }
+}
+
 /// `first;`, then `second` once `gate` has a permit.
 fn gated_stream(gate: Arc<Semaphore>) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     futures_util::stream::unfold(0u8, move |step| {
@@ -108,43 +144,59 @@ mod actix_app {
     use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
     pub fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
+        let middleware = config.actix();
+        serve(move || {
+            App::new()
+                .wrap(middleware.clone())
+                .app_data(web::Data::new(gate.clone()))
+                .route("/", web::get().to(|| async { "ok" }))
+                .route("/", web::post().to(|| async { "posted" }))
+                .route(
+                    "/users/{id}",
+                    web::get().to(|id: web::Path<String>| async move { format!("user {id}") }),
+                )
+                .route(
+                    "/echo",
+                    web::post().to(|req: HttpRequest, body: Bytes| async move {
+                        echo(req.headers().get("x-test").map(|v| v.as_bytes()), &body)
+                    }),
+                )
+                .route(
+                    "/stream",
+                    web::get().to(|gate: web::Data<Arc<Semaphore>>| async move {
+                        HttpResponse::Ok().streaming(gated_stream(gate.get_ref().clone()))
+                    }),
+                )
+        })
+    }
+
+    /// Serves the applications `app` makes (one per worker) on 127.0.0.1,
+    /// on an actix system of its own until the test process ends.
+    pub fn serve<F, T, B>(app: F) -> SocketAddr
+    where
+        F: Fn() -> App<T> + Send + Clone + 'static,
+        T: actix_web::dev::ServiceFactory<
+                actix_web::dev::ServiceRequest,
+                Config = (),
+                Response = actix_web::dev::ServiceResponse<B>,
+                Error = actix_web::Error,
+                InitError = (),
+            > + 'static,
+        B: actix_web::body::MessageBody + 'static,
+    {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("local address");
-        let middleware = config.actix();
-        // The server runs on its own actix system until the test process ends.
         std::thread::spawn(move || {
             actix_rt::System::new().block_on(async move {
-                HttpServer::new(move || {
-                    App::new()
-                        .wrap(middleware.clone())
-                        .app_data(web::Data::new(gate.clone()))
-                        .route("/", web::get().to(|| async { "ok" }))
-                        .route("/", web::post().to(|| async { "posted" }))
-                        .route(
-                            "/users/{id}",
-                            web::get().to(|id: web::Path<String>| async move { format!("user {id}") }),
-                        )
-                        .route(
-                            "/echo",
-                            web::post().to(|req: HttpRequest, body: Bytes| async move {
-                                echo(req.headers().get("x-test").map(|v| v.as_bytes()), &body)
-                            }),
-                        )
-                        .route(
-                            "/stream",
-                            web::get().to(|gate: web::Data<Arc<Semaphore>>| async move {
-                                HttpResponse::Ok().streaming(gated_stream(gate.get_ref().clone()))
-                            }),
-                        )
-                })
-                .workers(1)
-                .disable_signals()
-                .shutdown_timeout(0)
-                .listen(listener)
-                .expect("listen")
-                .run()
-                .await
-                .expect("actix server");
+                HttpServer::new(app)
+                    .workers(1)
+                    .disable_signals()
+                    .shutdown_timeout(0)
+                    .listen(listener)
+                    .expect("listen")
+                    .run()
+                    .await
+                    .expect("actix server");
             });
         });
         addr

@@ -6,7 +6,7 @@ pub mod redis;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use tollgate::ManualClock;
+use tollgate::{Decision, ManualClock};
 
 /// A manual clock 2.5 s into a 10-second fixed-window bucket, so the
 /// bucket ends 7.5 s later (`Retry-After: 8`).
@@ -64,6 +64,103 @@ pub fn header(res: &reqwest::Response, name: &str) -> Option<String> {
     res.headers()
         .get(name)
         .map(|v| v.to_str().expect("visible ASCII").to_owned())
+}
+
+/// Checks that `res` is an RFC 9457 problem (`application/problem+json`)
+/// with `status`, its reason phrase `title`, and `detail`.
+pub async fn assert_problem(res: reqwest::Response, status: u16, title: &str, detail: &str) {
+    assert_eq!(res.status(), status);
+    assert_eq!(
+        header(&res, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    assert_eq!(
+        res.text().await.expect("body"),
+        format!(r#"{{"type":"about:blank","title":"{title}","status":{status},"detail":"{detail}"}}"#)
+    );
+}
+
+/// Every rate-limit header the middleware may set, in a fixed order.
+pub const RATE_LIMIT_HEADERS: [&str; 9] = [
+    "ratelimit-limit",
+    "ratelimit-remaining",
+    "ratelimit-reset",
+    "ratelimit-policy",
+    "ratelimit",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "retry-after",
+];
+
+/// The rate-limit headers present on `res`, with their values, in the
+/// order of [`RATE_LIMIT_HEADERS`].
+pub fn present(res: &reqwest::Response) -> Vec<(&'static str, String)> {
+    RATE_LIMIT_HEADERS
+        .iter()
+        .filter_map(|name| header(res, name).map(|v| (*name, v)))
+        .collect()
+}
+
+/// Whole seconds, rounded up: how the middleware writes a delay.
+pub fn secs_up(d: Duration) -> String {
+    d.as_nanos().div_ceil(1_000_000_000).to_string()
+}
+
+/// The limit, remaining and reset fields (`RateLimit-*`, or `X-RateLimit-*`
+/// when `legacy`) and `Retry-After` that a response decided by `d` must
+/// carry, as [`present`] lists them.
+pub fn count_fields(d: &Decision, legacy: bool) -> Vec<(&'static str, String)> {
+    let names = if legacy {
+        ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"]
+    } else {
+        ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]
+    };
+    let mut fields = vec![
+        (names[0], d.limit.to_string()),
+        (names[1], d.remaining.to_string()),
+        (names[2], secs_up(d.reset)),
+    ];
+    if let Some(retry) = d.retry_after.filter(|_| !d.allowed) {
+        fields.push(("retry-after", secs_up(retry)));
+    }
+    fields
+}
+
+/// An item of a structured-field list: its string and its integer
+/// parameters.
+pub type Item = (String, Vec<(String, i64)>);
+
+/// A structured-field list of strings with integer parameters (the IETF
+/// draft's fields), parsed by `sfv`.
+pub fn parse_list(value: &str) -> Vec<Item> {
+    let list: sfv::List = sfv::Parser::new(value).parse().expect("a structured list");
+    list.iter()
+        .map(|entry| {
+            let sfv::ListEntry::Item(item) = entry else {
+                panic!("an item, not an inner list: {value}")
+            };
+            let sfv::BareItem::String(name) = &item.bare_item else {
+                panic!("a string: {value}")
+            };
+            let params = item
+                .params
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        i64::from(v.as_integer().expect("an integer")),
+                    )
+                })
+                .collect();
+            (name.as_str().to_owned(), params)
+        })
+        .collect()
+}
+
+/// Integer parameters, as [`parse_list`] gives them.
+pub fn params(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
 /// Sends `n` requests made by `request` at once and returns each status
