@@ -89,6 +89,7 @@
 compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`, `tonic` or `actix`");
 
 mod client_ip;
+mod decision_headers;
 mod engine;
 mod forwarded;
 mod headers;
@@ -108,6 +109,7 @@ pub mod actix;
 pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
+pub use decision_headers::write_decision_headers;
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;

@@ -1,0 +1,3 @@
+//! The decision service benchmark (written below).
+
+fn main() {}
