@@ -60,8 +60,18 @@ pub struct Server {
     http_addr: SocketAddr,
     grpc: Option<(TcpListener, SocketAddr)>,
     reloader: Reloader,
-    watch_files: bool,
-    reload_on_sighup: bool,
+    background: Background,
+}
+
+/// Tasks that reload on signals and file changes, stopped when dropped.
+struct Background(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -120,20 +130,6 @@ impl Server {
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
         };
-        let mut background = Vec::new();
-        #[cfg(unix)]
-        if self.reload_on_sighup {
-            match self.reloader.on_sighup() {
-                Ok(task) => background.push(task),
-                Err(err) => tracing::warn!("cannot reload on SIGHUP: {err}"),
-            }
-        }
-        if self.watch_files {
-            match self.reloader.on_file_changes() {
-                Ok(task) => background.push(task),
-                Err(err) => tracing::warn!("configuration files are not watched for changes: {err}"),
-            }
-        }
         let grpc = self.grpc.map(|(listener, addr)| {
             let service = RateLimitServiceServer::new(EnvoyService {
                 shared: self.shared.clone(),
@@ -178,9 +174,7 @@ impl Server {
                 }
             }
         }
-        for task in background {
-            task.abort();
-        }
+        drop(self.background);
         tracing::info!("stopped");
         http
     }
@@ -301,14 +295,27 @@ impl ServerBuilder {
             stripes: Stripes::default(),
         });
         let reloader = Reloader::new(self.configs, shared.clone());
+        let mut background = Vec::new();
+        #[cfg(unix)]
+        if self.reload_on_sighup {
+            match reloader.on_sighup() {
+                Ok(task) => background.push(task),
+                Err(err) => tracing::warn!("cannot reload on SIGHUP: {err}"),
+            }
+        }
+        if self.watch_files {
+            match reloader.on_file_changes() {
+                Ok(task) => background.push(task),
+                Err(err) => tracing::warn!("configuration files are not watched for changes: {err}"),
+            }
+        }
         Ok(Server {
             shared,
             http,
             http_addr,
             grpc,
             reloader,
-            watch_files: self.watch_files,
-            reload_on_sighup: self.reload_on_sighup,
+            background: Background(background),
         })
     }
 }
