@@ -10,3 +10,4 @@ mod errors;
 mod plot;
 mod progress;
 mod redis_backend;
+mod serve;
