@@ -14,32 +14,11 @@ use tonic::transport::Channel;
 
 use crate::support::{self, start, Running};
 
-const ENVOY: &str = "domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: { unit: minute, requests_per_unit: 3 }
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit: { unit: second, requests_per_unit: 0 }
-  - key: user
-    rate_limit: { unit: hour, requests_per_unit: 5 }
-  - key: path
-    value: /shadow
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-    shadow_mode: true
-  - key: internal
-    rate_limit: { unlimited: true }
-  - key: tier
-    value: gold
-    descriptors:
-      - key: user
-        rate_limit: { unit: minute, requests_per_unit: 2, name: gold_user }
-  - key: tier
-    value: special
-    descriptors:
-      - key: user
-        rate_limit: { unit: minute, requests_per_unit: 10, replaces: [{ name: gold_user }] }
-";
+/// The README's example configuration.
+fn example() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve/ratelimit.yaml");
+    std::fs::read_to_string(path).unwrap()
+}
 
 /// A descriptor of `entries`, with its own hits when given.
 fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
@@ -66,7 +45,7 @@ struct Envoy {
 /// A server on a clock `offset` after a day boundary.
 async fn envoy(offset: Duration) -> Envoy {
     let dir = tempfile::tempdir().unwrap();
-    let file = support::write(dir.path(), "edge.yaml", ENVOY);
+    let file = support::write(dir.path(), "edge.yaml", &example());
     let clock = ManualClock::new(Duration::from_secs(20_000 * 86_400) + offset);
     let server = start(
         support::builder(&[&file])
