@@ -5,12 +5,12 @@
 //! `name` and `replaces`), `shadow_mode`, `detailed_metric` and nested
 //! `descriptors`.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_path_to_error::{Segment, Track};
+use serde_path_to_error::Track;
 use serde_saphyr::{MessageFormatter as _, Spanned};
+use tollgate_config::__private::field_path;
 
 use crate::envoy::descriptors::{resource_name, Level, Node, Step};
 use crate::error::ConfigError;
@@ -307,26 +307,6 @@ fn explain(message: String) -> String {
         Some(name) => format!("`{name}` is required"),
         None => message,
     }
-}
-
-/// `descriptors[0].rate_limit.unit`.
-fn field_path(path: &serde_path_to_error::Path) -> String {
-    let mut out = String::new();
-    for segment in path.iter() {
-        match segment {
-            Segment::Seq { index } => {
-                let _ = write!(out, "[{index}]");
-            }
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
-            Segment::Unknown => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -19,6 +19,15 @@ fn clock() -> ManualClock {
     ManualClock::new(Duration::from_millis(1_700_000_017_500))
 }
 
+/// A limiter deciding like the file's `login` policy, on `clock`.
+fn login_reference(clock: &ManualClock) -> Limiter {
+    Limiter::builder()
+        .policy(Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap()
 }
@@ -29,11 +38,7 @@ async fn decisions_match_a_limiter_of_the_same_policy() {
     let file = support::write(dir.path(), "p.yaml", POLICIES);
     let clock = clock();
     let server = start(support::builder(&[&file]).clock(clock.clone())).await;
-    let reference = Limiter::builder()
-        .policy(Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let reference = login_reference(&clock);
     let client = reqwest::Client::new();
     for (i, cost) in [1u64, 2, 0, 1, 3, 1, 1].into_iter().enumerate() {
         clock.advance(Duration::from_millis(700));
@@ -165,11 +170,7 @@ async fn the_auth_endpoint_answers_proxies_with_headers() {
             .auth_deny_status(403),
     )
     .await;
-    let reference = Limiter::builder()
-        .policy(Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let reference = login_reference(&clock);
     let client = reqwest::Client::new();
     let auth = |cost: &'static str| {
         client
