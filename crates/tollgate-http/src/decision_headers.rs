@@ -21,7 +21,7 @@ use crate::HeaderMode;
 ///
 /// let policy = Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60))?;
 /// let denied = Decision::new(false, 5, 0, Duration::from_secs(12), Some(Duration::from_millis(11_500)));
-/// let mut headers = http::HeaderMap::new();
+/// let mut headers = tollgate_http::http::HeaderMap::new();
 /// write_decision_headers(HeaderMode::RateLimit, &denied, "login", &policy, &mut headers);
 /// assert_eq!(headers["ratelimit-remaining"], "0");
 /// assert_eq!(headers["retry-after"], "12");
