@@ -31,6 +31,9 @@ pub enum Command {
     /// Validate a policy file and print its effective policies.
     #[command(long_about = CHECK_ABOUT)]
     Check(CheckArgs),
+    /// Run the rate-limit decision service (HTTP JSON API, proxy auth, Envoy's gRPC API).
+    #[command(long_about = crate::serve::SERVE_ABOUT)]
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The long help of `check`.

@@ -26,6 +26,9 @@ pub enum CliError {
     /// file, line and field).
     #[error(transparent)]
     Config(#[from] tollgate_config::ConfigFileError),
+    /// `serve`: the service could not start or stopped with an error.
+    #[error(transparent)]
+    Serve(#[from] tollgate_server::ServerError),
     /// The limiter could not be built.
     #[error("cannot build the limiter: {0}")]
     Limiter(#[from] tollgate::Error),

@@ -3,7 +3,8 @@
 //! `tollgate simulate` replays a trace of requests (CSV, or an nginx access
 //! log) through one or all of the rate-limiting strategies, or through a
 //! policy file's limiter, on the trace's own clock, and reports what each
-//! policy admitted. `tollgate check` validates a policy file.
+//! policy admitted. `tollgate check` validates a policy file. `tollgate
+//! serve` runs the decision service of `tollgate-server`.
 
 mod args;
 mod check;
@@ -18,6 +19,7 @@ mod recorder;
 mod redis_replay;
 mod replay;
 mod report;
+mod serve;
 mod shown;
 mod simulate;
 mod targets;
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Check(args) => check::check(&args.file),
+        Command::Serve(args) => serve::serve(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -116,6 +116,13 @@ mod values;
 
 use std::path::Path;
 
+/// Helpers the other tollgate crates share with this one. Not public API:
+/// anything here may change or go away in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::load::field_path;
+}
+
 pub use any_backend::{AnyBackend, AnyBinding};
 pub use error::{ConfigFileError, ErrorKind, LoadError};
 pub use format::{Format, UnknownFormat};

@@ -132,6 +132,7 @@ compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`
 mod client_ip;
 mod cost;
 mod cost_error;
+mod decision_headers;
 mod engine;
 mod forwarded;
 mod headers;
@@ -152,6 +153,7 @@ pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
 pub use cost_error::CostError;
+pub use decision_headers::write_decision_headers;
 pub use headers::HeaderMode;
 /// The `http` crate (version 1) whose types [`Reply`] is made of.
 pub use http;

@@ -1,0 +1,110 @@
+//! `tollgate serve`: the decision service, until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::CliError;
+
+/// The long help of `serve`.
+pub const SERVE_ABOUT: &str = "\
+Run the rate-limit decision service.
+
+Every --config file is a tollgate policy file (YAML, TOML or JSON, see `tollgate check --help`;
+at most one) or an Envoy rate-limit configuration (YAML with a top-level `domain` and nested
+`descriptors`, in the format of Envoy's reference rate-limit service; one file per domain).
+State lives in memory, or in the Redis server, Cluster or Sentinel the policy file names, so
+that several instances share their limits.
+
+--listen (default 127.0.0.1:8080) serves HTTP/1.1 and h2c:
+  POST /v1/decide  {\"resource\": \"login\", \"key\": \"user-1\", \"cost\": 1} -> 200 with the decision
+                   as JSON; 400 {\"error\", \"field\"} for a malformed request, 413 over 64 KiB
+  GET  /v1/auth    for nginx auth_request, Traefik forwardAuth, Envoy ext_authz: headers
+                   X-Tollgate-Key (required), X-Tollgate-Resource, X-Tollgate-Cost; 204 with
+                   RateLimit-* headers when allowed, --auth-deny-status (429; 403 for nginx) with
+                   Retry-After when denied
+  GET  /healthz, /readyz (the store answers), /metrics (Prometheus)
+  GET  /v1/policies (admin): the effective policies
+Admin routes are open on a loopback address; with --admin-token-file they need
+`Authorization: Bearer <token>`, and without one the service refuses to listen elsewhere.
+
+--grpc-listen serves envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
+
+SIGHUP, or a change to a --config file, reloads the configuration: a valid one replaces the
+old atomically (limits whose policy is unchanged keep their state), an invalid one is logged
+with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C stops
+accepting connections, lets requests in flight finish and exits with 0. The log goes to
+standard error (RUST_LOG sets its level, default info).";
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A tollgate policy file or an Envoy rate-limit configuration (repeatable).
+    #[arg(long = "config", value_name = "FILE", required = true)]
+    pub config: Vec<PathBuf>,
+    /// The HTTP listener's address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Serve Envoy's rate-limit gRPC API on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub grpc_listen: Option<SocketAddr>,
+    /// The status of a denial on /v1/auth, from 400 to 499 (nginx's auth_request needs 403).
+    #[arg(long, value_name = "CODE", default_value_t = 429)]
+    pub auth_deny_status: u16,
+    /// A file holding the bearer token the admin routes require.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+}
+
+/// Runs the service until SIGTERM or Ctrl-C.
+pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    runtime.block_on(async {
+        let mut builder = tollgate_server::Server::builder()
+            .listen(args.listen)
+            .auth_deny_status(args.auth_deny_status);
+        for file in &args.config {
+            builder = builder.config(file);
+        }
+        if let Some(addr) = args.grpc_listen {
+            builder = builder.grpc_listen(addr);
+        }
+        if let Some(file) = &args.admin_token_file {
+            builder = builder.admin_token_file(file);
+        }
+        let server = builder.bind().await?;
+        server.run(stop_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: draining"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,195 @@
+//! The `tollgate serve` process: it starts on free ports, answers, and on
+//! SIGTERM finishes the requests in flight and exits with 0; it refuses to
+//! open the admin routes to the network without a token.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::support::redis::free_port;
+
+const POLICIES: &str = "tollgate:
+  default: { limit: 100, window: 1m }
+  resources:
+    login: { limit: 5, window: 1m, strategy: fixed_window }
+";
+
+/// The process, killed if a test fails before it exits.
+struct Serve {
+    child: Child,
+    /// Lines of its standard error, as they come.
+    log: mpsc::Receiver<String>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, log) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Serve { child, log }
+    }
+
+    /// Waits for a log line containing `text`.
+    fn wait_for_log(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(err) => panic!("no log line with {text:?}: {err}"),
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the process did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One HTTP/1.1 exchange over a new connection: the answer's text.
+fn http(port: u16, request: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn get(port: u16, path: &str) -> String {
+    http(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn serve_answers_and_drains_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, POLICIES).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut serve = Serve::start(&["--config", file.to_str().unwrap(), "--listen", &listen]);
+    serve.wait_for_log("serving HTTP on");
+    assert!(get(port, "/healthz").starts_with("HTTP/1.1 200"));
+    // A request in flight: its head and half its body sent.
+    let body = r#"{"resource": "login", "key": "drained"}"#;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "POST /v1/decide HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body.as_bytes()[..10]).unwrap();
+    stream.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    serve.signal("TERM");
+    serve.wait_for_log("SIGTERM: draining");
+    // New connections are refused once the listener is closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(Instant::now() < deadline, "the listener stayed open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The request in flight still gets its whole answer.
+    stream.write_all(&body.as_bytes()[10..]).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""remaining":4"#), "{answer}");
+    let status = serve.wait_exit();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn serve_refuses_open_admin_routes_on_a_public_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, POLICIES).unwrap();
+    let listen = format!("0.0.0.0:{}", free_port());
+    let mut serve = Serve::start(&["--config", file.to_str().unwrap(), "--listen", &listen]);
+    let line = serve.wait_for_log("error:");
+    assert_eq!(
+        line,
+        format!(
+            "error: refusing to serve the admin routes (GET /v1/policies) on {listen}, which is not a \
+             loopback address, without a token: give --admin-token-file FILE (clients then send \
+             `Authorization: Bearer <token>`), or listen on a loopback address such as 127.0.0.1"
+        )
+    );
+    assert_eq!(serve.wait_exit().code(), Some(1));
+    // With a token it starts.
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let mut serve = Serve::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--admin-token-file",
+        token.to_str().unwrap(),
+    ]);
+    serve.wait_for_log("serving HTTP on");
+    serve.signal("TERM");
+    assert_eq!(serve.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn serve_reports_a_mistake_with_its_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rl.yaml");
+    std::fs::write(
+        &file,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
+    )
+    .unwrap();
+    let mut serve = Serve::start(&["--config", file.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let line = serve.wait_for_log("error:");
+    assert_eq!(
+        line,
+        format!(
+            "error: {}:3: descriptors[0].rate_limit.unit: \"fortnight\" is not a unit: second, minute, hour, \
+             day, week, month or year",
+            file.display()
+        )
+    );
+    assert_eq!(serve.wait_exit().code(), Some(1));
+}

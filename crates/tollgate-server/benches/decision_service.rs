@@ -1,0 +1,274 @@
+//! Decisions per second and latency of the decision service under 64
+//! concurrent connections on loopback, for the JSON API and Envoy's gRPC
+//! API, each against a minimal server of the same framework (axum, tonic)
+//! that answers a constant: the cost of the service over the framework.
+//!
+//! ```text
+//! cargo bench -p tollgate-server --bench decision_service
+//! ```
+//!
+//! Each of the four servers is measured `ROUNDS` times (3 by default), the
+//! service and its baseline in turn; each round runs `SECONDS` seconds (3)
+//! after a warm-up of one second. The medians are printed. State is in
+//! memory; every request is a decision on one of 10,000 keys under a limit
+//! high enough that all are admitted (each is still counted).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+const CONNECTIONS: usize = 64;
+const KEYS: usize = 10_000;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Sends request number `i` and waits for its answer.
+type Sender = Box<dyn FnMut(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
+
+/// One round's figures.
+#[derive(Clone, Copy, Debug)]
+struct Round {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// Runs `CONNECTIONS` clients, each sending one request at a time, for
+/// `seconds`, after a one-second warm-up.
+async fn load<F, Fut>(seconds: u64, make: F) -> Round
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Sender> + Send,
+{
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..CONNECTIONS {
+        let make = make.clone();
+        let (measuring, stop) = (measuring.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut send = make(c).await;
+            let mut latencies = Vec::with_capacity(100_000);
+            let mut i = c * 7919;
+            while !stop.load(Ordering::Relaxed) {
+                i = (i + 1) % KEYS;
+                let started = Instant::now();
+                send(i).await;
+                if measuring.load(Ordering::Relaxed) {
+                    latencies.push(started.elapsed());
+                }
+            }
+            latencies
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Round {
+        per_second: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+async fn http_round(addr: SocketAddr, seconds: u64) -> Round {
+    load(seconds, move |_| async move {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let url = format!("http://{addr}/v1/decide");
+        Box::new(move |i: usize| {
+            let request = client
+                .post(&url)
+                .body(format!(r#"{{"resource": "api", "key": "user-{i}"}}"#));
+            Box::pin(async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                let _ = response.bytes().await.unwrap();
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        }) as Sender
+    })
+    .await
+}
+
+async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
+    load(seconds, move |_| async move {
+        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        Box::new(move |i: usize| {
+            let mut client = client.clone();
+            let request = RateLimitRequest {
+                domain: "bench".to_owned(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![Entry {
+                        key: "user".to_owned(),
+                        value: format!("user-{i}"),
+                    }],
+                    ..Default::default()
+                }],
+                hits_addend: 1,
+            };
+            Box::pin(async move {
+                let response = client.should_rate_limit(request).await.unwrap().into_inner();
+                assert_eq!(response.overall_code, Code::Ok as i32);
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        }) as Sender
+    })
+    .await
+}
+
+/// The constant gRPC service.
+struct Constant;
+
+#[tonic::async_trait]
+impl RateLimitService for Constant {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let descriptors = request.into_inner().descriptors.len();
+        Ok(tonic::Response::new(RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            statuses: vec![Default::default(); descriptors],
+            ..Default::default()
+        }))
+    }
+}
+
+/// The constant JSON server.
+async fn constant_http() -> SocketAddr {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/v1/decide",
+        post(|body: axum::body::Bytes| async move {
+            let _ = body;
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                r#"{"allowed":true,"limit":1000000000,"remaining":999999999,"reset_ms":3600000,"retry_after_ms":null,"policy":"api","bound_by":0,"strategy":"fixed_window","window_ms":3600000,"fail_open":false,"fallback":false}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+async fn constant_grpc() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(RateLimitServiceServer::new(Constant))
+            .serve_with_incoming(incoming)
+            .await
+            .unwrap()
+    });
+    addr
+}
+
+fn median(rounds: &[Round], f: impl Fn(&Round) -> f64) -> f64 {
+    let mut v: Vec<f64> = rounds.iter().map(f).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn report(name: &str, service: &[Round], baseline: &[Round]) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for (label, rounds) in [("service", service), ("constant", baseline)] {
+        println!(
+            "{name:5} {label:8}  {:>9.0} decisions/s  p50 {:>6.0} µs  p99 {:>6.0} µs   (rounds: {})",
+            median(rounds, |r| r.per_second),
+            median(rounds, |r| us(r.p50)),
+            median(rounds, |r| us(r.p99)),
+            rounds
+                .iter()
+                .map(|r| format!("{:.0}", r.per_second))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    println!(
+        "{name:5} ratio     {:.2}× the constant server's throughput",
+        median(service, |r| r.per_second) / median(baseline, |r| r.per_second)
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("decision_service: bench");
+        return;
+    }
+    let seconds = env_number("SECONDS", 3);
+    let rounds = env_number("ROUNDS", 3) as usize;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let policies = dir.path().join("p.yaml");
+        std::fs::write(
+            &policies,
+            "tollgate:\n  default: { limit: 1000, window: 1m }\n  resources:\n    api: { limit: 1000000000, window: 1h, strategy: fixed_window }\n",
+        )
+        .unwrap();
+        let envoy = dir.path().join("e.yaml");
+        std::fs::write(
+            &envoy,
+            "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
+        )
+        .unwrap();
+        let server = tollgate_server::Server::builder()
+            .config(&policies)
+            .config(&envoy)
+            .listen("127.0.0.1:0".parse().unwrap())
+            .grpc_listen("127.0.0.1:0".parse().unwrap())
+            .watch_files(false)
+            .reload_on_sighup(false)
+            .bind()
+            .await
+            .unwrap();
+        let (http, grpc) = (server.local_addr(), server.grpc_local_addr().unwrap());
+        tokio::spawn(server.run(std::future::pending()));
+        let (constant_http, constant_grpc) = (constant_http().await, constant_grpc().await);
+        let (mut hs, mut hc, mut gs, mut gc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            hs.push(http_round(http, seconds).await);
+            hc.push(http_round(constant_http, seconds).await);
+            gs.push(grpc_round(grpc, seconds).await);
+            gc.push(grpc_round(constant_grpc, seconds).await);
+        }
+        println!("{CONNECTIONS} connections, {rounds} rounds of {seconds} s each, medians:");
+        report("JSON", &hs, &hc);
+        report("gRPC", &gs, &gc);
+    });
+}

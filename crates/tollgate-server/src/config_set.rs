@@ -1,0 +1,331 @@
+//! The whole configuration the service runs on: every `--config` file,
+//! the backend, and a limiter per policy. A reload builds a new set and
+//! swaps it in as a whole.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tollgate::{FailPolicy, Limiter, MemoryBackend, Policy, SharedClock, Strategy, DEFAULT_KEY_PREFIX};
+use tollgate_config::{AnyBackend, Format, PolicyFile, Storage};
+
+use crate::envoy::config::{EnvoyFile, Limit, RuleSpec};
+use crate::envoy::descriptors::Level;
+use crate::error::ConfigError;
+
+/// The limiter type of every policy.
+pub(crate) type SharedLimiter = Arc<Limiter<AnyBackend>>;
+
+/// The most bytes a configuration file may hold (as for policy files).
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A loaded, validated configuration with its limiters.
+pub(crate) struct ConfigSet {
+    /// Where state lives.
+    pub(crate) storage: Storage,
+    backend: AnyBackend,
+    /// The key prefix and fail policy of every limiter (the policy file's).
+    prefix: String,
+    fail: FailPolicy,
+    /// The tollgate policy file's limiters (the JSON API and `/v1/auth`).
+    pub(crate) policies: Option<Policies>,
+    /// The Envoy domains by name (the gRPC API).
+    pub(crate) domains: HashMap<String, Domain>,
+}
+
+/// The limiters of a tollgate policy file: a resource's own, or the default.
+pub(crate) struct Policies {
+    /// The file.
+    pub(crate) file: String,
+    pub(crate) default: SharedLimiter,
+    pub(crate) resources: HashMap<String, SharedLimiter>,
+}
+
+impl Policies {
+    /// The policy's name (the resource, or `default`) and limiter that
+    /// apply to `resource`, as [`tollgate::ResourceLimiter::limiter`] picks.
+    pub(crate) fn limiter(&self, resource: &str) -> (&str, &SharedLimiter) {
+        match self.resources.get_key_value(resource) {
+            Some((name, limiter)) => (name, limiter),
+            None => ("default", &self.default),
+        }
+    }
+}
+
+/// One Envoy domain's descriptor tree.
+pub(crate) struct Domain {
+    /// The file it comes from.
+    pub(crate) file: String,
+    pub(crate) root: Level<Rule>,
+    /// Its limits in file order, for listing.
+    pub(crate) rules: Vec<RuleSpec>,
+}
+
+/// A configured Envoy limit and its limiter (none for `unlimited` and for
+/// `requests_per_unit: 0`).
+pub(crate) struct Rule {
+    pub(crate) spec: RuleSpec,
+    pub(crate) limiter: Option<SharedLimiter>,
+}
+
+/// What identifies a limiter's state: a reload keeps the limiter of an
+/// identity that is still configured.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Identity {
+    prefix: String,
+    resource: String,
+    policy: Policy,
+    fail: FailPolicy,
+}
+
+/// A parsed file of either kind.
+enum Parsed {
+    Policy(Box<PolicyFile>),
+    Envoy(EnvoyFile),
+}
+
+/// The top-level key that marks an Envoy file.
+#[derive(Deserialize)]
+struct Probe {
+    domain: Option<serde::de::IgnoredAny>,
+}
+
+impl ConfigSet {
+    /// Loads every file and builds the limiters. Limiters of `previous`
+    /// whose resource, policy and storage are unchanged are kept, with their
+    /// state; a backend whose storage is unchanged is kept (no reconnect).
+    pub(crate) async fn load(
+        files: &[impl AsRef<Path>],
+        previous: Option<&ConfigSet>,
+        clock: Option<&SharedClock>,
+    ) -> Result<ConfigSet, ConfigError> {
+        let mut policy_file: Option<PolicyFile> = None;
+        let mut envoy = Vec::new();
+        for path in files {
+            match parse_file(path.as_ref())? {
+                Parsed::Policy(file) => {
+                    if let Some(first) = &policy_file {
+                        return Err(ConfigError::new(
+                            file.origin(),
+                            None,
+                            "",
+                            format!(
+                                "only one tollgate policy file may be given, and {} is one already; \
+                                 put every resource in one file (Envoy files may be several)",
+                                first.origin()
+                            ),
+                        ));
+                    }
+                    policy_file = Some(*file);
+                }
+                Parsed::Envoy(file) => envoy.push((path.as_ref().display().to_string(), file)),
+            }
+        }
+        let storage = policy_file
+            .as_ref()
+            .map_or(Storage::Memory, |f| f.storage().clone());
+        let backend = match previous {
+            Some(previous) if previous.storage == storage => previous.backend.clone(),
+            _ => match (&policy_file, &storage) {
+                (_, Storage::Memory) => AnyBackend::Memory(match clock {
+                    Some(clock) => MemoryBackend::new().shared_clock(clock.clone()),
+                    None => MemoryBackend::new(),
+                }),
+                (Some(file), _) => file
+                    .backend()
+                    .await
+                    .map_err(|err| ConfigError::build(file.origin(), "tollgate", err))?,
+                (None, _) => unreachable!("only a policy file names a store"),
+            },
+        };
+        let kept = previous.map(ConfigSet::limiters).unwrap_or_default();
+        let fail = policy_file
+            .as_ref()
+            .map_or(FailPolicy::Closed, PolicyFile::fail_policy);
+        let prefix = policy_file
+            .as_ref()
+            .map_or(DEFAULT_KEY_PREFIX, PolicyFile::key_prefix)
+            .to_owned();
+        let limiter =
+            |resource: &str, policy: Policy, prefix: &str| -> Result<SharedLimiter, tollgate::Error> {
+                let identity = Identity {
+                    prefix: prefix.to_owned(),
+                    resource: resource.to_owned(),
+                    policy,
+                    fail,
+                };
+                if let Some(limiter) = kept.get(&identity) {
+                    return Ok(limiter.clone());
+                }
+                Limiter::builder()
+                    .backend(backend.clone())
+                    .policy(policy)
+                    .fail_policy(fail)
+                    .key_prefix(prefix)
+                    .resource(resource)
+                    .build()
+                    .map(Arc::new)
+            };
+        let policies = match &policy_file {
+            Some(file) => {
+                let origin = file.origin();
+                let default = limiter("", *file.default_policy(), &prefix)
+                    .map_err(|err| ConfigError::build(origin, "tollgate.default", err))?;
+                let mut resources = HashMap::new();
+                for (name, policy) in file.resources() {
+                    let built = limiter(name, *policy, &prefix).map_err(|err| {
+                        ConfigError::build(
+                            origin,
+                            &format!("tollgate.{}", tollgate::resource_path(name)),
+                            err,
+                        )
+                    })?;
+                    resources.insert(name.to_owned(), built);
+                }
+                Some(Policies {
+                    file: origin.to_owned(),
+                    default,
+                    resources,
+                })
+            }
+            None => None,
+        };
+        let envoy_prefix = envoy_prefix(&prefix);
+        let mut domains: HashMap<String, Domain> = HashMap::new();
+        for (origin, file) in envoy {
+            if let Some(other) = domains.get(&file.domain) {
+                return Err(ConfigError::new(
+                    &origin,
+                    None,
+                    "domain",
+                    format!("domain {:?} is configured in {} already", file.domain, other.file),
+                ));
+            }
+            let root = file.root.try_map(&mut |spec: RuleSpec| {
+                let limiter = match spec.limit {
+                    Limit::PerUnit { unit, requests } if requests > 0 => {
+                        let policy =
+                            Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
+                                .map_err(|err| ConfigError::build(&origin, &spec.resource, err.into()))?;
+                        Some(
+                            limiter(&spec.resource, policy, &envoy_prefix)
+                                .map_err(|err| ConfigError::build(&origin, &spec.resource, err))?,
+                        )
+                    }
+                    _ => None,
+                };
+                Ok::<_, ConfigError>(Rule { spec, limiter })
+            })?;
+            domains.insert(
+                file.domain,
+                Domain {
+                    file: origin,
+                    root,
+                    rules: file.rules,
+                },
+            );
+        }
+        Ok(ConfigSet {
+            storage,
+            backend,
+            prefix,
+            fail,
+            policies,
+            domains,
+        })
+    }
+
+    /// Every limiter by identity.
+    fn limiters(&self) -> HashMap<Identity, SharedLimiter> {
+        let mut out = HashMap::new();
+        let mut add = |limiter: &SharedLimiter, prefix: String, resource: &str| {
+            let identity = Identity {
+                prefix,
+                resource: resource.to_owned(),
+                policy: *limiter.policy(),
+                fail: self.fail,
+            };
+            out.insert(identity, limiter.clone());
+        };
+        if let Some(p) = &self.policies {
+            add(&p.default, self.prefix.clone(), "");
+            for (name, limiter) in &p.resources {
+                add(limiter, self.prefix.clone(), name);
+            }
+        }
+        let envoy_prefix = envoy_prefix(&self.prefix);
+        for domain in self.domains.values() {
+            domain.root.for_each(&mut |rule: &Rule| {
+                if let Some(limiter) = &rule.limiter {
+                    add(limiter, envoy_prefix.clone(), &rule.spec.resource);
+                }
+            });
+        }
+        out
+    }
+
+    /// A limiter to probe the backend with, if there is any.
+    pub(crate) fn probe(&self) -> Option<SharedLimiter> {
+        if let Some(p) = &self.policies {
+            return Some(p.default.clone());
+        }
+        let mut found = None;
+        for domain in self.domains.values() {
+            domain.root.for_each(&mut |rule: &Rule| {
+                if found.is_none() {
+                    found = rule.limiter.clone();
+                }
+            });
+        }
+        found
+    }
+
+    /// Whether state lives in this process.
+    pub(crate) fn in_memory(&self) -> bool {
+        matches!(self.backend, AnyBackend::Memory(_))
+    }
+}
+
+/// The key prefix of Envoy limits: the policy file's, followed by
+/// `:envoy` (escaped in keys), so that no resource of a policy file shares
+/// their state.
+fn envoy_prefix(prefix: &str) -> String {
+    format!("{prefix}:envoy")
+}
+
+/// Reads and parses one file: an Envoy file when its top level has
+/// `domain`, a tollgate policy file otherwise.
+fn parse_file(path: &Path) -> Result<Parsed, ConfigError> {
+    let origin = path.display().to_string();
+    if Format::from_path(path) != Some(Format::Toml) {
+        let text = read(path, &origin)?;
+        let probe = serde_saphyr::from_str::<Probe>(&text);
+        if matches!(probe, Ok(Probe { domain: Some(_) })) {
+            return EnvoyFile::parse(&text, &origin).map(Parsed::Envoy);
+        }
+    }
+    Ok(Parsed::Policy(Box::new(PolicyFile::load(path)?)))
+}
+
+/// The text of the file at `path`: at most [`MAX_FILE_BYTES`] of UTF-8.
+fn read(path: &Path, origin: &str) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let fail = |message: String| ConfigError::new(origin, None, "", message);
+    let file = std::fs::File::open(path).map_err(|err| fail(format!("cannot read the file: {err}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| fail(format!("cannot read the file: {err}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "the file is larger than {MAX_FILE_BYTES} bytes, the most a configuration file may hold"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|err| {
+        fail(format!(
+            "the file is not UTF-8 text (byte offset {})",
+            err.utf8_error().valid_up_to()
+        ))
+    })
+}

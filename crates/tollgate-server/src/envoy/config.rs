@@ -1,0 +1,414 @@
+//! Envoy rate-limit configuration files, in the YAML format of Envoy's
+//! reference rate-limit service: a `domain` and a tree of `descriptors`,
+//! each with a `key`, an optional `value`, an optional `rate_limit`
+//! (`unit` and `requests_per_unit`, or `unlimited: true`, with an optional
+//! `name` and `replaces`), `shadow_mode`, `detailed_metric` and nested
+//! `descriptors`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_path_to_error::Track;
+use serde_saphyr::{MessageFormatter as _, Spanned};
+use tollgate_config::__private::field_path;
+
+use crate::envoy::descriptors::{resource_name, Level, Node, Step};
+use crate::error::ConfigError;
+
+/// The time unit of an Envoy limit, and the fixed window it becomes:
+/// windows are aligned to multiples of the unit since the Unix epoch (UTC),
+/// as in Envoy's own service, which also counts a month as 30 days and a
+/// year as 365 days (so a "month" window does not follow the calendar).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// One second.
+    Second,
+    /// 60 seconds.
+    Minute,
+    /// 3,600 seconds.
+    Hour,
+    /// 86,400 seconds (UTC days).
+    Day,
+    /// 7 days, starting on Thursdays (the epoch's weekday).
+    Week,
+    /// 30 days.
+    Month,
+    /// 365 days.
+    Year,
+}
+
+impl Unit {
+    /// The unit of a configuration's `unit`, in any case.
+    fn parse(text: &str) -> Option<Unit> {
+        Some(match text.to_ascii_lowercase().as_str() {
+            "second" => Unit::Second,
+            "minute" => Unit::Minute,
+            "hour" => Unit::Hour,
+            "day" => Unit::Day,
+            "week" => Unit::Week,
+            "month" => Unit::Month,
+            "year" => Unit::Year,
+            _ => return None,
+        })
+    }
+
+    /// The window's length.
+    pub fn window(self) -> Duration {
+        const DAY: u64 = 86_400;
+        Duration::from_secs(match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => DAY,
+            Unit::Week => 7 * DAY,
+            Unit::Month => 30 * DAY,
+            Unit::Year => 365 * DAY,
+        })
+    }
+
+    /// The lower-case name used in configuration files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Year => "year",
+        }
+    }
+}
+
+/// What a configured descriptor enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Limit {
+    /// `unlimited: true`: always OK, nothing counted.
+    Unlimited,
+    /// `requests_per_unit` per `unit` (0: every request is over the limit).
+    PerUnit { unit: Unit, requests: u32 },
+}
+
+/// A configured limit: where it is, what it enforces and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RuleSpec {
+    /// The resource name of its state (see [`resource_name`]).
+    pub(crate) resource: String,
+    pub(crate) limit: Limit,
+    /// `rate_limit.name`, which `replaces` of other limits refer to.
+    pub(crate) name: Option<String>,
+    /// The names of the limits this one replaces when both apply.
+    pub(crate) replaces: Vec<String>,
+    /// `shadow_mode`: decided and counted, but never OVER_LIMIT.
+    pub(crate) shadow: bool,
+}
+
+/// A parsed and validated Envoy configuration file.
+#[derive(Debug)]
+pub(crate) struct EnvoyFile {
+    pub(crate) domain: String,
+    pub(crate) root: Level<RuleSpec>,
+    /// Every limit with its path, in file order, for listing.
+    pub(crate) rules: Vec<RuleSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    domain: String,
+    #[serde(default)]
+    descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDescriptor {
+    key: Spanned<String>,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    rate_limit: Option<RawRateLimit>,
+    #[serde(default)]
+    shadow_mode: bool,
+    /// Metrics detail in Envoy's service; accepted and ignored here.
+    #[serde(default)]
+    #[allow(dead_code)]
+    detailed_metric: bool,
+    #[serde(default)]
+    descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    requests_per_unit: Option<u32>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Vec<RawReplaces>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReplaces {
+    name: String,
+}
+
+impl EnvoyFile {
+    /// Parses and validates `text`, the content of the file `file`.
+    pub(crate) fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+        let mut track = Track::new();
+        let raw: RawFile = serde_saphyr::with_deserializer_from_str(text, |de| {
+            RawFile::deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
+        })
+        .map_err(|err| {
+            let line = err
+                .location()
+                .filter(|at| at.line() > 0)
+                .map(|at| at.line() as usize);
+            let message = serde_saphyr::UserMessageFormatter.format_message(&err);
+            ConfigError::new(
+                file,
+                line,
+                field_path(&track.path()),
+                explain(message.into_owned()),
+            )
+        })?;
+        if raw.domain.is_empty() {
+            return Err(ConfigError::new(file, None, "domain", "must not be empty"));
+        }
+        let mut out = EnvoyFile {
+            domain: raw.domain,
+            root: Level::default(),
+            rules: Vec::new(),
+        };
+        let mut path = Vec::new();
+        let mut root = Level::default();
+        out.load_level(&mut root, raw.descriptors, "descriptors", &mut path, file)?;
+        out.root = root;
+        Ok(out)
+    }
+
+    fn load_level(
+        &mut self,
+        level: &mut Level<RuleSpec>,
+        descriptors: Vec<RawDescriptor>,
+        field: &str,
+        path: &mut Vec<Step>,
+        file: &str,
+    ) -> Result<(), ConfigError> {
+        for (i, raw) in descriptors.into_iter().enumerate() {
+            let field = format!("{field}[{i}]");
+            let line = Some(raw.key.referenced.line() as usize).filter(|&l| l > 0);
+            let error =
+                |sub: &str, message: String| ConfigError::new(file, line, format!("{field}{sub}"), message);
+            if raw.key.value.is_empty() {
+                return Err(error(".key", "must not be empty".to_owned()));
+            }
+            let step = Step {
+                key: raw.key.value,
+                value: raw.value.filter(|v| !v.is_empty()),
+            };
+            path.push(step.clone());
+            let rule = match raw.rate_limit {
+                Some(rate) => Some(self.rule(rate, raw.shadow_mode, path, &error)?),
+                None => None,
+            };
+            let mut node = Node {
+                rule: rule.clone(),
+                children: Level::default(),
+            };
+            self.load_level(
+                &mut node.children,
+                raw.descriptors,
+                &format!("{field}.descriptors"),
+                path,
+                file,
+            )?;
+            path.pop();
+            if !level.insert(&step, node) {
+                let what = match &step.value {
+                    Some(value) => format!("key {:?} with value {value:?}", step.key),
+                    None => format!("key {:?} without a value", step.key),
+                };
+                return Err(error("", format!("{what} is configured twice at this level")));
+            }
+            if let Some(rule) = rule {
+                self.rules.push(rule);
+            }
+        }
+        Ok(())
+    }
+
+    fn rule(
+        &self,
+        raw: RawRateLimit,
+        shadow: bool,
+        path: &[Step],
+        error: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<RuleSpec, ConfigError> {
+        let limit = if raw.unlimited {
+            if raw.unit.is_some() || raw.requests_per_unit.is_some() {
+                return Err(error(
+                    ".rate_limit",
+                    "an unlimited rate limit takes no unit or requests_per_unit".to_owned(),
+                ));
+            }
+            Limit::Unlimited
+        } else {
+            let unit = raw.unit.ok_or_else(|| {
+                error(
+                    ".rate_limit.unit",
+                    "is required (or `unlimited: true`)".to_owned(),
+                )
+            })?;
+            let unit = Unit::parse(&unit).ok_or_else(|| {
+                error(
+                    ".rate_limit.unit",
+                    format!("{unit:?} is not a unit: second, minute, hour, day, week, month or year"),
+                )
+            })?;
+            let requests = raw
+                .requests_per_unit
+                .ok_or_else(|| error(".rate_limit.requests_per_unit", "is required".to_owned()))?;
+            Limit::PerUnit { unit, requests }
+        };
+        for (j, replaced) in raw.replaces.iter().enumerate() {
+            let at = format!(".rate_limit.replaces[{j}].name");
+            if replaced.name.is_empty() {
+                return Err(error(&at, "must not be empty".to_owned()));
+            }
+            if raw.name.as_deref() == Some(replaced.name.as_str()) {
+                return Err(error(&at, "a limit cannot replace itself".to_owned()));
+            }
+        }
+        Ok(RuleSpec {
+            resource: resource_name(&self.domain, path),
+            limit,
+            name: raw.name.filter(|n| !n.is_empty()),
+            replaces: raw.replaces.into_iter().map(|r| r.name).collect(),
+            shadow,
+        })
+    }
+}
+
+/// serde's "missing field `x`" as "x is required".
+fn explain(message: String) -> String {
+    match message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+    {
+        Some(name) => format!("`{name}` is required"),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<EnvoyFile, ConfigError> {
+        EnvoyFile::parse(text, "rl.yaml")
+    }
+
+    #[test]
+    fn a_nested_configuration_becomes_rules_with_resources() {
+        let file = parse(
+            "domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: { unit: DAY, requests_per_unit: 5 }
+  - key: to_number
+    rate_limit: { unit: day, requests_per_unit: 100, name: all }
+    shadow_mode: true
+  - key: ldap
+    rate_limit: { unlimited: true }
+",
+        )
+        .unwrap();
+        assert_eq!(file.domain, "messaging");
+        let found = file
+            .root
+            .find([("message_type", "marketing"), ("to_number", "1")])
+            .unwrap();
+        assert_eq!(found.resource, "messaging.message_type=marketing.to_number");
+        assert_eq!(
+            found.limit,
+            Limit::PerUnit {
+                unit: Unit::Day,
+                requests: 5
+            }
+        );
+        let all = file.root.find([("to_number", "1")]).unwrap();
+        assert!(all.shadow);
+        assert_eq!(all.name.as_deref(), Some("all"));
+        assert_eq!(file.root.find([("ldap", "x")]).unwrap().limit, Limit::Unlimited);
+        assert_eq!(file.rules.len(), 3);
+    }
+
+    #[test]
+    fn mistakes_name_the_line_and_field() {
+        let cases = [
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
+                "rl.yaml:3: descriptors[0].rate_limit.unit: \"fortnight\" is not a unit: second, minute, \
+                 hour, day, week, month or year",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n  - key: b\n    descriptors:\n      - key: c\n        \
+                 rate_limit: { unit: second }\n",
+                "rl.yaml:6: descriptors[1].descriptors[0].rate_limit.requests_per_unit: is required",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
+                "rl.yaml:4: descriptors[1]: key \"a\" without a value is configured twice at this level",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unlimited: true, unit: second }\n",
+                "rl.yaml:3: descriptors[0].rate_limit: an unlimited rate limit takes no unit or \
+                 requests_per_unit",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      name: x\n      unit: second\n      \
+                 requests_per_unit: 1\n      replaces: [{ name: x }]\n",
+                "rl.yaml:3: descriptors[0].rate_limit.replaces[0].name: a limit cannot replace itself",
+            ),
+            ("domain: \"\"\n", "rl.yaml: domain: must not be empty"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse(text).unwrap_err().to_string(), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn type_errors_and_unknown_fields_are_located_by_the_parser() {
+        let err = parse(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: -1 }\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.line(), Some(4));
+        assert_eq!(err.field(), "descriptors[0].rate_limit.requests_per_unit");
+        let err = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limt: {}\n").unwrap_err();
+        assert_eq!(err.line(), Some(4));
+        assert!(err.message().contains("rate_limt"), "{err}");
+        let err = parse("descriptors: []\n").unwrap_err();
+        assert!(err.message().contains("`domain` is required"), "{err}");
+    }
+
+    #[test]
+    fn units_are_envoys_fixed_lengths() {
+        assert_eq!(Unit::parse("Hour").unwrap().window(), Duration::from_secs(3600));
+        assert_eq!(Unit::Month.window(), Duration::from_secs(30 * 86_400));
+        assert_eq!(Unit::Year.window(), Duration::from_secs(365 * 86_400));
+        assert_eq!(Unit::parse("fortnight"), None);
+    }
+}

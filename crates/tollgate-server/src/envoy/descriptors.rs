@@ -1,0 +1,319 @@
+//! The one mapping from Envoy's descriptors to tollgate's resources and
+//! keys.
+//!
+//! An Envoy configuration is a tree per domain: each node is a descriptor
+//! key, optionally with a value, and a node may carry a rate limit. A
+//! request's descriptor is a list of `(key, value)` entries; it matches the
+//! node reached by following one entry per level, trying at each level the
+//! node for `key` with exactly that `value`, then a node whose value ends
+//! in `*` and is a prefix of the value, then the node for `key` alone. Only
+//! a node reached by the last entry applies its limit (a descriptor with
+//! more or fewer entries than the path of a limit does not match it).
+//!
+//! - The **resource** of a limit is its node's path: the domain, then each
+//!   level's `key` or `key=value`, joined by `.`, each part escaped so that
+//!   different paths never share a name (`messaging.message_type=marketing.to_number`).
+//! - The **key** of a request is the values of its entries, escaped and
+//!   joined by `.`: every distinct value gets its own counter, as in Envoy's
+//!   own service, also under a node that names no value.
+
+use std::collections::HashMap;
+
+/// One level of a configured path: a descriptor key and, optionally, the
+/// value it must have (ending in `*` for a prefix).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Step {
+    pub(crate) key: String,
+    pub(crate) value: Option<String>,
+}
+
+/// The resource name of the limit at `path` under `domain`.
+pub(crate) fn resource_name(domain: &str, path: &[Step]) -> String {
+    let mut out = String::with_capacity(domain.len() + 16 * path.len());
+    escape_into(domain, &mut out);
+    for step in path {
+        out.push('.');
+        escape_into(&step.key, &mut out);
+        if let Some(value) = &step.value {
+            out.push('=');
+            escape_into(value, &mut out);
+        }
+    }
+    out
+}
+
+/// The limiter key of a request descriptor: its values, escaped and joined.
+pub(crate) fn descriptor_key<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
+    let mut out = String::new();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        escape_into(value, &mut out);
+    }
+    out.into_bytes()
+}
+
+/// Appends `part` with `\`, `.` and `=` escaped by a backslash.
+fn escape_into(part: &str, out: &mut String) {
+    for c in part.chars() {
+        if matches!(c, '\\' | '.' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+/// A level of a domain's tree: its nodes by `key` (no value) and by
+/// `(key, value)`, and the prefix nodes in the order configured.
+#[derive(Debug)]
+pub(crate) struct Level<T> {
+    exact: HashMap<String, HashMap<String, Node<T>>>,
+    any_value: HashMap<String, Node<T>>,
+    prefixes: Vec<(String, String, Node<T>)>,
+}
+
+impl<T> Default for Level<T> {
+    fn default() -> Self {
+        Self {
+            exact: HashMap::new(),
+            any_value: HashMap::new(),
+            prefixes: Vec::new(),
+        }
+    }
+}
+
+/// A node: what applies when a descriptor ends here, and the next level.
+#[derive(Debug)]
+pub(crate) struct Node<T> {
+    pub(crate) rule: Option<T>,
+    pub(crate) children: Level<T>,
+}
+
+impl<T> Node<T> {
+    fn try_map<U, E>(self, f: &mut dyn FnMut(T) -> Result<U, E>) -> Result<Node<U>, E> {
+        Ok(Node {
+            rule: self.rule.map(&mut *f).transpose()?,
+            children: self.children.try_map(f)?,
+        })
+    }
+}
+
+impl<T> Level<T> {
+    /// Adds the node for `step`; `false` if the level already has one for
+    /// the same key and value.
+    pub(crate) fn insert(&mut self, step: &Step, node: Node<T>) -> bool {
+        match &step.value {
+            None => {
+                if self.any_value.contains_key(&step.key) {
+                    return false;
+                }
+                self.any_value.insert(step.key.clone(), node);
+            }
+            Some(value) => {
+                let taken = match value.strip_suffix('*') {
+                    Some(prefix) => self
+                        .prefixes
+                        .iter()
+                        .any(|(k, p, _)| *k == step.key && p == prefix),
+                    None => self
+                        .exact
+                        .get(&step.key)
+                        .is_some_and(|values| values.contains_key(value)),
+                };
+                if taken {
+                    return false;
+                }
+                match value.strip_suffix('*') {
+                    Some(prefix) => self.prefixes.push((step.key.clone(), prefix.to_owned(), node)),
+                    None => {
+                        self.exact
+                            .entry(step.key.clone())
+                            .or_default()
+                            .insert(value.clone(), node);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// The same tree with every rule replaced by `f(rule)`.
+    pub(crate) fn try_map<U, E>(self, f: &mut dyn FnMut(T) -> Result<U, E>) -> Result<Level<U>, E> {
+        let mut out = Level::default();
+        for (key, values) in self.exact {
+            let mut mapped = HashMap::with_capacity(values.len());
+            for (value, node) in values {
+                mapped.insert(value, node.try_map(f)?);
+            }
+            out.exact.insert(key, mapped);
+        }
+        for (key, node) in self.any_value {
+            out.any_value.insert(key, node.try_map(f)?);
+        }
+        for (key, prefix, node) in self.prefixes {
+            out.prefixes.push((key, prefix, node.try_map(f)?));
+        }
+        Ok(out)
+    }
+
+    /// Calls `f` on every rule of the tree.
+    pub(crate) fn for_each(&self, f: &mut impl FnMut(&T)) {
+        let nodes = self
+            .exact
+            .values()
+            .flat_map(HashMap::values)
+            .chain(self.any_value.values())
+            .chain(self.prefixes.iter().map(|(_, _, node)| node));
+        for node in nodes {
+            if let Some(rule) = &node.rule {
+                f(rule);
+            }
+            node.children.for_each(f);
+        }
+    }
+
+    /// The node for one entry: exact value, then value prefix, then key
+    /// alone.
+    fn child(&self, key: &str, value: &str) -> Option<&Node<T>> {
+        self.exact
+            .get(key)
+            .and_then(|values| values.get(value))
+            .or_else(|| {
+                self.prefixes
+                    .iter()
+                    .find(|(k, prefix, _)| k == key && value.starts_with(prefix.as_str()))
+                    .map(|(_, _, node)| node)
+            })
+            .or_else(|| self.any_value.get(key))
+    }
+
+    /// What applies to a descriptor of `entries`: the rule of the node its
+    /// last entry reaches, if that node has one.
+    pub(crate) fn find<'e>(&self, entries: impl IntoIterator<Item = (&'e str, &'e str)>) -> Option<&T> {
+        let mut level = self;
+        let mut reached = None;
+        for (key, value) in entries {
+            let node = level.child(key, value)?;
+            reached = Some(node);
+            level = &node.children;
+        }
+        reached.and_then(|node| node.rule.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(key: &str, value: Option<&str>) -> Step {
+        Step {
+            key: key.to_owned(),
+            value: value.map(str::to_owned),
+        }
+    }
+
+    fn leaf(rule: &'static str) -> Node<&'static str> {
+        Node {
+            rule: Some(rule),
+            children: Level::default(),
+        }
+    }
+
+    /// Envoy's "messaging" example: a nested per-number limit for marketing
+    /// messages, a per-number limit for all, a blocked address.
+    fn messaging() -> Level<&'static str> {
+        let mut marketing = Node {
+            rule: None,
+            children: Level::default(),
+        };
+        assert!(marketing
+            .children
+            .insert(&step("to_number", None), leaf("marketing per number")));
+        let mut root = Level::default();
+        assert!(root.insert(&step("message_type", Some("marketing")), marketing));
+        assert!(root.insert(&step("to_number", None), leaf("per number")));
+        assert!(root.insert(&step("remote_address", None), leaf("per address")));
+        assert!(root.insert(&step("remote_address", Some("50.0.0.5")), leaf("blocked")));
+        assert!(root.insert(&step("path", Some("/api/*")), leaf("api prefix")));
+        root
+    }
+
+    #[test]
+    fn the_most_specific_node_of_the_full_depth_applies() {
+        let root = messaging();
+        assert_eq!(root.find([("to_number", "2061111111")]), Some(&"per number"));
+        assert_eq!(
+            root.find([("message_type", "marketing"), ("to_number", "2061111111")]),
+            Some(&"marketing per number")
+        );
+        assert_eq!(root.find([("remote_address", "50.0.0.1")]), Some(&"per address"));
+        assert_eq!(root.find([("remote_address", "50.0.0.5")]), Some(&"blocked"));
+        assert_eq!(root.find([("path", "/api/users")]), Some(&"api prefix"));
+    }
+
+    #[test]
+    fn descriptors_of_another_depth_or_unknown_keys_match_nothing() {
+        let root = messaging();
+        // The placeholder level has no limit of its own.
+        assert_eq!(root.find([("message_type", "marketing")]), None);
+        // One entry too many.
+        assert_eq!(root.find([("to_number", "1"), ("extra", "x")]), None);
+        assert_eq!(root.find([("message_type", "other"), ("to_number", "1")]), None);
+        assert_eq!(root.find([("unknown", "x")]), None);
+        assert_eq!(root.find([("path", "/other")]), None);
+        assert_eq!(root.find(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn a_level_refuses_the_same_key_and_value_twice() {
+        let mut root = messaging();
+        assert!(!root.insert(&step("to_number", None), leaf("again")));
+        assert!(!root.insert(&step("remote_address", Some("50.0.0.5")), leaf("again")));
+        assert!(!root.insert(&step("path", Some("/api/*")), leaf("again")));
+        assert!(root.insert(&step("to_number", Some("1")), leaf("a value of its own")));
+    }
+
+    #[test]
+    fn resource_names_keep_domains_keys_and_values_apart() {
+        assert_eq!(
+            resource_name(
+                "messaging",
+                &[step("message_type", Some("marketing")), step("to_number", None)]
+            ),
+            "messaging.message_type=marketing.to_number"
+        );
+        // Separators inside names are escaped, so these paths differ.
+        let names = [
+            resource_name("a.b", &[step("c", None)]),
+            resource_name("a", &[step("b", None), step("c", None)]),
+            resource_name("a", &[step("b", Some("c"))]),
+            resource_name("a", &[step("b=c", None)]),
+            resource_name("a", &[step("b\\", Some("c"))]),
+        ];
+        for (i, a) in names.iter().enumerate() {
+            for b in &names[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_the_values_joined_without_ambiguity() {
+        assert_eq!(descriptor_key(["1.2.3.4"]), b"1\\.2\\.3\\.4".to_vec());
+        assert_eq!(descriptor_key(["marketing", "206"]), b"marketing.206".to_vec());
+        assert_ne!(descriptor_key(["a.b"]), descriptor_key(["a", "b"]));
+        assert_ne!(descriptor_key(["a\\", "b"]), descriptor_key(["a\\.b"]));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn different_value_lists_get_different_keys(
+            a in proptest::collection::vec("[a.\\\\=]{0,3}", 1..4),
+            b in proptest::collection::vec("[a.\\\\=]{0,3}", 1..4),
+        ) {
+            let key = |v: &Vec<String>| descriptor_key(v.iter().map(String::as_str));
+            proptest::prop_assert_eq!(key(&a) == key(&b), a == b);
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`.
+//!
+//! Every descriptor of a request is decided together: the answer is
+//! OVER_LIMIT when any limited descriptor is over its limit (shadow-mode
+//! descriptors excepted), and then no descriptor is charged.
+//!
+//! - One limited descriptor: one decision, exact (charged only when
+//!   admitted).
+//! - Several: every descriptor is first checked without charging (a
+//!   peek: its limit's units left now, against the costs of all the
+//!   request's descriptors on the same resource and key); only when all
+//!   pass is each charged, in request order. Requests of this process that
+//!   share a resource and key are serialized through [`Stripes`] for that
+//!   whole step, so in memory (one process holds all state) the outcome is
+//!   exact. With Redis shared by several instances, a request of another
+//!   instance can take the last units between the check and the charge:
+//!   that charge is then denied while the descriptors charged before it
+//!   stay charged (counted in
+//!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES)). Closing that
+//!   window needs a core decision over several keys (or a refund).
+//!
+//! [`Stripes`]: crate::envoy::stripes::Stripes
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue as PbHeader;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    rate_limit::Unit as PbUnit, Code, DescriptorStatus, RateLimit as PbRateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::Duration as PbDuration;
+use tollgate::{Decision, Policy, Strategy};
+use tollgate_http::{write_decision_headers, HeaderMode};
+use tonic::{Request, Response, Status};
+
+use crate::config_set::{Rule, SharedLimiter};
+use crate::envoy::config::{Limit, Unit};
+use crate::envoy::descriptors::descriptor_key;
+use crate::shared::Shared;
+
+/// The gRPC service.
+pub(crate) struct EnvoyService {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl RateLimitService for EnvoyService {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let started = Instant::now();
+        let result = self.decide(request.into_inner()).await;
+        let code = match &result {
+            Ok(_) => 0,
+            Err(status) => status.code() as u16,
+        };
+        crate::metrics::request_done("grpc", "ShouldRateLimit".to_owned(), code, started);
+        result.map(Response::new)
+    }
+}
+
+/// One descriptor of a request, matched.
+struct Planned<'a> {
+    rule: Option<&'a Rule>,
+    key: Vec<u8>,
+    cost: u64,
+}
+
+/// A limited descriptor's result.
+struct Outcome {
+    decision: Decision,
+    /// Over its limit (before shadow mode turns it into OK).
+    over: bool,
+}
+
+fn invalid(message: String) -> Status {
+    Status::invalid_argument(message)
+}
+
+impl EnvoyService {
+    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        if request.domain.is_empty() {
+            return Err(invalid("domain: must not be empty".to_owned()));
+        }
+        if request.descriptors.is_empty() {
+            return Err(invalid(
+                "descriptors: must hold at least one descriptor".to_owned(),
+            ));
+        }
+        let config = self.shared.config.load();
+        let Some(domain) = config.domains.get(&request.domain) else {
+            // An unknown domain limits nothing, as in Envoy's own service.
+            return Ok(ok_response(request.descriptors.len()));
+        };
+        let request_hits = u64::from(request.hits_addend.max(1));
+        let mut planned = Vec::with_capacity(request.descriptors.len());
+        for (i, descriptor) in request.descriptors.iter().enumerate() {
+            if descriptor.is_negative_hits {
+                return Err(invalid(format!(
+                    "descriptors[{i}].is_negative_hits: giving units back is not supported"
+                )));
+            }
+            if descriptor.limit.is_some() {
+                return Err(invalid(format!(
+                    "descriptors[{i}].limit: limit overrides in requests are not supported; configure the \
+                     limit in the domain's file"
+                )));
+            }
+            let cost = descriptor.hits_addend.map_or(request_hits, |h| h.value);
+            if cost > tollgate::MAX_LIMIT {
+                return Err(invalid(format!(
+                    "descriptors[{i}].hits_addend: {cost} exceeds the largest limit, 2^62"
+                )));
+            }
+            let entries = || {
+                descriptor
+                    .entries
+                    .iter()
+                    .map(|e| (e.key.as_str(), e.value.as_str()))
+            };
+            planned.push(Planned {
+                rule: domain.root.find(entries()),
+                key: descriptor_key(descriptor.entries.iter().map(|e| e.value.as_str())),
+                cost,
+            });
+        }
+        drop_replaced(&mut planned);
+        let outcomes = self.outcomes(&planned).await?;
+        Ok(self.response(&planned, &outcomes))
+    }
+
+    /// Decides every limited descriptor; `None` for the others.
+    async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<Vec<Option<Outcome>>, Status> {
+        let limited: Vec<(usize, &Rule, &SharedLimiter)> = planned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let rule = p.rule?;
+                rule.limiter.as_ref().map(|l| (i, rule, l))
+            })
+            .collect();
+        let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|p| self.blocked(p)).collect();
+        let blocked = planned
+            .iter()
+            .zip(&outcomes)
+            .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.spec.shadow));
+        let stripes = &self.shared.stripes;
+        let _guards = stripes
+            .lock(
+                limited
+                    .iter()
+                    .map(|(i, rule, _)| stripes.index(&rule.spec.resource, &planned[*i].key))
+                    .collect(),
+            )
+            .await;
+        let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
+        if let [(i, _, limiter)] = limited[..] {
+            if !blocked {
+                let decision = limiter
+                    .allow_n(&planned[i].key, planned[i].cost)
+                    .await
+                    .map_err(unavailable)?;
+                outcomes[i] = Some(Outcome {
+                    over: !decision.allowed,
+                    decision,
+                });
+                return Ok(outcomes);
+            }
+        }
+        // Check every descriptor against the costs of the whole request on
+        // its resource and key, charging nothing.
+        let mut needed: HashMap<(&str, &[u8]), u64> = HashMap::new();
+        for (i, rule, _) in &limited {
+            let need = needed.entry((&rule.spec.resource, &planned[*i].key)).or_default();
+            *need = need.saturating_add(planned[*i].cost);
+        }
+        let mut admit = !blocked;
+        let mut peeks = Vec::with_capacity(limited.len());
+        for (i, rule, limiter) in &limited {
+            let peek = limiter.allow_n(&planned[*i].key, 0).await.map_err(unavailable)?;
+            let need = needed[&(rule.spec.resource.as_str(), planned[*i].key.as_slice())];
+            let over = !peek.fail_open && peek.remaining < need;
+            if over && !rule.spec.shadow {
+                admit = false;
+            }
+            peeks.push((peek, over));
+        }
+        if !admit {
+            for ((i, _, limiter), (peek, over)) in limited.iter().zip(peeks) {
+                let decision = if over {
+                    would_deny(&peek, planned[*i].cost, limiter.policy())
+                } else {
+                    peek
+                };
+                outcomes[*i] = Some(Outcome { decision, over });
+            }
+            return Ok(outcomes);
+        }
+        let mut partial = false;
+        for (i, rule, limiter) in &limited {
+            let decision = limiter
+                .allow_n(&planned[*i].key, planned[*i].cost)
+                .await
+                .map_err(unavailable)?;
+            if !decision.allowed && !rule.spec.shadow {
+                partial = true;
+            }
+            outcomes[*i] = Some(Outcome {
+                over: !decision.allowed,
+                decision,
+            });
+        }
+        if partial {
+            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+        }
+        Ok(outcomes)
+    }
+
+    /// The outcome of a descriptor whose limit is 0 requests per unit:
+    /// always over, until the end of the current unit.
+    fn blocked(&self, planned: &Planned<'_>) -> Option<Outcome> {
+        let rule = planned.rule?;
+        let Limit::PerUnit { unit, requests: 0 } = rule.spec.limit else {
+            return None;
+        };
+        let window = unit.window().as_nanos() as u64;
+        let reset = Duration::from_nanos(window - self.shared.clock.now_nanos() % window);
+        Some(Outcome {
+            decision: Decision::new(false, 0, 0, reset, None),
+            over: true,
+        })
+    }
+
+    fn response(&self, planned: &[Planned<'_>], outcomes: &[Option<Outcome>]) -> RateLimitResponse {
+        let mut response = RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            ..Default::default()
+        };
+        // Limited descriptors with their decision and whether they deny.
+        let mut decided: Vec<(&Rule, &Decision, bool)> = Vec::new();
+        for (p, outcome) in planned.iter().zip(outcomes) {
+            let Some(rule) = p.rule else {
+                response.statuses.push(ok_status());
+                continue;
+            };
+            let (unit, requests) = match rule.spec.limit {
+                Limit::Unlimited => {
+                    response.statuses.push(DescriptorStatus {
+                        code: Code::Ok as i32,
+                        limit_remaining: u32::MAX,
+                        ..Default::default()
+                    });
+                    continue;
+                }
+                Limit::PerUnit { unit, requests } => (unit, requests),
+            };
+            let Some(outcome) = outcome else {
+                response.statuses.push(ok_status());
+                continue;
+            };
+            let mut code = if outcome.over { Code::OverLimit } else { Code::Ok };
+            if outcome.over && rule.spec.shadow {
+                metrics::counter!(crate::metrics::SHADOW_DENIED, "resource" => rule.spec.resource.clone())
+                    .increment(1);
+                code = Code::Ok;
+            }
+            if code == Code::OverLimit {
+                response.overall_code = Code::OverLimit as i32;
+            }
+            let d = &outcome.decision;
+            if code == Code::OverLimit || !outcome.over {
+                decided.push((rule, d, code == Code::OverLimit));
+            }
+            response.statuses.push(DescriptorStatus {
+                code: code as i32,
+                current_limit: Some(PbRateLimit {
+                    name: rule.spec.name.clone().unwrap_or_default(),
+                    requests_per_unit: requests,
+                    unit: pb_unit(unit) as i32,
+                }),
+                limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+                duration_until_reset: Some(pb_duration(d.reset)),
+                quota: None,
+            });
+        }
+        // The headers report the denial with the longest wait (none: never),
+        // or when admitted the descriptor with the fewest units left.
+        let denying = response.overall_code == Code::OverLimit as i32;
+        let reported = decided
+            .into_iter()
+            .filter(|(_, _, denies)| *denies == denying)
+            .max_by_key(|(_, d, _)| {
+                if denying {
+                    (d.retry_after.is_none(), d.retry_after.unwrap_or_default(), 0)
+                } else {
+                    (false, Duration::ZERO, u64::MAX - d.remaining)
+                }
+            });
+        if let Some((rule, decision, _)) = reported {
+            let policy = rule.limiter.as_ref().map_or_else(
+                || {
+                    let window = match rule.spec.limit {
+                        Limit::PerUnit { unit, .. } => unit.window(),
+                        Limit::Unlimited => Duration::from_secs(1),
+                    };
+                    // Only named in the IETF draft's fields, not written here.
+                    Policy::new(Strategy::FixedWindow, 1, window).ok()
+                },
+                |l| Some(*l.policy()),
+            );
+            if let Some(policy) = policy {
+                let mut headers = tollgate_http::http::HeaderMap::new();
+                write_decision_headers(
+                    HeaderMode::RateLimit,
+                    decision,
+                    &rule.spec.resource,
+                    &policy,
+                    &mut headers,
+                );
+                response.response_headers_to_add = headers
+                    .iter()
+                    .map(|(name, value)| PbHeader {
+                        key: name.as_str().to_owned(),
+                        value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                        raw_value: Vec::new(),
+                    })
+                    .collect();
+            }
+        }
+        response
+    }
+}
+
+/// Drops the limits that another matched limit of the request replaces
+/// (`rate_limit.replaces` naming their `rate_limit.name`).
+fn drop_replaced(planned: &mut [Planned<'_>]) {
+    let replaced: HashSet<&str> = planned
+        .iter()
+        .filter_map(|p| p.rule)
+        .flat_map(|r| r.spec.replaces.iter().map(String::as_str))
+        .collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for p in planned {
+        if p.rule
+            .is_some_and(|r| r.spec.name.as_deref().is_some_and(|n| replaced.contains(n)))
+        {
+            p.rule = None;
+        }
+    }
+}
+
+/// The denial a fixed-window limit would give a request of `cost` that the
+/// check found over the limit: the units come back when the window ends
+/// (never, for a cost above the limit).
+fn would_deny(peek: &Decision, cost: u64, policy: &Policy) -> Decision {
+    let fits = policy.limits().iter().all(|l| cost <= l.limit());
+    let mut denied = *peek;
+    denied.allowed = false;
+    denied.retry_after = fits.then_some(peek.reset);
+    denied
+}
+
+fn ok_status() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok as i32,
+        ..Default::default()
+    }
+}
+
+fn ok_response(descriptors: usize) -> RateLimitResponse {
+    RateLimitResponse {
+        overall_code: Code::Ok as i32,
+        statuses: (0..descriptors).map(|_| ok_status()).collect(),
+        ..Default::default()
+    }
+}
+
+fn pb_unit(unit: Unit) -> PbUnit {
+    match unit {
+        Unit::Second => PbUnit::Second,
+        Unit::Minute => PbUnit::Minute,
+        Unit::Hour => PbUnit::Hour,
+        Unit::Day => PbUnit::Day,
+        Unit::Week => PbUnit::Week,
+        Unit::Month => PbUnit::Month,
+        Unit::Year => PbUnit::Year,
+    }
+}
+
+fn pb_duration(d: Duration) -> PbDuration {
+    PbDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: d.subsec_nanos() as i32,
+    }
+}

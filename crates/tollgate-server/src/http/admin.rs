@@ -1,0 +1,177 @@
+//! Admin routes: what the service is configured with, and (later) per-key
+//! operations. They are open on a loopback listener without a token; with
+//! `--admin-token-file` every admin request must carry
+//! `Authorization: Bearer <token>`, compared in constant time. The server
+//! refuses to start with admin routes open on any other address.
+//!
+//! Adding an operation is one `.route(...)` line in [`router`].
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Serialize;
+use subtle::ConstantTimeEq;
+
+use crate::config_set::ConfigSet;
+use crate::envoy::config::Limit as EnvoyLimit;
+use crate::http::decide::ceil_millis;
+use crate::http::error::{json_response, ApiError};
+use crate::shared::Shared;
+
+/// The admin routes, listed in start-up errors.
+pub(crate) const ROUTES: &[&str] = &["GET /v1/policies"];
+
+/// Who may call the admin routes.
+pub(crate) enum AdminAccess {
+    /// Anyone who can connect: the listener is on a loopback address.
+    Loopback,
+    /// Requests with this bearer token.
+    Token(Vec<u8>),
+}
+
+/// The admin routes behind their access check.
+pub(crate) fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/v1/policies", get(policies))
+        .route_layer(middleware::from_fn_with_state(shared, check_access))
+}
+
+async fn check_access(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if let AdminAccess::Token(token) = &shared.admin {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        let ok = given.is_some_and(|given| bool::from(given.ct_eq(token)));
+        if !ok {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "admin routes need `Authorization: Bearer <token>` with the token of --admin-token-file",
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// One limit of a policy.
+#[derive(Serialize)]
+struct LimitBody {
+    strategy: &'static str,
+    limit: u64,
+    window_ms: u64,
+}
+
+/// A policy file's policy: a resource's, or the default.
+#[derive(Serialize)]
+struct PolicyBody {
+    limits: Vec<LimitBody>,
+}
+
+/// An Envoy limit.
+#[derive(Serialize)]
+struct EnvoyRuleBody<'a> {
+    resource: &'a str,
+    /// `second` … `year`; absent when unlimited.
+    unit: Option<&'static str>,
+    requests_per_unit: Option<u32>,
+    /// As a tollgate limit: fixed window, `requests_per_unit` per unit.
+    window_ms: Option<u64>,
+    unlimited: bool,
+    shadow_mode: bool,
+    name: Option<&'a str>,
+    replaces: &'a [String],
+}
+
+#[derive(Serialize)]
+struct EnvoyDomainBody<'a> {
+    domain: &'a str,
+    file: &'a str,
+    rules: Vec<EnvoyRuleBody<'a>>,
+}
+
+#[derive(Serialize)]
+struct PoliciesBody<'a> {
+    /// Where state lives (credentials hidden).
+    storage: String,
+    file: Option<&'a str>,
+    default: Option<PolicyBody>,
+    resources: std::collections::BTreeMap<&'a str, PolicyBody>,
+    envoy: Vec<EnvoyDomainBody<'a>>,
+}
+
+fn policy_body(policy: &tollgate::Policy) -> PolicyBody {
+    PolicyBody {
+        limits: policy
+            .limits()
+            .iter()
+            .map(|l| LimitBody {
+                strategy: l.strategy().name(),
+                limit: l.limit(),
+                window_ms: ceil_millis(l.window()),
+            })
+            .collect(),
+    }
+}
+
+fn policies_body(config: &ConfigSet) -> PoliciesBody<'_> {
+    let policies = config.policies.as_ref();
+    let mut envoy: Vec<EnvoyDomainBody<'_>> = config
+        .domains
+        .iter()
+        .map(|(name, domain)| EnvoyDomainBody {
+            domain: name,
+            file: &domain.file,
+            rules: domain
+                .rules
+                .iter()
+                .map(|rule| {
+                    let (unit, requests) = match rule.limit {
+                        EnvoyLimit::Unlimited => (None, None),
+                        EnvoyLimit::PerUnit { unit, requests } => (Some(unit), Some(requests)),
+                    };
+                    EnvoyRuleBody {
+                        resource: &rule.resource,
+                        unit: unit.map(|u| u.name()),
+                        requests_per_unit: requests,
+                        window_ms: unit.map(|u| ceil_millis(u.window())),
+                        unlimited: unit.is_none(),
+                        shadow_mode: rule.shadow,
+                        name: rule.name.as_deref(),
+                        replaces: &rule.replaces,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    envoy.sort_by(|a, b| a.domain.cmp(b.domain));
+    PoliciesBody {
+        storage: config.storage.to_string(),
+        file: policies.map(|p| p.file.as_str()),
+        default: policies.map(|p| policy_body(p.default.policy())),
+        resources: policies
+            .map(|p| {
+                p.resources
+                    .iter()
+                    .map(|(name, limiter)| (name.as_str(), policy_body(limiter.policy())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        envoy,
+    }
+}
+
+/// `GET /v1/policies`: the effective configuration.
+async fn policies(State(shared): State<Arc<Shared>>) -> Response {
+    let config = shared.config.load();
+    json_response(StatusCode::OK, &policies_body(&config))
+}

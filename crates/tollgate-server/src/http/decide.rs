@@ -1,0 +1,324 @@
+//! `POST /v1/decide`: one decision for a JSON request
+//! `{"resource": "login", "key": "user-1", "cost": 1}`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tollgate::{Decision, Policy};
+
+use crate::config_set::{ConfigSet, SharedLimiter};
+use crate::http::error::{json_response, ApiError};
+use crate::shared::Shared;
+
+/// The largest request body `/v1/decide` reads: 64 KiB.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A decision request, validated.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct DecideRequest {
+    pub(crate) resource: Option<String>,
+    pub(crate) key: Vec<u8>,
+    pub(crate) cost: u64,
+}
+
+/// A decision with the policy that made it.
+pub(crate) struct Decided<'a> {
+    /// The resource's name, or `default`.
+    pub(crate) name: &'a str,
+    pub(crate) limiter: &'a SharedLimiter,
+    pub(crate) decision: Decision,
+}
+
+/// Decides `request` with the policy file's limiters.
+pub(crate) async fn decide<'a>(
+    config: &'a ConfigSet,
+    resource: Option<&str>,
+    key: &[u8],
+    cost: u64,
+) -> Result<Decided<'a>, ApiError> {
+    let Some(policies) = &config.policies else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no tollgate policy file is loaded: the HTTP decisions use a policy file's policies (give \
+             one with --config); Envoy files serve the gRPC API",
+        ));
+    };
+    let (name, limiter) = policies.limiter(resource.unwrap_or(""));
+    let decision = limiter
+        .allow_n(key, cost)
+        .await
+        .map_err(|err| ApiError::backend(&err))?;
+    Ok(Decided {
+        name,
+        limiter,
+        decision,
+    })
+}
+
+/// The JSON answer: the decision's figures in milliseconds (rounded up),
+/// the policy that decided and the limit that bound it. Fields may be
+/// added; clients should ignore those they do not know.
+#[derive(Serialize)]
+struct DecisionBody<'a> {
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_ms: u64,
+    retry_after_ms: Option<u64>,
+    /// The resource whose policy decided, or `default`.
+    policy: &'a str,
+    /// The index of the binding limit in the policy's limits.
+    bound_by: usize,
+    /// The binding limit's strategy and window.
+    strategy: &'static str,
+    window_ms: u64,
+    fail_open: bool,
+    fallback: bool,
+}
+
+/// Whole milliseconds, rounded up (saturating).
+pub(crate) fn ceil_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
+    let limits = policy.limits();
+    let bound = limits.get(d.bound_by).unwrap_or(&limits[0]);
+    DecisionBody {
+        allowed: d.allowed,
+        limit: d.limit,
+        remaining: d.remaining,
+        reset_ms: ceil_millis(d.reset),
+        retry_after_ms: d.retry_after.map(ceil_millis),
+        policy: name,
+        bound_by: d.bound_by,
+        strategy: bound.strategy().name(),
+        window_ms: ceil_millis(bound.window()),
+        fail_open: d.fail_open,
+        fallback: d.fallback,
+    }
+}
+
+/// The handler.
+pub(crate) async fn handler(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    match run(&shared, &headers, body).await {
+        Ok(response) => response,
+        Err(err) => axum::response::IntoResponse::into_response(err),
+    }
+}
+
+async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_body(headers, body).await?;
+    let request = parse(&bytes)?;
+    let config = shared.config.load();
+    let decided = decide(&config, request.resource.as_deref(), &request.key, request.cost).await?;
+    let answer = self::body(decided.name, decided.limiter.policy(), &decided.decision);
+    Ok(json_response(StatusCode::OK, &answer))
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than {MAX_BODY_BYTES} bytes, the most a decision request may have"),
+    )
+}
+
+/// The body, at most [`MAX_BODY_BYTES`] of it.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes().to_vec()),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Err(err) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body could not be read: {err}"),
+        )),
+    }
+}
+
+/// Parses and validates a request body.
+pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|err| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the body is not JSON: {err}; send an object such as {{\"resource\": \"login\", \"key\": \
+                 \"user-1\", \"cost\": 1}}"
+            ),
+        )
+    })?;
+    let Value::Object(fields) = value else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object with `key` and optionally `resource` and `cost`",
+        ));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !["resource", "key", "cost"].contains(&k.as_str()))
+    {
+        return Err(ApiError::field(
+            unknown,
+            format!("unknown field {unknown:?}: expected `resource`, `key` and `cost`"),
+        ));
+    }
+    let resource = match fields.get("resource") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(ApiError::field(
+                "resource",
+                format!("must be a string (a resource name), not {}", kind(other)),
+            ))
+        }
+    };
+    let key = match fields.get("key") {
+        None | Some(Value::Null) => {
+            return Err(ApiError::field(
+                "key",
+                "is required: whom the limit applies to, such as a user id",
+            ))
+        }
+        Some(Value::String(s)) if s.is_empty() => return Err(ApiError::field("key", "must not be empty")),
+        Some(Value::String(s)) => s.as_bytes().to_vec(),
+        Some(other) => {
+            return Err(ApiError::field(
+                "key",
+                format!("must be a string, not {}", kind(other)),
+            ))
+        }
+    };
+    let cost = cost(&fields)?;
+    Ok(DecideRequest { resource, key, cost })
+}
+
+/// The `cost` field: a whole number from 0 to [`tollgate::MAX_LIMIT`],
+/// 1 when absent.
+fn cost(fields: &Map<String, Value>) -> Result<u64, ApiError> {
+    let number = match fields.get("cost") {
+        None | Some(Value::Null) => return Ok(1),
+        Some(Value::Number(n)) => n,
+        Some(other) => {
+            return Err(ApiError::field(
+                "cost",
+                format!("must be a whole number, not {}", kind(other)),
+            ))
+        }
+    };
+    match number.as_u64() {
+        Some(n) => check_cost(n).map_err(|e| ApiError::field("cost", e)),
+        None if number.as_i64().is_some() => Err(ApiError::field(
+            "cost",
+            format!(
+                "{number} is negative; a cost is a whole number from 0 to {}",
+                tollgate::MAX_LIMIT
+            ),
+        )),
+        None => Err(ApiError::field(
+            "cost",
+            format!("{number} is not a whole number from 0 to {}", tollgate::MAX_LIMIT),
+        )),
+    }
+}
+
+/// A cost within what a limit can hold.
+pub(crate) fn check_cost(n: u64) -> Result<u64, String> {
+    if n > tollgate::MAX_LIMIT {
+        return Err(format!(
+            "{n} exceeds {}, the largest limit (2^62), so it could never be admitted",
+            tollgate::MAX_LIMIT
+        ));
+    }
+    Ok(n)
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(body: &str) -> (Option<String>, String) {
+        let err = parse(body.as_bytes()).unwrap_err();
+        assert_eq!(err.status, StatusCode::BAD_REQUEST, "{body}");
+        (err.field, err.error)
+    }
+
+    #[test]
+    fn a_request_takes_defaults_for_resource_and_cost() {
+        assert_eq!(
+            parse(br#"{"key": "user-1"}"#).unwrap(),
+            DecideRequest {
+                resource: None,
+                key: b"user-1".to_vec(),
+                cost: 1
+            }
+        );
+        assert_eq!(
+            parse(br#"{"resource": "login", "key": "k", "cost": 0}"#).unwrap(),
+            DecideRequest {
+                resource: Some("login".to_owned()),
+                key: b"k".to_vec(),
+                cost: 0
+            }
+        );
+    }
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let key = Some("key".to_owned());
+        assert_eq!(error(r#"{"cost": 1}"#).0, key);
+        assert_eq!(error(r#"{"key": ""}"#).0, key);
+        assert_eq!(error(r#"{"key": 7}"#).0, key);
+        assert_eq!(
+            error(r#"{"key": "k", "resource": 1}"#).0.as_deref(),
+            Some("resource")
+        );
+        for cost in [
+            "-1",
+            "1.5",
+            "\"1\"",
+            "true",
+            "4611686018427387905",
+            "18446744073709551616",
+        ] {
+            let (field, message) = error(&format!(r#"{{"key": "k", "cost": {cost}}}"#));
+            assert_eq!(field.as_deref(), Some("cost"), "{cost}: {message}");
+        }
+        assert!(parse(br#"{"key": "k", "cost": 4611686018427387904}"#).is_ok());
+        let (field, message) = error(r#"{"key": "k", "cots": 1}"#);
+        assert_eq!(field.as_deref(), Some("cots"));
+        assert!(message.contains("\"cots\""), "{message}");
+        assert_eq!(error("[1]").0, None);
+        assert!(error("{").1.starts_with("the body is not JSON"));
+    }
+
+    #[test]
+    fn milliseconds_round_up() {
+        assert_eq!(ceil_millis(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_millis(Duration::from_millis(12_000)), 12_000);
+        assert_eq!(ceil_millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,60 @@
+//! # tollgate-server
+//!
+//! A rate-limit decision service for any language and any proxy, over
+//! [`tollgate`] limiters: the service only speaks protocols, every decision
+//! is a [`tollgate::Limiter`]'s. `tollgate serve` runs it.
+//!
+//! ## HTTP (HTTP/1.1 and h2c on one listener)
+//!
+//! - `POST /v1/decide` with `{"resource": "login", "key": "user-1", "cost": 1}`
+//!   (`resource` optional: the default policy, also for a resource the
+//!   policy file does not name, as [`tollgate::ResourceLimiter`] does;
+//!   `cost` optional: 1; 0 asks without charging) answers 200 with
+//!   `{"allowed": true, "limit": 5, "remaining": 4, "reset_ms": 12000,
+//!   "retry_after_ms": null, "policy": "login", "bound_by": 0, "strategy":
+//!   "fixed_window", "window_ms": 60000, "fail_open": false, "fallback":
+//!   false}`. Times are whole milliseconds rounded up. Fields may be added.
+//!   A malformed body or field is 400 with `{"error": "...", "field":
+//!   "cost"}` (`field` null when no field is at fault); a body over
+//!   [`MAX_BODY_BYTES`] is 413; a store that fails closed is 503.
+//! - `GET /v1/auth` for proxies' subrequests: `X-Tollgate-Key` (required),
+//!   `X-Tollgate-Resource`, `X-Tollgate-Cost`; 204 with `RateLimit-*`
+//!   headers when allowed, the deny status (429, or e.g. 403 for nginx)
+//!   with `Retry-After` when denied, 400 for a missing key or a bad cost.
+//! - `GET /healthz`, `GET /readyz` (the store answers a peek within a
+//!   second), `GET /metrics` (Prometheus text: the library's metrics and
+//!   the service's, see [`metrics`]).
+//! - Admin routes, `GET /v1/policies` (every policy with its limits, and
+//!   the Envoy domains): open on a loopback listener; with an admin token
+//!   file they need `Authorization: Bearer <token>`; the server refuses to
+//!   start with them open on another address.
+//!
+//! ## gRPC: Envoy's rate-limit service
+//!
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
+//! configured with Envoy's own YAML files (`domain`, nested `descriptors`);
+//! see the `envoy` module docs of the service implementation for exactly
+//! what is guaranteed when a request carries several descriptors.
+//!
+//! ## Reloads
+//!
+//! `SIGHUP`, a change to a configuration file, or [`Reloader::reload`]
+//! load every file again; a valid set replaces the old one atomically,
+//! keeping the state of limits whose resource, policy and store are
+//! unchanged; an invalid one is logged and the old set keeps serving.
+
+mod config_set;
+mod envoy;
+mod error;
+mod http;
+pub mod metrics;
+mod reload;
+mod server;
+mod shared;
+
+pub use error::{ConfigError, ServerError};
+pub use http::auth::{COST_HEADER, KEY_HEADER, RESOURCE_HEADER};
+pub use http::decide::MAX_BODY_BYTES;
+pub use http::health::READY_TIMEOUT;
+pub use reload::{Reloader, DEBOUNCE};
+pub use server::{Server, ServerBuilder, DEFAULT_LISTEN};

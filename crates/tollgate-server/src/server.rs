@@ -1,0 +1,335 @@
+//! Starting and stopping the service: loading the configuration, binding
+//! the listeners, serving until shut down, then draining.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::http::StatusCode;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tollgate::{Clock, SharedClock, SystemClock};
+
+use crate::config_set::ConfigSet;
+use crate::envoy::service::EnvoyService;
+use crate::envoy::stripes::Stripes;
+use crate::error::ServerError;
+use crate::http::admin::{AdminAccess, ROUTES};
+use crate::reload::Reloader;
+use crate::shared::Shared;
+
+/// The HTTP listener's address unless configured: loopback, port 8080.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+
+/// Configures a [`Server`]; [`ServerBuilder::bind`] loads the
+/// configuration and binds the listeners.
+#[derive(Clone)]
+pub struct ServerBuilder {
+    configs: Vec<PathBuf>,
+    listen: SocketAddr,
+    grpc_listen: Option<SocketAddr>,
+    auth_deny_status: u16,
+    admin_token_file: Option<PathBuf>,
+    clock: Option<SharedClock>,
+    watch_files: bool,
+    reload_on_sighup: bool,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("configs", &self.configs)
+            .field("listen", &self.listen)
+            .field("grpc_listen", &self.grpc_listen)
+            .field("auth_deny_status", &self.auth_deny_status)
+            .field("admin_token_file", &self.admin_token_file)
+            .field("watch_files", &self.watch_files)
+            .field("reload_on_sighup", &self.reload_on_sighup)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bound decision service, ready to [`run`](Server::run).
+pub struct Server {
+    shared: Arc<Shared>,
+    http: TcpListener,
+    http_addr: SocketAddr,
+    grpc: Option<(TcpListener, SocketAddr)>,
+    reloader: Reloader,
+    background: Background,
+}
+
+/// Tasks that reload on signals and file changes, stopped when dropped.
+struct Background(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("http", &self.http_addr)
+            .field("grpc", &self.grpc.as_ref().map(|(_, a)| a))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A builder with the defaults: HTTP on [`DEFAULT_LISTEN`], no gRPC
+    /// listener, denials of `/v1/auth` answered 429, no admin token, the
+    /// system clock, reloads on `SIGHUP` and on file changes.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            configs: Vec::new(),
+            listen: DEFAULT_LISTEN,
+            grpc_listen: None,
+            auth_deny_status: 429,
+            admin_token_file: None,
+            clock: None,
+            watch_files: true,
+            reload_on_sighup: true,
+        }
+    }
+
+    /// The HTTP listener's address (with the port chosen when 0 was given).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The gRPC listener's address, when there is one.
+    pub fn grpc_local_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|(_, addr)| *addr)
+    }
+
+    /// A handle that reloads the configuration on demand.
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting connections,
+    /// lets the requests in flight finish and returns.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::Io`] when a listener fails.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let grpc = self.grpc.map(|(listener, addr)| {
+            let service = RateLimitServiceServer::new(EnvoyService {
+                shared: self.shared.clone(),
+            });
+            let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let stop = stopped(stop_rx.clone());
+            tracing::info!("serving Envoy's rate-limit gRPC API on {addr}");
+            tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(incoming, stop)
+                    .await
+                    .map_err(|err| (addr, err))
+            })
+        });
+        tracing::info!("serving HTTP on http://{}", self.http_addr);
+        let app = crate::http::router(self.shared.clone());
+        let http = axum::serve(self.http, app)
+            .with_graceful_shutdown(stopped(stop_rx))
+            .await
+            .map_err(|source| ServerError::Io {
+                what: "HTTP listener",
+                addr: self.http_addr,
+                source,
+            });
+        if let Some(grpc) = grpc {
+            match grpc.await {
+                Ok(Ok(())) => {}
+                Ok(Err((addr, err))) => {
+                    return Err(ServerError::Io {
+                        what: "gRPC listener",
+                        addr,
+                        source: std::io::Error::other(err),
+                    })
+                }
+                Err(join) => {
+                    return Err(ServerError::Io {
+                        what: "gRPC listener",
+                        addr: self.http_addr,
+                        source: std::io::Error::other(join),
+                    })
+                }
+            }
+        }
+        drop(self.background);
+        tracing::info!("stopped");
+        http
+    }
+}
+
+impl ServerBuilder {
+    /// Adds a configuration file: a tollgate policy file (YAML, TOML or
+    /// JSON; at most one) or an Envoy rate-limit configuration (YAML with a
+    /// top-level `domain`; one per domain).
+    pub fn config(mut self, path: impl Into<PathBuf>) -> Self {
+        self.configs.push(path.into());
+        self
+    }
+
+    /// The HTTP listener's address (default [`DEFAULT_LISTEN`]; port 0
+    /// picks a free port).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Serves Envoy's rate-limit gRPC API on `addr`.
+    pub fn grpc_listen(mut self, addr: SocketAddr) -> Self {
+        self.grpc_listen = Some(addr);
+        self
+    }
+
+    /// The status of a denial on `/v1/auth` (default 429; nginx's
+    /// `auth_request` treats only 401 and 403 as denials).
+    pub fn auth_deny_status(mut self, status: u16) -> Self {
+        self.auth_deny_status = status;
+        self
+    }
+
+    /// A file holding the bearer token of the admin routes (read once,
+    /// surrounding whitespace trimmed).
+    pub fn admin_token_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.admin_token_file = Some(path.into());
+        self
+    }
+
+    /// The clock of in-memory state (default: the system clock), such as a
+    /// [`tollgate::ManualClock`] in tests.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Whether configuration files are watched and reloaded when they
+    /// change (default: yes).
+    pub fn watch_files(mut self, watch: bool) -> Self {
+        self.watch_files = watch;
+        self
+    }
+
+    /// Whether `SIGHUP` reloads the configuration (default: yes).
+    pub fn reload_on_sighup(mut self, reload: bool) -> Self {
+        self.reload_on_sighup = reload;
+        self
+    }
+
+    /// Loads the configuration, connects its store and binds the
+    /// listeners.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::NoConfig`] without a configuration file,
+    /// [`ServerError::Config`] for a mistake in one (file, line, field) or
+    /// an unreachable store, [`ServerError::DenyStatus`] for a deny status
+    /// outside 400–499, [`ServerError::AdminToken`] for an unreadable or
+    /// empty token file, [`ServerError::AdminExposed`] when the admin routes
+    /// would be open on a non-loopback address, [`ServerError::Io`] when a
+    /// listener cannot be bound.
+    pub async fn bind(self) -> Result<Server, ServerError> {
+        if self.configs.is_empty() {
+            return Err(ServerError::NoConfig);
+        }
+        // Before any limiter exists: limiters register their metrics with
+        // the recorder installed when they are built.
+        let metrics = crate::metrics::prometheus();
+        let deny = StatusCode::from_u16(self.auth_deny_status)
+            .ok()
+            .filter(StatusCode::is_client_error)
+            .ok_or(ServerError::DenyStatus(self.auth_deny_status))?;
+        let admin = match &self.admin_token_file {
+            Some(path) => AdminAccess::Token(read_token(path)?),
+            None if self.listen.ip().is_loopback() => AdminAccess::Loopback,
+            None => {
+                return Err(ServerError::AdminExposed {
+                    addr: self.listen,
+                    routes: ROUTES.join(", "),
+                })
+            }
+        };
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let config = ConfigSet::load(&self.configs, None, Some(&clock)).await?;
+        let bind = |what: &'static str, addr: SocketAddr| async move {
+            let listener =
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Io { what, addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| ServerError::Io { what, addr, source })?;
+            Ok::<_, ServerError>((listener, local))
+        };
+        let (http, http_addr) = bind("HTTP listener", self.listen).await?;
+        let grpc = match self.grpc_listen {
+            Some(addr) => Some(bind("gRPC listener", addr).await?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            config: ArcSwap::from_pointee(config),
+            clock,
+            auth_deny_status: deny,
+            admin,
+            metrics,
+            stripes: Stripes::default(),
+        });
+        let reloader = Reloader::new(self.configs, shared.clone());
+        let mut background = Vec::new();
+        #[cfg(unix)]
+        if self.reload_on_sighup {
+            match reloader.on_sighup() {
+                Ok(task) => background.push(task),
+                Err(err) => tracing::warn!("cannot reload on SIGHUP: {err}"),
+            }
+        }
+        if self.watch_files {
+            match reloader.on_file_changes() {
+                Ok(task) => background.push(task),
+                Err(err) => tracing::warn!("configuration files are not watched for changes: {err}"),
+            }
+        }
+        Ok(Server {
+            shared,
+            http,
+            http_addr,
+            grpc,
+            reloader,
+            background: Background(background),
+        })
+    }
+}
+
+/// The admin token: the file's content without surrounding whitespace.
+fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {
+    let fail = |message: String| ServerError::AdminToken {
+        file: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read(path).map_err(|err| fail(format!("cannot read the file: {err}")))?;
+    let token = text.trim_ascii();
+    if token.is_empty() {
+        return Err(fail("the file is empty; it must hold the token".to_owned()));
+    }
+    Ok(token.to_vec())
+}

@@ -1,0 +1,27 @@
+//! What every request handler shares: the current configuration and the
+//! service's settings.
+
+use arc_swap::ArcSwap;
+use axum::http::StatusCode;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tollgate::SharedClock;
+
+use crate::config_set::ConfigSet;
+use crate::envoy::stripes::Stripes;
+use crate::http::admin::AdminAccess;
+
+/// The state behind every listener.
+pub(crate) struct Shared {
+    /// The configuration, swapped whole by a reload.
+    pub(crate) config: ArcSwap<ConfigSet>,
+    /// The clock of in-memory state (and of Envoy's blocked descriptors).
+    pub(crate) clock: SharedClock,
+    /// The status of a denial on `/v1/auth`.
+    pub(crate) auth_deny_status: StatusCode,
+    /// Who may call the admin routes.
+    pub(crate) admin: AdminAccess,
+    /// The Prometheus recorder, when this process's is ours.
+    pub(crate) metrics: Option<PrometheusHandle>,
+    /// Serializes Envoy requests that touch the same keys.
+    pub(crate) stripes: Stripes,
+}

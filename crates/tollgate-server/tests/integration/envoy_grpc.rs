@@ -1,0 +1,358 @@
+//! Envoy's rate-limit API through a tonic client built from the same
+//! protos.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{rate_limit::Unit, Code};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::UInt64Value;
+use tollgate::{Clock, Limiter, ManualClock, Policy, Strategy};
+use tonic::transport::Channel;
+
+use crate::support::{self, start, Running};
+
+/// The README's example configuration.
+fn example() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve/ratelimit.yaml");
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// A descriptor of `entries`, with its own hits when given.
+fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).to_owned(),
+                value: (*v).to_owned(),
+            })
+            .collect(),
+        hits_addend: hits.map(|value| UInt64Value { value }),
+        ..Default::default()
+    }
+}
+
+struct Envoy {
+    server: Running,
+    client: RateLimitServiceClient<Channel>,
+    clock: ManualClock,
+    _dir: tempfile::TempDir,
+}
+
+/// A server on a clock `offset` after a day boundary.
+async fn envoy(offset: Duration) -> Envoy {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "edge.yaml", &example());
+    let clock = ManualClock::new(Duration::from_secs(20_000 * 86_400) + offset);
+    let server = start(
+        support::builder(&[&file])
+            .grpc_listen(support::any_port())
+            .clock(clock.clone()),
+    )
+    .await;
+    let client = RateLimitServiceClient::connect(format!("http://{}", server.grpc.unwrap()))
+        .await
+        .unwrap();
+    Envoy {
+        server,
+        client,
+        clock,
+        _dir: dir,
+    }
+}
+
+impl Envoy {
+    async fn ask(
+        &mut self,
+        domain: &str,
+        descriptors: Vec<RateLimitDescriptor>,
+        hits: u32,
+    ) -> RateLimitResponse {
+        let request = RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors,
+            hits_addend: hits,
+        };
+        self.client.should_rate_limit(request).await.unwrap().into_inner()
+    }
+
+    async fn one(&mut self, entries: &[(&str, &str)], hits: u32) -> RateLimitResponse {
+        self.ask("edge", vec![descriptor(entries, None)], hits).await
+    }
+
+    /// What `user` has left this hour, charging nothing.
+    async fn user_left(&mut self, user: &str) -> u32 {
+        let response = self
+            .ask("edge", vec![descriptor(&[("user", user)], Some(0))], 0)
+            .await;
+        response.statuses[0].limit_remaining
+    }
+}
+
+fn code(c: Code) -> i32 {
+    c as i32
+}
+
+fn reference(limit: u64, window: Duration, clock: &ManualClock) -> Limiter {
+    Limiter::builder()
+        .policy(Policy::new(Strategy::FixedWindow, limit, window).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn duration(d: Duration) -> Option<envoy_types::pb::google::protobuf::Duration> {
+    Some(envoy_types::pb::google::protobuf::Duration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_descriptor_is_decided_exactly_with_hits_and_headers() {
+    let mut envoy = envoy(Duration::from_millis(12_250)).await;
+    let reference = reference(3, Duration::from_secs(60), &envoy.clock);
+    for hits in [1u32, 0, 2, 1, 3] {
+        envoy.clock.advance(Duration::from_millis(100));
+        let response = envoy.one(&[("remote_address", "10.0.0.1")], hits).await;
+        // hits_addend 0 is 1, as in Envoy.
+        let want = reference.check_n("10.0.0.1", u64::from(hits.max(1)));
+        let status = &response.statuses[0];
+        let expected = if want.allowed { Code::Ok } else { Code::OverLimit };
+        assert_eq!(response.overall_code, code(expected), "hits {hits}");
+        assert_eq!(status.code, code(expected));
+        assert_eq!(u64::from(status.limit_remaining), want.remaining, "hits {hits}");
+        assert_eq!(status.duration_until_reset, duration(want.reset));
+        let limit = status.current_limit.as_ref().unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (3, Unit::Minute as i32));
+        let header = |name: &str| {
+            response
+                .response_headers_to_add
+                .iter()
+                .find(|h| h.key == name)
+                .map(|h| h.value.clone())
+        };
+        assert_eq!(header("ratelimit-remaining"), Some(want.remaining.to_string()));
+        assert_eq!(header("ratelimit-limit"), Some("3".to_owned()));
+        let retry = want
+            .retry_after
+            .map(|d| d.as_nanos().div_ceil(1_000_000_000).to_string());
+        assert_eq!(header("retry-after"), retry);
+    }
+    envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_descriptors_are_all_or_nothing() {
+    let mut envoy = envoy(Duration::from_secs(1)).await;
+    let both = || {
+        vec![
+            descriptor(&[("remote_address", "10.0.0.2")], None),
+            descriptor(&[("user", "alice")], None),
+        ]
+    };
+    for _ in 0..3 {
+        let response = envoy.ask("edge", both(), 1).await;
+        assert_eq!(response.overall_code, code(Code::Ok));
+    }
+    assert_eq!(envoy.user_left("alice").await, 2);
+    // The address is used up: the request is over the limit, and the user's
+    // limit is not charged.
+    for _ in 0..3 {
+        let response = envoy.ask("edge", both(), 1).await;
+        assert_eq!(response.overall_code, code(Code::OverLimit));
+        assert_eq!(response.statuses[0].code, code(Code::OverLimit));
+        assert_eq!(response.statuses[1].code, code(Code::Ok));
+        assert_eq!(response.statuses[1].limit_remaining, 2);
+    }
+    assert_eq!(envoy.user_left("alice").await, 2);
+    // The same key twice in one request counts twice: 2 + 2 fit in 5, a
+    // third pair does not, and charges nothing.
+    let twice = || {
+        vec![
+            descriptor(&[("user", "bob")], None),
+            descriptor(&[("user", "bob")], None),
+        ]
+    };
+    assert_eq!(envoy.ask("edge", twice(), 1).await.overall_code, code(Code::Ok));
+    assert_eq!(envoy.ask("edge", twice(), 1).await.overall_code, code(Code::Ok));
+    assert_eq!(
+        envoy.ask("edge", twice(), 1).await.overall_code,
+        code(Code::OverLimit)
+    );
+    assert_eq!(envoy.user_left("bob").await, 1);
+    // A blocked descriptor (0 per unit) denies the whole request.
+    let blocked = vec![
+        descriptor(&[("remote_address", "50.0.0.5")], None),
+        descriptor(&[("user", "carol")], None),
+    ];
+    let response = envoy.ask("edge", blocked, 1).await;
+    assert_eq!(response.overall_code, code(Code::OverLimit));
+    assert_eq!(
+        response.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        0
+    );
+    let into_second = Duration::from_nanos(envoy.clock.now_nanos() % 1_000_000_000);
+    assert_eq!(
+        response.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(1) - into_second)
+    );
+    assert_eq!(envoy.user_left("carol").await, 5);
+    envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_domains_and_descriptors_are_ok_and_unlimited_is_unlimited() {
+    let mut envoy = envoy(Duration::ZERO).await;
+    for _ in 0..10 {
+        let response = envoy
+            .ask("other", vec![descriptor(&[("user", "x")], None)], 1)
+            .await;
+        assert_eq!(response.overall_code, code(Code::Ok));
+        assert_eq!(response.statuses.len(), 1);
+        for entries in [
+            &[("nope", "x")][..],
+            &[("user", "x"), ("extra", "y")],
+            &[("tier", "gold")],
+            &[],
+        ] {
+            let response = envoy.one(entries, 1).await;
+            assert_eq!(response.overall_code, code(Code::Ok), "{entries:?}");
+            assert_eq!(response.statuses[0].current_limit, None);
+        }
+        let response = envoy.one(&[("internal", "svc")], 1).await;
+        assert_eq!(response.overall_code, code(Code::Ok));
+        assert_eq!(response.statuses[0].limit_remaining, u32::MAX);
+    }
+    let status = envoy
+        .client
+        .should_rate_limit(RateLimitRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_answers_ok_and_counts() {
+    let mut envoy = envoy(Duration::ZERO).await;
+    let first = envoy.one(&[("path", "/shadow")], 1).await;
+    assert_eq!(
+        (first.overall_code, first.statuses[0].limit_remaining),
+        (code(Code::Ok), 0)
+    );
+    for _ in 0..3 {
+        // Over the limit, but OK; and it does not block the other descriptor.
+        let response = envoy
+            .ask(
+                "edge",
+                vec![
+                    descriptor(&[("path", "/shadow")], None),
+                    descriptor(&[("user", "dave")], None),
+                ],
+                1,
+            )
+            .await;
+        assert_eq!(response.overall_code, code(Code::Ok));
+        assert_eq!(response.statuses[0].code, code(Code::Ok));
+    }
+    assert_eq!(envoy.user_left("dave").await, 2);
+    let metrics = reqwest::get(envoy.server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tollgate_server_shadow_denied_total{resource=\"edge.path=/shadow\"}")),
+        "{metrics}"
+    );
+    envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_are_aligned_to_the_minute_and_the_hour() {
+    // Half a second before a new hour (and so a new minute).
+    let mut envoy = envoy(Duration::from_millis(3 * 3_600_000 - 500)).await;
+    for _ in 0..3 {
+        assert_eq!(
+            envoy.one(&[("remote_address", "10.0.0.3")], 1).await.overall_code,
+            code(Code::Ok)
+        );
+    }
+    for _ in 0..5 {
+        assert_eq!(
+            envoy.one(&[("user", "erin")], 1).await.overall_code,
+            code(Code::Ok)
+        );
+    }
+    for entries in [&[("remote_address", "10.0.0.3")], &[("user", "erin")]] {
+        let response = envoy.one(entries, 1).await;
+        assert_eq!(response.overall_code, code(Code::OverLimit));
+        assert_eq!(
+            response.statuses[0].duration_until_reset,
+            duration(Duration::from_millis(500))
+        );
+    }
+    envoy.clock.advance(Duration::from_millis(499));
+    assert_eq!(
+        envoy.one(&[("user", "erin")], 1).await.overall_code,
+        code(Code::OverLimit)
+    );
+    envoy.clock.advance(Duration::from_millis(1));
+    let minute = envoy.one(&[("remote_address", "10.0.0.3")], 1).await;
+    assert_eq!(
+        (minute.overall_code, minute.statuses[0].limit_remaining),
+        (code(Code::Ok), 2)
+    );
+    assert_eq!(
+        minute.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(60))
+    );
+    let hour = envoy.one(&[("user", "erin")], 1).await;
+    assert_eq!(
+        (hour.overall_code, hour.statuses[0].limit_remaining),
+        (code(Code::Ok), 4)
+    );
+    assert_eq!(
+        hour.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(3_600))
+    );
+    envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacing_limit_drops_the_replaced_one() {
+    let mut envoy = envoy(Duration::ZERO).await;
+    let gold = || descriptor(&[("tier", "gold"), ("user", "frank")], None);
+    let special = || descriptor(&[("tier", "special"), ("user", "frank")], None);
+    for _ in 0..4 {
+        let response = envoy.ask("edge", vec![gold(), special()], 1).await;
+        assert_eq!(response.overall_code, code(Code::Ok));
+        assert_eq!(response.statuses[0].current_limit, None);
+        assert_eq!(
+            response.statuses[1]
+                .current_limit
+                .as_ref()
+                .unwrap()
+                .requests_per_unit,
+            10
+        );
+    }
+    // Alone, the gold limit applies and was never charged.
+    let alone = envoy.ask("edge", vec![gold()], 1).await;
+    assert_eq!(
+        (alone.overall_code, alone.statuses[0].limit_remaining),
+        (code(Code::Ok), 1)
+    );
+    envoy.server.stop().await;
+}

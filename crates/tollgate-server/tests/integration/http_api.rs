@@ -1,0 +1,331 @@
+//! The JSON API, the auth endpoint, health, metrics and admin routes
+//! through a real HTTP client.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tollgate::{Limiter, ManualClock, Policy, Strategy};
+
+use crate::support::{self, decide, json, start};
+
+const POLICIES: &str = "tollgate:
+  default: { limit: 100, window: 1m }
+  resources:
+    login: { limit: 5, window: 1m, strategy: fixed_window }
+";
+
+/// A clock 17.5 s into a minute.
+fn clock() -> ManualClock {
+    ManualClock::new(Duration::from_millis(1_700_000_017_500))
+}
+
+/// A limiter deciding like the file's `login` policy, on `clock`.
+fn login_reference(clock: &ManualClock) -> Limiter {
+    Limiter::builder()
+        .policy(Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_match_a_limiter_of_the_same_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let clock = clock();
+    let server = start(support::builder(&[&file]).clock(clock.clone())).await;
+    let reference = login_reference(&clock);
+    let client = reqwest::Client::new();
+    for (i, cost) in [1u64, 2, 0, 1, 3, 1, 1].into_iter().enumerate() {
+        clock.advance(Duration::from_millis(700));
+        let body = format!(r#"{{"resource": "login", "key": "user-1", "cost": {cost}}}"#);
+        let (status, got) = decide(&client, &server, &body).await;
+        let want = reference.check_n("user-1", cost);
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got["allowed"], want.allowed, "request {i}: {got}");
+        assert_eq!(got["limit"], want.limit);
+        assert_eq!(got["remaining"], want.remaining, "request {i}: {got}");
+        assert_eq!(got["reset_ms"], ms(want.reset));
+        assert_eq!(
+            got["retry_after_ms"],
+            serde_json::to_value(want.retry_after.map(ms)).unwrap()
+        );
+        assert_eq!(got["policy"], "login");
+        assert_eq!(got["bound_by"], 0);
+        assert_eq!(got["strategy"], "fixed_window");
+        assert_eq!(got["window_ms"], 60_000);
+        assert_eq!(got["fail_open"], false);
+        assert_eq!(got["fallback"], false);
+    }
+    // An unknown resource and no resource both get the default policy.
+    for body in [r#"{"resource": "nope", "key": "k"}"#, r#"{"key": "k"}"#] {
+        let (status, got) = decide(&client, &server, body).await;
+        assert_eq!(
+            (status, &got["policy"], &got["limit"]),
+            (200, &Value::from("default"), &Value::from(100))
+        );
+    }
+    // h2c with prior knowledge on the same listener.
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let response = h2
+        .post(server.url("/v1/decide"))
+        .body(r#"{"key": "h2"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(json(response).await.1["remaining"], 99);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_get_the_status_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let server = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    let cases: &[(&str, Option<&str>)] = &[
+        ("{", None),
+        ("not json", None),
+        ("[]", None),
+        ("{}", Some("key")),
+        (r#"{"key": null}"#, Some("key")),
+        (r#"{"key": ""}"#, Some("key")),
+        (r#"{"key": 12}"#, Some("key")),
+        (r#"{"key": "k", "resource": ["a"]}"#, Some("resource")),
+        (r#"{"key": "k", "cost": -1}"#, Some("cost")),
+        (r#"{"key": "k", "cost": 2.5}"#, Some("cost")),
+        (r#"{"key": "k", "cost": "1"}"#, Some("cost")),
+        (r#"{"key": "k", "cost": 4611686018427387905}"#, Some("cost")),
+        (r#"{"key": "k", "cost": 99999999999999999999999}"#, Some("cost")),
+        (r#"{"key": "k", "costs": 1}"#, Some("costs")),
+    ];
+    for (body, field) in cases {
+        let (status, got) = decide(&client, &server, body).await;
+        assert_eq!(status, 400, "{body}: {got}");
+        assert_eq!(
+            got["field"],
+            serde_json::to_value(field).unwrap(),
+            "{body}: {got}"
+        );
+        assert!(
+            got["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{body}: {got}"
+        );
+    }
+    // The body cap: 64 KiB is read, one byte more is refused, whether the
+    // length is declared or streamed.
+    let big = format!(r#"{{"key": "{}"}}"#, "k".repeat(tollgate_server::MAX_BODY_BYTES));
+    let (status, got) = decide(&client, &server, &big).await;
+    assert_eq!(status, 413, "{got}");
+    assert_eq!(got["field"], Value::Null);
+    assert!(chunked_post(server.http, big.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 413"));
+    let fits = format!(
+        r#"{{"key": "{}"}}"#,
+        "k".repeat(tollgate_server::MAX_BODY_BYTES - 11)
+    );
+    assert_eq!(fits.len(), tollgate_server::MAX_BODY_BYTES);
+    assert_eq!(decide(&client, &server, &fits).await.0, 200);
+    // Wrong methods and paths.
+    let response = client.get(server.url("/v1/decide")).send().await.unwrap();
+    assert_eq!(response.status(), 405);
+    server.stop().await;
+}
+
+/// Posts `body` to `/v1/decide` in one chunk of a chunked request (no
+/// declared length) and returns the answer's status line and headers.
+async fn chunked_post(addr: std::net::SocketAddr, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head =
+        "POST /v1/decide HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+    let mut request = head.as_bytes().to_vec();
+    request.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+    request.extend_from_slice(body);
+    request.extend_from_slice(b"\r\n0\r\n\r\n");
+    // The server may answer and close before reading it all.
+    let _ = stream.write_all(&request).await;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_endpoint_answers_proxies_with_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let clock = clock();
+    let server = start(
+        support::builder(&[&file])
+            .clock(clock.clone())
+            .auth_deny_status(403),
+    )
+    .await;
+    let reference = login_reference(&clock);
+    let client = reqwest::Client::new();
+    let auth = |cost: &'static str| {
+        client
+            .get(server.url("/v1/auth"))
+            .header("X-Tollgate-Key", "10.0.0.1")
+            .header("X-Tollgate-Resource", "login")
+            .header("X-Tollgate-Cost", cost)
+    };
+    for cost in ["2", "2", "2", "1"] {
+        let response = auth(cost).send().await.unwrap();
+        let want = reference.check_n("10.0.0.1", cost.parse().unwrap());
+        let headers = response.headers().clone();
+        let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(response.status(), if want.allowed { 204 } else { 403 });
+        assert_eq!(header("ratelimit-limit"), Some("5".to_owned()));
+        assert_eq!(header("ratelimit-remaining"), Some(want.remaining.to_string()));
+        let secs = |d: Duration| d.as_nanos().div_ceil(1_000_000_000).to_string();
+        assert_eq!(header("ratelimit-reset"), Some(secs(want.reset)));
+        let retry = want.retry_after.filter(|_| !want.allowed).map(secs);
+        assert_eq!(header("retry-after"), retry);
+    }
+    // Mistakes.
+    let missing = client.get(server.url("/v1/auth")).send().await.unwrap();
+    let (status, got) = json(missing).await;
+    assert_eq!(
+        (status, &got["field"]),
+        (400, &Value::from("X-Tollgate-Key")),
+        "{got}"
+    );
+    assert!(
+        got["error"].as_str().unwrap().contains("proxy_set_header"),
+        "{got}"
+    );
+    for cost in ["-1", "x", "1.5", "4611686018427387905"] {
+        let (status, got) = json(auth(cost).send().await.unwrap()).await;
+        assert_eq!(
+            (status, &got["field"]),
+            (400, &Value::from("X-Tollgate-Cost")),
+            "{cost}: {got}"
+        );
+    }
+    let empty = client
+        .get(server.url("/v1/auth"))
+        .header("X-Tollgate-Key", "")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty.status(), 400);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let server = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(server.url(path)).send();
+    assert_eq!(
+        json(get("/healthz").await.unwrap()).await,
+        (200, serde_json::json!({"status": "ok"}))
+    );
+    let (status, ready) = json(get("/readyz").await.unwrap()).await;
+    assert_eq!((status, &ready["ready"]), (200, &Value::Bool(true)));
+    decide(&client, &server, r#"{"resource": "login", "key": "m"}"#).await;
+    let text = get("/metrics").await.unwrap().text().await.unwrap();
+    // The service's request counter and latency, and the library's metrics.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tollgate_server_requests_total{")
+                && l.contains("endpoint=\"/v1/decide\"")
+                && l.contains("status=\"200\"")),
+        "{text}"
+    );
+    assert!(
+        text.contains("tollgate_server_request_duration_seconds_bucket{"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tollgate_allowed_total{") && l.contains("resource=\"login\"")),
+        "{text}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_need_loopback_or_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let client = reqwest::Client::new();
+    // Open on loopback.
+    let server = start(support::builder(&[&file])).await;
+    let (status, policies) = json(client.get(server.url("/v1/policies")).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        policies["resources"]["login"]["limits"],
+        serde_json::json!([{"strategy": "fixed_window", "limit": 5, "window_ms": 60000}])
+    );
+    assert_eq!(
+        policies["default"]["limits"],
+        serde_json::json!([{"strategy": "sliding_window", "limit": 100, "window_ms": 60000}])
+    );
+    server.stop().await;
+    // With a token, also on loopback.
+    let token = support::write(dir.path(), "token", "  s3cret-token\n");
+    let server = start(support::builder(&[&file]).admin_token_file(&token)).await;
+    let policies = |auth: Option<&'static str>| {
+        let mut request = client.get(server.url("/v1/policies"));
+        if let Some(auth) = auth {
+            request = request.header("Authorization", auth);
+        }
+        request.send()
+    };
+    for wrong in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-toke"),
+        Some("s3cret-token"),
+        Some("Bearer s3cret-token2"),
+    ] {
+        let response = policies(wrong).await.unwrap();
+        assert_eq!(response.status(), 401, "{wrong:?}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    }
+    assert_eq!(policies(Some("Bearer s3cret-token")).await.unwrap().status(), 200);
+    // The decision routes need no token.
+    assert_eq!(decide(&client, &server, r#"{"key": "k"}"#).await.0, 200);
+    server.stop().await;
+    // Refused: admin routes open on a non-loopback address, an empty token.
+    let err = support::builder(&[&file])
+        .listen("0.0.0.0:0".parse().unwrap())
+        .bind()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("refusing to serve the admin routes (GET /v1/policies) on 0.0.0.0:0"),
+        "{err}"
+    );
+    let empty = support::write(dir.path(), "empty", " \n");
+    let err = support::builder(&[&file])
+        .admin_token_file(&empty)
+        .bind()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("the file is empty; it must hold the token"),
+        "{err}"
+    );
+    let err = support::builder(&[&file])
+        .auth_deny_status(200)
+        .bind()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("--auth-deny-status 200"), "{err}");
+}

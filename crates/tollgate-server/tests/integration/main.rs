@@ -1,0 +1,11 @@
+//! The integration tests of the decision service, in one binary: real
+//! listeners on loopback, real HTTP and gRPC clients, a real nginx and
+//! real redis-server processes.
+
+mod support;
+
+mod envoy_grpc;
+mod http_api;
+mod nginx;
+mod redis_shared;
+mod reload;
