@@ -9,6 +9,7 @@ mod args;
 mod check;
 mod checks;
 
+mod described;
 mod error;
 mod output;
 mod plot;

@@ -12,3 +12,4 @@ mod plot;
 mod progress;
 mod readme;
 mod redis_backend;
+mod settings;
