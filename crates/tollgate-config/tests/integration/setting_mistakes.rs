@@ -583,3 +583,21 @@ fn settings_must_be_given_once() {
         "is given twice",
     );
 }
+
+#[test]
+fn a_fallback_whose_limits_repeat_once_tollgate_strategy_fills_in_is_named() {
+    // Known once the whole file is read: the path, no line (as for a
+    // resource's `limits`).
+    let text = "tollgate:\n  default: { limit: 1, window: 1s }\n  fallback:\n    limits:\n      - { limit: 1, window: 1s, strategy: fixed_window }\n      - { limit: 2, window: 1s }\n  strategy: fixed_window\n";
+    let err = tollgate_config::PolicyFile::from_str(text, Format::Yaml, "p.yaml").unwrap_err();
+    assert_eq!(
+        (err.line(), err.field()),
+        (None, "tollgate.fallback.limits[1]"),
+        "{err}"
+    );
+    assert!(
+        err.message()
+            .contains("has the same strategy and window as limits[0]"),
+        "{err}"
+    );
+}
