@@ -6,6 +6,7 @@ use std::path::Path;
 
 use tollgate_config::PolicyFile;
 
+use crate::described::{describe_settings, Replay};
 use crate::error::CliError;
 
 /// Loads the policy file at `path` and prints its effective policies.
@@ -27,7 +28,9 @@ pub fn check(path: &Path) -> Result<(), CliError> {
 /// The report of a valid file: a line naming the file and its settings,
 /// then an aligned table with one row per limit, the default first: a
 /// policy of one limit is one row named after its target, a compound
-/// policy one row per limit, named `TARGET limits[i]`.
+/// policy one row per limit, named `TARGET limits[i]`. When the file gives
+/// settings beside the policies (`exempt`, `deny`, `shadow`, `deny_cache`,
+/// `fallback`), a last column shows each target's, on its first row.
 pub fn report(file: &PolicyFile) -> String {
     let policies = file.effective_policies();
     let limits: usize = policies.iter().map(|(_, p)| p.limits().len()).sum();
@@ -49,39 +52,60 @@ pub fn report(file: &PolicyFile) -> String {
         },
         file.key_prefix(),
     );
-    let rows: Vec<[String; 4]> =
-        std::iter::once(["target", "strategy", "limit", "window"].map(str::to_owned))
-            .chain(policies.iter().flat_map(|(target, policy)| {
-                let target = target.to_string().escape_debug().to_string();
-                let compound = policy.is_compound();
-                policy.limits().iter().enumerate().map(move |(i, limit)| {
-                    [
-                        if compound {
-                            format!("{target} limits[{i}]")
-                        } else {
-                            target.clone()
-                        },
-                        limit.strategy().name().to_owned(),
-                        limit.limit().to_string(),
-                        humantime::format_duration(limit.window()).to_string(),
-                    ]
-                })
-            }))
-            .collect();
-    let mut widths = [0; 4];
+    let with_settings = file.has_settings();
+    let rows: Vec<Vec<String>> = std::iter::once(
+        ["target", "strategy", "limit", "window", "settings"][..if with_settings { 5 } else { 4 }]
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect(),
+    )
+    .chain(policies.iter().flat_map(|(target, policy)| {
+        let settings = with_settings.then(|| describe_settings(&file.settings(*target), Replay::No));
+        let target = target.to_string().escape_debug().to_string();
+        let compound = policy.is_compound();
+        policy.limits().iter().enumerate().map(move |(i, limit)| {
+            let mut row = vec![
+                if compound {
+                    format!("{target} limits[{i}]")
+                } else {
+                    target.clone()
+                },
+                limit.strategy().name().to_owned(),
+                limit.limit().to_string(),
+                humantime::format_duration(limit.window()).to_string(),
+            ];
+            if let Some(settings) = &settings {
+                row.push(if i == 0 { settings.clone() } else { String::new() });
+            }
+            row
+        })
+    }))
+    .collect();
+    let mut widths = [0; 5];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     for row in &rows {
-        let [target, strategy, limit, window] = row;
-        out.push_str(&format!(
-            "{target:<w0$}  {strategy:<w1$}  {limit:>w2$}  {window}\n",
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-        ));
+        let line = match row.as_slice() {
+            [target, strategy, limit, window] => format!(
+                "{target:<w0$}  {strategy:<w1$}  {limit:>w2$}  {window}",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2],
+            ),
+            [target, strategy, limit, window, settings] => format!(
+                "{target:<w0$}  {strategy:<w1$}  {limit:>w2$}  {window:<w3$}  {settings}",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2],
+                w3 = widths[3],
+            ),
+            _ => unreachable!("rows have four or five cells"),
+        };
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
 }
@@ -110,6 +134,39 @@ mod tests {
              default  token_bucket    100  1m\n\
              login    fixed_window      5  1m 30s\n\
              search   token_bucket     50  1s\n"
+        );
+    }
+
+    #[test]
+    fn settings_get_a_column_on_each_targets_first_row() {
+        assert_eq!(
+            report_of(
+                "tollgate:\n  exempt: [10.0.0.0/8, health-checker]\n  deny_cache: true\n  \
+                 fallback: { limit: 25, window: 1m }\n  default: { limit: 100, window: 1m }\n  resources:\n    \
+                 api:\n      shadow: true\n      deny: [203.0.113.9]\n      exempt: [ops, health-checker]\n      \
+                 limits:\n        - { limit: 10, window: 1s, strategy: token_bucket }\n        \
+                 - { limit: 1000, window: 1h }\n    \
+                 login:\n      limit: 5\n      window: 90s\n      strategy: fixed_window\n      \
+                 deny_cache: { capacity: 500, max_key_len: 64 }\n      \
+                 fallback: { limits: [{ limit: 2, window: 1m }, { limit: 20, window: 1h }] }\n    \
+                 search: { limit: 50, window: 1s, deny_cache: false }\n"
+            ),
+            "p.yaml: valid, 4 policies of 5 limits; state in memory, fail fallback, key prefix \"tollgate\"\n\
+             target         strategy        limit  window  settings\n\
+             default        sliding_window    100  1m      exempt (2), deny cache, fallback sliding_window 25 per 1m\n\
+             api limits[0]  token_bucket       10  1s      shadow, exempt (3), deny (1), deny cache, fallback sliding_window 25 per 1m\n\
+             api limits[1]  sliding_window   1000  1h\n\
+             login          fixed_window        5  1m 30s  exempt (2), deny cache (500 keys of up to 64 bytes), fallback sliding_window 2 per 1m and sliding_window 20 per 1h\n\
+             search         sliding_window     50  1s      exempt (2), fallback sliding_window 25 per 1m\n"
+        );
+        // A resource without settings of its own shows the file-wide ones,
+        // and a file of shadow mode alone says so.
+        assert_eq!(
+            report_of("tollgate:\n  shadow: true\n  default: { limit: 1, window: 1s }\n  resources:\n    a: { limit: 2, window: 1s, shadow: false }\n"),
+            "p.yaml: valid, 2 policies; state in memory, fail closed, key prefix \"tollgate\"\n\
+             target   strategy        limit  window  settings\n\
+             default  sliding_window      1  1s      shadow\n\
+             a        sliding_window      2  1s      -\n"
         );
     }
 

@@ -10,6 +10,7 @@ mod args;
 mod check;
 mod checks;
 
+mod described;
 mod error;
 mod output;
 mod plot;

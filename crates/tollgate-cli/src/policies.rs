@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tollgate::{ConfigError, Limit, Policy};
-use tollgate_config::PolicyFile;
+use tollgate_config::{PolicyFile, Target};
 
 use crate::args::{SimulateArgs, StrategyArg};
 use crate::checks::check_output;
+use crate::described::{describe_settings, protects_the_store, Replay};
 use crate::error::CliError;
 use crate::output;
 use crate::replay::Stats;
@@ -207,8 +208,26 @@ impl Policies {
             .map(|(name, _)| name.chars().count())
             .max()
             .unwrap_or(0);
-        for (name, policy) in policies {
-            title.push_str(&format!("\n  {name:width$}  {}", describe(policy)));
+        let mut protected = false;
+        for (i, (name, policy)) in policies.into_iter().enumerate() {
+            let target = if i == 0 {
+                Target::Default
+            } else {
+                Target::Resource(name)
+            };
+            let settings = file.settings(target);
+            protected |= protects_the_store(&settings);
+            let settings = match describe_settings(&settings, Replay::Yes) {
+                words if words == "-" => String::new(),
+                words => format!("; {words}"),
+            };
+            title.push_str(&format!("\n  {name:width$}  {}{settings}", describe(policy)));
+        }
+        if protected {
+            title.push_str(
+                "\n  (deny_cache and fallback are not replayed: the replay's store never fails, and a \
+                 deny cache changes no decision)",
+            );
         }
         report::summary(&title, "policy", stats, &trace.keys)
     }

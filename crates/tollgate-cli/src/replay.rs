@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use tollgate::{Backend, Decision, Limit, Limiter, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX};
+use tollgate::{
+    Backend, Decision, Limit, Limiter, Listed, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX,
+};
 
-use crate::targets::Targets;
+use crate::targets::{Replayed, Targets};
 use crate::trace::{Request, Trace};
 
 /// How many keys [`Stats::most_denied`] names.
@@ -27,7 +29,8 @@ pub struct Stats {
     /// Distinct keys among the requests decided.
     pub keys: usize,
     /// The busiest window of any key, over the window of limit
-    /// [`Stats::measured`].
+    /// [`Stats::measured`], counting what the limits admitted (requests of
+    /// exempt keys, and those only shadow mode let through, are left out).
     pub peak: Peak,
     /// The keys with the most denied requests, at most [`MOST_DENIED`]:
     /// (index in [`Trace::keys`], denied requests), most denied first, ties
@@ -42,6 +45,26 @@ pub struct Stats {
     /// most decisions ([`Decision::bound_by`]), then the first listed.
     /// Always 0 for a policy of one limit.
     pub measured: usize,
+    /// What the policy file's lists and shadow mode did.
+    pub lists: ListStats,
+}
+
+/// What a policy file's exempt and deny lists and shadow mode did to one
+/// policy's requests; each count is `None` when the policy has no such
+/// setting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListStats {
+    /// Requests of exempt keys: allowed, neither charged nor counted
+    /// against the limits.
+    pub exempt: Option<u64>,
+    /// Requests of keys on the deny list: denied.
+    pub deny_listed: Option<u64>,
+    /// In shadow mode, requests allowed only because of it: enforcement
+    /// would have denied them ([`Decision::shadow_denied`]).
+    pub shadow_denied: Option<u64>,
+    /// In shadow mode, the keys with the most such requests, as
+    /// [`Stats::most_denied`] names denied ones.
+    pub most_shadow_denied: Vec<(usize, u64)>,
 }
 
 /// What one limit of a compound policy did.
@@ -50,7 +73,8 @@ pub struct LimitStats {
     /// The limit.
     pub limit: Limit,
     /// Requests it denied: a denied request counts for the limit that bound
-    /// it, the denying limit with the longest retry.
+    /// it, the denying limit with the longest retry. In shadow mode, the
+    /// requests it would have denied; requests of listed keys never count.
     pub denied: u64,
     /// The busiest window of any key, over this limit's window.
     pub peak: Peak,
@@ -128,11 +152,15 @@ pub fn limiters<B: Backend + Clone>(
         .policies
         .iter()
         .enumerate()
-        .map(|(i, (name, policy))| {
+        .zip(&targets.settings)
+        .map(|((i, (name, policy)), settings)| {
             Limiter::builder()
                 .policy(*policy)
                 .key_prefix(prefix)
                 .resource(if i == 0 { "" } else { name.as_str() })
+                .shadow(settings.shadow)
+                .exempt(settings.exempt.clone())
+                .deny(settings.deny.clone())
                 .backend(backend.clone())
                 .build()
                 .map_err(|err| (i, err))
@@ -159,7 +187,8 @@ pub fn replay_through<E>(
     let mut tallies: Vec<Tally> = targets
         .policies
         .iter()
-        .map(|(_, policy)| Tally::new(trace.keys.len(), *policy))
+        .zip(&targets.settings)
+        .map(|((_, policy), settings)| Tally::new(trace.keys.len(), *policy, settings))
         .collect();
     for request in &trace.requests {
         let target = targets.of(request);
@@ -197,11 +226,18 @@ struct Tally {
     admitted: u64,
     /// Per limit of the policy: (requests it denied, decisions it bound).
     bound: Vec<(u64, u64)>,
+    /// The lists and shadow mode the policy was replayed with.
+    settings: (bool, bool, bool),
+    /// Requests of exempt keys, of deny-listed keys.
+    listed: (u64, u64),
+    /// Per key: requests allowed only by shadow mode.
+    shadow_denied_by_key: Vec<u64>,
 }
 
 impl Tally {
-    /// An empty tally for a trace with `keys` keys, under `policy`.
-    fn new(keys: usize, policy: Policy) -> Self {
+    /// An empty tally for a trace with `keys` keys, under `policy` with
+    /// `settings`.
+    fn new(keys: usize, policy: Policy, settings: &Replayed) -> Self {
         Self {
             policy,
             admitted_at: Vec::new(),
@@ -211,6 +247,17 @@ impl Tally {
             requests: 0,
             admitted: 0,
             bound: vec![(0, 0); policy.limits().len()],
+            settings: (
+                !settings.exempt.is_empty(),
+                !settings.deny.is_empty(),
+                settings.shadow,
+            ),
+            listed: (0, 0),
+            shadow_denied_by_key: if settings.shadow {
+                vec![0; keys]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -221,13 +268,27 @@ impl Tally {
             self.rank[request.key] = self.order.len();
             self.order.push(request.key);
         }
-        if let Some((denied, bound)) = self.bound.get_mut(decision.bound_by) {
-            *denied += u64::from(!decision.allowed);
-            *bound += 1;
+        match decision.listed {
+            Some(Listed::Exempt) => self.listed.0 += 1,
+            Some(Listed::Denied) => self.listed.1 += 1,
+            None => {
+                if let Some((denied, bound)) = self.bound.get_mut(decision.bound_by) {
+                    *denied += u64::from(!decision.allowed || decision.shadow_denied);
+                    *bound += 1;
+                }
+            }
+        }
+        if decision.shadow_denied {
+            if let Some(count) = self.shadow_denied_by_key.get_mut(request.key) {
+                *count += 1;
+            }
         }
         if decision.allowed {
             self.admitted += 1;
-            if request.cost > 0 {
+            // What the limits admitted: not exempt keys, nor what only
+            // shadow mode let through (neither is charged).
+            let charged = decision.listed.is_none() && !decision.shadow_denied;
+            if request.cost > 0 && charged {
                 self.admitted_at
                     .push((self.rank[request.key], request.nanos, request.cost));
             }
@@ -276,6 +337,24 @@ impl Tally {
             ),
             limits,
             measured,
+            lists: self.list_stats(),
+        }
+    }
+
+    /// What the lists and shadow mode did.
+    fn list_stats(&self) -> ListStats {
+        let (exempt, deny, shadow) = self.settings;
+        let shadow_denied = shadow.then(|| self.shadow_denied_by_key.iter().sum());
+        ListStats {
+            exempt: exempt.then_some(self.listed.0),
+            deny_listed: deny.then_some(self.listed.1),
+            shadow_denied,
+            most_shadow_denied: most_denied(
+                self.order
+                    .iter()
+                    .filter_map(|&key| Some((key, *self.shadow_denied_by_key.get(key)?))),
+                MOST_DENIED,
+            ),
         }
     }
 
@@ -413,7 +492,7 @@ mod tests {
     fn ties_go_to_the_key_this_tally_saw_first() {
         let trace = crate::trace::csv::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
-        let mut tally = Tally::new(2, policy);
+        let mut tally = Tally::new(2, policy, &Replayed::default());
         let decision = |allowed| Decision::new(allowed, 1, 0, Duration::ZERO, None);
         // b comes first here, though a comes first in the trace.
         tally.record(&trace.requests[1], &decision(false));

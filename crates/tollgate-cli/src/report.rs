@@ -8,7 +8,7 @@ use std::time::Duration;
 use tollgate::{Decision, Limit, Strategy};
 
 use crate::output::{Finished, Output};
-use crate::replay::{LimitStats, Stats};
+use crate::replay::{LimitStats, ListStats, Stats};
 use crate::shown::shown;
 use crate::trace::{Names, Request};
 
@@ -213,9 +213,8 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
     }
     let mut out = format!("{title}\n");
     let header = header.map(str::to_owned);
-    let no_limits: &[LimitStats] = &[];
-    let limits = std::iter::once(no_limits).chain(stats.iter().map(|s| &s.limits[..]));
-    for (row, limits) in std::iter::once(&header).chain(&rows).zip(limits) {
+    let under = std::iter::once(None).chain(stats.iter().map(Some));
+    for (row, under) in std::iter::once(&header).chain(&rows).zip(under) {
         let mut line = String::new();
         for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
             let pad = " ".repeat(width - cell.chars().count());
@@ -228,15 +227,59 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
         }
         out.push_str(&line);
         out.push('\n');
-        out.push_str(&limit_lines(limits, key_name));
+        if let Some(stats) = under {
+            let shadow = stats.lists.shadow_denied.is_some();
+            out.push_str(&limit_lines(&stats.limits, shadow, key_name));
+            out.push_str(&list_lines(&stats.lists, key_name));
+        }
+    }
+    out
+}
+
+/// The lines under the row of a policy with exempt or deny lists or in
+/// shadow mode: how many requests of exempt keys were allowed without
+/// counting, how many of deny-listed keys were denied, how many only
+/// shadow mode allowed (with the keys that had the most); nothing for a
+/// policy without them.
+fn list_lines(lists: &ListStats, key_name: impl Fn(usize) -> String) -> String {
+    let requests = |n: u64| format!("{n} {}", if n == 1 { "request" } else { "requests" });
+    let mut out = String::new();
+    if let Some(n) = lists.exempt {
+        out.push_str(&format!("  exempt: {} allowed without counting\n", requests(n)));
+    }
+    if let Some(n) = lists.deny_listed {
+        // In shadow mode they are allowed, and counted in the shadow line.
+        let denied = if lists.shadow_denied.is_some() {
+            "enforcement would deny"
+        } else {
+            "denied"
+        };
+        out.push_str(&format!("  deny list: {} {denied}\n", requests(n)));
+    }
+    if let Some(n) = lists.shadow_denied {
+        let keys: Vec<String> = lists
+            .most_shadow_denied
+            .iter()
+            .map(|&(k, n)| format!("{} ({n})", key_name(k)))
+            .collect();
+        let keys = if keys.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", keys.join(", "))
+        };
+        out.push_str(&format!(
+            "  shadow: {} allowed that enforcement would deny{keys}\n",
+            requests(n)
+        ));
     }
     out
 }
 
 /// The lines under a compound policy's row, one per limit: the limit, the
-/// requests it denied and its own `max_in_window` with the key, aligned
-/// among themselves; nothing for a policy of one limit.
-fn limit_lines(limits: &[LimitStats], key_name: impl Fn(usize) -> String) -> String {
+/// requests it denied (in `shadow` mode, would have denied) and its own
+/// `max_in_window` with the key, aligned among themselves; nothing for a
+/// policy of one limit.
+fn limit_lines(limits: &[LimitStats], shadow: bool, key_name: impl Fn(usize) -> String) -> String {
     let labels: Vec<String> = limits
         .iter()
         .enumerate()
@@ -252,7 +295,8 @@ fn limit_lines(limits: &[LimitStats], key_name: impl Fn(usize) -> String) -> Str
             .key
             .map_or_else(String::new, |k| format!(" ({})", key_name(k)));
         out.push_str(&format!(
-            "  {label:<label_width$} {denied:>denied_width$} denied, max_in_window {}{key}\n",
+            "  {label:<label_width$} {denied:>denied_width$} {}, max_in_window {}{key}\n",
+            if shadow { "would deny" } else { "denied" },
             limit.peak.units
         ));
     }
@@ -349,6 +393,7 @@ mod tests {
             most_denied: most_denied.to_vec(),
             limits: Vec::new(),
             measured: 0,
+            lists: ListStats::default(),
         };
         let mut keys = Names::default();
         for k in ["10.0.0.1", "k", "tab\there"] {
@@ -400,6 +445,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             most_denied: Vec::new(),
             limits: Vec::new(),
             measured: 0,
+            lists: ListStats::default(),
         };
         let compound = Stats {
             name: "api".to_owned(),
@@ -427,6 +473,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
                 },
             ],
             measured: 1,
+            lists: ListStats::default(),
         };
         let text = summary("title", "policy", &[single, compound], &keys);
         let expected = "\
@@ -437,6 +484,69 @@ api          1000     200     16.7           1000  10.0.0.1  10.0.0.1 (150), k (
   limits[0] token_bucket, 10 per 1s:      15 denied, max_in_window 10 (k)
   limits[1] sliding_window, 1000 per 1h: 185 denied, max_in_window 1000 (10.0.0.1)
   limits[2] fixed_window, 5000 per 1day:   0 denied, max_in_window 0
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn lists_and_shadow_mode_get_a_line_each_under_their_row() {
+        let mut keys = Names::default();
+        for k in ["10.0.0.1", "k"] {
+            keys.intern(k);
+        }
+        let row = |name: &str, lists: ListStats| Stats {
+            name: name.to_owned(),
+            requests: 10,
+            admitted: 10,
+            denied: 0,
+            keys: 2,
+            peak: Peak {
+                units: 3,
+                key: Some(1),
+            },
+            most_denied: Vec::new(),
+            limits: Vec::new(),
+            measured: 0,
+            lists,
+        };
+        let enforcing = ListStats {
+            exempt: Some(1),
+            deny_listed: Some(0),
+            ..ListStats::default()
+        };
+        let shadow = ListStats {
+            deny_listed: Some(2),
+            shadow_denied: Some(6),
+            most_shadow_denied: vec![(0, 4), (1, 2)],
+            ..ListStats::default()
+        };
+        let quiet = ListStats {
+            shadow_denied: Some(0),
+            ..ListStats::default()
+        };
+        let text = summary(
+            "title",
+            "policy",
+            &[
+                row("default", ListStats::default()),
+                row("login", enforcing),
+                row("api", shadow),
+                row("quiet", quiet),
+            ],
+            &keys,
+        );
+        let expected = "\
+title
+policy   admitted  denied  denied%  max_in_window  max_key  most_denied
+default        10       0      0.0              3  k        -
+login          10       0      0.0              3  k        -
+  exempt: 1 request allowed without counting
+  deny list: 0 requests denied
+api            10       0      0.0              3  k        -
+  deny list: 2 requests enforcement would deny
+  shadow: 6 requests allowed that enforcement would deny: 10.0.0.1 (4), k (2)
+quiet          10       0      0.0              3  k        -
+  shadow: 0 requests allowed that enforcement would deny
 ";
         assert_eq!(text, expected);
     }

@@ -7,9 +7,13 @@
 //! when the file names it, the file's default otherwise (also when the
 //! request has no resource). The statistics are kept per policy, one
 //! summary row each.
+//!
+//! A policy file's exempt and deny lists and shadow mode are replayed with
+//! the policies; its deny cache and fallback are not: the replay's store
+//! never fails, and a deny cache never changes what the store decides.
 
-use tollgate::{Limit, Policy};
-use tollgate_config::PolicyFile;
+use tollgate::{KeyList, Limit, Policy};
+use tollgate_config::{PolicyFile, Target};
 
 use crate::trace::{Request, Trace};
 
@@ -24,6 +28,8 @@ pub struct Targets {
     /// Each target's name (the strategy; or `default`, or the resource) and
     /// policy.
     pub policies: Vec<(String, Policy)>,
+    /// Each target's lists and shadow mode, in the order of `policies`.
+    pub settings: Vec<Replayed>,
     /// For every resource of the trace (by index in [`Trace::resources`]),
     /// the index of its target in `policies`.
     of_resource: Vec<usize>,
@@ -35,6 +41,7 @@ impl Targets {
     pub fn one(limit: Limit) -> Self {
         Self {
             policies: vec![(limit.strategy().name().to_owned(), Policy::from(limit))],
+            settings: vec![Replayed::default()],
             of_resource: Vec::new(),
         }
     }
@@ -48,6 +55,17 @@ impl Targets {
     pub fn of_file(file: &PolicyFile, trace: &Trace) -> Self {
         let mut policies = vec![(DEFAULT_TARGET.to_owned(), *file.default_policy())];
         policies.extend(file.resources().map(|(name, policy)| (name.to_owned(), *policy)));
+        let settings = std::iter::once(Target::Default)
+            .chain(file.resources().map(|(name, _)| Target::Resource(name)))
+            .map(|target| {
+                let settings = file.settings(target);
+                Replayed {
+                    shadow: settings.shadow,
+                    exempt: settings.exempt,
+                    deny: settings.deny,
+                }
+            })
+            .collect();
         let of_resource = trace
             .resources
             .iter()
@@ -59,6 +77,7 @@ impl Targets {
             .collect();
         Self {
             policies,
+            settings,
             of_resource,
         }
     }
@@ -71,6 +90,19 @@ impl Targets {
             .and_then(|r| self.of_resource.get(r).copied())
             .unwrap_or(0)
     }
+}
+
+/// What of a policy file's settings a replay applies to one policy: the
+/// exempt and deny lists and shadow mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Shadow mode: every request allowed, those enforcement would deny
+    /// marked.
+    pub shadow: bool,
+    /// Keys allowed without counting.
+    pub exempt: KeyList,
+    /// Keys always denied.
+    pub deny: KeyList,
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use tollgate::backend::memory::MemoryBinding;
 use tollgate::backend::Scope;
-use tollgate::{Backend, BackendError, Binding, Decision, Error, MemoryBackend};
+use tollgate::{Backend, BackendError, Binding, Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
 
@@ -45,6 +45,28 @@ impl Backend for AnyBackend {
             AnyBackend::Redis(backend) => backend.bind(scope).map(AnyBinding::Redis),
         }
     }
+
+    /// Rebinds on the same kind of backend, keeping what that backend keeps
+    /// (in memory, the state of every limit whose strategy and window
+    /// stay); binds afresh on another kind.
+    fn rebind(
+        &self,
+        scope: &Scope<'_>,
+        previous: &AnyBinding,
+        previous_policy: &Policy,
+    ) -> Result<AnyBinding, Error> {
+        match (self, previous) {
+            (AnyBackend::Memory(backend), AnyBinding::Memory(previous)) => backend
+                .rebind(scope, previous, previous_policy)
+                .map(AnyBinding::Memory),
+            #[cfg(feature = "redis")]
+            (AnyBackend::Redis(backend), AnyBinding::Redis(previous)) => backend
+                .rebind(scope, previous, previous_policy)
+                .map(AnyBinding::Redis),
+            #[cfg(feature = "redis")]
+            _ => self.bind(scope),
+        }
+    }
 }
 
 /// One policy served by an [`AnyBackend`].
@@ -73,6 +95,14 @@ impl Binding for AnyBinding {
             AnyBinding::Memory(binding) => Ok(binding.check(key, cost)),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.apply(key, cost).await,
+        }
+    }
+
+    async fn operate(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
+        match self {
+            AnyBinding::Memory(binding) => binding.operate(key, op).await,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.operate(key, op).await,
         }
     }
 }

@@ -176,7 +176,8 @@ impl std::error::Error for ConfigFileError {
 
 /// The error of [`load_limiter`](crate::load_limiter): the file is wrong, or
 /// its limiter could not be built (an unreachable Redis, a policy the
-/// backend cannot serve).
+/// backend cannot serve); for a [`PolicyWatcher`](crate::PolicyWatcher),
+/// also a directory that cannot be watched.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -184,6 +185,9 @@ pub enum LoadError {
     File(ConfigFileError),
     /// The limiter could not be built.
     Build(tollgate::Error),
+    /// The file's directory could not be watched.
+    #[cfg(feature = "watch")]
+    Watch(crate::WatchError),
 }
 
 impl fmt::Display for LoadError {
@@ -191,6 +195,8 @@ impl fmt::Display for LoadError {
         match self {
             LoadError::File(err) => err.fmt(f),
             LoadError::Build(err) => err.fmt(f),
+            #[cfg(feature = "watch")]
+            LoadError::Watch(err) => err.fmt(f),
         }
     }
 }
@@ -200,6 +206,8 @@ impl std::error::Error for LoadError {
         match self {
             LoadError::File(err) => err.source(),
             LoadError::Build(err) => err.source(),
+            #[cfg(feature = "watch")]
+            LoadError::Watch(err) => err.source(),
         }
     }
 }
@@ -213,5 +221,12 @@ impl From<ConfigFileError> for LoadError {
 impl From<tollgate::Error> for LoadError {
     fn from(err: tollgate::Error) -> Self {
         LoadError::Build(err)
+    }
+}
+
+#[cfg(feature = "watch")]
+impl From<crate::WatchError> for LoadError {
+    fn from(err: crate::WatchError) -> Self {
+        LoadError::Watch(err)
     }
 }

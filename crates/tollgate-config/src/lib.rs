@@ -38,8 +38,9 @@
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` and `redis_sentinel` |
 //! | `redis_sentinel` | the primary Redis Sentinel names, followed through failovers: `{ master: NAME, urls: [sentinel URLs] }` (`urls` also one comma-separated string; both empty: state in memory), and optionally the primary's `password` (typically `${REDIS_PASSWORD}`; never shown), ACL `username` (with `password`) and database number `db` (default 0); a sentinel's own password goes in its URL; exclusive with `redis_url` and `redis_cluster` |
-//! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built |
+//! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built; `true` and `fallback` are mutually exclusive |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
+//! | `exempt`, `deny`, `shadow`, `deny_cache`, `fallback` | settings beside the policies, file-wide here and per resource (see below) |
 //!
 //! A policy is `{ limit, window, strategy }`: `limit` a whole number of at
 //! least 1, `window` a duration with a unit (`250ms`, `1s`, `1m`, `1h`,
@@ -71,6 +72,74 @@
 //! same strategy and window (the larger could never deny), and a policy
 //! gives either `limits` or `limit`/`window`/`strategy`, not both. Mistakes
 //! name the element, such as `tollgate.resources.api.limits[1].window`.
+//!
+//! ## Exemptions, deny lists, shadow mode and store protection
+//!
+//! Beside its limits, a resource may give these settings; under
+//! `tollgate` they are file-wide, and apply to the default policy and to
+//! every resource (`tollgate.default` gives none of its own):
+//!
+//! ```yaml
+//! tollgate:
+//!   redis_url: ${REDIS_URL}
+//!   exempt: [10.0.0.0/8, health-checker]   # keys or CIDR blocks, never limited
+//!   deny: ["192.0.2.66"]                   # always denied
+//!   deny_cache: true
+//!   fallback: { limit: 25, window: 1m }    # while Redis fails, per process
+//!   default: { limit: 100, window: 1m }
+//!   resources:
+//!     login:  { limit: 5, window: 1m, deny: ["198.51.100.0/24"] }
+//!     export: { limit: 10, window: 1h, shadow: true }
+//!     search: { limit: 50, window: 1s, deny_cache: { capacity: 50000, max_key_len: 128 } }
+//! ```
+//!
+//! | field | meaning |
+//! | --- | --- |
+//! | `exempt` | keys always allowed, neither charged nor stored: a list of exact keys and CIDR blocks (`10.0.0.0/8`, `2001:db8::/32`; an IP address alone is its own block; an IPv4 block also matches IPv4-mapped IPv6 keys). A resource's entries are added to the file-wide ones. Rules of [`tollgate::KeyList`] |
+//! | `deny` | keys always denied (no `retry_after`), winning over `exempt`; written and combined like `exempt` |
+//! | `shadow` | `true`: every request is allowed, and those enforcement would deny are marked [`shadow_denied`](tollgate::Decision::shadow_denied), with state kept as if enforced (deny-listed keys too); to try a policy on live traffic. A resource's `shadow` replaces the file-wide one |
+//! | `deny_cache` | `true`: a local cache of denied keys answers them until their `retry_after` without asking the store ([`tollgate::DenyCache::new`], 10,000 keys of up to 256 bytes); `false`: none; or a map `{ capacity, max_key_len }` (each optional, at least 1) for another size. A resource's replaces the file-wide one, so `deny_cache: false` turns it off for one resource |
+//! | `fallback` | the policy (`{ limit, window, strategy }`, or `{ limits: [...] }`) an in-memory limiter of each process enforces while the store fails or its circuit breaker is open; it gives the file the fail policy [`FailPolicy::Fallback`](tollgate::FailPolicy::Fallback) (which brings the default circuit breaker), and, like `fail_open: true`, lets the limiter start while Redis is down. A resource's replaces the file-wide one, which it requires: the fail policy is the whole file's |
+//!
+//! `fail_open: true` beside a `fallback` is an error naming both (a
+//! fallback decides the requests that failing open would admit);
+//! `fail_open: false` beside one changes nothing. On in-memory state,
+//! `deny_cache` and `fallback` change no decision: the memory backend
+//! never fails, and a deny cache only saves round trips. See
+//! [protecting the store](tollgate::_documentation::protecting_the_store)
+//! and the [semantics](tollgate::_documentation::semantics) of shadow mode
+//! and the lists. [`PolicyFile::settings`] returns what applies to the
+//! default policy or to a resource.
+//!
+//! ## Watching the file
+//!
+//! With the `watch` feature (on by default), [`PolicyWatcher`] keeps a
+//! running [`tollgate::LiveLimiter`] up to date with its file: it watches
+//! the file's directory (with the [`notify`](notify_debouncer_mini::notify)
+//! crate, so replacing the file by renaming another over it, or swapping a
+//! symbolic link, is seen too), waits until the directory has been quiet
+//! for [`DEFAULT_DEBOUNCE`] (200 ms), and applies the file when its bytes
+//! changed; [`PolicyWatcher::reload`] applies it on demand (for `SIGHUP`).
+//! A valid file replaces the policies atomically, keeping each key's state
+//! where the policy allows it (a resource whose strategy and window stay
+//! keeps what each key spent when only its limit changes). An invalid file
+//! changes nothing and is reported, with its line and field, to the
+//! `on_error` callback. A change of storage (memory to Redis, another
+//! server) cannot be applied to a running limiter: it is refused the same
+//! way ([`ReloadError::StorageChanged`]) until a restart.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let watcher = tollgate_config::PolicyWatcher::builder("policies.yaml", |err| {
+//!     eprintln!("policies.yaml not applied: {err}");
+//! })
+//! .start()
+//! .await?;
+//! let decision = watcher.limiter().allow("login", "203.0.113.7").await?;
+//! # let _ = decision;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! ## Environment variables
 //!
@@ -111,8 +180,14 @@ mod limiter;
 mod load;
 mod policy_entry;
 mod policy_file;
+#[cfg(feature = "watch")]
+mod reload_error;
 mod schema;
+mod setting_values;
+mod settings;
 mod values;
+#[cfg(feature = "watch")]
+mod watch;
 
 use std::path::Path;
 
@@ -127,6 +202,11 @@ pub use any_backend::{AnyBackend, AnyBinding};
 pub use error::{ConfigFileError, ErrorKind, LoadError};
 pub use format::{Format, UnknownFormat};
 pub use policy_file::{PolicyFile, Storage, Target, DEFAULT_STRATEGY};
+#[cfg(feature = "watch")]
+pub use reload_error::{ReloadError, WatchError};
+pub use settings::Settings;
+#[cfg(feature = "watch")]
+pub use watch::{PolicyWatcher, PolicyWatcherBuilder, DEFAULT_DEBOUNCE};
 
 /// Loads the policy file at `path` and builds its limiter: the same as
 /// [`PolicyFile::load`] followed by [`PolicyFile::build`].

@@ -10,15 +10,17 @@ use crate::policy_file::{PolicyFile, Storage, Target};
 impl PolicyFile {
     /// Connects the file's storage and builds a limiter enforcing its
     /// policies: the default policy, one policy per resource, with the
-    /// file's fail policy and key prefix.
+    /// file's fail policy, key prefix and settings (`exempt`, `deny`,
+    /// `shadow`, `deny_cache`, `fallback`).
     ///
-    /// With `fail_open: true`, Redis is connected in the background
+    /// With `fail_open: true` or a `fallback`, Redis is connected in the
+    /// background
     /// ([`RedisBackendBuilder::connect_in_background`](tollgate_redis::RedisBackendBuilder::connect_in_background)):
     /// the limiter is built even while Redis is down, admits requests (and
-    /// counts them as fail-open events) until Redis answers, and decides on
-    /// Redis from then on. Otherwise (fail closed) Redis must answer now,
-    /// so that a wrong address or password stops start-up with a clear
-    /// error.
+    /// counts them as fail-open events), or decides them by the fallback
+    /// policy, until Redis answers, and decides on Redis from then on.
+    /// Otherwise (fail closed) Redis must answer now, so that a wrong
+    /// address or password stops start-up with a clear error.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,23 +44,36 @@ impl PolicyFile {
     /// has no Redis support.
     pub async fn build(&self) -> Result<ResourceLimiter<AnyBackend>, Error> {
         let backend = self.backend().await?;
-        if !matches!(backend, AnyBackend::Memory(_)) {
-            self.check_bindings(&backend)?;
-        }
+        self.build_on(backend)
+    }
+
+    /// Builds the limiter on `backend` (as [`PolicyFile::build`] does once
+    /// connected).
+    pub(crate) fn build_on(&self, backend: AnyBackend) -> Result<ResourceLimiter<AnyBackend>, Error> {
+        self.check_backend(&backend)?;
         self.limiter_builder(backend).build()
+    }
+
+    /// Checks that `backend` can serve every policy, naming the field of
+    /// one it cannot; every policy of the file fits in memory.
+    pub(crate) fn check_backend(&self, backend: &AnyBackend) -> Result<(), Error> {
+        if matches!(backend, AnyBackend::Memory(_)) {
+            return Ok(());
+        }
+        self.check_bindings(backend)
     }
 
     /// The backend the file names: in memory, or a Redis server or cluster.
     /// A file that fails closed connects now (Redis must answer `PING`
-    /// within the connect timeout); one that fails open connects in the
-    /// background (see [`PolicyFile::build`]).
+    /// within the connect timeout); one that fails open or has a fallback
+    /// connects in the background (see [`PolicyFile::build`]).
     ///
     /// # Errors
     ///
     /// As for [`PolicyFile::build`].
     pub async fn backend(&self) -> Result<AnyBackend, Error> {
         #[cfg(feature = "redis")]
-        let in_background = self.fail_policy() == tollgate::FailPolicy::Open;
+        let in_background = self.fail_policy() != tollgate::FailPolicy::Closed;
         match self.storage() {
             Storage::Memory => Ok(AnyBackend::Memory(MemoryBackend::new())),
             #[cfg(feature = "redis")]
@@ -115,17 +130,23 @@ impl PolicyFile {
         }
     }
 
-    /// A limiter builder on `backend` with the file's policies, fail policy
-    /// and key prefix, for backends configured in code (a
-    /// [`MemoryBackend`] on a [`tollgate::ManualClock`], a custom store).
+    /// A limiter builder on `backend` with the file's policies, fail policy,
+    /// key prefix and settings, for backends configured in code (a
+    /// [`MemoryBackend`] on a [`tollgate::ManualClock`], a custom store),
+    /// or for replacing the policies of a running
+    /// [`LiveLimiter`](tollgate::LiveLimiter).
     pub fn limiter_builder<B: Backend>(&self, backend: B) -> ResourceLimiterBuilder<B> {
         let mut builder = ResourceLimiter::builder()
             .backend(backend)
             .default_policy(*self.default_policy())
             .fail_policy(self.fail_policy())
             .key_prefix(self.key_prefix());
+        builder = self.file_wide_settings().apply(builder);
         for (name, policy) in self.resources() {
             builder = builder.resource(name, *policy);
+        }
+        for (name, own) in self.own_settings() {
+            builder = own.apply(name, builder);
         }
         builder
     }

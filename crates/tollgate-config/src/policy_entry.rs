@@ -1,7 +1,8 @@
 //! One policy as written: a single limit (`limit`, `window`, optionally
 //! `strategy`), or `limits`, a list of such limits decided together (a
-//! compound policy). Mistakes are reported at the value they concern, an
-//! element of `limits` by its index (`limits[1].window`).
+//! compound policy); a resource's also with its settings. Mistakes are
+//! reported at the value they concern, an element of `limits` by its index
+//! (`limits[1].window`).
 
 use std::fmt;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use serde::Deserialize;
 use tollgate::{ConfigError, Limit, Policy, Strategy, MAX_LIMITS};
 
 use crate::fields::{deserialize_any_with, next};
+use crate::settings::{RawSettings, SettingField};
 use crate::values::{self, StrategyName, Window};
 
 /// One policy entry, as written.
@@ -80,15 +82,127 @@ impl RawLimit {
 const EXPECTING_POLICY: &str = "a policy: a map with `limit`, `window` and optionally `strategy`, or \
                                 with `limits`, a list of such maps";
 
-deserialize_any_with!(RawPolicy, PolicyVisitor);
+/// Where a policy is written, which decides the fields it may give beside
+/// its limits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// `tollgate.default`: its settings are the file-wide ones.
+    Default,
+    /// A resource: its limits and its own settings.
+    Resource,
+    /// A `fallback`: limits only.
+    Fallback,
+}
 
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "snake_case")]
+impl Place {
+    /// The fields a policy here may give.
+    fn fields(self) -> &'static [&'static str] {
+        const LIMITS: &[&str] = &["limit", "window", "strategy", "limits"];
+        const WITH_SETTINGS: &[&str] = &[
+            "limit",
+            "window",
+            "strategy",
+            "limits",
+            "exempt",
+            "deny",
+            "shadow",
+            "deny_cache",
+            "fallback",
+        ];
+        match self {
+            Place::Resource => WITH_SETTINGS,
+            Place::Default | Place::Fallback => LIMITS,
+        }
+    }
+
+    /// Why setting `name` is refused here (not in a resource).
+    fn refuses(self, name: &str) -> String {
+        match self {
+            Place::Default => format!(
+                "`{name}` is not set in `default`: set it under `tollgate`, where it applies to the \
+                 default policy and to every resource (a resource may set its own)"
+            ),
+            Place::Resource | Place::Fallback => format!(
+                "`{name}` is not part of a fallback policy, which gives only `limit`, `window` and \
+                 `strategy`, or `limits`"
+            ),
+        }
+    }
+}
+
+/// A resource's entry: its policy and its own settings.
+pub(crate) struct RawEntry {
+    pub(crate) policy: RawPolicy,
+    pub(crate) settings: RawSettings,
+}
+
+impl<'de> Deserialize<'de> for RawEntry {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(PolicyVisitor(Place::Resource))
+    }
+}
+
+/// `tollgate.default`: a policy without settings of its own.
+pub(crate) struct DefaultPolicy(pub(crate) RawPolicy);
+
+impl<'de> Deserialize<'de> for DefaultPolicy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let entry = deserializer.deserialize_any(PolicyVisitor(Place::Default))?;
+        Ok(DefaultPolicy(entry.policy))
+    }
+}
+
+/// `fallback`: the policy that decides while the store fails, limits only.
+pub(crate) struct FallbackPolicy(pub(crate) RawPolicy);
+
+impl<'de> Deserialize<'de> for FallbackPolicy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let entry = deserializer.deserialize_any(PolicyVisitor(Place::Fallback))?;
+        Ok(FallbackPolicy(entry.policy))
+    }
+}
+
+/// A field of a policy.
 enum PolicyField {
     Limit,
     Window,
     Strategy,
     Limits,
+    Setting(SettingField),
+}
+
+/// Reads a policy's field name, refusing the names its [`Place`] does not
+/// take.
+struct PolicyKey(Place);
+
+impl<'de> DeserializeSeed<'de> for PolicyKey {
+    type Value = PolicyField;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<PolicyField, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl Visitor<'_> for PolicyKey {
+    type Value = PolicyField;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<PolicyField, E> {
+        Ok(match name {
+            "limit" => PolicyField::Limit,
+            "window" => PolicyField::Window,
+            "strategy" => PolicyField::Strategy,
+            "limits" => PolicyField::Limits,
+            _ => match SettingField::named(name) {
+                Some(setting) if self.0 == Place::Resource => PolicyField::Setting(setting),
+                Some(_) => return Err(E::custom(self.0.refuses(name))),
+                None => return Err(E::unknown_field(name, self.0.fields())),
+            },
+        })
+    }
 }
 
 /// `limits` given beside `field`, one of the fields of a single limit.
@@ -99,21 +213,23 @@ fn single_and_list(field: &str) -> String {
     )
 }
 
-struct PolicyVisitor;
+/// Reads a policy written at a [`Place`].
+struct PolicyVisitor(Place);
 
 impl<'de> Visitor<'de> for PolicyVisitor {
-    type Value = RawPolicy;
+    type Value = RawEntry;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(EXPECTING_POLICY)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawPolicy, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawEntry, A::Error> {
         let mut limit: Option<values::Limit> = None;
         let mut window: Option<Window> = None;
         let mut strategy: Option<StrategyName> = None;
         let mut limits: Option<LimitList> = None;
-        while let Some(field) = map.next_key::<PolicyField>()? {
+        let mut settings = RawSettings::default();
+        while let Some(field) = map.next_key_seed(PolicyKey(self.0))? {
             // A field of one limit after `limits`, or `limits` after one.
             let listed = limits.is_some();
             let single = [
@@ -134,16 +250,18 @@ impl<'de> Visitor<'de> for PolicyVisitor {
                 PolicyField::Limits => {
                     limits = Some(next(&mut map, &limits, |_| single.map(single_and_list))?);
                 }
+                PolicyField::Setting(setting) => settings.read(setting, &mut map, None)?,
             }
         }
-        if let Some(LimitList(limits)) = limits {
-            return Ok(RawPolicy::Several(limits));
-        }
-        Ok(RawPolicy::One(RawLimit {
-            limit: limit.ok_or_else(|| de::Error::missing_field("limit"))?.0,
-            window: window.ok_or_else(|| de::Error::missing_field("window"))?.0,
-            strategy: strategy.map(|s| s.0),
-        }))
+        let policy = match limits {
+            Some(LimitList(limits)) => RawPolicy::Several(limits),
+            None => RawPolicy::One(RawLimit {
+                limit: limit.ok_or_else(|| de::Error::missing_field("limit"))?.0,
+                window: window.ok_or_else(|| de::Error::missing_field("window"))?.0,
+                strategy: strategy.map(|s| s.0),
+            }),
+        };
+        Ok(RawEntry { policy, settings })
     }
 }
 

@@ -6,12 +6,12 @@ use std::fmt;
 use std::path::Path;
 
 use tollgate::__private::redact_url;
-use tollgate::{FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
+use tollgate::{resource_path, ConfigError, FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
 
 use crate::error::ConfigFileError;
 use crate::format::Format;
 use crate::load;
-use crate::policy_entry::RawPolicy;
+use crate::settings::{Own, Settings};
 
 /// The strategy of every policy when the file names none.
 pub const DEFAULT_STRATEGY: Strategy = Strategy::SlidingWindow;
@@ -48,6 +48,10 @@ pub struct PolicyFile {
     storage: Storage,
     fail_policy: FailPolicy,
     key_prefix: String,
+    /// The file-wide settings (the default policy's).
+    settings: Settings,
+    /// The settings resources give themselves, for those that give any.
+    own: BTreeMap<String, Own>,
 }
 
 impl PolicyFile {
@@ -61,11 +65,24 @@ impl PolicyFile {
     /// a file larger than 16 MiB (of which no more is read), a byte that is not UTF-8, malformed syntax, an unknown or missing field, a wrong type, an
     /// invalid value, an unset environment variable.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
-        let path = path.as_ref();
+        Self::load_bytes(path.as_ref()).map(|(file, _)| file)
+    }
+
+    /// As [`PolicyFile::load`], also returning the bytes read.
+    pub(crate) fn load_bytes(path: &Path) -> Result<(Self, Vec<u8>), ConfigFileError> {
+        let origin = path.display().to_string();
+        // The name is checked before anything is read.
+        Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
+        let bytes = load::read(path, &origin)?;
+        Ok((Self::from_bytes(path, &bytes)?, bytes))
+    }
+
+    /// Parses `bytes`, read from the file at `path`, in the format its
+    /// extension names.
+    pub(crate) fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self, ConfigFileError> {
         let origin = path.display().to_string();
         let format = Format::from_path(path).ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-        let bytes = load::read(path, &origin)?;
-        Self::from_str(load::decode(&bytes, &origin)?, format, &origin)
+        Self::from_str(load::decode(bytes, &origin)?, format, &origin)
     }
 
     /// Parses and validates `text` in `format`; `origin` names it in errors
@@ -77,17 +94,32 @@ impl PolicyFile {
     pub fn from_str(text: &str, format: Format, origin: &str) -> Result<Self, ConfigFileError> {
         let section = load::parse(text, format, origin)?;
         let strategy = section.strategy.unwrap_or(DEFAULT_STRATEGY);
-        let resolve = |raw: &RawPolicy, path: &str| {
-            raw.policy(strategy).map_err(|err| {
-                let err = err.within(path);
-                ConfigFileError::invalid(origin, None, err.field().to_owned(), err.reason().to_owned())
-            })
+        // What can only be checked once the whole file is read, without a line.
+        let unlocated = |err: ConfigError| {
+            ConfigFileError::invalid(origin, None, err.field().to_owned(), err.reason().to_owned())
         };
-        let default = resolve(&section.default, "tollgate.default")?;
+        let default = section
+            .default
+            .policy(strategy)
+            .map_err(|e| unlocated(e.within("tollgate.default")))?;
+        let settings = section
+            .settings
+            .resolve(strategy, "tollgate")
+            .map_err(unlocated)?
+            .file_wide();
         let mut resources = BTreeMap::new();
-        for (name, raw) in &section.resources {
-            let policy = resolve(raw, &format!("tollgate.resources.{name}"))?;
+        let mut own = BTreeMap::new();
+        for (name, entry) in &section.resources {
+            let path = format!("tollgate.{}", resource_path(name));
+            let policy = entry
+                .policy
+                .policy(strategy)
+                .map_err(|e| unlocated(e.within(&path)))?;
             resources.insert(name.clone(), policy);
+            let settings = entry.settings.resolve(strategy, &path).map_err(unlocated)?;
+            if !settings.is_empty() {
+                own.insert(name.clone(), settings);
+            }
         }
         let storage = match (section.redis_url, section.redis_cluster, section.redis_sentinel) {
             (Some(url), _, _) => Storage::Redis(url),
@@ -108,13 +140,16 @@ impl PolicyFile {
             default,
             resources,
             storage,
-            fail_policy: match section.fail_open {
-                Some(true) => FailPolicy::Open,
-                Some(false) | None => FailPolicy::Closed,
+            fail_policy: match (&settings.fallback, section.fail_open) {
+                (Some(_), _) => FailPolicy::Fallback,
+                (None, Some(true)) => FailPolicy::Open,
+                (None, Some(false) | None) => FailPolicy::Closed,
             },
             key_prefix: section
                 .key_prefix
                 .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned()),
+            settings,
+            own,
         })
     }
 
@@ -169,10 +204,66 @@ impl PolicyFile {
         &self.storage
     }
 
-    /// What limiters do when the storage fails (`tollgate.fail_open`;
-    /// closed unless `true`).
+    /// What limiters do when the storage fails: [`FailPolicy::Fallback`]
+    /// when the file gives a `fallback`, else [`FailPolicy::Open`] with
+    /// `fail_open: true`, else [`FailPolicy::Closed`].
     pub fn fail_policy(&self) -> FailPolicy {
         self.fail_policy
+    }
+
+    /// The settings beside the policies that apply to `target`: for
+    /// [`Target::Default`] (and any resource the file does not name), the
+    /// file-wide ones under `tollgate`; for a named resource, those with the
+    /// resource's own on top (its `exempt` and `deny` entries added to the
+    /// file-wide ones, its `shadow`, `deny_cache` and `fallback` in place
+    /// of the file-wide ones where it gives them).
+    ///
+    /// ```
+    /// use tollgate_config::{Format, PolicyFile, Target};
+    ///
+    /// let file = PolicyFile::from_str(
+    ///     r#"
+    /// tollgate:
+    ///   exempt: ["10.0.0.0/8"]
+    ///   default: { limit: 100, window: 1m }
+    ///   resources:
+    ///     login: { limit: 5, window: 1m, shadow: true, exempt: [health-checker] }
+    /// "#,
+    ///     Format::Yaml,
+    ///     "policies.yaml",
+    /// )?;
+    /// let login = file.settings(Target::Resource("login"));
+    /// assert!(login.shadow);
+    /// assert!(login.exempt.contains(b"10.1.2.3") && login.exempt.contains(b"health-checker"));
+    /// let default = file.settings(Target::Default);
+    /// assert!(!default.shadow && !default.exempt.contains(b"health-checker"));
+    /// # Ok::<(), tollgate_config::ConfigFileError>(())
+    /// ```
+    pub fn settings(&self, target: Target<'_>) -> Settings {
+        match target {
+            Target::Resource(name) => match self.own.get(name) {
+                Some(own) => self.settings.with(own),
+                None => self.settings.clone(),
+            },
+            Target::Default => self.settings.clone(),
+        }
+    }
+
+    /// Whether the file gives any setting beside the policies (`exempt`,
+    /// `deny`, `shadow`, `deny_cache`, `fallback`), file-wide or for a
+    /// resource.
+    pub fn has_settings(&self) -> bool {
+        self.settings != Settings::default() || !self.own.is_empty()
+    }
+
+    /// The file-wide settings, for the limiter builder.
+    pub(crate) fn file_wide_settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The settings each resource gives itself, for the limiter builder.
+    pub(crate) fn own_settings(&self) -> impl Iterator<Item = (&str, &Own)> {
+        self.own.iter().map(|(name, own)| (name.as_str(), own))
     }
 
     /// The prefix of every state key (`tollgate.key_prefix`, default

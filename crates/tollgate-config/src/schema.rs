@@ -1,7 +1,8 @@
 //! The file's structure: the `tollgate` section and its resources, with
 //! unknown, missing, repeated and conflicting fields reported at the value
-//! they concern (policies are in [`crate::policy_entry`], the values
-//! themselves in [`crate::values`]).
+//! they concern (policies are in [`crate::policy_entry`], the settings
+//! beside them in [`crate::settings`], the values themselves in
+//! [`crate::values`] and [`crate::setting_values`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,7 +12,8 @@ use serde::Deserialize;
 use tollgate::Strategy;
 
 use crate::fields::{next, Checked, MapOf};
-use crate::policy_entry::RawPolicy;
+use crate::policy_entry::{DefaultPolicy, RawEntry, RawPolicy};
+use crate::settings::{fail_open_and_fallback, fallback_without_file_wide, RawSettings, SettingField};
 use crate::values::{
     Database, Flag, KeyPrefix, PrimaryName, PrimaryPassword, PrimaryUser, RedisUrl, Seeds, SentinelUrls,
     StrategyName,
@@ -47,7 +49,9 @@ pub(crate) struct Section {
     pub(crate) fail_open: Option<bool>,
     pub(crate) key_prefix: Option<String>,
     pub(crate) default: RawPolicy,
-    pub(crate) resources: BTreeMap<String, RawPolicy>,
+    pub(crate) resources: BTreeMap<String, RawEntry>,
+    /// The file-wide settings, which the default policy takes.
+    pub(crate) settings: RawSettings,
 }
 
 /// `redis_sentinel`, as written: the primary's name, the sentinels' URLs,
@@ -143,6 +147,11 @@ enum SectionField {
     KeyPrefix,
     Default,
     Resources,
+    Exempt,
+    Deny,
+    Shadow,
+    DenyCache,
+    Fallback,
 }
 
 /// The fields that name where state lives, in the order messages name them.
@@ -180,7 +189,11 @@ impl<'de> Visitor<'de> for SectionVisitor {
     type Value = Section;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open` and `key_prefix`")
+        f.write_str(
+            "the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, \
+             `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open`, `key_prefix`, `exempt`, \
+             `deny`, `shadow`, `deny_cache` and `fallback`",
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section, A::Error> {
@@ -190,8 +203,9 @@ impl<'de> Visitor<'de> for SectionVisitor {
         let mut redis_sentinel: Option<RedisSentinel> = None;
         let mut fail_open: Option<Flag> = None;
         let mut key_prefix: Option<KeyPrefix> = None;
-        let mut default: Option<RawPolicy> = None;
+        let mut default: Option<DefaultPolicy> = None;
         let mut resources: Option<Resources> = None;
+        let mut settings = RawSettings::default();
         while let Some(field) = map.next_key::<SectionField>()? {
             let url = redis_url.as_ref().is_some_and(|u| u.0.is_some());
             let cluster = redis_cluster.as_ref().is_some_and(|c| c.0.is_some());
@@ -222,10 +236,34 @@ impl<'de> Visitor<'de> for SectionVisitor {
                             .map(|o| exclusive("redis_sentinel", o))
                     })?);
                 }
-                SectionField::FailOpen => fail_open = Some(next(&mut map, &fail_open, |_| None)?),
+                SectionField::FailOpen => {
+                    let fallback = settings.fallback.is_some();
+                    fail_open = Some(next(&mut map, &fail_open, |open: &Flag| {
+                        (open.0 && fallback).then(fail_open_and_fallback)
+                    })?);
+                }
                 SectionField::KeyPrefix => key_prefix = Some(next(&mut map, &key_prefix, |_| None)?),
                 SectionField::Default => default = Some(next(&mut map, &default, |_| None)?),
                 SectionField::Resources => resources = Some(next(&mut map, &resources, |_| None)?),
+                SectionField::Exempt => settings.read(SettingField::Exempt, &mut map, None)?,
+                SectionField::Deny => settings.read(SettingField::Deny, &mut map, None)?,
+                SectionField::Shadow => settings.read(SettingField::Shadow, &mut map, None)?,
+                SectionField::DenyCache => settings.read(SettingField::DenyCache, &mut map, None)?,
+                SectionField::Fallback => {
+                    let open = fail_open.as_ref().is_some_and(|f| f.0);
+                    settings.read(
+                        SettingField::Fallback,
+                        &mut map,
+                        open.then(fail_open_and_fallback),
+                    )?;
+                }
+            }
+        }
+        let default = default.ok_or_else(|| de::Error::missing_field("default"))?.0;
+        let resources = resources.map(|r| r.0).unwrap_or_default();
+        if settings.fallback.is_none() {
+            if let Some((name, _)) = resources.iter().find(|(_, r)| r.settings.fallback.is_some()) {
+                return Err(de::Error::custom(fallback_without_file_wide(name)));
             }
         }
         Ok(Section {
@@ -235,14 +273,15 @@ impl<'de> Visitor<'de> for SectionVisitor {
             redis_sentinel: redis_sentinel.and_then(|s| s.0),
             fail_open: fail_open.map(|f| f.0),
             key_prefix: key_prefix.map(|p| p.0),
-            default: default.ok_or_else(|| de::Error::missing_field("default"))?,
-            resources: resources.map(|r| r.0).unwrap_or_default(),
+            default,
+            resources,
+            settings,
         })
     }
 }
 
 /// `resources`: a map from resource names to policies.
-struct Resources(BTreeMap<String, RawPolicy>);
+struct Resources(BTreeMap<String, RawEntry>);
 
 impl<'de> Deserialize<'de> for Resources {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -263,14 +302,14 @@ impl<'de> Visitor<'de> for ResourcesVisitor {
         let mut resources = BTreeMap::new();
         while let Some(ResourceName(name)) = map.next_key()? {
             let twice = resources.contains_key(&name);
-            let policy = map.next_value_seed(Checked::new(|policy: RawPolicy| {
+            let entry = map.next_value_seed(Checked::new(|entry: RawEntry| {
                 if twice {
                     Err("this resource is defined twice".to_owned())
                 } else {
-                    Ok(policy)
+                    Ok(entry)
                 }
             }))?;
-            resources.insert(name, policy);
+            resources.insert(name, entry);
         }
         Ok(Resources(resources))
     }

@@ -13,7 +13,7 @@ use crate::env;
 use crate::fields::deserialize_any_with;
 
 /// Expands `${VAR}` in a string value.
-fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
+pub(crate) fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
     env::expand(raw).map_err(E::custom)
 }
 
@@ -30,7 +30,7 @@ pub(crate) fn limit_too_large() -> String {
 
 /// A value for messages: `"text"`, or `"text" (from "${VAR}")` when it came
 /// from the environment.
-fn shown(raw: &str, value: &str) -> String {
+pub(crate) fn shown(raw: &str, value: &str) -> String {
     let raw = env::unshield_braces(raw);
     if raw == value {
         format!("{value:?}")

@@ -122,6 +122,13 @@ impl KeyList {
         self.blocks.extend(other.blocks.iter().copied());
     }
 
+    /// The number of entries: distinct exact keys plus CIDR blocks (an IP
+    /// address alone counts as a block of one address), for showing a
+    /// list's size.
+    pub fn len(&self) -> usize {
+        self.exact.len() + self.blocks.len()
+    }
+
     /// Whether the list has no entry.
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.blocks.is_empty()
@@ -163,6 +170,12 @@ mod tests {
         assert!(!list.contains(b"not an ip"));
         let single = KeyList::parse("deny", ["198.51.100.7"]).unwrap();
         assert!(single.contains(b"198.51.100.7") && !single.contains(b"198.51.100.8"));
+        assert_eq!((list.len(), single.len()), (3, 1));
+        let mut both = KeyList::parse("exempt", ["a", "b", "10.0.0.0/8"]).unwrap();
+        both.extend(&KeyList::parse("exempt", ["b", "c"]).unwrap());
+        // Exact keys are counted once, blocks as given.
+        assert_eq!(both.len(), 4);
+        assert_eq!(KeyList::new().len(), 0);
     }
 
     #[test]

@@ -13,3 +13,4 @@ mod progress;
 mod readme;
 mod redis_backend;
 mod serve;
+mod settings;

@@ -23,6 +23,7 @@ fn the_readme_shows_what_the_commands_print() {
     let commands = [
         "simulate --trace examples/traces/sample.csv --strategy all --limit 10 --window 10s",
         "simulate --trace examples/traces/access.log --format nginx --config examples/traces/policies.yaml",
+        "simulate --trace examples/traces/access.log --format nginx --config examples/traces/policies-shadow.yaml",
     ];
     for command in commands {
         let expected = shown_after(&readme, command);

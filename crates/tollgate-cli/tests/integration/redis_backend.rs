@@ -264,10 +264,16 @@ fn a_policy_file_replays_on_redis_exactly_like_memory() {
 }
 
 #[test]
+fn exempt_and_deny_lists_and_shadow_mode_replay_on_redis_exactly_like_memory() {
+    file_replays_alike(
+        "tollgate:\n  exempt: [10.0.1.0/24]\n  default: { limit: 10, window: 10s }\n  resources:\n    \
+         /api/login: { limit: 4, window: 2s, strategy: fixed_window, deny: [203.0.113.9, 172.16.0.0/12] }\n    \
+         /api/search: { limit: 8, window: 2s, strategy: sliding_window, shadow: true, exempt: [10.0.0.3] }\n",
+    );
+}
+
+#[test]
 fn a_compound_policy_file_replays_on_redis_exactly_like_memory() {
-    // Until the Redis backend decides compound policies, the replay stops
-    // with `FILE: tollgate.default.limits: the Redis backend decides one
-    // limit per policy; ...`.
     file_replays_alike(
         "tollgate:\n  default:\n    limits:\n      - { limit: 5, window: 1s, strategy: token_bucket }\n      \
          - { limit: 40, window: 1m, strategy: sliding_window }\n  resources:\n    /api/login:\n      limits:\n        \

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tollgate::{FailPolicy, Limit, Policy, Strategy};
-use tollgate_config::{ErrorKind, Format, PolicyFile, Storage, Target};
+use tollgate::{DenyCache, FailPolicy, KeyList, Limit, Policy, Strategy};
+use tollgate_config::{ErrorKind, Format, PolicyFile, Settings, Storage, Target};
 
 fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -15,6 +15,27 @@ fn example(name: &str) -> PathBuf {
 
 fn policy(strategy: Strategy, limit: u64, window: Duration) -> Policy {
     Policy::new(strategy, limit, window).unwrap()
+}
+
+/// The settings the example files give each target.
+fn settings(target: Target<'_>) -> Settings {
+    let keys = |entries: &[&str]| KeyList::parse("test", entries).unwrap();
+    let mut settings = Settings::default();
+    settings.exempt = keys(&["10.0.0.0/8", "health-checker"]);
+    settings.deny = keys(&["192.0.2.66"]);
+    settings.deny_cache = Some(DenyCache::new());
+    settings.fallback = Some(policy(Strategy::SlidingWindow, 25, Duration::from_secs(60)));
+    match target {
+        Target::Resource("login") => settings.deny = keys(&["192.0.2.66", "198.51.100.0/24"]),
+        Target::Resource("search") => settings.deny_cache = None,
+        Target::Resource("export") => settings.shadow = true,
+        Target::Resource("api") => {
+            settings.deny_cache = Some(DenyCache::new().capacity(50_000).max_key_len(128));
+            settings.fallback = Some(policy(Strategy::TokenBucket, 3, Duration::from_secs(1)));
+        }
+        _ => {}
+    }
+    settings
 }
 
 #[test]
@@ -51,7 +72,10 @@ fn example_files_load_to_identical_policies() {
         assert_eq!(file.effective_policies(), expected, "{name}");
         assert_eq!(file.origin(), path.display().to_string());
         assert_eq!(file.strategy(), Strategy::SlidingWindow, "{name}");
-        assert_eq!(file.fail_policy(), FailPolicy::Closed, "{name}");
+        assert_eq!(file.fail_policy(), FailPolicy::Fallback, "{name}");
+        for (target, _) in &expected {
+            assert_eq!(file.settings(*target), settings(*target), "{name}: {target}");
+        }
         assert_eq!(file.key_prefix(), "tollgate", "{name}");
         // `${REDIS_URL:-}`: in memory unless the variable is set.
         if std::env::var_os("REDIS_URL").is_none() {

@@ -10,3 +10,7 @@ mod memory;
 mod mistakes;
 #[cfg(feature = "redis")]
 mod redis;
+mod setting_mistakes;
+mod settings;
+#[cfg(feature = "watch")]
+mod watch;

@@ -136,6 +136,26 @@ async fn the_example_files_build() {
         // api: 10 per second and 1000 per hour; the tighter binds.
         let d = limiter.allow("api", "k").await.unwrap();
         assert_eq!((d.allowed, d.limit, d.bound_by), (true, 10, 0), "{name}");
+        // The lists and shadow mode: file-wide, and a resource's own.
+        let listed = |d: tollgate::Decision| (d.allowed, d.listed, d.shadow_denied);
+        let exempt = limiter.allow("search", "10.1.2.3").await.unwrap();
+        assert_eq!(
+            listed(exempt),
+            (true, Some(tollgate::Listed::Exempt), false),
+            "{name}"
+        );
+        let denied = limiter.allow("login", "198.51.100.7").await.unwrap();
+        assert_eq!(
+            listed(denied),
+            (false, Some(tollgate::Listed::Denied), false),
+            "{name}"
+        );
+        let shadowed = limiter.allow("export", "192.0.2.66").await.unwrap();
+        assert_eq!(
+            listed(shadowed),
+            (true, Some(tollgate::Listed::Denied), true),
+            "{name}"
+        );
     }
 }
 

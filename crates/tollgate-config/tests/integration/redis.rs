@@ -202,3 +202,55 @@ async fn a_file_gives_the_password_of_the_primary_sentinel_names() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_protects_its_redis_store_with_a_deny_cache_and_a_fallback() {
+    let server = RedisServer::start();
+    let policies = file(&format!(
+        "tollgate:\n  redis_url: {}\n  deny_cache: true\n  fallback: {{ limit: 2, window: 1h, strategy: fixed_window }}\n  default: {{ limit: 100, window: 1h }}\n  resources:\n    login:\n      limit: 1\n      window: 1h\n      strategy: token_bucket\n      fallback: {{ limit: 1, window: 1h, strategy: fixed_window }}\n    search: {{ limit: 1, window: 1h, strategy: token_bucket, deny_cache: false }}\n",
+        server.url()
+    ));
+    let limiter = policies.build().await.unwrap();
+    for resource in ["login", "search"] {
+        assert!(limiter.allow(resource, "k").await.unwrap().allowed);
+        assert!(!limiter.allow(resource, "k").await.unwrap().allowed);
+    }
+    // The store forgets the keys: login's denial is still answered from its
+    // deny cache, search (without one) asks the store and is admitted.
+    assert_eq!(server.cli(&["FLUSHALL"]), "OK");
+    let d = limiter.allow("login", "k").await.unwrap();
+    assert!(!d.allowed && d.retry_after.is_some(), "{d:?}");
+    assert!(limiter.allow("search", "k").await.unwrap().allowed);
+
+    // The store goes away: each limiter decides by its fallback, login by
+    // its own (1 per hour), the others by the file's (2 per hour).
+    drop(server);
+    let mut admitted = Vec::new();
+    for resource in ["login", "search", "other"] {
+        let mut n = 0;
+        for _ in 0..5 {
+            let d = limiter.allow(resource, "fresh").await.unwrap();
+            assert!(d.fallback, "{resource}: {d:?}");
+            n += u64::from(d.allowed);
+        }
+        admitted.push(n);
+    }
+    assert_eq!(admitted, [1, 2, 2]);
+}
+
+#[tokio::test]
+async fn a_file_with_a_fallback_starts_while_redis_is_down() {
+    let port = free_port(); // nothing listens there
+    let policies = file(&format!(
+        "tollgate:\n  redis_url: redis://127.0.0.1:{port}\n  fallback: {{ limit: 1, window: 1h, strategy: fixed_window }}\n  default: {{ limit: 100, window: 1h }}\n"
+    ));
+    let limiter = policies.build().await.unwrap();
+    let decisions = [
+        limiter.allow("", "k").await.unwrap(),
+        limiter.allow("", "k").await.unwrap(),
+    ];
+    assert_eq!(
+        decisions.map(|d| (d.allowed, d.fallback, d.limit)),
+        [(true, true, 1), (false, true, 1)]
+    );
+}

@@ -63,6 +63,18 @@ impl DenyCache {
         self.max_key_len = bytes;
         self
     }
+
+    /// The most keys cached, as set with [`capacity`](Self::capacity)
+    /// (named apart from that setter), for showing the settings.
+    pub const fn get_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The longest key cached, in bytes, as set with
+    /// [`max_key_len`](Self::max_key_len), for showing the settings.
+    pub const fn get_max_key_len(&self) -> usize {
+        self.max_key_len
+    }
 }
 
 /// A cached denial, in nanoseconds of the limiter's local clock.
@@ -222,7 +234,9 @@ mod tests {
 
     #[test]
     fn the_cache_holds_no_more_than_its_capacity_and_no_long_keys() {
-        let table = DenyTable::new(DenyCache::new().capacity(64).max_key_len(8));
+        let settings = DenyCache::new().capacity(64).max_key_len(8);
+        assert_eq!((settings.get_capacity(), settings.get_max_key_len()), (64, 8));
+        let table = DenyTable::new(settings);
         for i in 0..10_000u32 {
             table.insert(&i.to_le_bytes(), 0, &denied(1_000));
         }

@@ -1,0 +1,229 @@
+//! The settings beside the policies, file-wide (under `tollgate`, where
+//! they also apply to the default policy) and per resource: `exempt`,
+//! `deny`, `shadow`, `deny_cache` and `fallback`.
+
+use serde::de::MapAccess;
+use tollgate::{resource_path, ConfigError, DenyCache, KeyList, Policy, ResourceLimiterBuilder, Strategy};
+
+use crate::fields::next;
+use crate::policy_entry::FallbackPolicy;
+use crate::setting_values::{DenyCacheSetting, KeyEntries};
+use crate::values::Flag;
+
+/// The settings a policy file may give file-wide and per resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SettingField {
+    Exempt,
+    Deny,
+    Shadow,
+    DenyCache,
+    Fallback,
+}
+
+impl SettingField {
+    /// The setting called `name`, if any.
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "exempt" => SettingField::Exempt,
+            "deny" => SettingField::Deny,
+            "shadow" => SettingField::Shadow,
+            "deny_cache" => SettingField::DenyCache,
+            "fallback" => SettingField::Fallback,
+            _ => return None,
+        })
+    }
+}
+
+/// The settings of the `tollgate` section or of one resource, as written.
+#[derive(Default)]
+pub(crate) struct RawSettings {
+    exempt: Option<KeyEntries>,
+    deny: Option<KeyEntries>,
+    shadow: Option<Flag>,
+    deny_cache: Option<DenyCacheSetting>,
+    pub(crate) fallback: Option<FallbackPolicy>,
+}
+
+impl RawSettings {
+    /// Reads the value of `field` from `map`; a setting given twice is an
+    /// error at the value, and so is a `fallback` when `fallback_conflict`
+    /// gives the message of a field it conflicts with.
+    pub(crate) fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: SettingField,
+        map: &mut A,
+        fallback_conflict: Option<String>,
+    ) -> Result<(), A::Error> {
+        match field {
+            SettingField::Exempt => self.exempt = Some(next(map, &self.exempt, |_| None)?),
+            SettingField::Deny => self.deny = Some(next(map, &self.deny, |_| None)?),
+            SettingField::Shadow => self.shadow = Some(next(map, &self.shadow, |_| None)?),
+            SettingField::DenyCache => self.deny_cache = Some(next(map, &self.deny_cache, |_| None)?),
+            SettingField::Fallback => {
+                self.fallback = Some(next(map, &self.fallback, move |_| fallback_conflict)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings with their values resolved: the lists parsed, the
+    /// fallback policy's limits without `strategy` taking `strategy`.
+    /// `path` is the field path of the section or resource, for errors.
+    ///
+    /// # Errors
+    ///
+    /// The core's [`ConfigError`] under `path`: a fallback whose limits
+    /// repeat one another once `strategy` fills in (everything else was
+    /// checked, with its line, as the file was read).
+    pub(crate) fn resolve(&self, strategy: Strategy, path: &str) -> Result<Own, ConfigError> {
+        let list = |entries: &Option<KeyEntries>, name: &str| match entries {
+            Some(KeyEntries(entries)) => KeyList::parse(&format!("{path}.{name}"), entries),
+            None => Ok(KeyList::new()),
+        };
+        let fallback = match &self.fallback {
+            Some(FallbackPolicy(raw)) => Some(
+                raw.policy(strategy)
+                    .map_err(|e| e.within(format!("{path}.fallback")))?,
+            ),
+            None => None,
+        };
+        Ok(Own {
+            shadow: self.shadow.as_ref().map(|f| f.0),
+            exempt: list(&self.exempt, "exempt")?,
+            deny: list(&self.deny, "deny")?,
+            deny_cache: self.deny_cache.as_ref().map(|c| c.0),
+            fallback,
+        })
+    }
+}
+
+/// What a policy file sets beside the policies, for the default policy or
+/// for one resource: the settings under `tollgate`, with a resource's own
+/// on top (see [`PolicyFile::settings`](crate::PolicyFile::settings)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Shadow mode (`shadow`): every request is allowed, and the decisions
+    /// enforcement would deny are marked
+    /// [`shadow_denied`](tollgate::Decision::shadow_denied).
+    pub shadow: bool,
+    /// Keys always allowed, neither charged nor stored (`exempt`): the
+    /// file-wide entries and the resource's.
+    pub exempt: KeyList,
+    /// Keys always denied (`deny`), winning over `exempt`: the file-wide
+    /// entries and the resource's.
+    pub deny: KeyList,
+    /// The local cache of denied keys (`deny_cache`), if any.
+    pub deny_cache: Option<DenyCache>,
+    /// The in-memory policy that decides while the store fails
+    /// (`fallback`), if any.
+    pub fallback: Option<Policy>,
+}
+
+/// The settings one resource (or the `tollgate` section) gives itself:
+/// what it leaves out comes from the section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Own {
+    shadow: Option<bool>,
+    exempt: KeyList,
+    deny: KeyList,
+    deny_cache: Option<Option<DenyCache>>,
+    fallback: Option<Policy>,
+}
+
+impl Own {
+    /// Whether nothing is set.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Own::default()
+    }
+
+    /// The section's settings: what the file leaves out is off.
+    pub(crate) fn file_wide(self) -> Settings {
+        Settings {
+            shadow: self.shadow.unwrap_or(false),
+            exempt: self.exempt,
+            deny: self.deny,
+            deny_cache: self.deny_cache.flatten(),
+            fallback: self.fallback,
+        }
+    }
+
+    /// Adds these settings of resource `name` to `builder`, on top of the
+    /// file-wide ones.
+    pub(crate) fn apply<B>(
+        &self,
+        name: &str,
+        mut builder: ResourceLimiterBuilder<B>,
+    ) -> ResourceLimiterBuilder<B>
+    where
+        B: tollgate::Backend,
+    {
+        if let Some(shadow) = self.shadow {
+            builder = builder.resource_shadow(name, shadow);
+        }
+        if !self.exempt.is_empty() {
+            builder = builder.resource_exempt(name, self.exempt.clone());
+        }
+        if !self.deny.is_empty() {
+            builder = builder.resource_deny(name, self.deny.clone());
+        }
+        if let Some(cache) = self.deny_cache {
+            builder = builder.resource_deny_cache(name, cache);
+        }
+        if let Some(fallback) = self.fallback {
+            builder = builder.resource_fallback(name, fallback);
+        }
+        builder
+    }
+}
+
+impl Settings {
+    /// These settings with a resource's `own` on top: its lists added to
+    /// these, its other settings in place of these where it gives them.
+    pub(crate) fn with(&self, own: &Own) -> Settings {
+        let mut settings = self.clone();
+        settings.shadow = own.shadow.unwrap_or(self.shadow);
+        settings.exempt.extend(&own.exempt);
+        settings.deny.extend(&own.deny);
+        settings.deny_cache = own.deny_cache.unwrap_or(self.deny_cache);
+        settings.fallback = own.fallback.or(self.fallback);
+        settings
+    }
+
+    /// Adds these settings, as the file-wide ones, to `builder`.
+    pub(crate) fn apply<B>(&self, mut builder: ResourceLimiterBuilder<B>) -> ResourceLimiterBuilder<B>
+    where
+        B: tollgate::Backend,
+    {
+        builder = builder
+            .shadow(self.shadow)
+            .exempt(self.exempt.clone())
+            .deny(self.deny.clone());
+        if let Some(cache) = self.deny_cache {
+            builder = builder.deny_cache(cache);
+        }
+        if let Some(fallback) = self.fallback {
+            builder = builder.fallback(fallback);
+        }
+        builder
+    }
+}
+
+/// The message of a resource's `fallback` in a file without a file-wide
+/// one.
+pub(crate) fn fallback_without_file_wide(resource: &str) -> String {
+    format!(
+        "`{}.fallback` is given but `fallback` is not: a resource's fallback takes the place of \
+         the file-wide one, which gives the whole file the fail policy `fallback`; give \
+         `fallback` under `tollgate` too",
+        resource_path(resource)
+    )
+}
+
+/// The message of `fail_open: true` beside `fallback`.
+pub(crate) fn fail_open_and_fallback() -> String {
+    "`fail_open: true` and `fallback` are mutually exclusive: with a fallback, the requests the \
+     store cannot decide are decided by the fallback policy in this process instead of being \
+     admitted; remove `fail_open` (or set it to false) or `fallback`"
+        .to_owned()
+}

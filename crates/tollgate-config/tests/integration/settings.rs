@@ -1,0 +1,263 @@
+//! The settings beside the policies (`exempt`, `deny`, `shadow`,
+//! `deny_cache`, `fallback`): read alike in YAML, TOML and JSON, file-wide
+//! and per resource, and applied by the limiters built from the file.
+
+use std::time::Duration;
+
+use tollgate::{DenyCache, FailPolicy, KeyList, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy};
+use tollgate_config::{AnyBackend, Format, PolicyFile, Settings, Target};
+
+const SECOND: Duration = Duration::from_secs(1);
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3_600);
+
+const YAML: &str = r#"
+tollgate:
+  strategy: token_bucket
+  exempt: [10.0.0.0/8, health-checker]
+  deny: ["2001:db8::/32"]
+  shadow: false
+  deny_cache: true
+  fallback: { limit: 25, window: 1m }
+  default: { limit: 3, window: 1m }
+  resources:
+    api:
+      limit: 2
+      window: 1h
+      strategy: fixed_window
+      shadow: true
+      exempt: [ops]
+      deny: [203.0.113.9, 12345]
+      deny_cache: { capacity: 500, max_key_len: 64 }
+      fallback:
+        limits:
+          - { limit: 2, window: 1s }
+          - { limit: 50, window: 1h, strategy: fixed_window }
+    login: { limit: 2, window: 1h, strategy: fixed_window, deny_cache: false }
+"#;
+
+const TOML: &str = r#"
+[tollgate]
+strategy = "token_bucket"
+exempt = ["10.0.0.0/8", "health-checker"]
+deny = ["2001:db8::/32"]
+shadow = false
+deny_cache = true
+fallback = { limit = 25, window = "1m" }
+default = { limit = 3, window = "1m" }
+
+[tollgate.resources.api]
+limit = 2
+window = "1h"
+strategy = "fixed_window"
+shadow = true
+exempt = ["ops"]
+deny = ["203.0.113.9", 12345]
+deny_cache = { capacity = 500, max_key_len = 64 }
+fallback = { limits = [{ limit = 2, window = "1s" }, { limit = 50, window = "1h", strategy = "fixed_window" }] }
+
+[tollgate.resources.login]
+limit = 2
+window = "1h"
+strategy = "fixed_window"
+deny_cache = false
+"#;
+
+const JSON: &str = r#"{"tollgate": {
+  "strategy": "token_bucket",
+  "exempt": ["10.0.0.0/8", "health-checker"],
+  "deny": ["2001:db8::/32"],
+  "shadow": false,
+  "deny_cache": true,
+  "fallback": {"limit": 25, "window": "1m"},
+  "default": {"limit": 3, "window": "1m"},
+  "resources": {
+    "api": {
+      "limit": 2, "window": "1h", "strategy": "fixed_window",
+      "shadow": true,
+      "exempt": ["ops"],
+      "deny": ["203.0.113.9", 12345],
+      "deny_cache": {"capacity": 500, "max_key_len": 64},
+      "fallback": {"limits": [{"limit": 2, "window": "1s"}, {"limit": 50, "window": "1h", "strategy": "fixed_window"}]}
+    },
+    "login": {"limit": 2, "window": "1h", "strategy": "fixed_window", "deny_cache": false}
+  }
+}}"#;
+
+fn keys(entries: &[&str]) -> KeyList {
+    KeyList::parse("test", entries).unwrap()
+}
+
+/// The settings the three files give each target, built with the core's
+/// types.
+fn expected(target: Target<'_>) -> Settings {
+    let mut settings = Settings::default();
+    settings.exempt = keys(&["10.0.0.0/8", "health-checker"]);
+    settings.deny = keys(&["2001:db8::/32"]);
+    settings.deny_cache = Some(DenyCache::new());
+    settings.fallback = Some(Policy::new(Strategy::TokenBucket, 25, MINUTE).unwrap());
+    match target {
+        Target::Resource("api") => {
+            settings.shadow = true;
+            settings.exempt = keys(&["10.0.0.0/8", "health-checker", "ops"]);
+            settings.deny = keys(&["2001:db8::/32", "203.0.113.9", "12345"]);
+            settings.deny_cache = Some(DenyCache::new().capacity(500).max_key_len(64));
+            settings.fallback = Some(
+                Policy::compound([
+                    Limit::new(Strategy::TokenBucket, 2, SECOND).unwrap(),
+                    Limit::new(Strategy::FixedWindow, 50, HOUR).unwrap(),
+                ])
+                .unwrap(),
+            );
+        }
+        Target::Resource("login") => settings.deny_cache = None,
+        _ => {}
+    }
+    settings
+}
+
+#[test]
+fn every_setting_is_read_alike_in_every_format_file_wide_and_per_resource() {
+    for (format, text) in [(Format::Yaml, YAML), (Format::Toml, TOML), (Format::Json, JSON)] {
+        let file =
+            PolicyFile::from_str(text, format, "inline").unwrap_or_else(|err| panic!("{format}: {err}"));
+        for target in [
+            Target::Default,
+            Target::Resource("api"),
+            Target::Resource("login"),
+            Target::Resource("not-named"),
+        ] {
+            assert_eq!(file.settings(target), expected(target), "{format}: {target}");
+        }
+        assert_eq!(file.fail_policy(), FailPolicy::Fallback, "{format}");
+        assert!(file.has_settings(), "{format}");
+    }
+    // A file without them has none, and fails closed as before.
+    let plain = PolicyFile::from_str(
+        "tollgate:\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "p.yaml",
+    )
+    .unwrap();
+    assert!(!plain.has_settings());
+    assert_eq!(plain.settings(Target::Default), Settings::default());
+    assert_eq!(plain.fail_policy(), FailPolicy::Closed);
+}
+
+#[test]
+fn deny_cache_accepts_text_and_a_partial_map() {
+    for (value, cache) in [
+        ("\"true\"", Some(DenyCache::new())),
+        ("\"false\"", None),
+        ("{}", Some(DenyCache::new())),
+        ("{ capacity: 7 }", Some(DenyCache::new().capacity(7))),
+        ("{ max_key_len: \"32\" }", Some(DenyCache::new().max_key_len(32))),
+    ] {
+        let text = format!("tollgate:\n  deny_cache: {value}\n  default: {{ limit: 1, window: 1s }}\n");
+        let file = PolicyFile::from_str(&text, Format::Yaml, "p.yaml").unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(file.settings(Target::Default).deny_cache, cache, "{value}");
+    }
+}
+
+#[test]
+fn list_entries_are_expanded_from_the_environment() {
+    std::env::set_var("TGC_ADMIN_NET", "192.0.2.0/24");
+    let file = PolicyFile::from_str(
+        "tollgate:\n  exempt: [\"${TGC_ADMIN_NET}\", \"${TGC_UNSET_KEY:-fallback-key}\"]\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "p.yaml",
+    )
+    .unwrap();
+    assert_eq!(
+        file.settings(Target::Default).exempt,
+        keys(&["192.0.2.0/24", "fallback-key"])
+    );
+}
+
+/// The limiter of [`YAML`] on a manual clock.
+fn limiter() -> tollgate::ResourceLimiter<AnyBackend> {
+    let file = PolicyFile::from_str(YAML, Format::Yaml, "p.yaml").unwrap();
+    let backend =
+        AnyBackend::from(MemoryBackend::new().clock(ManualClock::new(Duration::from_secs(1_000_000))));
+    file.limiter_builder(backend).build().unwrap()
+}
+
+#[tokio::test]
+async fn exempt_keys_are_allowed_without_counting_everywhere() {
+    let limiter = limiter();
+    // File-wide: under the default policy and every resource.
+    for resource in ["", "login", "api", "elsewhere"] {
+        for _ in 0..10 {
+            let d = limiter.allow(resource, "10.1.2.3").await.unwrap();
+            assert_eq!((d.allowed, d.listed), (true, Some(Listed::Exempt)), "{resource}");
+        }
+    }
+    // `ops` only under api, which adds it: login counts it.
+    assert_eq!(
+        limiter.allow("api", "ops").await.unwrap().listed,
+        Some(Listed::Exempt)
+    );
+    for expected in [true, true, false] {
+        let d = limiter.allow("login", "ops").await.unwrap();
+        assert_eq!((d.allowed, d.listed), (expected, None));
+    }
+}
+
+#[tokio::test]
+async fn denied_keys_are_denied_file_wide_and_per_resource() {
+    let limiter = limiter();
+    for (resource, key, denied) in [
+        ("", "2001:db8::7", true),
+        ("login", "2001:db8:1::1", true),
+        ("api", "2001:db8::7", true),
+        ("api", "203.0.113.9", true),
+        ("api", "12345", true),
+        // api's own entries are not the default's or login's.
+        ("", "203.0.113.9", false),
+        ("login", "12345", false),
+    ] {
+        let d = limiter.allow(resource, key).await.unwrap();
+        let listed = denied.then_some(Listed::Denied);
+        // api is in shadow mode: a listed key is allowed and marked too.
+        let shadow = resource == "api";
+        assert_eq!(
+            (d.allowed, d.listed, d.shadow_denied),
+            (!denied || shadow, listed, denied && shadow),
+            "{resource} {key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn shadow_mode_allows_what_enforcement_would_deny_and_marks_it() {
+    let limiter = limiter();
+    // api: 2 per hour, in shadow mode.
+    for n in 1..=4 {
+        let d = limiter.allow("api", "k").await.unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.shadow_denied, n > 2, "request {n}");
+    }
+    // login enforces the same policy.
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        allowed.push(limiter.allow("login", "k").await.unwrap().allowed);
+    }
+    assert_eq!(allowed, [true, true, false]);
+    assert!(limiter.limiter("api").is_shadow());
+    assert!(!limiter.limiter("login").is_shadow() && !limiter.default_limiter().is_shadow());
+}
+
+#[tokio::test]
+async fn a_fallback_gives_every_limiter_the_fail_policy_fallback() {
+    let limiter = limiter();
+    assert_eq!(limiter.default_limiter().fail_policy(), FailPolicy::Fallback);
+    assert_eq!(limiter.limiter("api").fail_policy(), FailPolicy::Fallback);
+    // `fail_open: false` beside a fallback changes nothing.
+    let file = PolicyFile::from_str(
+        "tollgate:\n  fail_open: false\n  fallback: { limit: 1, window: 1s }\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "p.yaml",
+    )
+    .unwrap();
+    assert_eq!(file.fail_policy(), FailPolicy::Fallback);
+}
