@@ -1,10 +1,13 @@
 //! Where state lives: the backend traits, the in-memory backend and the
 //! adapter for custom stores.
 
+mod cell;
 mod codec;
 mod janitor;
 mod keys;
 pub mod memory;
+mod reclaim;
+mod slots;
 pub mod store;
 mod stored_key;
 mod table;

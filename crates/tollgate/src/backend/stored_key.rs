@@ -5,7 +5,6 @@
 //! untrusted clients; a plain `Box<[u8]>` costs 16 bytes plus a heap block
 //! (with the allocator's own overhead) for every key, however short.
 
-use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
 const INLINE: usize = 15;
@@ -64,8 +63,10 @@ impl StoredKey {
         let len = key.len() as u64;
         let mut len_bytes = (len << 8).to_le_bytes();
         len_bytes[0] = 0;
-        let boxed = ManuallyDrop::new(Box::<[u8]>::from(key));
-        let ptr = NonNull::new(boxed.as_ptr().cast_mut()).expect("boxed slices are non-null");
+        // `into_raw` keeps the box's unique permission for the pointer, which
+        // `drop` turns back into the box.
+        let raw: *mut [u8] = Box::into_raw(Box::<[u8]>::from(key));
+        let ptr = NonNull::new(raw.cast::<u8>()).expect("boxed slices are non-null");
         Self {
             repr: Repr {
                 heap: Heap { len: len_bytes, ptr },
@@ -77,6 +78,12 @@ impl StoredKey {
     fn tag(&self) -> u8 {
         // SAFETY: both variants start with an initialised byte at offset 0.
         unsafe { self.repr.inline.tag }
+    }
+
+    /// Whether the key lives in a heap block (it is longer than 15 bytes).
+    #[inline]
+    pub(crate) fn owns_heap(&self) -> bool {
+        self.tag() & INLINE_TAG == 0
     }
 
     #[inline]
@@ -104,7 +111,7 @@ impl StoredKey {
 
 impl Drop for StoredKey {
     fn drop(&mut self) {
-        if self.tag() & INLINE_TAG == 0 {
+        if self.owns_heap() {
             // SAFETY: the heap variant owns a boxed slice of exactly this
             // pointer and length, created in `new` and not freed before.
             unsafe {
