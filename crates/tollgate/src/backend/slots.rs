@@ -151,14 +151,19 @@ impl<C: StateCell> Slots<C> {
     /// but a key that was present before the lookup began and is not
     /// deleted meanwhile is always found (slots never go back to empty, so a
     /// probe never stops short of it).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let tag = tag(hash);
-        let mut group_index = hash as usize & self.group_mask;
+        let mask = self.group_mask;
+        let mut group_index = hash as usize & mask;
         // Triangular probing visits every group once in `groups` steps.
-        for stride in 1..=self.ctrl.len() {
+        let mut stride = 0;
+        loop {
+            // SAFETY: `group_index <= group_mask`, and there are
+            // `group_mask + 1` groups.
+            let ctrl = unsafe { self.ctrl.get_unchecked(group_index) };
             // Acquire: a full byte seen here was published after its key.
-            let group = self.ctrl[group_index].load(Ordering::Acquire);
+            let group = ctrl.load(Ordering::Acquire);
             let mut matches = match_tag(group, tag);
             while matches != 0 {
                 let i = lowest(matches);
@@ -166,17 +171,17 @@ impl<C: StateCell> Slots<C> {
                 if byte(group, i) == tag {
                     let index = group_index * GROUP + i;
                     // SAFETY: the control byte says the slot is full.
-                    if unsafe { self.key(index) }.as_bytes() == key {
+                    if unsafe { self.key(index) }.matches(key) {
                         return Some(index);
                     }
                 }
             }
-            if match_empty(group) != 0 {
+            if match_empty(group) != 0 || stride == mask {
                 return None;
             }
-            group_index = (group_index + stride) & self.group_mask;
+            stride += 1;
+            group_index = (group_index + stride) & mask;
         }
-        None
     }
 
     /// The key of a slot.
@@ -188,9 +193,11 @@ impl<C: StateCell> Slots<C> {
     /// retired block or another array (its bits are left in place).
     #[inline]
     unsafe fn key(&self, index: usize) -> &StoredKey {
-        // SAFETY: per the contract, the key was initialised and is not
-        // written while `self` is borrowed.
-        unsafe { (*self.slots[index].key.get()).assume_init_ref() }
+        debug_assert!(index < self.slots.len());
+        // SAFETY: `index` is below the slot count (callers compute it from
+        // a group index and a byte position); per the contract, the key was
+        // initialised and is not written while `self` is borrowed.
+        unsafe { (*self.slots.get_unchecked(index).key.get()).assume_init_ref() }
     }
 
     /// The indices of the full slots.

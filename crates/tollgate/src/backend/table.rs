@@ -202,6 +202,14 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         if let Some(outcome) = self.apply_in_place(shard, hash, key, now, cost) {
             return outcome;
         }
+        self.apply_locked(shard, hash, key, now, cost)
+    }
+
+    /// The decision under the shard's mutex: a new key, a state that
+    /// becomes absent, or a cell held by a writer.
+    #[cold]
+    #[inline(never)]
+    fn apply_locked(&self, shard: &Shard<CellOf<A>>, hash: u64, key: &[u8], now: u64, cost: u64) -> Outcome {
         let mut locked = ShardLock::new(shard);
         self.decide_locked(&mut locked, hash, key, now, |before| {
             A::decide(&self.rate, before, now, cost)
