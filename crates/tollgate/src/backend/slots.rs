@@ -37,7 +37,8 @@ const fn repeat(byte: u8) -> u64 {
 }
 
 /// The top 7 bits of a hash, stored in a full slot's control byte. (The
-/// shard index uses bits 40 and up to 55, the first group the low bits.)
+/// shard index uses bits 40 and up to 55, the first group the low bits,
+/// the preferred slot in a group bits 32 to 34.)
 #[inline]
 fn tag(hash: u64) -> u8 {
     (hash >> 57) as u8
@@ -227,7 +228,12 @@ impl<C: StateCell> Slots<C> {
             let group = self.ctrl[group_index].load(Ordering::Relaxed);
             let empty = match_empty(group);
             if empty != 0 {
-                let i = lowest(empty);
+                // The empty slot at or after a position taken from the hash
+                // (bits no other use takes), not the first: keys spread over
+                // the group's cache lines instead of crowding its first
+                // ones, so fewer keys share a line that decisions write.
+                let start = (hash >> 32) as usize % GROUP;
+                let i = (lowest(empty.rotate_right(8 * start as u32)) + start) % GROUP;
                 let slot = &self.slots[group_index * GROUP + i];
                 // SAFETY: the slot is empty, so no reader reads its key, and
                 // the caller is the only writer.
