@@ -530,6 +530,17 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::strategy::{FixedWindow, SlidingWindow, TokenBucket};
 
+    /// A table on `clock` that reclaims expired state.
+    fn table_on<A: Algorithm<State: Stored>>(rate: Rate, clock: &ManualClock, shards: usize) -> Table<A> {
+        Table::new(
+            rate,
+            ClockHandle::of(clock.clone()),
+            shards,
+            true,
+            ahash::RandomState::new(),
+        )
+    }
+
     /// Two threads decide on the same known keys (lock-free, racing each
     /// other) while a third inserts new keys into the same shard, so its
     /// slot array is rebuilt under them again and again, and sweeps it. No
@@ -539,7 +550,7 @@ mod tests {
         const LIMIT: u64 = 1 << 40;
         let clock = ManualClock::new(Duration::from_secs(1_000));
         let rate = Rate::new(LIMIT, 3_600_000_000_000);
-        let table = Table::<A>::new(rate, ClockHandle::of(clock), 1, true, ahash::RandomState::new());
+        let table = table_on::<A>(rate, &clock, 1);
         let key = |i: u64| format!("a key longer than fifteen bytes {i}");
         for i in 0..keys {
             table.apply(key(i).as_bytes(), 1);
@@ -578,13 +589,7 @@ mod tests {
         let clock = ManualClock::new(Duration::from_secs(1_000));
         // Ten units per millisecond.
         let rate = Rate::new(10, 1_000_000);
-        let table = Table::<A>::new(
-            rate,
-            ClockHandle::of(clock.clone()),
-            2,
-            true,
-            ahash::RandomState::new(),
-        );
+        let table = table_on::<A>(rate, &clock, 2);
         let key = |i: u64| format!("a key longer than fifteen bytes {i}");
         std::thread::scope(|s| {
             for cost in [0, 1] {
@@ -610,28 +615,16 @@ mod tests {
     }
 
     #[test]
-    fn gcra_keys_are_deleted_under_running_decisions() {
+    fn keys_of_every_strategy_are_deleted_under_running_decisions() {
         keys_are_deleted_under_running_decisions::<TokenBucket>();
-    }
-
-    #[test]
-    fn window_keys_are_deleted_under_running_decisions() {
         keys_are_deleted_under_running_decisions::<FixedWindow>();
         keys_are_deleted_under_running_decisions::<SlidingWindow>();
     }
 
     #[test]
-    fn no_gcra_update_is_lost_while_the_shard_is_rebuilt() {
+    fn no_update_of_any_strategy_is_lost_while_the_shard_is_rebuilt() {
         no_update_is_lost_while_the_shard_is_rebuilt::<TokenBucket>();
-    }
-
-    #[test]
-    fn no_fixed_window_update_is_lost_while_the_shard_is_rebuilt() {
         no_update_is_lost_while_the_shard_is_rebuilt::<FixedWindow>();
-    }
-
-    #[test]
-    fn no_sliding_window_update_is_lost_while_the_shard_is_rebuilt() {
         no_update_is_lost_while_the_shard_is_rebuilt::<SlidingWindow>();
     }
 
@@ -642,13 +635,7 @@ mod tests {
         let clock = ManualClock::new(Duration::from_secs(1_000));
         // One request per second per key: a key's state lasts one second.
         let rate = Rate::new(1, 1_000_000_000);
-        let table = Table::<TokenBucket>::new(
-            rate,
-            ClockHandle::of(clock.clone()),
-            SHARDS,
-            true,
-            ahash::RandomState::new(),
-        );
+        let table = table_on::<TokenBucket>(rate, &clock, SHARDS);
         for i in 0..100_000u32 {
             table.apply(&i.to_le_bytes(), 1);
         }
