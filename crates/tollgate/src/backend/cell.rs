@@ -96,6 +96,32 @@ pub(crate) trait StateCell: Send + Sync + Sized {
     fn write_exclusive(&self, state: Self::State);
 }
 
+/// A cell held while a strategy function runs: should the function panic,
+/// the cell is released with the state it had, so the key is not locked for
+/// good (strategies do not panic; this keeps a bug from hanging a key).
+pub(crate) struct Holding<'a, C: StateCell> {
+    cell: &'a C,
+    before: C::State,
+}
+
+impl<'a, C: StateCell> Holding<'a, C> {
+    /// Watches `cell`, held with state `before`.
+    pub(crate) fn new(cell: &'a C, before: C::State) -> Self {
+        Self { cell, before }
+    }
+
+    /// The function returned: the holder releases the cell (or keeps it).
+    pub(crate) fn done(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<C: StateCell> Drop for Holding<'_, C> {
+    fn drop(&mut self) {
+        self.cell.release(self.before);
+    }
+}
+
 /// GCRA's `tat` in one word.
 ///
 /// 0 never holds a state (GCRA stores `tat > now >= 0`) and marks a vacant
@@ -278,7 +304,9 @@ impl<const N: usize, S: Words<N>> StateCell for WindowCell<N, S> {
     fn update<R>(&self, mut decide: impl FnMut(S) -> (R, Option<S>)) -> Option<(R, S)> {
         let start = self.try_lock(SPINS)?;
         let before = self.read(start);
+        let holding = Holding::new(self, before);
         let (result, next) = decide(before);
+        holding.done();
         match next {
             Some(state) => {
                 self.write_unlock(state);
@@ -383,6 +411,21 @@ mod tests {
             cell.read_exclusive(),
             state,
             "an update with no state after it changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_panicking_decision_leaves_the_cell_as_it_was() {
+        let cell = WindowCell::<2, FixedWindowState>::vacant();
+        let state = FixedWindowState { start: 5, count: 2 };
+        cell.init(state);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cell.update(|_| -> ((), Option<FixedWindowState>) { panic!("a strategy bug") })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(
+            cell.update(|s| (s, Some(s))).map(|(before, _)| before),
+            Some(state)
         );
     }
 

@@ -37,7 +37,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::cell::{StateCell, Stored};
+use super::cell::{Holding, StateCell, Stored};
 use super::reclaim;
 use super::slots::{buckets_for, Slots};
 use super::stored_key::StoredKey;
@@ -263,7 +263,10 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     ) -> R {
         if let Some(index) = locked.find(hash, key) {
             let cell = &locked.slots().expect("found in it").slot(index).cell;
-            let (result, after) = decide(Some(cell.hold()));
+            let before = cell.hold();
+            let holding = Holding::new(cell, before);
+            let (result, after) = decide(Some(before));
+            holding.done();
             match after {
                 Some(state) => {
                     cell.release(state);
