@@ -233,16 +233,22 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         // this load returns.
         let slots = unsafe { shard.slots.load(Ordering::Acquire).as_ref() }?;
         let slot = slots.slot(slots.find(hash, key)?);
-        let (outcome, state) = slot
-            .cell
-            .update(|before| A::decide(&self.rate, Some(before), now, cost))?;
-        self.note_expiry(shard, &state);
+        let rate = &self.rate;
+        let (outcome, _) = slot.cell.update(|before| {
+            let (outcome, after) = A::decide(rate, Some(before), now, cost);
+            // No strategy moves a key's expiry back (a state after a
+            // decision never expires before the one it replaces), so the
+            // shard's earliest expiry stays a lower bound without a look.
+            debug_assert!(
+                after.is_none_or(|a| A::expires_at(rate, &a) >= A::expires_at(rate, &before)),
+                "a decision moved a key's expiry back"
+            );
+            (outcome, after)
+        })?;
         Some(outcome)
     }
 
-    /// Lowers the shard's earliest expiry to `state`'s, if earlier. A
-    /// key's expiry never moves back when its state is updated, so this
-    /// reads the shared word and, in practice, never writes it.
+    /// Lowers the shard's earliest expiry to `state`'s, if earlier.
     #[inline]
     fn note_expiry(&self, shard: &Shard<CellOf<A>>, state: &A::State) {
         let expiry = A::expires_at(&self.rate, state);
