@@ -12,7 +12,7 @@
 use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use super::trim;
+use super::{reclaim, trim};
 
 /// Something the janitor can sweep.
 pub(crate) trait Sweep: Send + Sync {
@@ -78,6 +78,8 @@ fn run() {
         for table in due.iter().filter_map(Weak::upgrade) {
             freed += table.sweep();
         }
+        // Memory retired while decisions were reading it, now unread.
+        reclaim::collect();
         if freed >= TRIM_AFTER {
             freed = 0;
             trim::release_free_memory();

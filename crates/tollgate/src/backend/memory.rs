@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::blocks::Blocks;
+use super::cell::Stored;
 use super::janitor::{self, Sweep};
 use super::table::{LockedShard, Table};
 use super::{Backend, Binding, Scope};
@@ -97,10 +98,11 @@ impl MemoryBackend {
         self
     }
 
-    fn table<A: Algorithm + 'static>(&self, limit: &Limit, hasher: &ahash::RandomState) -> Arc<Table<A>>
-    where
-        Table<A>: Sweep,
-    {
+    fn table<A: Algorithm<State: Stored> + 'static>(
+        &self,
+        limit: &Limit,
+        hasher: &ahash::RandomState,
+    ) -> Arc<Table<A>> {
         let table = Arc::new(Table::<A>::new(
             limit.rate_nanos(),
             self.clock.clone(),
@@ -116,7 +118,7 @@ impl MemoryBackend {
     }
 }
 
-impl<A: Algorithm> Sweep for Table<A> {
+impl<A: Algorithm<State: Stored>> Sweep for Table<A> {
     fn sweep(&self) -> usize {
         Table::sweep(self)
     }
@@ -281,7 +283,7 @@ impl Locked<'_> {
 }
 
 /// A strategy whose state is one variant of [`State`].
-trait StateVariant: Algorithm {
+trait StateVariant: Algorithm<State: Stored> {
     fn wrap(state: Self::State) -> State;
     fn unwrap(state: State) -> Option<Self::State>;
 }

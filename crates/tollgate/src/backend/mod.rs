@@ -2,10 +2,13 @@
 //! adapter for custom stores.
 
 mod blocks;
+mod cell;
 mod codec;
 mod janitor;
 mod keys;
 pub mod memory;
+mod reclaim;
+mod slots;
 pub mod store;
 mod stored_key;
 mod table;

@@ -5,7 +5,6 @@
 //! untrusted clients; a plain `Box<[u8]>` costs 16 bytes plus a heap block
 //! (with the allocator's own overhead) for every key, however short.
 
-use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
 const INLINE: usize = 15;
@@ -46,6 +45,23 @@ unsafe impl Sync for StoredKey {}
 
 const _: () = assert!(std::mem::size_of::<StoredKey>() == 16);
 
+/// Whether two slices of the same length, at most 16 bytes, are equal:
+/// two fixed-size comparisons (overlapping unless the length is 1, 4 or 8),
+/// not a call to `memcmp`.
+#[inline]
+fn eq_short(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    debug_assert!(n == b.len() && n <= 16);
+    let u64_at = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let u32_at = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => u32_at(a, 0) == u32_at(b, 0) && u32_at(a, n - 4) == u32_at(b, n - 4),
+        _ => u64_at(a, 0) == u64_at(b, 0) && u64_at(a, n - 8) == u64_at(b, n - 8),
+    }
+}
+
 impl StoredKey {
     pub(crate) fn new(key: &[u8]) -> Self {
         if key.len() <= INLINE {
@@ -64,8 +80,10 @@ impl StoredKey {
         let len = key.len() as u64;
         let mut len_bytes = (len << 8).to_le_bytes();
         len_bytes[0] = 0;
-        let boxed = ManuallyDrop::new(Box::<[u8]>::from(key));
-        let ptr = NonNull::new(boxed.as_ptr().cast_mut()).expect("boxed slices are non-null");
+        // `into_raw` keeps the box's unique permission for the pointer, which
+        // `drop` turns back into the box.
+        let raw: *mut [u8] = Box::into_raw(Box::<[u8]>::from(key));
+        let ptr = NonNull::new(raw.cast::<u8>()).expect("boxed slices are non-null");
         Self {
             repr: Repr {
                 heap: Heap { len: len_bytes, ptr },
@@ -77,6 +95,27 @@ impl StoredKey {
     fn tag(&self) -> u8 {
         // SAFETY: both variants start with an initialised byte at offset 0.
         unsafe { self.repr.inline.tag }
+    }
+
+    /// Whether this is `key`.
+    #[inline]
+    pub(crate) fn matches(&self, key: &[u8]) -> bool {
+        if key.len() <= INLINE {
+            if self.tag() != INLINE_TAG | key.len() as u8 {
+                return false;
+            }
+            // SAFETY: the tag says the inline variant is active.
+            let inline = unsafe { &self.repr.inline };
+            eq_short(&inline.bytes[..key.len()], key)
+        } else {
+            self.owns_heap() && self.as_bytes() == key
+        }
+    }
+
+    /// Whether the key lives in a heap block (it is longer than 15 bytes).
+    #[inline]
+    pub(crate) fn owns_heap(&self) -> bool {
+        self.tag() & INLINE_TAG == 0
     }
 
     #[inline]
@@ -104,7 +143,7 @@ impl StoredKey {
 
 impl Drop for StoredKey {
     fn drop(&mut self) {
-        if self.tag() & INLINE_TAG == 0 {
+        if self.owns_heap() {
             // SAFETY: the heap variant owns a boxed slice of exactly this
             // pointer and length, created in `new` and not freed before.
             unsafe {
@@ -129,5 +168,19 @@ mod tests {
         }
         let big = vec![0xAB; 1 << 16];
         assert_eq!(StoredKey::new(&big).as_bytes(), &big[..]);
+    }
+
+    #[test]
+    fn a_key_matches_exactly_its_own_bytes() {
+        let keys: Vec<Vec<u8>> = (0..40)
+            .map(|len| (0..len).map(|i| (i * 7 + len) as u8).collect())
+            .chain([vec![0; 15], vec![0; 16], vec![0; 14], b"10.0.0.1".to_vec()])
+            .collect();
+        for a in &keys {
+            let stored = StoredKey::new(a);
+            for b in &keys {
+                assert_eq!(stored.matches(b), a == b, "{a:?} against {b:?}");
+            }
+        }
     }
 }
