@@ -38,3 +38,26 @@ local function gcra(raw, limit, window, interval, cost)
   end
   return allowed and 1 or 0, remaining, ahead, retry_after, new, tat
 end
+
+-- Refund (change < 0: tat = max(now, t - |change| * T)) or penalty
+-- (change > 0: tat = t + change * T, saturating at 2^52), t = max(tat, now).
+-- Returns the new state (nil: equal to absent) and its expiry, or false and
+-- the kind of state when `raw` is not one.
+local function gcra_adjust(raw, limit, window, interval, change)
+  local t = now
+  if raw then
+    local s = parse(raw, 1)
+    if not s then
+      return false, 'bucket'
+    end
+    t = math.max(t, s[1])
+  elseif change <= 0 then
+    return nil, now
+  end
+  -- |change| * T may be inexact only beyond 2^53, where both bounds apply.
+  local tat = math.min(math.max(now, t + change * interval), MAX_TIME)
+  if tat > now then
+    return fmt(tat), tat
+  end
+  return nil, now
+end
