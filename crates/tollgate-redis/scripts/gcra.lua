@@ -2,16 +2,20 @@
 -- tollgate: the generic cell rate algorithm shared by the token bucket and
 -- the leaky-bucket meter. State: "tat", the theoretical arrival time at which
 -- the bucket is back to fresh. Port of crates/tollgate/src/strategy/gcra.rs.
+-- t = max(tat, now), the time the bucket is at (now for absent state);
+-- nil when `raw` is not a bucket state.
+local function gcra_time(raw)
+  if not raw then
+    return now
+  end
+  local s = parse(raw, 1)
+  return s and math.max(s[1], now)
+end
+
 local function gcra(raw, limit, window, interval, cost)
-  local t = now
-  if raw then
-    local s = parse(raw, 1)
-    if not s then
-      return nil, 'bucket'
-    end
-    if s[1] > t then
-      t = s[1]
-    end
+  local t = gcra_time(raw)
+  if not t then
+    return nil, 'bucket'
   end
 
   local burst = limit * interval
@@ -44,15 +48,9 @@ end
 -- Returns the new state (nil: equal to absent) and its expiry, or false and
 -- the kind of state when `raw` is not one.
 local function gcra_adjust(raw, limit, window, interval, change)
-  local t = now
-  if raw then
-    local s = parse(raw, 1)
-    if not s then
-      return false, 'bucket'
-    end
-    t = math.max(t, s[1])
-  elseif change <= 0 then
-    return nil, now
+  local t = gcra_time(raw)
+  if not t then
+    return false, 'bucket'
   end
   -- |change| * T may be inexact only beyond 2^53, where both bounds apply.
   local tat = math.min(math.max(now, t + change * interval), MAX_TIME)
