@@ -1072,6 +1072,24 @@ mod tests {
     }
 
     #[test]
+    fn blocked_replies_become_blocked_decisions_and_others_pass_through() {
+        let d = parse_blocked(&[-1, 5_000, 9_000], 7).unwrap().unwrap();
+        assert_eq!(d, Decision::blocked(5_000, 9_000, 7, Tick::Micros));
+        assert_eq!(d.retry_after, Some(Duration::from_millis(5)));
+        assert!(parse_blocked(&[0, 0, 7, 3], 7).unwrap().is_none());
+        for bad in [&[-1, 0, 9][..], &[-1, -5, 9], &[-1, 5, -9]] {
+            let err = parse_blocked(bad, 7).unwrap_err();
+            assert_eq!(err.kind(), BackendErrorKind::Protocol);
+        }
+        let err = operation_amount(Operation::Refund(MAX_EXACT_OPERAND + 1)).unwrap_err();
+        assert_eq!(err.kind(), BackendErrorKind::Unsupported);
+        assert_eq!(
+            operation_amount(Operation::Block(Duration::from_nanos(2_999))).unwrap(),
+            ("block", 2)
+        );
+    }
+
+    #[test]
     fn policies_beyond_exact_double_arithmetic_are_rejected() {
         let day = 86_400_000_000;
         assert!(check_exact(Strategy::SlidingWindow, &Rate::new(1_000, day)).is_ok());
