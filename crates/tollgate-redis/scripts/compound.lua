@@ -19,7 +19,8 @@
 -- single limit's script does (leaving it alone would differ once the clock
 -- steps back). Returns allowed (0 or 1), remaining, reset_us and
 -- retry_after_us (-1 for none) of each limit in order, 4 numbers per limit,
--- which the caller combines into one decision.
+-- which the caller combines into one decision; for a blocked key {-1, the
+-- microseconds left of the block, the largest reset_us of a peek}.
 
 local decide = {
   fixed_window = fixed_window,
@@ -28,13 +29,13 @@ local decide = {
 }
 local cost = tonumber(ARGV[2])
 local n = #KEYS
-local raws, reply, news, expiries = {}, {}, {}, {}
+local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
 
 -- Decides limit i for `c` units and keeps its answer and state; returns
 -- whether it admits, or nil and the kind of state when its value is none.
 local function run(i, c)
   local allowed, remaining, reset, retry_after, new, expires_at = decide[ARGV[4 * i]](
-    raws[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]), c)
+    states[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]), c)
   if allowed == nil then
     return nil, remaining
   end
@@ -43,12 +44,40 @@ local function run(i, c)
   return allowed == 1
 end
 
-local all = true
+-- Reads every limit's value and splits off a block (a value starting with
+-- 'B'); the key is blocked while any of its values says so.
+local blocked_until = 0
 for i = 1, n do
   if not decide[ARGV[4 * i]] then
     return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
   end
   raws[i] = redis.call('GET', KEYS[i])
+  states[i] = raws[i]
+  if raws[i] and string.byte(raws[i], 1) == 66 then
+    local ends
+    ends, states[i] = split_block(raws[i])
+    if not ends then
+      return malformed('blocked', KEYS[i])
+    end
+    blocked_until = math.max(blocked_until, ends)
+  end
+end
+
+-- Blocked: denied, nothing written; the reset is that of a peek.
+if blocked_until > now then
+  local reset = 0
+  for i = 1, n do
+    local admits, what = run(i, 0)
+    if admits == nil then
+      return malformed(what, KEYS[i])
+    end
+    reset = math.max(reset, reply[4 * i - 1])
+  end
+  return { -1, blocked_until - now, reset }
+end
+
+local all = true
+for i = 1, n do
   local admits, what = run(i, cost)
   if admits == nil then
     return malformed(what, KEYS[i])

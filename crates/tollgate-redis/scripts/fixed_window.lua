@@ -2,24 +2,30 @@
 -- tollgate: fixed window. State: "start:count", the start of the
 -- clock-aligned bucket (floor(now / W) * W) and the units charged in it.
 -- Port of crates/tollgate/src/strategy/fixed_window.rs.
-local function fixed_window(raw, limit, window, interval, cost)
+-- The bucket a decision at now uses: its start, its count and the time
+-- within it (now, or the bucket's start when the clock went back before it);
+-- nil when `raw` is not a fixed-window state.
+local function fixed_window_bucket(raw, window)
   local s = nil
   if raw then
     s = parse(raw, 2)
     if not s then
-      return nil, 'fixed-window'
+      return nil
     end
   end
-
-  local t = now
-  local start, count
   if s and now < s[1] then
     -- The clock went backwards: stay in the stored bucket, at its start.
-    start, count, t = s[1], s[2], s[1]
+    return s[1], s[2], s[1]
   elseif s and now - s[1] < window then
-    start, count = s[1], s[2]
-  else
-    start, count = floor_div(now, window) * window, 0
+    return s[1], s[2], now
+  end
+  return floor_div(now, window) * window, 0, now
+end
+
+local function fixed_window(raw, limit, window, interval, cost)
+  local start, count, t = fixed_window_bucket(raw, window)
+  if not start then
+    return nil, 'fixed-window'
   end
 
   local bucket_end = start + window
@@ -43,4 +49,20 @@ local function fixed_window(raw, limit, window, interval, cost)
     new = fmt(start) .. ':' .. fmt(count)
   end
   return allowed and 1 or 0, math.max(0, limit - count), reset, retry_after, new, bucket_end
+end
+
+-- Refund (change < 0: count -= min(-change, count)) or penalty (change > 0:
+-- count += change, saturating at 2^51) in the bucket a decision at now
+-- uses. Returns the new state (nil: equal to absent) and its expiry, or
+-- false and the kind of state when `raw` is not one.
+local function fixed_window_adjust(raw, limit, window, interval, change)
+  local start, count = fixed_window_bucket(raw, window)
+  if not start then
+    return false, 'fixed-window'
+  end
+  count = math.min(math.max(0, count + change), MAX_COUNT)
+  if count == 0 then
+    return nil, start + window
+  end
+  return fmt(start) .. ':' .. fmt(count), start + window
 end

@@ -27,6 +27,11 @@ if not now or now < 0 or now >= 4503599627370496 then
   return redis.error_reply('TOLLGATE clock reading out of range: ' .. tostring(ARGV[1]))
 end
 
+-- The largest time (the clock's bound) and the largest fixed-window count a
+-- penalty can reach: states saturate there, so every value stays exact.
+local MAX_TIME = 4503599627370496
+local MAX_COUNT = 2251799813685248
+
 -- floor(a / b) for integers 0 <= a <= 2^53 and b >= 1. The double quotient
 -- is correctly rounded, so its floor is off by at most one; the exact
 -- remainder corrects it.
@@ -78,6 +83,22 @@ end
 -- The error for a value under `key` that is not a state of kind `what`.
 local function malformed(what, key)
   return redis.error_reply('TOLLGATE malformed ' .. what .. ' state under key ' .. key)
+end
+
+-- A blocked key's value is 'B<until>|<state>': the microsecond at which the
+-- block ends, then the state as it would be stored unblocked (empty for
+-- absent state). Values that start with 'B' are tested for it; no state
+-- does. Returns the end of the block and the state (false for none), or nil
+-- when `raw` is no such value.
+local function split_block(raw)
+  local ends, state = string.match(raw, '^B(%d+)|(.*)$')
+  if not ends or tonumber(ends) >= 9007199254740992 then
+    return nil
+  end
+  if state == '' then
+    state = false
+  end
+  return tonumber(ends), state
 end
 
 -- Stores the state after a decision under `key`, whose value was `old`:

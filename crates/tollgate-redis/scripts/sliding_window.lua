@@ -27,13 +27,16 @@ local function sliding_window_retry_after(limit, window, unit, curr, prev, e)
   return math.max(window - e, math.max(0, (2 * window - e) - q))
 end
 
-local function sliding_window(raw, limit, window, interval, cost)
+-- The state rolled forward to now as a decision sees it: the time within
+-- it, the current window's start and both counters; nil when `raw` is not a
+-- sliding-window state.
+local function sliding_window_roll(raw, window)
   local t = now
   local start, curr, prev = now, 0, 0
   if raw then
     local s = parse(raw, 3)
     if not s then
-      return nil, 'sliding-window'
+      return nil
     end
     if t < s[1] then
       t = s[1]
@@ -49,6 +52,24 @@ local function sliding_window(raw, limit, window, interval, cost)
     if curr == 0 and prev == 0 then
       start = t
     end
+  end
+  return t, start, curr, prev
+end
+
+-- The state (nil: equal to absent) and its expiry.
+local function sliding_window_state(start, curr, prev, window)
+  if curr > 0 then
+    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + 2 * window
+  elseif prev > 0 then
+    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + window
+  end
+  return nil, start + window
+end
+
+local function sliding_window(raw, limit, window, interval, cost)
+  local t, start, curr, prev = sliding_window_roll(raw, window)
+  if not t then
+    return nil, 'sliding-window'
   end
 
   local e = t - start
@@ -75,13 +96,19 @@ local function sliding_window(raw, limit, window, interval, cost)
     reset = window - e
   end
 
-  local new = nil
-  local expires_at = start + window
-  if curr > 0 or prev > 0 then
-    new = fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev)
-    if curr > 0 then
-      expires_at = start + 2 * window
-    end
-  end
+  local new, expires_at = sliding_window_state(start, curr, prev, window)
   return allowed and 1 or 0, remaining, reset, retry_after, new, expires_at
+end
+
+-- Refund (change < 0: curr -= min(-change, curr)) or penalty (change > 0:
+-- curr += change, saturating at floor(2^52 / W), which is at least L) after
+-- rolling as a decision does. Returns the new state (nil: equal to absent)
+-- and its expiry, or false and the kind of state when `raw` is not one.
+local function sliding_window_adjust(raw, limit, window, interval, change)
+  local t, start, curr, prev = sliding_window_roll(raw, window)
+  if not t then
+    return false, 'sliding-window'
+  end
+  curr = math.min(math.max(0, curr + change), floor_div(MAX_TIME, window))
+  return sliding_window_state(start, curr, prev, window)
 end

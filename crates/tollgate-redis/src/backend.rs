@@ -10,8 +10,8 @@ use redis::TlsCertificates;
 use tollgate::backend::{namespace, CompoundKeys, Scope};
 use tollgate::strategy::{self, LimitRate, Outcome, Rate};
 use tollgate::{
-    Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, SharedClock,
-    Strategy, Tick, MAX_LIMITS,
+    Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, Operation,
+    SharedClock, Strategy, Tick, MAX_LIMITS,
 };
 
 use crate::connection::{Connection, Endpoint};
@@ -698,20 +698,27 @@ impl Backend for RedisBackend {
             None => (
                 LuaScript::compound(),
                 Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, policy.limits())),
-                limits
-                    .iter()
-                    .flat_map(|l| {
-                        [
-                            scripts::function_name(l.strategy).to_owned(),
-                            l.rate.limit.to_string(),
-                            l.rate.window.to_string(),
-                            l.rate.interval.to_string(),
-                        ]
-                    })
-                    .collect(),
+                Vec::new(),
             ),
         };
+        let operation_args: Vec<String> = limits
+            .iter()
+            .flat_map(|l| {
+                [
+                    scripts::function_name(l.strategy).to_owned(),
+                    l.rate.limit.to_string(),
+                    l.rate.window.to_string(),
+                    l.rate.interval.to_string(),
+                ]
+            })
+            .collect();
         let grace_ms = self.options.expiry_grace.as_nanos().div_ceil(1_000_000);
+        // A compound policy's decision arguments are the operations' ones.
+        let limit_args = if limit_args.is_empty() {
+            operation_args.clone()
+        } else {
+            limit_args
+        };
         Ok(RedisBinding {
             shared: Arc::new(BindingShared {
                 conn: self.conn.clone(),
@@ -723,6 +730,8 @@ impl Backend for RedisBackend {
                 limits: limits.into_boxed_slice(),
                 grace_ms: grace_ms.to_string(),
                 limit_args,
+                operations: LuaScript::operations(),
+                operation_args,
             }),
         })
     }
@@ -794,6 +803,11 @@ struct BindingShared {
     /// `L`, `W` and `T` for one limit; the strategy function, `L`, `W` and
     /// `T` of each limit for several.
     limit_args: Vec<String>,
+    /// The script of per-key operations.
+    operations: LuaScript,
+    /// Each limit's strategy function, `L`, `W` and `T`, as the operations
+    /// script takes them.
+    operation_args: Vec<String>,
 }
 
 /// One policy served by a [`RedisBackend`]. Cheap to clone.
@@ -845,27 +859,16 @@ impl RedisBinding {
 
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
-        let state_keys = self.state_keys(key);
-        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
-        let now = match &shared.clock {
-            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
-            None => String::new(),
-        };
         // Every cost above a limit decides alike for it (denied, nothing
         // charged, no retry), so clamping above the largest keeps the
         // argument exact.
         let cost = cost.min(shared.max_limit + 1).to_string();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + shared.limit_args.len());
-        args.extend([now.as_bytes(), cost.as_bytes(), shared.grace_ms.as_bytes()]);
-        args.extend(shared.limit_args.iter().map(String::as_bytes));
-        let deadline = tokio::time::Instant::now() + shared.timeout;
-        let conn = shared.conn.ready(deadline).await.map_err(|err| {
-            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
-        })?;
-        let reply = tokio::time::timeout_at(deadline, shared.script.run(conn, &keys, &args))
-            .await
-            .map_err(|_| BackendError::timeout(shared.timeout))?
-            .map_err(backend_error)?;
+        let reply = self
+            .invoke(&shared.script, key, &cost, &shared.limit_args, None)
+            .await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(blocked);
+        }
         let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
         let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
         Ok(Decision::from_compound(
@@ -874,11 +877,125 @@ impl RedisBinding {
             Tick::Micros,
         ))
     }
+
+    /// Applies `op` to every state key of `key` in one script call.
+    async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
+        let shared = &*self.shared;
+        let (name, amount) = operation_amount(op)?;
+        let amount = amount.to_string();
+        let reply = self
+            .invoke(
+                &shared.operations,
+                key,
+                &amount,
+                &shared.operation_args,
+                Some(name),
+            )
+            .await?;
+        if reply != [0] {
+            return Err(BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the operations script: {reply:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `script` on the state keys of `key` with now, `amount`, the
+    /// grace, `limit_args` and `last` as arguments, within the timeout.
+    async fn invoke(
+        &self,
+        script: &LuaScript,
+        key: &[u8],
+        amount: &str,
+        limit_args: &[String],
+        last: Option<&str>,
+    ) -> Result<Vec<i64>, BackendError> {
+        let shared = &*self.shared;
+        let state_keys = self.state_keys(key);
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let now = match &shared.clock {
+            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
+            None => String::new(),
+        };
+        let mut args: Vec<&[u8]> = Vec::with_capacity(4 + limit_args.len());
+        args.extend([now.as_bytes(), amount.as_bytes(), shared.grace_ms.as_bytes()]);
+        args.extend(limit_args.iter().map(String::as_bytes));
+        args.extend(last.map(str::as_bytes));
+        let deadline = tokio::time::Instant::now() + shared.timeout;
+        let conn = shared.conn.ready(deadline).await.map_err(|err| {
+            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
+        })?;
+        tokio::time::timeout_at(deadline, script.run(conn, &keys, &args))
+            .await
+            .map_err(|_| BackendError::timeout(shared.timeout))?
+            .map_err(backend_error)
+    }
+}
+
+/// The operations script's name of `op` and its amount: the cost of a
+/// refund or penalty, the length of a block in microseconds (rounded down,
+/// as the store adapter's ticks are), 0 for a reset.
+///
+/// # Errors
+///
+/// A cost above [`MAX_EXACT_OPERAND`], beyond which the script's arithmetic
+/// would not be exact, as [`BackendErrorKind::Unsupported`]. (The limiter
+/// has already refused costs and blocks beyond the core's bounds; a block of
+/// at most 100 years stays exact.)
+fn operation_amount(op: Operation) -> Result<(&'static str, u64), BackendError> {
+    match op {
+        Operation::Reset => Ok(("reset", 0)),
+        Operation::Block(d) => Ok((
+            "block",
+            Tick::Micros.from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )),
+        Operation::Refund(cost) | Operation::Penalty(cost) if cost > MAX_EXACT_OPERAND => {
+            Err(BackendError::new(
+                BackendErrorKind::Unsupported,
+                format!(
+                    "{} cost {cost} exceeds 2^51 = {MAX_EXACT_OPERAND}, the largest cost of a \
+                     per-key operation on the Redis backend, within which its scripts compute \
+                     exactly (Lua numbers are doubles)",
+                    op.name()
+                ),
+            ))
+        }
+        Operation::Refund(cost) => Ok(("refund", cost)),
+        Operation::Penalty(cost) => Ok(("penalty", cost)),
+        _ => Err(BackendError::new(
+            BackendErrorKind::Unsupported,
+            format!("the Redis backend does not know the operation {}", op.name()),
+        )),
+    }
+}
+
+/// The decision of a blocked key when `reply` is `{-1, left_us, reset_us}`
+/// (`limit`: the policy's first limit's); `None` for any other reply.
+fn parse_blocked(reply: &[i64], limit: u64) -> Result<Option<Decision>, BackendError> {
+    match *reply {
+        [-1, left, reset] => match (u64::try_from(left), u64::try_from(reset)) {
+            (Ok(left), Ok(reset)) if left > 0 => {
+                Ok(Some(Decision::blocked(left, reset, limit, Tick::Micros)))
+            }
+            _ => Err(BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the rate-limit script: {reply:?}"),
+            )),
+        },
+        _ => Ok(None),
+    }
 }
 
 impl Binding for RedisBinding {
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
+    }
+
+    /// One atomic script call for every limit of the policy (see
+    /// [per-key operations](crate::_documentation::operations#per-key-operations)).
+    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.operate_keys(key, op)
     }
 }
 
@@ -952,6 +1069,24 @@ mod tests {
         }
         let short = parse_reply(&[1, 4, 1_000, -1], &mut two).unwrap_err();
         assert_eq!(short.kind(), BackendErrorKind::Protocol);
+    }
+
+    #[test]
+    fn blocked_replies_become_blocked_decisions_and_others_pass_through() {
+        let d = parse_blocked(&[-1, 5_000, 9_000], 7).unwrap().unwrap();
+        assert_eq!(d, Decision::blocked(5_000, 9_000, 7, Tick::Micros));
+        assert_eq!(d.retry_after, Some(Duration::from_millis(5)));
+        assert!(parse_blocked(&[0, 0, 7, 3], 7).unwrap().is_none());
+        for bad in [&[-1, 0, 9][..], &[-1, -5, 9], &[-1, 5, -9]] {
+            let err = parse_blocked(bad, 7).unwrap_err();
+            assert_eq!(err.kind(), BackendErrorKind::Protocol);
+        }
+        let err = operation_amount(Operation::Refund(MAX_EXACT_OPERAND + 1)).unwrap_err();
+        assert_eq!(err.kind(), BackendErrorKind::Unsupported);
+        assert_eq!(
+            operation_amount(Operation::Block(Duration::from_nanos(2_999))).unwrap(),
+            ("block", 2)
+        );
     }
 
     #[test]

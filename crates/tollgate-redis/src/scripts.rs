@@ -31,6 +31,7 @@ const SLIDING_WINDOW: &str = include_str!("../scripts/sliding_window.lua");
 const GCRA: &str = include_str!("../scripts/gcra.lua");
 const SINGLE: &str = include_str!("../scripts/single.lua");
 const COMPOUND: &str = include_str!("../scripts/compound.lua");
+const OPERATE: &str = include_str!("../scripts/operate.lua");
 
 /// The Lua function that decides for `strategy`, and the file defining it.
 fn function(strategy: Strategy) -> (&'static str, &'static str) {
@@ -64,6 +65,12 @@ impl LuaScript {
     /// The script that decides several limits as one step.
     pub(crate) fn compound() -> Self {
         Self::new(format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}"))
+    }
+
+    /// The script that applies a per-key operation (reset, block, refund,
+    /// penalty) to every limit of a policy, one or several.
+    pub(crate) fn operations() -> Self {
+        Self::new(format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{OPERATE}"))
     }
 
     fn new(source: String) -> Self {

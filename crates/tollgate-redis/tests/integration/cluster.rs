@@ -143,3 +143,44 @@ async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
         "1"
     );
 }
+
+/// Operations on a compound key run as one script on the primary that owns
+/// its slot: a penalty charges every limit, a block denies on every
+/// primary's keys, a refund and a reset give the budget back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_on_compound_keys_work_on_a_cluster() {
+    let cluster = Cluster::start(3, 0, 2_000);
+    let backend = RedisBackend::connect_cluster(&cluster.urls()).await.unwrap();
+    let policy = policies().pop().unwrap();
+    let limiter = Limiter::builder()
+        .backend(backend)
+        .policy(policy)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..12).map(|i| format!("user-{i}")).collect();
+    let mut owners = std::collections::HashSet::new();
+    for key in &keys {
+        let state_keys = limiter.binding().state_keys(key.as_bytes());
+        let slot = cluster.slot(&String::from_utf8(state_keys[0].clone()).unwrap());
+        owners.insert(cluster.owner(slot));
+        limiter.penalty(key, 5).await.unwrap();
+        // The sliding window (8) binds: 3 left.
+        assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 3, "{key}");
+        limiter.refund(key, 2).await.unwrap();
+        assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 5, "{key}");
+        limiter.block(key, Duration::from_secs(60)).await.unwrap();
+        let d = limiter.allow(key).await.unwrap();
+        assert!(
+            !d.allowed && d.retry_after.unwrap() > Duration::from_secs(55),
+            "{key}"
+        );
+        for state_key in &state_keys {
+            let port = cluster.owner(slot);
+            let value = cli(port, &["GET", std::str::from_utf8(state_key).unwrap()]);
+            assert!(value.starts_with('B'), "{key}: {value}");
+        }
+        limiter.reset(key).await.unwrap();
+        assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 8, "{key}");
+    }
+    assert_eq!(owners.len(), 3, "the keys spread over every primary");
+}

@@ -19,7 +19,7 @@ use tollgate::{Clock, Decision, Limit, Limiter, ManualClock, Policy, Strategy, T
 use tollgate_redis::RedisBackend;
 
 /// 2023-11-14, in nanoseconds since the epoch.
-const START: u64 = 1_700_000_000_000_000_000;
+pub(crate) const START: u64 = 1_700_000_000_000_000_000;
 
 /// One step of a trace: a clock change in nanoseconds (occasionally
 /// backwards), a key index and a cost (peeks and costs above the limit
@@ -45,7 +45,7 @@ fn trace(max_step_ns: u64) -> impl proptest::strategy::Strategy<Value = Vec<(i64
 
 /// Any strategy, a limit of 1 to 8 and a window of 1µs to 2s with a
 /// sub-microsecond part (which microsecond ticks truncate).
-fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+pub(crate) fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     (
         0usize..4,
         1u64..9,
@@ -95,20 +95,20 @@ fn compound_of(
 }
 
 /// Compound policies of limits like those of [`any_policy`].
-fn any_compound_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+pub(crate) fn any_compound_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     compound_of(any_policy().prop_map(|p| p.limits()[0]))
 }
 
-struct Harness {
+pub(crate) struct Harness {
     _server: RedisServer,
-    rt: tokio::runtime::Runtime,
-    clock: ManualClock,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) clock: ManualClock,
     backend: RedisBackend,
     case: AtomicU64,
 }
 
 impl Harness {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let server = RedisServer::start();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -136,7 +136,7 @@ impl Harness {
     }
 
     /// A limiter on a fresh namespace, so cases never see each other's state.
-    fn limiter(&self, policy: Policy) -> Limiter<RedisBackend> {
+    pub(crate) fn limiter(&self, policy: Policy) -> Limiter<RedisBackend> {
         let case = self.case.fetch_add(1, Ordering::Relaxed);
         Limiter::builder()
             .backend(self.backend.clone())

@@ -11,6 +11,7 @@ mod compound;
 mod connect;
 mod differential;
 mod faults;
+mod operations;
 mod processes;
 mod protection;
 mod sentinel;
