@@ -75,4 +75,12 @@ impl Binding for AnyBinding {
             AnyBinding::Redis(binding) => binding.apply(key, cost).await,
         }
     }
+
+    async fn operate(&self, key: &[u8], op: tollgate::Operation) -> Result<(), BackendError> {
+        match self {
+            AnyBinding::Memory(binding) => binding.operate(key, op).await,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.operate(key, op).await,
+        }
+    }
 }
