@@ -13,7 +13,9 @@
 //!   `{"allowed": true, "limit": 5, "remaining": 4, "reset_ms": 12000,
 //!   "retry_after_ms": null, "policy": "login", "bound_by": 0, "strategy":
 //!   "fixed_window", "window_ms": 60000, "fail_open": false, "fallback":
-//!   false}`. Times are whole milliseconds rounded up. Fields may be added.
+//!   false, "shadow_denied": false, "listed": null}`. Times are whole
+//!   milliseconds rounded up; `shadow_denied` is [`tollgate::Decision`]'s,
+//!   `listed` is `"exempt"`, `"deny"` or null. Fields may be added.
 //!   A malformed body or field is 400 with `{"error": "...", "field":
 //!   "cost"}` (`field` null when no field is at fault); a body over
 //!   [`MAX_BODY_BYTES`] is 413; a store that fails closed is 503.
@@ -25,7 +27,14 @@
 //!   second), `GET /metrics` (Prometheus text: the library's metrics and
 //!   the service's, see [`metrics`]).
 //! - Admin routes, `GET /v1/policies` (every policy with its limits, and
-//!   the Envoy domains): open on a loopback listener; with an admin token
+//!   the Envoy domains) and the per-key operations `POST /v1/reset`
+//!   `{"resource", "key"}`, `POST /v1/block` `{"resource", "key",
+//!   "duration_ms"}`, `POST /v1/refund` and (an extension) `POST
+//!   /v1/penalty` `{"resource", "key", "cost"}` ([`tollgate::Operation`]
+//!   on every limit of the policy; `resource` optional: the default policy;
+//!   `cost` optional: 1): 204 when applied, 400 naming the field, 503 when
+//!   the store failed, 501 when it has no operations. They are open on a
+//!   loopback listener; with an admin token
 //!   file they need `Authorization: Bearer <token>`; the server refuses to
 //!   start with them open on another address.
 //!

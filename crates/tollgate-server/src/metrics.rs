@@ -13,9 +13,9 @@ pub const DURATION: &str = "tollgate_server_request_duration_seconds";
 /// Envoy descriptors in shadow mode that were over their limit and answered
 /// OK, by `resource`.
 pub const SHADOW_DENIED: &str = "tollgate_server_shadow_denied_total";
-/// Envoy requests of several descriptors whose charge was denied after the
-/// check admitted them (a concurrent request on another instance took the
-/// last units): the descriptors charged before stay charged.
+/// Charges of a denied Envoy request of several descriptors that stay in
+/// place: the refund giving one back failed (the store failed in
+/// between), or the charge was made by an in-memory fallback.
 pub const PARTIAL_CHARGES: &str = "tollgate_server_envoy_partial_charges_total";
 /// Configuration reloads, by `outcome` (`applied` or `rejected`).
 pub const RELOADS: &str = "tollgate_server_reloads_total";

@@ -2,26 +2,39 @@
 //!
 //! Every descriptor of a request is decided together: the answer is
 //! OVER_LIMIT when any limited descriptor is over its limit (shadow-mode
-//! descriptors excepted), and then no descriptor is charged.
+//! descriptors excepted), and then no descriptor stays charged.
 //!
 //! - One limited descriptor: one decision, exact (charged only when
 //!   admitted).
-//! - Several: every descriptor is first checked without charging (a
-//!   peek: its limit's units left now, against the costs of all the
-//!   request's descriptors on the same resource and key); only when all
-//!   pass is each charged, in request order. Requests of this process that
-//!   share a resource and key are serialized through [`Stripes`] for that
-//!   whole step, so in memory (one process holds all state) the outcome is
-//!   exact. With Redis shared by several instances, a request of another
-//!   instance can take the last units between the check and the charge:
-//!   that charge is then denied while the descriptors charged before it
-//!   stay charged (counted in
-//!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES)). Closing that
-//!   window needs a core decision over several keys (or a refund).
+//! - Several: each is charged in request order (a decision with its cost,
+//!   against the charges of the request's earlier descriptors on the same
+//!   resource and key). At the first denial the descriptors already charged
+//!   get a refund of exactly the cost each was charged, which restores
+//!   their state exactly (a refund right after a charge undoes it, per
+//!   SEMANTICS.md's per-key operations); the descriptors after it are
+//!   reported from a peek, not charged. This holds with Redis shared by
+//!   several instances too: nothing is left charged whatever other
+//!   instances do in between. Between a charge and its refund another
+//!   request may see the charge and be denied when it would otherwise have
+//!   been admitted: conservative, never admitting more than the limits.
+//!   A charge stays only when its refund fails (the store failed in
+//!   between) or it was made by a limiter's in-memory fallback, which a
+//!   refund does not reach: both are counted in
+//!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
+//! - Requests of this process that share a resource and key are still
+//!   serialized through [`Stripes`] for the whole step. With refunds the
+//!   outcome is safe without it, but not exact: a request that only
+//!   overlaps a denied one in time could be denied by its passing charge.
+//!   Holding the stripes makes this process's Envoy requests decide as if
+//!   one after the other, so with in-memory state every answer is the one
+//!   a sequential replay gives; the cost is waiting only on requests that
+//!   share a key's stripe.
+//! - A descriptor limited to 0 requests per unit denies the request
+//!   without any charge; the others are reported from a peek.
 //!
 //! [`Stripes`]: crate::envoy::stripes::Stripes
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -171,51 +184,49 @@ impl EnvoyService {
                 return Ok(outcomes);
             }
         }
-        // Check every descriptor against the costs of the whole request on
-        // its resource and key, charging nothing.
-        let mut needed: HashMap<(&str, &[u8]), u64> = HashMap::new();
-        for (i, rule, _) in &limited {
-            let need = needed.entry((&rule.spec.resource, &planned[*i].key)).or_default();
-            *need = need.saturating_add(planned[*i].cost);
-        }
-        let mut admit = !blocked;
-        let mut peeks = Vec::with_capacity(limited.len());
-        for (i, rule, limiter) in &limited {
-            let peek = limiter.allow_n(&planned[*i].key, 0).await.map_err(unavailable)?;
-            let need = needed[&(rule.spec.resource.as_str(), planned[*i].key.as_slice())];
-            let over = !peek.fail_open && peek.remaining < need;
-            if over && !rule.spec.shadow {
-                admit = false;
-            }
-            peeks.push((peek, over));
-        }
-        if !admit {
-            for ((i, _, limiter), (peek, over)) in limited.iter().zip(peeks) {
-                let decision = if over {
-                    would_deny(&peek, planned[*i].cost, limiter.policy())
-                } else {
-                    peek
-                };
-                outcomes[*i] = Some(Outcome { decision, over });
+        if blocked {
+            // A descriptor limited to 0 denies: nothing is charged; the
+            // others are reported as they stand.
+            for (i, _, limiter) in &limited {
+                let peek = limiter.allow_n(&planned[*i].key, 0).await.map_err(unavailable)?;
+                outcomes[*i] = Some(peeked(peek, planned[*i].cost, limiter.policy()));
             }
             return Ok(outcomes);
         }
-        let mut partial = false;
+        // Charge in request order; at the first denial, give back what was
+        // charged and report the rest as they stand.
+        let mut charged: Vec<(&SharedLimiter, &[u8], u64)> = Vec::new();
+        let mut denied = false;
+        let mut unrefundable = 0;
         for (i, rule, limiter) in &limited {
-            let decision = limiter
-                .allow_n(&planned[*i].key, planned[*i].cost)
-                .await
-                .map_err(unavailable)?;
+            let (key, cost) = (planned[*i].key.as_slice(), planned[*i].cost);
+            if denied {
+                let peek = limiter.allow_n(key, 0).await.map_err(unavailable)?;
+                outcomes[*i] = Some(peeked(peek, cost, limiter.policy()));
+                continue;
+            }
+            let decision = match limiter.allow_n(key, cost).await {
+                Ok(decision) => decision,
+                Err(err) => {
+                    refund(&charged).await;
+                    return Err(unavailable(err));
+                }
+            };
             if !decision.allowed && !rule.spec.shadow {
-                partial = true;
+                denied = true;
+            } else if charges(&decision) {
+                charged.push((limiter, key, cost));
+            } else if decision.allowed && decision.fallback {
+                unrefundable += 1;
             }
             outcomes[*i] = Some(Outcome {
                 over: !decision.allowed,
                 decision,
             });
         }
-        if partial {
-            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+        if denied {
+            refund(&charged).await;
+            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(unrefundable);
         }
         Ok(outcomes)
     }
@@ -355,15 +366,47 @@ fn drop_replaced(planned: &mut [Planned<'_>]) {
     }
 }
 
-/// The denial a fixed-window limit would give a request of `cost` that the
-/// check found over the limit: the units come back when the window ends
-/// (never, for a cost above the limit).
-fn would_deny(peek: &Decision, cost: u64, policy: &Policy) -> Decision {
+/// The outcome of a descriptor left undecided because the request is
+/// denied, from a peek: over when fewer than `cost` units are left, with
+/// the denial a fixed-window limit would give (the units come back when
+/// the window ends; never, for a cost above the limit).
+fn peeked(peek: Decision, cost: u64, policy: &Policy) -> Outcome {
+    let over = !peek.fail_open && peek.remaining < cost;
+    if !over {
+        return Outcome { decision: peek, over };
+    }
     let fits = policy.limits().iter().all(|l| cost <= l.limit());
-    let mut denied = *peek;
+    let mut denied = peek;
     denied.allowed = false;
     denied.retry_after = fits.then_some(peek.reset);
-    denied
+    Outcome {
+        decision: denied,
+        over,
+    }
+}
+
+/// Whether an admission charged the store: not when the limiter failed
+/// open, decided on its in-memory fallback (that charge stays in the
+/// fallback's memory), admitted in shadow mode what it would deny, or the
+/// key's list decided.
+fn charges(decision: &Decision) -> bool {
+    decision.allowed
+        && !decision.fail_open
+        && !decision.fallback
+        && !decision.shadow_denied
+        && decision.listed.is_none()
+}
+
+/// Gives back every charge of a denied request, each exactly its cost. A
+/// refund that fails (the store failed in between) leaves that charge in
+/// place, counted in [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
+async fn refund(charged: &[(&SharedLimiter, &[u8], u64)]) {
+    for (limiter, key, cost) in charged {
+        if let Err(err) = limiter.refund(key, *cost).await {
+            tracing::warn!(%err, "a denied Envoy request's charge could not be given back");
+            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+        }
+    }
 }
 
 fn ok_status() -> DescriptorStatus {

@@ -1,4 +1,4 @@
-//! Locks that make an Envoy request's check-then-charge of several
+//! Locks that make an Envoy request's charge-then-refund of several
 //! descriptors one step with respect to every other Envoy request of this
 //! process: each `(resource, key)` hashes to one of a fixed set of async
 //! locks, and a request holds the locks of all its descriptors, taken in

@@ -1,10 +1,11 @@
-//! Admin routes: what the service is configured with, and (later) per-key
-//! operations. They are open on a loopback listener without a token; with
+//! Admin routes: what the service is configured with, and the per-key
+//! operations ([`operations`]). They are open on a loopback listener without a token; with
 //! `--admin-token-file` every admin request must carry
 //! `Authorization: Bearer <token>`, compared in constant time. The server
 //! refuses to start with admin routes open on any other address.
 //!
-//! Adding an operation is one `.route(...)` line in [`router`].
+//! Adding a route is one `.route(...)` line in [`router`] (an operation:
+//! one entry of [`OPERATIONS`]) and one entry of [`ROUTES`].
 
 use std::sync::Arc;
 
@@ -21,10 +22,17 @@ use crate::config_set::ConfigSet;
 use crate::envoy::config::Limit as EnvoyLimit;
 use crate::http::decide::ceil_millis;
 use crate::http::error::{json_response, ApiError};
+use crate::http::operations::{self, OPERATIONS};
 use crate::shared::Shared;
 
 /// The admin routes, listed in start-up errors.
-pub(crate) const ROUTES: &[&str] = &["GET /v1/policies"];
+pub(crate) const ROUTES: &[&str] = &[
+    "GET /v1/policies",
+    "POST /v1/reset",
+    "POST /v1/block",
+    "POST /v1/refund",
+    "POST /v1/penalty",
+];
 
 /// Who may call the admin routes.
 pub(crate) enum AdminAccess {
@@ -36,9 +44,11 @@ pub(crate) enum AdminAccess {
 
 /// The admin routes behind their access check.
 pub(crate) fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
-    Router::new()
-        .route("/v1/policies", get(policies))
-        .route_layer(middleware::from_fn_with_state(shared, check_access))
+    let mut router = Router::new().route("/v1/policies", get(policies));
+    for (path, kind) in OPERATIONS {
+        router = router.route(path, operations::route(*kind));
+    }
+    router.route_layer(middleware::from_fn_with_state(shared, check_access))
 }
 
 async fn check_access(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {

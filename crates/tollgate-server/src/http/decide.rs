@@ -17,7 +17,8 @@ use crate::config_set::{ConfigSet, SharedLimiter};
 use crate::http::error::{json_response, ApiError};
 use crate::shared::Shared;
 
-/// The largest request body `/v1/decide` reads: 64 KiB.
+/// The largest request body `/v1/decide` and the operation routes read:
+/// 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// A decision request, validated.
@@ -43,14 +44,7 @@ pub(crate) async fn decide<'a>(
     key: &[u8],
     cost: u64,
 ) -> Result<Decided<'a>, ApiError> {
-    let Some(policies) = &config.policies else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no tollgate policy file is loaded: the HTTP decisions use a policy file's policies (give \
-             one with --config); Envoy files serve the gRPC API",
-        ));
-    };
-    let (name, limiter) = policies.limiter(resource.unwrap_or(""));
+    let (name, limiter) = limiter(config, resource)?;
     let decision = limiter
         .allow_n(key, cost)
         .await
@@ -60,6 +54,22 @@ pub(crate) async fn decide<'a>(
         limiter,
         decision,
     })
+}
+
+/// The name (the resource, or `default`) and limiter of the policy file's
+/// policy for `resource`; 404 without a policy file.
+pub(crate) fn limiter<'a>(
+    config: &'a ConfigSet,
+    resource: Option<&str>,
+) -> Result<(&'a str, &'a SharedLimiter), ApiError> {
+    let Some(policies) = &config.policies else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no tollgate policy file is loaded: the HTTP API uses a policy file's policies (give \
+             one with --config); Envoy files serve the gRPC API",
+        ));
+    };
+    Ok(policies.limiter(resource.unwrap_or("")))
 }
 
 /// The JSON answer: the decision's figures in milliseconds (rounded up),
@@ -81,6 +91,11 @@ struct DecisionBody<'a> {
     window_ms: u64,
     fail_open: bool,
     fallback: bool,
+    /// The policy is in shadow mode and would have denied (`allowed` is
+    /// then `true`).
+    shadow_denied: bool,
+    /// `exempt` or `deny` when the key's list decided; `null` otherwise.
+    listed: Option<&'static str>,
 }
 
 /// Whole milliseconds, rounded up (saturating).
@@ -103,6 +118,8 @@ fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
         window_ms: ceil_millis(bound.window()),
         fail_open: d.fail_open,
         fallback: d.fallback,
+        shadow_denied: d.shadow_denied,
+        listed: d.listed.map(tollgate::Listed::name),
     }
 }
 
@@ -126,12 +143,14 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
 fn too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("the body is larger than {MAX_BODY_BYTES} bytes, the most a decision request may have"),
+        format!(
+            "the body is larger than {MAX_BODY_BYTES} bytes, the most a request to the JSON API may have"
+        ),
     )
 }
 
 /// The body, at most [`MAX_BODY_BYTES`] of it.
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -151,85 +170,109 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError>
 
 /// Parses and validates a request body.
 pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
+    let fields = object(
+        bytes,
+        &["resource", "key", "cost"],
+        r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
+    )?;
+    Ok(DecideRequest {
+        resource: resource(&fields)?,
+        key: key(&fields)?,
+        cost: cost(&fields)?,
+    })
+}
+
+/// The body as a JSON object with only the fields `allowed` (listed in
+/// errors, with `example` of a whole body).
+pub(crate) fn object(bytes: &[u8], allowed: &[&str], example: &str) -> Result<Map<String, Value>, ApiError> {
+    let expected = allowed
+        .iter()
+        .map(|f| format!("`{f}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let value: Value = serde_json::from_slice(bytes).map_err(|err| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!(
-                "the body is not JSON: {err}; send an object such as {{\"resource\": \"login\", \"key\": \
-                 \"user-1\", \"cost\": 1}}"
-            ),
+            format!("the body is not JSON: {err}; send an object such as {example}"),
         )
     })?;
     let Value::Object(fields) = value else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "the body must be a JSON object with `key` and optionally `resource` and `cost`",
+            format!("the body must be a JSON object with the fields {expected}, such as {example}"),
         ));
     };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|k| !["resource", "key", "cost"].contains(&k.as_str()))
-    {
+    if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(ApiError::field(
             unknown,
-            format!("unknown field {unknown:?}: expected `resource`, `key` and `cost`"),
+            format!("unknown field {unknown:?}: expected {expected}"),
         ));
     }
-    let resource = match fields.get("resource") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(ApiError::field(
-                "resource",
-                format!("must be a string (a resource name), not {}", kind(other)),
-            ))
-        }
-    };
-    let key = match fields.get("key") {
-        None | Some(Value::Null) => {
-            return Err(ApiError::field(
-                "key",
-                "is required: whom the limit applies to, such as a user id",
-            ))
-        }
-        Some(Value::String(s)) if s.is_empty() => return Err(ApiError::field("key", "must not be empty")),
-        Some(Value::String(s)) => s.as_bytes().to_vec(),
-        Some(other) => {
-            return Err(ApiError::field(
-                "key",
-                format!("must be a string, not {}", kind(other)),
-            ))
-        }
-    };
-    let cost = cost(&fields)?;
-    Ok(DecideRequest { resource, key, cost })
+    Ok(fields)
+}
+
+/// The optional `resource` field: `None` picks the default policy.
+pub(crate) fn resource(fields: &Map<String, Value>) -> Result<Option<String>, ApiError> {
+    match fields.get("resource") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ApiError::field(
+            "resource",
+            format!("must be a string (a resource name), not {}", kind(other)),
+        )),
+    }
+}
+
+/// The required, non-empty `key` field.
+pub(crate) fn key(fields: &Map<String, Value>) -> Result<Vec<u8>, ApiError> {
+    match fields.get("key") {
+        None | Some(Value::Null) => Err(ApiError::field(
+            "key",
+            "is required: whom the limit applies to, such as a user id",
+        )),
+        Some(Value::String(s)) if s.is_empty() => Err(ApiError::field("key", "must not be empty")),
+        Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        Some(other) => Err(ApiError::field(
+            "key",
+            format!("must be a string, not {}", kind(other)),
+        )),
+    }
 }
 
 /// The `cost` field: a whole number from 0 to [`tollgate::MAX_LIMIT`],
 /// 1 when absent.
-fn cost(fields: &Map<String, Value>) -> Result<u64, ApiError> {
-    let number = match fields.get("cost") {
-        None | Some(Value::Null) => return Ok(1),
+pub(crate) fn cost(fields: &Map<String, Value>) -> Result<u64, ApiError> {
+    Ok(whole_number(fields, "cost", "a cost", tollgate::MAX_LIMIT, check_cost)?.unwrap_or(1))
+}
+
+/// The field `name`, when present: a whole number from 0 to `max`
+/// (`what` names it in errors; `check` refuses a number above `max`).
+pub(crate) fn whole_number(
+    fields: &Map<String, Value>,
+    name: &str,
+    what: &str,
+    max: u64,
+    check: impl Fn(u64) -> Result<u64, String>,
+) -> Result<Option<u64>, ApiError> {
+    let number = match fields.get(name) {
+        None | Some(Value::Null) => return Ok(None),
         Some(Value::Number(n)) => n,
         Some(other) => {
             return Err(ApiError::field(
-                "cost",
+                name,
                 format!("must be a whole number, not {}", kind(other)),
             ))
         }
     };
     match number.as_u64() {
-        Some(n) => check_cost(n).map_err(|e| ApiError::field("cost", e)),
+        Some(n) => check(n).map(Some).map_err(|e| ApiError::field(name, e)),
         None if number.as_i64().is_some() => Err(ApiError::field(
-            "cost",
-            format!(
-                "{number} is negative; a cost is a whole number from 0 to {}",
-                tollgate::MAX_LIMIT
-            ),
+            name,
+            format!("{number} is negative; {what} is a whole number from 0 to {max}"),
         )),
         None => Err(ApiError::field(
-            "cost",
-            format!("{number} is not a whole number from 0 to {}", tollgate::MAX_LIMIT),
+            name,
+            format!("{number} is not a whole number from 0 to {max}"),
         )),
     }
 }

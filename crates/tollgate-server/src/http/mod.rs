@@ -6,6 +6,7 @@ pub(crate) mod auth;
 pub(crate) mod decide;
 pub(crate) mod error;
 pub(crate) mod health;
+pub(crate) mod operations;
 
 use std::sync::Arc;
 use std::time::Instant;

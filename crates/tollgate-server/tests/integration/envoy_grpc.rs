@@ -169,6 +169,15 @@ async fn several_descriptors_are_all_or_nothing() {
         assert_eq!(response.statuses[1].limit_remaining, 2);
     }
     assert_eq!(envoy.user_left("alice").await, 2);
+    // The user first: charged, then given back when the address denies.
+    let user_first = vec![
+        descriptor(&[("user", "alice")], None),
+        descriptor(&[("remote_address", "10.0.0.2")], None),
+    ];
+    let response = envoy.ask("edge", user_first, 1).await;
+    assert_eq!(response.overall_code, code(Code::OverLimit));
+    assert_eq!(response.statuses[1].code, code(Code::OverLimit));
+    assert_eq!(envoy.user_left("alice").await, 2);
     // The same key twice in one request counts twice: 2 + 2 fit in 5, a
     // third pair does not, and charges nothing.
     let twice = || {

@@ -60,6 +60,10 @@ async fn decisions_match_a_limiter_of_the_same_policy() {
         assert_eq!(got["window_ms"], 60_000);
         assert_eq!(got["fail_open"], false);
         assert_eq!(got["fallback"], false);
+        // Policy files cannot yet make a policy shadow or list keys: these
+        // are the plain decision's.
+        assert_eq!(got["shadow_denied"], want.shadow_denied);
+        assert_eq!(got["listed"], Value::Null);
     }
     // An unknown resource and no resource both get the default policy.
     for body in [r#"{"resource": "nope", "key": "k"}"#, r#"{"key": "k"}"#] {
@@ -307,8 +311,10 @@ async fn admin_routes_need_loopback_or_the_token() {
         .await
         .unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("refusing to serve the admin routes (GET /v1/policies) on 0.0.0.0:0"),
+        err.to_string().starts_with(
+            "refusing to serve the admin routes (GET /v1/policies, POST /v1/reset, POST /v1/block, \
+                 POST /v1/refund, POST /v1/penalty) on 0.0.0.0:0"
+        ),
         "{err}"
     );
     let empty = support::write(dir.path(), "empty", " \n");

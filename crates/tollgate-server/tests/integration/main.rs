@@ -7,5 +7,6 @@ mod support;
 mod envoy_grpc;
 mod http_api;
 mod nginx;
+mod operations;
 mod redis_shared;
 mod reload;
