@@ -111,7 +111,9 @@ impl<'a, C: StateCell> ShardLock<'a, C> {
         // its cell stays held, and the key's block is retired below.
         let key = unsafe { slots.erase(index) };
         self.writer.len -= 1;
-        retire_keys(vec![key]);
+        if key.owns_heap() {
+            reclaim::retire(Box::new(key));
+        }
     }
 }
 
@@ -403,6 +405,7 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         let mut removed = Vec::new();
         let mut removed_count = 0;
         let Some(slots) = locked.slots() else {
+            locked.shard.earliest_expiry.store(u64::MAX, Ordering::Relaxed);
             return 0;
         };
         let buckets = slots.buckets();
