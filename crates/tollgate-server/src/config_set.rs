@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use tollgate::{FailPolicy, Limiter, MemoryBackend, Policy, SharedClock, Strategy, DEFAULT_KEY_PREFIX};
-use tollgate_config::{AnyBackend, Format, PolicyFile, Storage};
+use tollgate_config::{AnyBackend, Format, PolicyFile, Settings, Storage, Target};
 
 use crate::envoy::config::{EnvoyFile, Limit, RuleSpec};
 use crate::envoy::descriptors::Level;
@@ -32,6 +32,10 @@ pub(crate) struct ConfigSet {
     pub(crate) policies: Option<Policies>,
     /// The Envoy domains by name (the gRPC API).
     pub(crate) domains: HashMap<String, Domain>,
+    /// The policy-file settings (shadow, lists, deny cache, fallback) each
+    /// limiter was built with, by key prefix and resource, so that a reload
+    /// keeps a limiter only when they are unchanged too.
+    settings: HashMap<(String, String), Settings>,
 }
 
 /// The limiters of a tollgate policy file: a resource's own, or the default.
@@ -147,40 +151,62 @@ impl ConfigSet {
             .as_ref()
             .map_or(DEFAULT_KEY_PREFIX, PolicyFile::key_prefix)
             .to_owned();
-        let limiter =
-            |resource: &str, policy: Policy, prefix: &str| -> Result<SharedLimiter, tollgate::Error> {
-                let identity = Identity {
-                    prefix: prefix.to_owned(),
-                    resource: resource.to_owned(),
-                    policy,
-                    fail,
-                };
-                if let Some(limiter) = kept.get(&identity) {
-                    return Ok(limiter.clone());
-                }
-                Limiter::builder()
-                    .backend(backend.clone())
-                    .policy(policy)
-                    .fail_policy(fail)
-                    .key_prefix(prefix)
-                    .resource(resource)
-                    .build()
-                    .map(Arc::new)
+        let mut settings_of: HashMap<(String, String), Settings> = HashMap::new();
+        let mut limiter = |resource: &str,
+                           policy: Policy,
+                           prefix: &str,
+                           settings: Settings|
+         -> Result<SharedLimiter, tollgate::Error> {
+            let identity = Identity {
+                prefix: prefix.to_owned(),
+                resource: resource.to_owned(),
+                policy,
+                fail,
             };
+            let place = (prefix.to_owned(), resource.to_owned());
+            let unchanged = previous.is_some_and(|p| p.settings.get(&place) == Some(&settings));
+            if let (Some(limiter), true) = (kept.get(&identity), unchanged) {
+                settings_of.insert(place, settings);
+                return Ok(limiter.clone());
+            }
+            let mut builder = Limiter::builder()
+                .backend(backend.clone())
+                .policy(policy)
+                .fail_policy(fail)
+                .key_prefix(prefix)
+                .resource(resource)
+                .shadow(settings.shadow)
+                .exempt(settings.exempt.clone())
+                .deny(settings.deny.clone());
+            if let Some(cache) = settings.deny_cache {
+                builder = builder.deny_cache(cache);
+            }
+            if let Some(fallback) = settings.fallback {
+                builder = builder.fallback(fallback);
+            }
+            settings_of.insert(place, settings);
+            builder.build().map(Arc::new)
+        };
         let policies = match &policy_file {
             Some(file) => {
                 let origin = file.origin();
-                let default = limiter("", *file.default_policy(), &prefix)
-                    .map_err(|err| ConfigError::build(origin, "tollgate.default", err))?;
+                let default = limiter(
+                    "",
+                    *file.default_policy(),
+                    &prefix,
+                    file.settings(Target::Default),
+                )
+                .map_err(|err| ConfigError::build(origin, "tollgate.default", err))?;
                 let mut resources = HashMap::new();
                 for (name, policy) in file.resources() {
-                    let built = limiter(name, *policy, &prefix).map_err(|err| {
-                        ConfigError::build(
-                            origin,
-                            &format!("tollgate.{}", tollgate::resource_path(name)),
-                            err,
-                        )
-                    })?;
+                    let built = limiter(name, *policy, &prefix, file.settings(Target::Resource(name)))
+                        .map_err(|err| {
+                            ConfigError::build(
+                                origin,
+                                &format!("tollgate.{}", tollgate::resource_path(name)),
+                                err,
+                            )
+                        })?;
                     resources.insert(name.to_owned(), built);
                 }
                 Some(Policies {
@@ -192,6 +218,12 @@ impl ConfigSet {
             None => None,
         };
         let envoy_prefix = envoy_prefix(&prefix);
+        // Envoy rules take the file-wide fallback (their fail policy is the
+        // file's), and nothing else of a policy file's settings.
+        let mut envoy_settings = Settings::default();
+        envoy_settings.fallback = policy_file
+            .as_ref()
+            .and_then(|f| f.settings(Target::Default).fallback);
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
             if let Some(other) = domains.get(&file.domain) {
@@ -209,7 +241,7 @@ impl ConfigSet {
                             Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
                                 .map_err(|err| ConfigError::build(&origin, &spec.resource, err.into()))?;
                         Some(
-                            limiter(&spec.resource, policy, &envoy_prefix)
+                            limiter(&spec.resource, policy, &envoy_prefix, envoy_settings.clone())
                                 .map_err(|err| ConfigError::build(&origin, &spec.resource, err))?,
                         )
                     }
@@ -233,6 +265,7 @@ impl ConfigSet {
             fail,
             policies,
             domains,
+            settings: settings_of,
         })
     }
 

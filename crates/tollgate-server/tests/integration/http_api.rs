@@ -335,3 +335,36 @@ async fn admin_routes_need_loopback_or_the_token() {
         .unwrap_err();
     assert!(err.to_string().starts_with("--auth-deny-status 200"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_file_settings_reach_the_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        "tollgate:
+  exempt: [10.0.0.0/8]
+  deny: [banned]
+  default: { limit: 1, window: 1m }
+  resources:
+    beta: { limit: 1, window: 1m, shadow: true }
+",
+    );
+    let server = start(support::builder(&[&file]).clock(clock())).await;
+    let client = reqwest::Client::new();
+    let (_, exempt) = decide(&client, &server, r#"{"key": "10.1.2.3"}"#).await;
+    assert_eq!(
+        (&exempt["allowed"], &exempt["listed"]),
+        (&Value::Bool(true), &serde_json::json!("exempt"))
+    );
+    let (_, denied) = decide(&client, &server, r#"{"key": "banned"}"#).await;
+    assert_eq!(
+        (&denied["allowed"], &denied["listed"]),
+        (&Value::Bool(false), &serde_json::json!("deny"))
+    );
+    for expected_shadow in [false, true] {
+        let (_, got) = decide(&client, &server, r#"{"resource": "beta", "key": "k"}"#).await;
+        assert_eq!(got["allowed"], true, "{got}");
+        assert_eq!(got["shadow_denied"], expected_shadow, "{got}");
+    }
+}
