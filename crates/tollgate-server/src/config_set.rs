@@ -144,6 +144,17 @@ impl ConfigSet {
             },
         };
         let kept = previous.map(ConfigSet::limiters).unwrap_or_default();
+        // The previous limiter of each place, whatever its policy: a changed
+        // policy is bound after it and keeps the state its limits allow.
+        let before: HashMap<(String, String), SharedLimiter> = kept
+            .iter()
+            .map(|(identity, limiter)| {
+                (
+                    (identity.prefix.clone(), identity.resource.clone()),
+                    limiter.clone(),
+                )
+            })
+            .collect();
         let fail = policy_file
             .as_ref()
             .map_or(FailPolicy::Closed, PolicyFile::fail_policy);
@@ -184,8 +195,12 @@ impl ConfigSet {
             if let Some(fallback) = settings.fallback {
                 builder = builder.fallback(fallback);
             }
+            let built = match before.get(&place) {
+                Some(previous) => builder.build_from(previous),
+                None => builder.build(),
+            };
             settings_of.insert(place, settings);
-            builder.build().map(Arc::new)
+            built.map(Arc::new)
         };
         let policies = match &policy_file {
             Some(file) => {

@@ -1,4 +1,5 @@
-//! Reloads: atomic, keeping the state of unchanged policies, refusing an
+//! Reloads: atomic, keeping the state of unchanged policies and of limits
+//! whose strategy and window stay, refusing an
 //! invalid file while the old configuration serves, on demand and when a
 //! file changes.
 
@@ -50,7 +51,8 @@ async fn a_reload_under_load_keeps_unchanged_state_and_fails_no_request() {
         server.reloader.reload().await.unwrap();
     }
     assert!(load.await.unwrap() > 0);
-    // `a` kept its state; `b` changed (limit 7) and starts empty.
+    // `a` kept its state; `b` changed only its limit (to 7) and kept the
+    // unit it spent, as a policy whose strategy and window stay does.
     let (_, a) = decide(&client, &server, r#"{"resource": "a", "key": "k"}"#).await;
     assert_eq!(
         (a["limit"].as_u64(), a["remaining"].as_u64()),
@@ -60,7 +62,7 @@ async fn a_reload_under_load_keeps_unchanged_state_and_fails_no_request() {
     let (_, b) = decide(&client, &server, r#"{"resource": "b", "key": "k"}"#).await;
     assert_eq!(
         (b["limit"].as_u64(), b["remaining"].as_u64()),
-        (Some(7), Some(6)),
+        (Some(7), Some(5)),
         "{b}"
     );
     // An invalid file is refused with its location; the old set serves on.

@@ -176,6 +176,25 @@ impl<B: Backend> LimiterBuilder<B> {
     /// [`Error::Config`] naming the field that is missing or invalid, or
     /// the one given twice (a [`policy`](Self::policy) and a limit or window).
     pub fn build(self) -> Result<Limiter<B>, Error> {
+        self.build_after(None)
+    }
+
+    /// Builds the limiter to take over from `previous` (its policy changed
+    /// at run time), keeping the state of every limit whose strategy and
+    /// window stay, as [`Backend::rebind`] does. `previous` must have served
+    /// the same key prefix and resource on the same backend; the caller
+    /// swaps the new limiter in (as a
+    /// [`LiveLimiter`](crate::LiveLimiter) does for a whole
+    /// [`ResourceLimiter`](crate::ResourceLimiter)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`build`](Self::build); `previous` is left as it was.
+    pub fn build_from(self, previous: &Limiter<B>) -> Result<Limiter<B>, Error> {
+        self.build_after(Some(previous))
+    }
+
+    fn build_after(self, previous: Option<&Limiter<B>>) -> Result<Limiter<B>, Error> {
         let policy = match self.policy {
             Some(policy) => {
                 if self.limit.is_some() || self.window.is_some() {
@@ -203,6 +222,6 @@ impl<B: Backend> LimiterBuilder<B> {
             resource: &self.resource,
             policy: &policy,
         };
-        Limiter::bind(&self.backend, &scope, &self.options)
+        Limiter::bind_after(&self.backend, &scope, &self.options, previous)
     }
 }

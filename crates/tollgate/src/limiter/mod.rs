@@ -70,10 +70,6 @@ impl Limiter {
 }
 
 impl<B: Backend> Limiter<B> {
-    pub(crate) fn bind(backend: &B, scope: &Scope<'_>, options: &Options) -> Result<Self, Error> {
-        Self::bind_after(backend, scope, options, None)
-    }
-
     /// Binds in place of `previous`, when there is one, keeping the state
     /// [`Backend::rebind`] keeps.
     pub(crate) fn bind_after(
