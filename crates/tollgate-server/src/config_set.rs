@@ -97,8 +97,10 @@ struct Probe {
 
 impl ConfigSet {
     /// Loads every file and builds the limiters. Limiters of `previous`
-    /// whose resource, policy and storage are unchanged are kept, with their
-    /// state; a backend whose storage is unchanged is kept (no reconnect).
+    /// whose resource, policy, settings and storage are unchanged are kept
+    /// as they are; a changed one is built after the previous limiter of its
+    /// resource and keeps the state of every limit whose strategy and window
+    /// stay. A backend whose storage is unchanged is kept (no reconnect).
     pub(crate) async fn load(
         files: &[impl AsRef<Path>],
         previous: Option<&ConfigSet>,

@@ -52,7 +52,8 @@ impl Reloader {
 
     /// Loads every file again and, when they are valid, serves them:
     /// limiters whose resource, policy and storage are unchanged are kept
-    /// with their state; the others start empty. Requests being decided
+    /// with their state; a changed one keeps the state of every limit whose
+    /// strategy and window stay, and the others start empty. Requests being decided
     /// finish on the set they started with.
     ///
     /// # Errors
