@@ -1,0 +1,52 @@
+//! Makes a given number of in-memory decisions through `Limiter::check`, for
+//! counting instructions per decision independently of the machine's load
+//! (the README's instruction counts):
+//!
+//! ```sh
+//! cargo build --release -p tollgate --example decide_loop
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/examples/decide_loop token_bucket 1024 1050000
+//! ```
+//!
+//! Run it twice, with 50,000 and 1,050,000 decisions, and divide the
+//! difference in instructions by 1,000,000: setup and warm-up cancel out.
+//! What remains varies by a few instructions between runs (hash seeds, and
+//! the latency metric's sampled clock readings, which follow wall time).
+//! Arguments: strategy, keys (`10.x.y.z` strings, cycled), decisions, and
+//! `closed` for a limit of 1 (every decision after a key's first is denied).
+//! Decisions run on a `ManualClock`, so their clock readings do not vary.
+
+use std::time::Duration;
+
+use tollgate::{Limiter, ManualClock, Strategy};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: decide_loop STRATEGY KEYS DECISIONS [closed]";
+    let strategy: Strategy = args.get(1).expect(usage).parse().expect("a strategy name");
+    let keys: usize = args.get(2).expect(usage).parse().expect("a number of keys");
+    let decisions: usize = args.get(3).expect(usage).parse().expect("a number of decisions");
+    let limit = if args.get(4).map(String::as_str) == Some("closed") {
+        1
+    } else {
+        1_000_000_000
+    };
+    let limiter = Limiter::builder()
+        .strategy(strategy)
+        .limit(limit)
+        .window(Duration::from_secs(3_600))
+        .clock(ManualClock::new(Duration::from_secs(1_700_000_000)))
+        .build()
+        .expect("valid policy");
+    let keys: Vec<String> = (0..keys.max(1))
+        .map(|i| format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255))
+        .collect();
+    for key in &keys {
+        limiter.check(key);
+    }
+    let mut allowed = 0;
+    for i in 0..decisions {
+        allowed += usize::from(limiter.check(&keys[i % keys.len()]).allowed);
+    }
+    println!("{allowed} of {decisions} admitted");
+}
