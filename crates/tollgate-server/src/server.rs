@@ -17,8 +17,9 @@ use crate::config_set::ConfigSet;
 use crate::envoy::service::EnvoyService;
 use crate::envoy::stripes::Stripes;
 use crate::error::ServerError;
-use crate::http::admin::{AdminAccess, ROUTES};
+use crate::http::admin::ROUTES;
 use crate::reload::Reloader;
+use crate::shared::AdminAccess;
 use crate::shared::Shared;
 
 /// The HTTP listener's address unless configured: loopback, port 8080.

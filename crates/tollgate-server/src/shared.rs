@@ -8,7 +8,6 @@ use tollgate::SharedClock;
 
 use crate::config_set::ConfigSet;
 use crate::envoy::stripes::Stripes;
-use crate::http::admin::AdminAccess;
 
 /// The state behind every listener.
 pub(crate) struct Shared {
@@ -24,4 +23,12 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<PrometheusHandle>,
     /// Serializes Envoy requests that touch the same keys.
     pub(crate) stripes: Stripes,
+}
+
+/// Who may call the admin routes.
+pub(crate) enum AdminAccess {
+    /// Anyone who can connect: the listener is on a loopback address.
+    Loopback,
+    /// Requests with this bearer token.
+    Token(Vec<u8>),
 }

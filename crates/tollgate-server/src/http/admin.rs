@@ -23,7 +23,7 @@ use crate::envoy::config::Limit as EnvoyLimit;
 use crate::http::decide::ceil_millis;
 use crate::http::error::{json_response, ApiError};
 use crate::http::operations::{self, OPERATIONS};
-use crate::shared::Shared;
+use crate::shared::{AdminAccess, Shared};
 
 /// The admin routes, listed in start-up errors.
 pub(crate) const ROUTES: &[&str] = &[
@@ -33,14 +33,6 @@ pub(crate) const ROUTES: &[&str] = &[
     "POST /v1/refund",
     "POST /v1/penalty",
 ];
-
-/// Who may call the admin routes.
-pub(crate) enum AdminAccess {
-    /// Anyone who can connect: the listener is on a loopback address.
-    Loopback,
-    /// Requests with this bearer token.
-    Token(Vec<u8>),
-}
 
 /// The admin routes behind their access check.
 pub(crate) fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
