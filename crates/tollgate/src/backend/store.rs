@@ -253,18 +253,21 @@ impl<S: Store> StoreBinding<S> {
         let tick = self.shared.tick;
         self.update(key, |before, after, now| {
             let n = before.len();
-            let states: Vec<Option<State>> = before.iter().map(|r| r.state).collect();
+            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
+            for (state, record) in states.iter_mut().zip(before) {
+                *state = record.state;
+            }
+            let states = &states[..n];
             let mut next = [None; MAX_LIMITS];
-            let compound = strategy::decide_all(limits, &states, &mut next[..n], now, cost);
             let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
             if until > now {
                 // Blocked: nothing changes, and the decision says until when.
-                let mut peek = [None; MAX_LIMITS];
-                let reset = strategy::decide_all(limits, &states, &mut peek[..n], now, 0)
+                let reset = strategy::decide_all(limits, states, &mut next[..n], now, 0)
                     .outcome
                     .reset;
                 return Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
             }
+            let compound = strategy::decide_all(limits, states, &mut next[..n], now, cost);
             for (record, state) in after.iter_mut().zip(next) {
                 *record = Record {
                     state,
