@@ -86,14 +86,12 @@ pub(crate) trait StateCell: Send + Sync + Sized {
         state
     }
 
-    /// The state of a cell that only decisions holding the shard's lock
-    /// use (the tables of compound policies): no lock-free decision runs
-    /// on it, so it is read as it is.
-    fn read_exclusive(&self) -> Self::State;
-
-    /// Stores the state of a cell only decisions holding the shard's lock
-    /// use (see [`Self::read_exclusive`]).
-    fn write_exclusive(&self, state: Self::State);
+    /// Holds the cell if no one else does within a short spin, and returns
+    /// its state; the caller releases it with [`Self::release`]. For
+    /// compound decisions, which hold one cell per limit outside the
+    /// shards' locks: `None` (the cell is held for good, or busy) sends
+    /// them to the locked path.
+    fn try_hold(&self) -> Option<Self::State>;
 }
 
 /// A cell held while a strategy function runs: should the function panic,
@@ -194,15 +192,23 @@ impl StateCell for TatCell {
         }
     }
 
-    fn read_exclusive(&self) -> GcraState {
-        let tat = self.0.load(Ordering::Relaxed);
-        debug_assert!(tat != HELD, "a lock-free decision on a compound policy's table");
-        GcraState { tat }
-    }
-
-    fn write_exclusive(&self, state: GcraState) {
-        debug_assert!(state.tat != HELD);
-        self.0.store(state.tat, Ordering::Relaxed);
+    #[inline]
+    fn try_hold(&self) -> Option<GcraState> {
+        for _ in 0..SPINS {
+            let tat = self.0.load(Ordering::Relaxed);
+            if tat == HELD {
+                spin_loop();
+                continue;
+            }
+            if self
+                .0
+                .compare_exchange_weak(tat, HELD, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(GcraState { tat });
+            }
+        }
+        None
     }
 }
 
@@ -333,17 +339,9 @@ impl<const N: usize, S: Words<N>> StateCell for WindowCell<N, S> {
         self.write_unlock(state);
     }
 
-    fn read_exclusive(&self) -> S {
-        let start = self.words[0].load(Ordering::Relaxed);
-        debug_assert!(
-            start & LOCK == 0,
-            "a lock-free decision on a compound policy's table"
-        );
-        self.read(start)
-    }
-
-    fn write_exclusive(&self, state: S) {
-        self.init(state);
+    #[inline]
+    fn try_hold(&self) -> Option<S> {
+        self.try_lock(SPINS).map(|start| self.read(start))
     }
 }
 
@@ -380,6 +378,10 @@ mod tests {
         // No state after the decision: decided again under the shard lock.
         assert_eq!(cell.update(|_| (false, None)), None);
         assert_eq!(cell.load().tat, 21);
+        assert_eq!(cell.try_hold(), Some(GcraState { tat: 21 }));
+        assert_eq!(cell.try_hold(), None, "a held cell is not held twice");
+        assert_eq!(cell.update(bump_tat), None);
+        cell.release(GcraState { tat: 21 });
     }
 
     #[test]
@@ -408,10 +410,13 @@ mod tests {
         assert_eq!(cell.load(), state);
         assert_eq!(cell.update(|_| ((), None)), None);
         assert_eq!(
-            cell.read_exclusive(),
+            cell.load(),
             state,
             "an update with no state after it changes nothing"
         );
+        assert_eq!(cell.try_hold(), Some(state));
+        assert_eq!(cell.try_hold(), None, "a held cell is not held twice");
+        cell.release(state);
     }
 
     #[test]

@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::blocks::Blocks;
+use super::cell::StateCell;
 use super::cell::Stored;
 use super::janitor::{self, Sweep};
-use super::table::{LockedShard, Table};
+use super::reclaim;
+use super::table::{CellOf, LockedShard, Table};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
@@ -253,6 +255,29 @@ impl Tables {
             Tables::Gcra(t) => Locked::Gcra(t.lock_shard_of(hash)),
         }
     }
+
+    #[inline]
+    fn try_hold<'s>(
+        &'s self,
+        section: &'s reclaim::Section,
+        hash: u64,
+        key: &[u8],
+    ) -> Option<(CellRef<'s>, State)> {
+        Some(match self {
+            Tables::Fixed(t) => {
+                let (cell, state) = t.try_hold(section, hash, key)?;
+                (CellRef::Fixed(cell), FixedWindow::wrap(state))
+            }
+            Tables::Sliding(t) => {
+                let (cell, state) = t.try_hold(section, hash, key)?;
+                (CellRef::Sliding(cell), SlidingWindow::wrap(state))
+            }
+            Tables::Gcra(t) => {
+                let (cell, state) = t.try_hold(section, hash, key)?;
+                (CellRef::Gcra(cell), TokenBucket::wrap(state))
+            }
+        })
+    }
 }
 
 /// A locked shard of one limit's table, read and written as [`State`].
@@ -263,21 +288,112 @@ enum Locked<'a> {
 }
 
 impl Locked<'_> {
-    fn get(&self, key: &[u8]) -> Option<State> {
+    fn get(&mut self, key: &[u8]) -> Option<State> {
         match self {
-            Locked::Fixed(s) => get_any(s, key),
-            Locked::Sliding(s) => get_any(s, key),
-            Locked::Gcra(s) => get_any(s, key),
+            Locked::Fixed(s) => s.get(key).map(FixedWindow::wrap),
+            Locked::Sliding(s) => s.get(key).map(SlidingWindow::wrap),
+            Locked::Gcra(s) => s.get(key).map(TokenBucket::wrap),
         }
     }
 
-    /// Stores `after` over `before`; the states are of this table's kind,
-    /// as [`strategy::decide_all`] returns them.
-    fn set(&mut self, key: &[u8], before: Option<State>, after: Option<State>, now: u64) {
+    /// Stores `after`, of this table's kind as [`strategy::decide_all`]
+    /// returns it, for the key [`Self::get`] read.
+    fn set(&mut self, key: &[u8], after: Option<State>, now: u64) {
         match self {
-            Locked::Fixed(s) => set_any(s, key, before, after, now),
-            Locked::Sliding(s) => set_any(s, key, before, after, now),
-            Locked::Gcra(s) => set_any(s, key, before, after, now),
+            Locked::Fixed(s) => s.set(key, after.and_then(FixedWindow::unwrap), now),
+            Locked::Sliding(s) => s.set(key, after.and_then(SlidingWindow::unwrap), now),
+            Locked::Gcra(s) => s.set(key, after.and_then(TokenBucket::unwrap), now),
+        }
+    }
+}
+
+/// A key's cell in one limit's table, held without a lock.
+#[derive(Clone, Copy)]
+enum CellRef<'s> {
+    Fixed(&'s CellOf<FixedWindow>),
+    Sliding(&'s CellOf<SlidingWindow>),
+    Gcra(&'s CellOf<TokenBucket>),
+}
+
+impl CellRef<'_> {
+    /// Stores `after` (of this cell's kind) through `table`, the cell's
+    /// table, and lets the cell go.
+    #[inline]
+    fn release(self, table: &Tables, hash: u64, after: State) {
+        match (self, table, after) {
+            (CellRef::Fixed(c), Tables::Fixed(t), State::FixedWindow(s)) => t.release_held(hash, c, s),
+            (CellRef::Sliding(c), Tables::Sliding(t), State::SlidingWindow(s)) => t.release_held(hash, c, s),
+            (CellRef::Gcra(c), Tables::Gcra(t), State::Gcra(s)) => t.release_held(hash, c, s),
+            _ => unreachable!("a limit's state is of its table's kind"),
+        }
+    }
+
+    /// Lets the cell go with the state it held.
+    fn restore(self, before: State) {
+        match (self, before) {
+            (CellRef::Fixed(c), State::FixedWindow(s)) => c.release(s),
+            (CellRef::Sliding(c), State::SlidingWindow(s)) => c.release(s),
+            (CellRef::Gcra(c), State::Gcra(s)) => c.release(s),
+            _ => unreachable!("a cell's state is of its kind"),
+        }
+    }
+}
+
+/// The cells a lock-free compound decision holds, one per limit in the
+/// policy's order, with their states; dropped, it lets them go as they were.
+struct HeldCells<'s> {
+    cells: [Option<CellRef<'s>>; MAX_LIMITS],
+    before: [Option<State>; MAX_LIMITS],
+    len: usize,
+}
+
+impl<'s> HeldCells<'s> {
+    #[inline]
+    fn new() -> Self {
+        Self {
+            cells: [None; MAX_LIMITS],
+            before: [None; MAX_LIMITS],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, (cell, state): (CellRef<'s>, State)) {
+        self.cells[self.len] = Some(cell);
+        self.before[self.len] = Some(state);
+        self.len += 1;
+    }
+
+    /// The states the cells held.
+    #[inline]
+    fn before(&self) -> &[Option<State>] {
+        &self.before[..self.len]
+    }
+
+    /// Stores `after[i]` in cell `i` of `tables[i]` and lets them all go;
+    /// `None` (every cell let go as it was) when a state becomes absent,
+    /// which only the locked path can store.
+    #[inline]
+    fn release(&mut self, tables: &[Tables], hash: u64, after: &[Option<State>]) -> Option<()> {
+        if after.iter().any(Option::is_none) {
+            return None;
+        }
+        let len = std::mem::take(&mut self.len);
+        for i in 0..len {
+            if let (Some(cell), Some(after)) = (self.cells[i], after[i]) {
+                cell.release(&tables[i], hash, after);
+            }
+        }
+        Some(())
+    }
+}
+
+impl Drop for HeldCells<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.len {
+            if let (Some(cell), Some(before)) = (self.cells[i], self.before[i]) {
+                cell.restore(before);
+            }
         }
     }
 }
@@ -322,20 +438,6 @@ impl StateVariant for TokenBucket {
             _ => None,
         }
     }
-}
-
-fn get_any<A: StateVariant>(shard: &LockedShard<'_, A>, key: &[u8]) -> Option<State> {
-    shard.get(key).map(A::wrap)
-}
-
-fn set_any<A: StateVariant>(
-    shard: &mut LockedShard<'_, A>,
-    key: &[u8],
-    before: Option<State>,
-    after: Option<State>,
-    now: u64,
-) {
-    shard.set(key, before.and_then(A::unwrap), after.and_then(A::unwrap), now);
 }
 
 /// The in-memory state of one policy: a table per limit.
@@ -406,28 +508,75 @@ impl MemoryBinding {
         ))
     }
 
-    /// Runs `f` on the key's state of every limit, all locked together:
-    /// the shard for the key in each limit's table, in the order the
-    /// limits are listed. Every binding locks its own tables in that same
-    /// order and nothing else holds two shard locks, so this cannot
-    /// deadlock. `f` gets the states before and fills the states after.
-    fn update<R>(&self, key: &[u8], f: impl FnOnce(&[Option<State>], &mut [Option<State>], u64) -> R) -> R {
+    /// Runs `f` on the key's state of every limit, all held together: `f`
+    /// gets the states before and fills the states after. `f` must be a
+    /// pure function of its arguments: it may run twice, when the lock-free
+    /// attempt gives way to the locked one.
+    fn update<R>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(&[Option<State>], &mut [Option<State>], u64) -> R,
+    ) -> R {
         let tables = self.tables();
         let now = tables[0].now();
         let hash = tables[0].hash(key);
+        if let Some(result) = self.update_in_place(key, hash, now, &mut f) {
+            return result;
+        }
+        self.update_locked(key, hash, now, f)
+    }
+
+    /// [`Self::update`] on a key every table holds, without a lock: holds
+    /// the key's cell in each table in the policy's order. `None` (nothing
+    /// changed) when a table holds no state for the key, a cell stays busy,
+    /// or a state becomes absent (a deletion changes the table).
+    #[inline]
+    fn update_in_place<R>(
+        &self,
+        key: &[u8],
+        hash: u64,
+        now: u64,
+        f: &mut impl FnMut(&[Option<State>], &mut [Option<State>], u64) -> R,
+    ) -> Option<R> {
+        let tables = self.tables();
+        let n = tables.len();
+        let section = reclaim::pin()?;
+        let mut held = HeldCells::new();
+        for table in tables {
+            // An early return drops (and so lets go of) the cells held so far.
+            held.push(table.try_hold(&section, hash, key)?);
+        }
+        let mut after = [None; MAX_LIMITS];
+        let result = f(held.before(), &mut after[..n], now);
+        held.release(tables, hash, &after[..n])?;
+        Some(result)
+    }
+
+    /// [`Self::update`] under the shard lock of every table, taken in the
+    /// order the limits are listed. Every binding locks its own tables in
+    /// that same order and nothing else holds two shard locks, so this
+    /// cannot deadlock.
+    fn update_locked<R>(
+        &self,
+        key: &[u8],
+        hash: u64,
+        now: u64,
+        mut f: impl FnMut(&[Option<State>], &mut [Option<State>], u64) -> R,
+    ) -> R {
+        let tables = self.tables();
+        let n = tables.len();
         let mut locked: [Option<Locked<'_>>; MAX_LIMITS] = [const { None }; MAX_LIMITS];
         let mut before = [None; MAX_LIMITS];
         for (i, table) in tables.iter().enumerate() {
-            let shard = table.lock_shard_of(hash);
+            let mut shard = table.lock_shard_of(hash);
             before[i] = shard.get(key);
             locked[i] = Some(shard);
         }
-        let n = tables.len();
         let mut after = [None; MAX_LIMITS];
         let result = f(&before[..n], &mut after[..n], now);
-        for (i, shard) in locked[..n].iter_mut().enumerate() {
+        for (shard, after) in locked[..n].iter_mut().zip(after) {
             if let Some(shard) = shard {
-                shard.set(key, before[i], after[i], now);
+                shard.set(key, after, now);
             }
         }
         result
@@ -495,5 +644,60 @@ impl Binding for MemoryBinding {
     ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
         self.operate_now(key, op);
         std::future::ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    /// Two threads decide the same few keys of a compound policy on one
+    /// shard: new keys are inserted under the locks (growing the slot
+    /// array), known ones decided without them, and a reset deletes state
+    /// beside them. Every key gets exactly its tightest limit. Small enough
+    /// to run under Miri.
+    #[test]
+    fn compound_decisions_with_and_without_locks_admit_exactly_the_tightest_limit() {
+        let keys: u64 = if cfg!(miri) { 12 } else { 500 };
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let backend = MemoryBackend::new().clock(clock).shards(1).reclaim(false);
+        let policy = Policy::compound([
+            Limit::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap(),
+            Limit::new(Strategy::TokenBucket, 3, Duration::from_secs(60)).unwrap(),
+        ])
+        .unwrap();
+        let binding = backend
+            .bind(&Scope {
+                prefix: "t",
+                resource: "",
+                policy: &policy,
+            })
+            .unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let (binding, admitted) = (&binding, &admitted);
+                s.spawn(move || {
+                    for i in 0..keys * 3 {
+                        let key = format!("k{}", (i + t * keys / 2) % keys);
+                        if binding.check(key.as_bytes(), 1).allowed {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let other = format!("r{t}-{}", i % 5);
+                        binding.check(other.as_bytes(), 1);
+                        binding.operate_now(other.as_bytes(), Operation::Reset);
+                    }
+                });
+            }
+        });
+        assert_eq!(admitted.load(Ordering::Relaxed), keys * 2);
+        for k in 0..keys {
+            let peek = binding.check(format!("k{k}").as_bytes(), 0);
+            assert_eq!((peek.remaining, peek.bound_by), (0, 0));
+        }
     }
 }

@@ -27,12 +27,15 @@
 //! itself before inserting (amortised O(1) per insert), and the background
 //! janitor sweeps shards whose earliest expiry has passed.
 //!
-//! The tables of a compound policy are used by compound decisions only
-//! ([`Table::lock_shard_of`]), which hold the shard's mutex of every table
-//! for the whole decision and read and write cells plainly; the tables of a
-//! single-limit policy only by [`Table::apply`]. A table is never shared
-//! between the two, so the lock-free updates never meet a compound decision
-//! on the same cell.
+//! The tables of a compound policy are used by compound decisions only,
+//! which hold the key's cell in every table, in the policy's order, for the
+//! whole decision. On keys every table holds they do it without a lock
+//! ([`Table::try_hold`], one read section for all tables); otherwise, or
+//! when a cell stays busy, they take the shard's mutex of every table in
+//! the same order ([`Table::lock_shard_of`]) and hold the cells under it.
+//! Lock-free holders only try for a bounded time and then let go of what
+//! they hold, so the two paths cannot deadlock. The tables of a
+//! single-limit policy are used only by [`Table::apply`].
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -53,7 +56,7 @@ const MIN_SWEEP_LEN: usize = 64;
 pub(crate) const CLOCK_STEP_TOLERANCE: u64 = 1_000_000_000;
 
 /// The cell type of a strategy's state.
-type CellOf<A> = <<A as Algorithm>::State as Stored>::Cell;
+pub(crate) type CellOf<A> = <<A as Algorithm>::State as Stored>::Cell;
 
 /// What only the holder of a shard's mutex reads and writes.
 struct Writer {
@@ -384,7 +387,38 @@ impl<A: Algorithm<State: Stored>> Table<A> {
             table: self,
             locked: ShardLock::new(self.shard(hash)),
             hash,
+            held: None,
         }
+    }
+
+    /// Holds `key`'s cell without the shard's mutex, inside `section`, for
+    /// a compound decision, and returns it with its state; `None` when the
+    /// shard holds no state for the key or its cell stays busy (the
+    /// decision then takes the locked path). The caller lets the cell go
+    /// with [`Self::release_held`], or as it was with [`StateCell::release`].
+    #[inline]
+    pub(crate) fn try_hold<'s>(
+        &'s self,
+        _section: &'s reclaim::Section,
+        hash: u64,
+        key: &[u8],
+    ) -> Option<(&'s CellOf<A>, A::State)> {
+        let shard = self.shard(hash);
+        // SAFETY: an array retired after the section began is not freed
+        // before it ends, and the returned cell borrows the section.
+        let slots = unsafe { shard.slots.load(Ordering::Acquire).as_ref() }?;
+        let cell = &slots.slot(slots.find(hash, key)?).cell;
+        Some((cell, cell.try_hold()?))
+    }
+
+    /// Stores `after` in a cell held by [`Self::try_hold`] for a key of
+    /// `hash`, and lets it go.
+    #[inline]
+    pub(crate) fn release_held(&self, hash: u64, cell: &CellOf<A>, after: A::State) {
+        cell.release(after);
+        // A refund can move a key's expiry back: keep the shard's earliest
+        // expiry a lower bound.
+        self.note_expiry(self.shard(hash), &after);
     }
 
     /// Removes every entry that expired [`CLOCK_STEP_TOLERANCE`] before
@@ -505,46 +539,55 @@ impl<A: Algorithm<State: Stored>> Drop for Table<A> {
 /// One table's shard, locked for a key's hash (see [`Table::lock_shard_of`]).
 ///
 /// Only compound decisions lock shards this way, and only on their own
-/// tables, where no lock-free decision runs: cells are read and written
-/// plainly under the mutex.
+/// tables. [`Self::get`] holds the key's cell (lock-free compound decisions
+/// hold cells too); [`Self::set`] stores the new state and lets it go. A
+/// cell still held when the lock is dropped is released as it was.
 pub(crate) struct LockedShard<'a, A: Algorithm<State: Stored>> {
     table: &'a Table<A>,
     locked: ShardLock<'a, CellOf<A>>,
     hash: u64,
+    /// The slot index of the key's cell this thread holds, and its state.
+    held: Option<(usize, A::State)>,
 }
 
 impl<A: Algorithm<State: Stored>> LockedShard<'_, A> {
-    /// The state stored for `key`.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<A::State> {
+    /// Holds `key`'s cell, waiting while a lock-free decision holds it, and
+    /// returns its state (`None`: the shard holds none for `key`).
+    pub(crate) fn get(&mut self, key: &[u8]) -> Option<A::State> {
+        debug_assert!(self.held.is_none(), "one key per locked shard");
         let slots = self.locked.slots()?;
         let index = slots.find(self.hash, key)?;
-        Some(slots.slot(index).cell.read_exclusive())
+        let state = slots.slot(index).cell.hold();
+        self.held = Some((index, state));
+        Some(state)
     }
 
-    /// Replaces the state of `key`, which held `before` (as [`Self::get`]
-    /// returned it under this same lock), with `after`.
-    pub(crate) fn set(&mut self, key: &[u8], before: Option<A::State>, after: Option<A::State>, now: u64) {
-        let hash = self.hash;
-        match (before, after) {
-            (before, after) if before == after => {}
-            (None, Some(state)) => self.table.insert(&mut self.locked, hash, key, state, now),
-            (Some(_), after) => {
-                let Some(index) = self.locked.find(hash, key) else {
-                    return;
-                };
-                let cell = &self.locked.slots().expect("found in it").slot(index).cell;
-                match after {
-                    Some(state) => {
-                        cell.write_exclusive(state);
-                        self.table.note_expiry(self.locked.shard, &state);
-                    }
-                    None => {
-                        cell.hold();
-                        self.locked.remove(index);
-                    }
-                }
+    /// Stores `after` as the state of `key`, whose state [`Self::get`]
+    /// returned under this same lock, and lets its cell go.
+    pub(crate) fn set(&mut self, key: &[u8], after: Option<A::State>, now: u64) {
+        let Some((index, _)) = self.held.take() else {
+            if let Some(state) = after {
+                self.table.insert(&mut self.locked, self.hash, key, state, now);
             }
-            (None, None) => {}
+            return;
+        };
+        match after {
+            Some(state) => {
+                let cell = &self.locked.slots().expect("held in it").slot(index).cell;
+                cell.release(state);
+                self.table.note_expiry(self.locked.shard, &state);
+            }
+            // The cell stays held for good: the slot is deleted.
+            None => self.locked.remove(index),
+        }
+    }
+}
+
+impl<A: Algorithm<State: Stored>> Drop for LockedShard<'_, A> {
+    fn drop(&mut self) {
+        if let Some((index, state)) = self.held.take() {
+            let cell = &self.locked.slots().expect("held in it").slot(index).cell;
+            cell.release(state);
         }
     }
 }

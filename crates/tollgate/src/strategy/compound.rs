@@ -60,31 +60,90 @@ pub fn decide_all(
         !limits.is_empty() && limits.len() <= MAX_LIMITS,
         "a compound decision takes 1 to {MAX_LIMITS} limits"
     );
-    let n = limits.len();
+    let mut tally = Tally::new();
+    for (i, limit) in limits.iter().enumerate() {
+        let (outcome, state) = decide(limit.strategy, &limit.rate, states[i], now, cost);
+        tally.add(i, &outcome);
+        next[i] = state;
+    }
+    if tally.allowed {
+        return tally.admitted();
+    }
+    decide_denied(limits, states, next, now, cost)
+}
+
+/// [`decide_all`] for a request some limit denies: nothing is charged, so
+/// the limits that admitted it report their uncharged state, as a peek sees
+/// it.
+#[cold]
+fn decide_denied(
+    limits: &[LimitRate],
+    states: &[Option<State>],
+    next: &mut [Option<State>],
+    now: u64,
+    cost: u64,
+) -> CompoundOutcome {
     let mut outcomes = [Outcome {
         allowed: true,
         remaining: 0,
         reset: 0,
         retry_after: None,
     }; MAX_LIMITS];
-    for i in 0..n {
-        let (outcome, state) = decide(limits[i].strategy, &limits[i].rate, states[i], now, cost);
+    for (i, limit) in limits.iter().enumerate() {
+        let (mut outcome, mut state) = decide(limit.strategy, &limit.rate, states[i], now, cost);
+        if outcome.allowed && cost > 0 {
+            (outcome, state) = decide(limit.strategy, &limit.rate, states[i], now, 0);
+        }
         outcomes[i] = outcome;
         next[i] = state;
     }
-    let outcomes = &mut outcomes[..n];
-    if !outcomes.iter().all(|o| o.allowed) && cost > 0 {
-        // Nothing is charged: the limits that admitted report their
-        // uncharged state, as a peek sees it.
-        for i in 0..n {
-            if outcomes[i].allowed {
-                let (outcome, state) = decide(limits[i].strategy, &limits[i].rate, states[i], now, 0);
-                outcomes[i] = outcome;
-                next[i] = state;
-            }
+    combine(&outcomes[..limits.len()])
+}
+
+/// The combination of the limits' answers so far, for the common case: an
+/// admission.
+struct Tally {
+    allowed: bool,
+    remaining: u64,
+    least: usize,
+    reset: u64,
+}
+
+impl Tally {
+    #[inline]
+    fn new() -> Self {
+        Self {
+            allowed: true,
+            remaining: u64::MAX,
+            least: 0,
+            reset: 0,
         }
     }
-    combine(outcomes)
+
+    /// Adds limit `i`'s answer.
+    #[inline]
+    fn add(&mut self, i: usize, o: &Outcome) {
+        self.allowed &= o.allowed;
+        if o.remaining < self.remaining {
+            self.remaining = o.remaining;
+            self.least = i;
+        }
+        self.reset = self.reset.max(o.reset);
+    }
+
+    /// The admission: the least `remaining` binds, ties to the first listed.
+    #[inline]
+    fn admitted(&self) -> CompoundOutcome {
+        CompoundOutcome {
+            outcome: Outcome {
+                allowed: true,
+                remaining: self.remaining,
+                reset: self.reset,
+                retry_after: None,
+            },
+            bound_by: self.least,
+        }
+    }
 }
 
 /// Combines the answers of the limits of one compound decision into its
@@ -104,21 +163,19 @@ pub fn combine(outcomes: &[Outcome]) -> CompoundOutcome {
         !outcomes.is_empty(),
         "a compound decision takes at least one limit"
     );
-    let allowed = outcomes.iter().all(|o| o.allowed);
-    let remaining = outcomes.iter().map(|o| o.remaining).min().unwrap_or(0);
-    let reset = outcomes.iter().map(|o| o.reset).max().unwrap_or(0);
-    if allowed {
-        let bound_by = first_index_of_min(outcomes.iter().map(|o| o.remaining));
-        return CompoundOutcome {
-            outcome: Outcome {
-                allowed,
-                remaining,
-                reset,
-                retry_after: None,
-            },
-            bound_by,
-        };
+    let mut tally = Tally::new();
+    for (i, o) in outcomes.iter().enumerate() {
+        tally.add(i, o);
     }
+    if tally.allowed {
+        return tally.admitted();
+    }
+    combine_denied(outcomes, tally.remaining, tally.reset)
+}
+
+/// [`combine`] for a denied request.
+#[cold]
+fn combine_denied(outcomes: &[Outcome], remaining: u64, reset: u64) -> CompoundOutcome {
     // Denied: `None` (the cost exceeds that limit) counts as the longest
     // delay, and makes the combined delay `None` too.
     let delay = |o: &Outcome| match (o.allowed, o.retry_after) {
@@ -146,23 +203,13 @@ pub fn combine(outcomes: &[Outcome]) -> CompoundOutcome {
     }
     CompoundOutcome {
         outcome: Outcome {
-            allowed,
+            allowed: false,
             remaining,
             reset,
             retry_after: longest.flatten(),
         },
         bound_by,
     }
-}
-
-fn first_index_of_min(values: impl Iterator<Item = u64>) -> usize {
-    let mut best = (0, u64::MAX);
-    for (i, v) in values.enumerate() {
-        if v < best.1 {
-            best = (i, v);
-        }
-    }
-    best.0
 }
 
 #[cfg(test)]

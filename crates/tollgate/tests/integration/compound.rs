@@ -223,6 +223,60 @@ fn threads_on_one_key_never_charge_a_limit_for_a_denied_request() {
     assert_eq!(hammer(|| limiter.check("hot").allowed, &clock), [60, 40]);
 }
 
+/// Threads deciding many keys on one shard, each key by every thread, in
+/// different orders: new keys (decided under the shard locks, growing the
+/// slot arrays) meet decisions on known keys (made without them) and
+/// resets (deletions). Every key must still get exactly its limit.
+#[test]
+fn threads_on_many_keys_each_get_exactly_the_tightest_limit() {
+    const KEYS: u64 = 3_000;
+    const THREADS: u64 = 4;
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let limiter = Limiter::builder()
+        .policy(
+            Policy::compound([
+                Limit::new(Strategy::SlidingWindow, 3, Duration::from_secs(60)).unwrap(),
+                Limit::new(Strategy::TokenBucket, 5, Duration::from_secs(3_600)).unwrap(),
+            ])
+            .unwrap(),
+        )
+        .backend(tollgate::MemoryBackend::new().shards(1).clock(clock.clone()))
+        .build()
+        .unwrap();
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (limiter, admitted) = (&limiter, &admitted);
+            s.spawn(move || {
+                for round in 0..2 {
+                    for i in 0..KEYS {
+                        // Each thread walks the keys from its own offset.
+                        let k = (i * 7 + t * KEYS / THREADS + round) % KEYS;
+                        if limiter.check(format!("k{k}")).allowed {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        // Resets of keys nobody decides on delete state beside them.
+        s.spawn(|| {
+            for i in 0..KEYS {
+                let key = format!("other{i}");
+                limiter
+                    .binding()
+                    .operate_now(key.as_bytes(), tollgate::Operation::Reset);
+                limiter.check(&key);
+            }
+        });
+    });
+    assert_eq!(admitted.load(Ordering::Relaxed), KEYS * 3);
+    for k in 0..KEYS {
+        let peek = limiter.check_n(format!("k{k}"), 0);
+        assert_eq!((peek.remaining, peek.bound_by), (0, 0), "key k{k}");
+    }
+}
+
 #[test]
 fn tasks_through_the_store_adapter_never_charge_a_limit_for_a_denied_request() {
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
