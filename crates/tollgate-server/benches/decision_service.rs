@@ -12,6 +12,11 @@
 //! after a warm-up of one second. The medians are printed. State is in
 //! memory; every request is a decision on one of 10,000 keys under a limit
 //! high enough that all are admitted (each is still counted).
+//!
+//! When `redis-server` is on the `PATH`, the bench then starts one and
+//! measures the JSON API with state on it against the raw round trip: 64
+//! tasks calling the same fixed-window script through `tollgate-redis`
+//! directly, one connection each, as the service holds one.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -195,6 +200,106 @@ async fn constant_grpc() -> SocketAddr {
     addr
 }
 
+/// A throwaway `redis-server` on a free loopback port, stopped on drop.
+struct Redis {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Redis {
+    /// Starts one, or `None` when `redis-server` cannot be run.
+    fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Self {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        })
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The raw round trip: each connection a task deciding through the
+/// library on its own Redis connection, as the service does on one.
+async fn library_round(url: &str, seconds: u64) -> Round {
+    let url = url.to_owned();
+    load(seconds, move |_| {
+        let url = url.clone();
+        async move {
+            let backend = tollgate_redis::RedisBackend::connect(&url).await.unwrap();
+            let limiter = Arc::new(
+                tollgate::Limiter::builder()
+                    .strategy(tollgate::Strategy::FixedWindow)
+                    .limit(1_000_000_000)
+                    .window(Duration::from_secs(3_600))
+                    .backend(backend)
+                    .build()
+                    .unwrap(),
+            );
+            Box::new(move |i: usize| {
+                let limiter = limiter.clone();
+                Box::pin(async move {
+                    assert!(limiter.allow(format!("user-{i}")).await.unwrap().allowed);
+                }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+            }) as Sender
+        }
+    })
+    .await
+}
+
+/// The JSON API on Redis against the raw round trip.
+async fn redis_rounds(dir: &std::path::Path, rounds: usize, seconds: u64) {
+    let Some(redis) = Redis::start() else {
+        println!("redis-server not found: the Redis figures are skipped");
+        return;
+    };
+    let policies = dir.join("redis.yaml");
+    std::fs::write(
+        &policies,
+        format!(
+            "tollgate:\n  redis_url: {}\n  default: {{ limit: 1000, window: 1m }}\n  resources:\n    api: {{ limit: 1000000000, window: 1h, strategy: fixed_window }}\n",
+            redis.url
+        ),
+    )
+    .unwrap();
+    let server = tollgate_server::Server::builder()
+        .config(&policies)
+        .listen("127.0.0.1:0".parse().unwrap())
+        .watch_files(false)
+        .reload_on_sighup(false)
+        .bind()
+        .await
+        .unwrap();
+    let http = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    let (mut service, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        service.push(http_round(http, seconds).await);
+        raw.push(library_round(&redis.url, seconds).await);
+    }
+    println!("on Redis, against {CONNECTIONS} tasks calling the script through tollgate-redis:");
+    report_against("JSON", "library", &service, &raw);
+}
+
 fn median(rounds: &[Round], f: impl Fn(&Round) -> f64) -> f64 {
     let mut v: Vec<f64> = rounds.iter().map(f).collect();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -202,8 +307,12 @@ fn median(rounds: &[Round], f: impl Fn(&Round) -> f64) -> f64 {
 }
 
 fn report(name: &str, service: &[Round], baseline: &[Round]) {
+    report_against(name, "constant", service, baseline);
+}
+
+fn report_against(name: &str, baseline_name: &str, service: &[Round], baseline: &[Round]) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    for (label, rounds) in [("service", service), ("constant", baseline)] {
+    for (label, rounds) in [("service", service), (baseline_name, baseline)] {
         println!(
             "{name:5} {label:8}  {:>9.0} decisions/s  p50 {:>6.0} µs  p99 {:>6.0} µs   (rounds: {})",
             median(rounds, |r| r.per_second),
@@ -217,7 +326,7 @@ fn report(name: &str, service: &[Round], baseline: &[Round]) {
         );
     }
     println!(
-        "{name:5} ratio     {:.2}× the constant server's throughput",
+        "{name:5} ratio     {:.2}× the {baseline_name} throughput",
         median(service, |r| r.per_second) / median(baseline, |r| r.per_second)
     );
 }
@@ -270,5 +379,6 @@ fn main() {
         println!("{CONNECTIONS} connections, {rounds} rounds of {seconds} s each, medians:");
         report("JSON", &hs, &hc);
         report("gRPC", &gs, &gc);
+        redis_rounds(dir.path(), rounds, seconds).await;
     });
 }
