@@ -16,7 +16,7 @@
 //! When `redis-server` is on the `PATH`, the bench then starts one and
 //! measures the JSON API with state on it against the raw round trip: 64
 //! tasks calling the same fixed-window script through `tollgate-redis`
-//! directly, one connection each, as the service holds one.
+//! directly, on one multiplexed connection as the service holds.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -215,13 +215,25 @@ impl Redis {
             .ok()?
             .port();
         let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(std::process::Stdio::null())
             .spawn()
             .ok()?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on port {port}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Some(Self {
@@ -238,23 +250,22 @@ impl Drop for Redis {
     }
 }
 
-/// The raw round trip: each connection a task deciding through the
-/// library on its own Redis connection, as the service does on one.
+/// The raw round trip: `CONNECTIONS` tasks deciding through the library
+/// on one backend (one multiplexed connection, as the service holds).
 async fn library_round(url: &str, seconds: u64) -> Round {
-    let url = url.to_owned();
+    let backend = tollgate_redis::RedisBackend::connect(url).await.unwrap();
+    let limiter = Arc::new(
+        tollgate::Limiter::builder()
+            .strategy(tollgate::Strategy::FixedWindow)
+            .limit(1_000_000_000)
+            .window(Duration::from_secs(3_600))
+            .backend(backend)
+            .build()
+            .unwrap(),
+    );
     load(seconds, move |_| {
-        let url = url.clone();
+        let limiter = limiter.clone();
         async move {
-            let backend = tollgate_redis::RedisBackend::connect(&url).await.unwrap();
-            let limiter = Arc::new(
-                tollgate::Limiter::builder()
-                    .strategy(tollgate::Strategy::FixedWindow)
-                    .limit(1_000_000_000)
-                    .window(Duration::from_secs(3_600))
-                    .backend(backend)
-                    .build()
-                    .unwrap(),
-            );
             Box::new(move |i: usize| {
                 let limiter = limiter.clone();
                 Box::pin(async move {
