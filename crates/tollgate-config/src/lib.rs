@@ -174,15 +174,18 @@
 mod any_backend;
 mod env;
 mod error;
+mod fallback_policy;
 mod fields;
 mod format;
 mod limiter;
 mod load;
 mod policy_entry;
 mod policy_file;
+mod raw_policy;
 #[cfg(feature = "watch")]
 mod reload_error;
 mod schema;
+mod setting_field;
 mod setting_values;
 mod settings;
 mod values;
