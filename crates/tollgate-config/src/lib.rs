@@ -198,6 +198,7 @@ use std::path::Path;
 /// anything here may change or go away in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::error::write_located;
     pub use crate::load::field_path;
 }
 
