@@ -157,15 +157,28 @@ impl ConfigFileError {
 
 impl fmt::Display for ConfigFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if !self.field.is_empty() {
-            write!(f, ": {}", self.field)?;
-        }
-        write!(f, ": {}", self.message)
+        write_located(f, &self.file, self.line, &self.field, &self.message)
     }
+}
+
+/// Writes a mistake in a file as `FILE:LINE: FIELD: MESSAGE`, the way a
+/// [`ConfigFileError`] displays: without `:LINE` when the line is unknown,
+/// without `: FIELD` when the field is empty.
+pub fn write_located(
+    f: &mut fmt::Formatter<'_>,
+    file: &str,
+    line: Option<usize>,
+    field: &str,
+    message: &str,
+) -> fmt::Result {
+    f.write_str(file)?;
+    if let Some(line) = line {
+        write!(f, ":{line}")?;
+    }
+    if !field.is_empty() {
+        write!(f, ": {field}")?;
+    }
+    write!(f, ": {message}")
 }
 
 impl std::error::Error for ConfigFileError {

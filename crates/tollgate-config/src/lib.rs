@@ -174,15 +174,18 @@
 mod any_backend;
 mod env;
 mod error;
+mod fallback_policy;
 mod fields;
 mod format;
 mod limiter;
 mod load;
 mod policy_entry;
 mod policy_file;
+mod raw_policy;
 #[cfg(feature = "watch")]
 mod reload_error;
 mod schema;
+mod setting_field;
 mod setting_values;
 mod settings;
 mod values;
@@ -195,6 +198,7 @@ use std::path::Path;
 /// anything here may change or go away in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::error::write_located;
     pub use crate::load::field_path;
 }
 

@@ -1,8 +1,9 @@
 //! The file's structure: the `tollgate` section and its resources, with
 //! unknown, missing, repeated and conflicting fields reported at the value
-//! they concern (policies are in [`crate::policy_entry`], the settings
-//! beside them in [`crate::settings`], the values themselves in
-//! [`crate::values`] and [`crate::setting_values`]).
+//! they concern (policies are in [`crate::policy_entry`] and
+//! [`crate::raw_policy`], the settings beside them in [`crate::settings`],
+//! the values themselves in [`crate::values`] and
+//! [`crate::setting_values`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,8 +13,10 @@ use serde::Deserialize;
 use tollgate::Strategy;
 
 use crate::fields::{next, Checked, MapOf};
-use crate::policy_entry::{DefaultPolicy, RawEntry, RawPolicy};
-use crate::settings::{fail_open_and_fallback, fallback_without_file_wide, RawSettings, SettingField};
+use crate::policy_entry::{DefaultPolicy, RawEntry};
+use crate::raw_policy::RawPolicy;
+use crate::setting_field::SettingField;
+use crate::settings::{fail_open_and_fallback, fallback_without_file_wide, RawSettings};
 use crate::values::{
     Database, Flag, KeyPrefix, PrimaryName, PrimaryPassword, PrimaryUser, RedisUrl, Seeds, SentinelUrls,
     StrategyName,

@@ -5,34 +5,11 @@
 use serde::de::MapAccess;
 use tollgate::{resource_path, ConfigError, DenyCache, KeyList, Policy, ResourceLimiterBuilder, Strategy};
 
+use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
-use crate::policy_entry::FallbackPolicy;
+use crate::setting_field::SettingField;
 use crate::setting_values::{DenyCacheSetting, KeyEntries};
 use crate::values::Flag;
-
-/// The settings a policy file may give file-wide and per resource.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SettingField {
-    Exempt,
-    Deny,
-    Shadow,
-    DenyCache,
-    Fallback,
-}
-
-impl SettingField {
-    /// The setting called `name`, if any.
-    pub(crate) fn named(name: &str) -> Option<Self> {
-        Some(match name {
-            "exempt" => SettingField::Exempt,
-            "deny" => SettingField::Deny,
-            "shadow" => SettingField::Shadow,
-            "deny_cache" => SettingField::DenyCache,
-            "fallback" => SettingField::Fallback,
-            _ => return None,
-        })
-    }
-}
 
 /// The settings of the `tollgate` section or of one resource, as written.
 #[derive(Default)]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use tollgate_config::__private::write_located;
+
 /// A mistake in a configuration file, or a configuration that cannot be
 /// served: located by file, line and field where they are known.
 ///
@@ -74,14 +76,7 @@ impl From<tollgate_config::ConfigFileError> for ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if !self.field.is_empty() {
-            write!(f, ": {}", self.field)?;
-        }
-        write!(f, ": {}", self.message)
+        write_located(f, &self.file, self.line, &self.field, &self.message)
     }
 }
 

@@ -9,10 +9,10 @@ use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
-use crate::limiter::{validate_prefix, FailPolicy, Limiter, Options, DEFAULT_KEY_PREFIX};
+use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_KEY_PREFIX};
 use crate::operation::Operation;
 use crate::policy::Policy;
-use crate::protection::{CircuitBreaker, DenyCache};
+use crate::protection::DenyCache;
 
 /// Enforces a default policy plus named per-resource overrides.
 ///
@@ -172,34 +172,13 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
-    /// What to do when the backend fails, for every resource (default:
-    /// fail closed).
-    pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
-        self.options.fail = fail;
-        self
-    }
-
-    /// The in-memory fallback policy of every resource without one of its
-    /// own ([`resource_fallback`](Self::resource_fallback)); sets the fail
-    /// policy to [`FailPolicy::Fallback`]. See [`LimiterBuilder::fallback`](crate::LimiterBuilder::fallback).
-    pub fn fallback(mut self, policy: Policy) -> Self {
-        self.options.fallback = Some(policy);
-        self.options.fail = FailPolicy::Fallback;
-        self
-    }
+    option_setters!(ResourceLimiterBuilder);
 
     /// The fallback policy of resource `name`, in place of the builder's
     /// [`fallback`](Self::fallback). The fail policy must be
-    /// [`FailPolicy::Fallback`].
+    /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback).
     pub fn resource_fallback(mut self, name: impl Into<String>, policy: Policy) -> Self {
         self.overrides.entry(name.into()).or_default().fallback = Some(policy);
-        self
-    }
-
-    /// A deny cache for every resource unless turned off per resource
-    /// ([`resource_deny_cache`](Self::resource_deny_cache)).
-    pub fn deny_cache(mut self, cache: DenyCache) -> Self {
-        self.options.deny_cache = Some(cache);
         self
     }
 
@@ -210,22 +189,9 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
-    /// Shadow mode for every resource without a setting of its own (see
-    /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
-    pub fn shadow(mut self, shadow: bool) -> Self {
-        self.options.shadow = shadow;
-        self
-    }
-
     /// Shadow mode for resource `name`, in place of the builder's.
     pub fn resource_shadow(mut self, name: impl Into<String>, shadow: bool) -> Self {
         self.overrides.entry(name.into()).or_default().shadow = Some(shadow);
-        self
-    }
-
-    /// Keys exempt under every resource (and the default policy).
-    pub fn exempt(mut self, keys: KeyList) -> Self {
-        self.options.exempt = keys;
         self
     }
 
@@ -239,35 +205,9 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
-    /// Keys denied under every resource (and the default policy).
-    pub fn deny(mut self, keys: KeyList) -> Self {
-        self.options.deny = keys;
-        self
-    }
-
     /// Keys denied under resource `name`, besides the builder's.
     pub fn resource_deny(mut self, name: impl Into<String>, keys: KeyList) -> Self {
         self.overrides.entry(name.into()).or_default().deny.extend(&keys);
-        self
-    }
-
-    /// The circuit breaker of every resource (see
-    /// [`LimiterBuilder::circuit_breaker`](crate::LimiterBuilder::circuit_breaker)).
-    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.options.breaker = Some(breaker);
-        self
-    }
-
-    /// The clock of the deny caches, circuit breakers and fallback limiters
-    /// (see [`LimiterBuilder::local_clock`](crate::LimiterBuilder::local_clock)).
-    pub fn local_clock(mut self, clock: impl Clock) -> Self {
-        self.options.clock = Some(std::sync::Arc::new(clock));
-        self
-    }
-
-    /// The prefix of every state key in shared stores (default `tollgate`).
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
         self
     }
 

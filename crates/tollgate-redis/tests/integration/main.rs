@@ -11,6 +11,8 @@ mod compound;
 mod connect;
 mod differential;
 mod faults;
+#[path = "../../../tollgate/tests/support/operation_traces.rs"]
+mod operation_traces;
 mod operations;
 mod processes;
 mod protection;

@@ -1,17 +1,15 @@
 //! The builder of a [`Limiter`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::options::{FailPolicy, Options};
+use super::setters::option_setters;
 use super::{validate_prefix, Limiter, DEFAULT_KEY_PREFIX};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
-use crate::keylist::KeyList;
 use crate::policy::Policy;
-use crate::protection::{CircuitBreaker, DenyCache};
 use crate::strategy::Strategy;
 
 /// Configures a [`Limiter`].
@@ -76,62 +74,7 @@ impl<B: Backend> LimiterBuilder<B> {
         self
     }
 
-    /// What to do when the backend fails (default: fail closed).
-    pub fn fail_policy(mut self, fail: FailPolicy) -> Self {
-        self.options.fail = fail;
-        self
-    }
-
-    /// Decides on an in-memory limiter of `policy` while the store fails:
-    /// sets the fail policy to [`FailPolicy::Fallback`].
-    pub fn fallback(mut self, policy: Policy) -> Self {
-        self.options.fallback = Some(policy);
-        self.options.fail = FailPolicy::Fallback;
-        self
-    }
-
-    /// Answers keys the store denied from a local cache until their
-    /// `retry_after` runs out (see [`DenyCache`]).
-    pub fn deny_cache(mut self, cache: DenyCache) -> Self {
-        self.options.deny_cache = Some(cache);
-        self
-    }
-
-    /// Stops calling a failing store for a while (see [`CircuitBreaker`]);
-    /// on by default under [`FailPolicy::Fallback`], off otherwise.
-    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.options.breaker = Some(breaker);
-        self
-    }
-
-    /// Shadow mode: decide and keep state as if enforced, but allow every
-    /// request, marking those enforcement would deny
-    /// ([`Decision::shadow_denied`](crate::Decision::shadow_denied)).
-    pub fn shadow(mut self, shadow: bool) -> Self {
-        self.options.shadow = shadow;
-        self
-    }
-
-    /// Keys that are always allowed and never charged or stored.
-    pub fn exempt(mut self, keys: KeyList) -> Self {
-        self.options.exempt = keys;
-        self
-    }
-
-    /// Keys that are always denied (with no `retry_after`); they win over
-    /// exempt ones.
-    pub fn deny(mut self, keys: KeyList) -> Self {
-        self.options.deny = keys;
-        self
-    }
-
-    /// The clock of the deny cache, the circuit breaker and the fallback
-    /// limiter (default: the system clock). It measures only durations on
-    /// this host, so it need not agree with the store's clock.
-    pub fn local_clock(mut self, clock: impl Clock) -> Self {
-        self.options.clock = Some(Arc::new(clock));
-        self
-    }
+    option_setters!(LimiterBuilder);
 
     /// Shorthand for `fail_policy(FailPolicy::Open)` when `open` is true.
     pub fn fail_open(self, open: bool) -> Self {
@@ -140,12 +83,6 @@ impl<B: Backend> LimiterBuilder<B> {
         } else {
             FailPolicy::Closed
         })
-    }
-
-    /// The prefix of every state key in shared stores (default `tollgate`).
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
     }
 
     /// A resource name that separates this limiter's state from others

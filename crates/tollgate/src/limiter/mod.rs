@@ -2,6 +2,7 @@
 
 mod builder;
 mod options;
+mod setters;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 pub use builder::LimiterBuilder;
 pub use options::FailPolicy;
 pub(crate) use options::Options;
+pub(crate) use setters::{option_setters, summary};
 
 use crate::backend::memory::{MemoryBackend, MemoryBinding};
 use crate::backend::{Backend, Binding, Scope};

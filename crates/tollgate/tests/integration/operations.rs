@@ -9,98 +9,28 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
+use crate::operation_traces::{self, Step};
 use crate::support;
-use proptest::strategy::Strategy as _;
-use tollgate::strategy::{decide_all, penalty, refund, State};
 use tollgate::testing::MapStore;
 use tollgate::{
-    BackendErrorKind, Decision, Error, KeyList, Limiter, Listed, ManualClock, Operation, Policy,
-    StoreBackend, Strategy, Tick,
+    BackendErrorKind, Decision, Error, KeyList, Limiter, Listed, ManualClock, Policy, StoreBackend, Strategy,
+    Tick,
 };
 
 const START: u64 = 1_700_000_000_000_000_000;
-const KEYS: usize = 3;
-
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    Decide(u64),
-    Op(Operation),
-}
-
-fn step() -> impl proptest::strategy::Strategy<Value = Step> {
-    prop_oneof![
-        8 => (0u64..4).prop_map(Step::Decide),
-        1 => (0u64..5).prop_map(|c| Step::Op(Operation::Refund(c))),
-        1 => (0u64..5).prop_map(|c| Step::Op(Operation::Penalty(c))),
-        1 => Just(Step::Op(Operation::Reset)),
-        1 => (0u64..3_000).prop_map(|ms| Step::Op(Operation::Block(Duration::from_millis(ms)))),
-    ]
-}
 
 fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     support::policy(support::limit(1..6, 1..2_000), 1..3)
 }
 
+/// Traces whose clock moves by up to a millisecond or half a second a step.
 fn trace() -> impl proptest::strategy::Strategy<Value = Vec<(u64, usize, Step)>> {
-    prop::collection::vec(
-        (
-            prop_oneof![0u64..1_000_000, 0u64..500_000_000],
-            0usize..KEYS,
-            step(),
-        ),
-        1..120,
-    )
+    operation_traces::trace(prop_oneof![0u64..1_000_000, 0u64..500_000_000], 1..120)
 }
 
-/// The decisions of `trace` from the pure functions: per key, the state of
-/// every limit and the end of its block.
+/// The decisions of `trace` from the pure functions, in nanoseconds.
 fn reference(policy: &Policy, trace: &[(u64, usize, Step)]) -> Vec<Option<Decision>> {
-    let limits = policy.limit_rates(Tick::Nanos);
-    let n = limits.len();
-    let mut states: Vec<Vec<Option<State>>> = vec![vec![None; n]; KEYS];
-    let mut blocked_until = [0u64; KEYS];
-    let mut now = START;
-    let mut out = Vec::new();
-    for &(dt, key, step) in trace {
-        now += dt;
-        let state = &mut states[key];
-        match step {
-            Step::Decide(cost) => {
-                let mut next = vec![None; n];
-                if blocked_until[key] > now {
-                    let peek = decide_all(&limits, state, &mut next, now, 0);
-                    let left = blocked_until[key] - now;
-                    out.push(Some(Decision::blocked(
-                        left,
-                        peek.outcome.reset,
-                        limits[0].rate.limit,
-                        Tick::Nanos,
-                    )));
-                } else {
-                    let compound = decide_all(&limits, state, &mut next, now, cost);
-                    *state = next;
-                    out.push(Some(Decision::from_compound(compound, &limits, Tick::Nanos)));
-                }
-            }
-            Step::Op(op) => {
-                for (i, l) in limits.iter().enumerate() {
-                    state[i] = match op {
-                        Operation::Refund(c) => refund(l.strategy, &l.rate, state[i], now, c),
-                        Operation::Penalty(c) => penalty(l.strategy, &l.rate, state[i], now, c),
-                        Operation::Reset => None,
-                        _ => state[i],
-                    };
-                }
-                match op {
-                    Operation::Reset => blocked_until[key] = 0,
-                    Operation::Block(d) => blocked_until[key] = now + d.as_nanos() as u64,
-                    _ => {}
-                }
-                out.push(None);
-            }
-        }
-    }
-    out
+    operation_traces::reference(&policy.limit_rates(Tick::Nanos), Tick::Nanos, START, trace)
 }
 
 async fn replay<B: tollgate::Backend>(

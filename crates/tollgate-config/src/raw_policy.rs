@@ -1,0 +1,345 @@
+//! One policy as written: a single limit (`limit`, `window`, optionally
+//! `strategy`), or `limits`, a list of such limits decided together (a
+//! compound policy), beside the fields its place in the file takes
+//! ([`Beside`]). Mistakes are reported at the value they concern, an
+//! element of `limits` by its index (`limits[1].window`).
+
+use std::convert::Infallible;
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use tollgate::{ConfigError, Limit, Policy, Strategy, MAX_LIMITS};
+
+use crate::fields::{deserialize_any_with, next};
+use crate::setting_field::SettingField;
+use crate::values::{self, StrategyName, Window};
+
+/// One policy entry, as written.
+pub(crate) enum RawPolicy {
+    /// `limit`, `window` and optionally `strategy`.
+    One(RawLimit),
+    /// `limits`: one or more limits, decided together.
+    Several(Vec<RawLimit>),
+}
+
+/// One limit, as written; without `strategy` it takes the file's
+/// `tollgate.strategy` when the policy is resolved.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawLimit {
+    limit: u64,
+    window: Duration,
+    strategy: Option<Strategy>,
+}
+
+impl RawPolicy {
+    /// The validated policy, each limit that names no strategy taking
+    /// `fallback`.
+    ///
+    /// # Errors
+    ///
+    /// The core's [`ConfigError`], its field relative to the policy (such
+    /// as `limits[1]`): two limits that share a strategy and a window once
+    /// `fallback` fills in the strategy one of them leaves out. (Everything
+    /// that can be checked without `fallback` is checked, with its line,
+    /// while the file is read.)
+    pub(crate) fn policy(&self, fallback: Strategy) -> Result<Policy, ConfigError> {
+        let limits = match self {
+            RawPolicy::One(limit) => return limit.resolve(fallback).map(Policy::from),
+            RawPolicy::Several(limits) => limits,
+        };
+        let resolved = limits
+            .iter()
+            .enumerate()
+            .map(|(i, limit)| {
+                limit
+                    .resolve(fallback)
+                    .map_err(|e| e.within(format!("limits[{i}]")))
+            })
+            .collect::<Result<Vec<Limit>, _>>()?;
+        Policy::compound(resolved).map_err(|err| {
+            if limits.iter().any(|l| l.strategy.is_none()) {
+                let reason = format!(
+                    "{}; a limit without `strategy` takes `tollgate.strategy`, here {fallback}",
+                    err.reason()
+                );
+                ConfigError::new(err.field().to_owned(), reason)
+            } else {
+                err
+            }
+        })
+    }
+}
+
+impl RawLimit {
+    /// The limit, with `fallback` when it names no strategy.
+    fn resolve(&self, fallback: Strategy) -> Result<Limit, ConfigError> {
+        Limit::new(self.strategy.unwrap_or(fallback), self.limit, self.window)
+    }
+}
+
+/// What a policy that is not a map was expected to be.
+const EXPECTING_POLICY: &str = "a policy: a map with `limit`, `window` and optionally `strategy`, or \
+                                with `limits`, a list of such maps";
+
+/// The fields of a policy's limits: all a policy gives where it takes no
+/// settings.
+pub(crate) const LIMIT_FIELDS: &[&str] = &["limit", "window", "strategy", "limits"];
+
+/// The fields a policy gives beside its limits, which depend on where it
+/// is written (a resource takes its settings, a `fallback` none): what
+/// [`read_policy`] leaves to the place, and what the place keeps of them.
+pub(crate) trait Beside {
+    /// A field beside the limits.
+    type Field;
+
+    /// Every field a policy here may give, for the message of an unknown
+    /// one.
+    const FIELDS: &'static [&'static str];
+
+    /// The field called `name`: `Ok(None)` when no policy gives it
+    /// anywhere, the message of the mistake when a policy gives it
+    /// elsewhere but not here.
+    fn field(&self, name: &str) -> Result<Option<Self::Field>, String>;
+
+    /// Reads the value of `field` from `map`.
+    fn read<'de, A: MapAccess<'de>>(&mut self, field: Self::Field, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// Nothing beside a policy's limits: a setting is refused with the
+/// message the function gives for its name.
+pub(crate) struct LimitsOnly(pub(crate) fn(&str) -> String);
+
+impl Beside for LimitsOnly {
+    type Field = Infallible;
+
+    const FIELDS: &'static [&'static str] = LIMIT_FIELDS;
+
+    fn field(&self, name: &str) -> Result<Option<Infallible>, String> {
+        match SettingField::named(name) {
+            Some(_) => Err((self.0)(name)),
+            None => Ok(None),
+        }
+    }
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, field: Infallible, _: &mut A) -> Result<(), A::Error> {
+        match field {}
+    }
+}
+
+/// Reads a policy map: its limits, and the fields beside them into
+/// `beside`.
+pub(crate) fn read_policy<'de, B: Beside, D: Deserializer<'de>>(
+    deserializer: D,
+    beside: B,
+) -> Result<(RawPolicy, B), D::Error> {
+    deserializer.deserialize_any(PolicyVisitor(beside))
+}
+
+/// A field of a policy.
+enum PolicyField<F> {
+    Limit,
+    Window,
+    Strategy,
+    Limits,
+    Beside(F),
+}
+
+/// Reads a policy's field name, refusing the names `B` does not take.
+struct PolicyKey<'a, B>(&'a B);
+
+impl<'de, B: Beside> DeserializeSeed<'de> for PolicyKey<'_, B> {
+    type Value = PolicyField<B::Field>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl<B: Beside> Visitor<'_> for PolicyKey<'_, B> {
+    type Value = PolicyField<B::Field>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+        Ok(match name {
+            "limit" => PolicyField::Limit,
+            "window" => PolicyField::Window,
+            "strategy" => PolicyField::Strategy,
+            "limits" => PolicyField::Limits,
+            _ => match self.0.field(name) {
+                Ok(Some(field)) => PolicyField::Beside(field),
+                Ok(None) => return Err(E::unknown_field(name, B::FIELDS)),
+                Err(refused) => return Err(E::custom(refused)),
+            },
+        })
+    }
+}
+
+/// `limits` given beside `field`, one of the fields of a single limit.
+fn single_and_list(field: &str) -> String {
+    format!(
+        "`{field}` and `limits` are mutually exclusive: a policy is one limit (`limit`, `window` \
+         and optionally `strategy`) or a list of limits (`limits`), not both"
+    )
+}
+
+/// Reads a policy, the fields beside its limits into `B`.
+struct PolicyVisitor<B>(B);
+
+impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
+    type Value = (RawPolicy, B);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(EXPECTING_POLICY)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut limit: Option<values::Limit> = None;
+        let mut window: Option<Window> = None;
+        let mut strategy: Option<StrategyName> = None;
+        let mut limits: Option<LimitList> = None;
+        let mut beside = self.0;
+        while let Some(field) = map.next_key_seed(PolicyKey(&beside))? {
+            // A field of one limit after `limits`, or `limits` after one.
+            let listed = limits.is_some();
+            let single = [
+                ("limit", limit.is_some()),
+                ("window", window.is_some()),
+                ("strategy", strategy.is_some()),
+            ]
+            .into_iter()
+            .find(|(_, given)| *given)
+            .map(|(name, _)| name);
+            let beside_list = |name: &str| listed.then(|| single_and_list(name));
+            match field {
+                PolicyField::Limit => limit = Some(next(&mut map, &limit, |_| beside_list("limit"))?),
+                PolicyField::Window => window = Some(next(&mut map, &window, |_| beside_list("window"))?),
+                PolicyField::Strategy => {
+                    strategy = Some(next(&mut map, &strategy, |_| beside_list("strategy"))?);
+                }
+                PolicyField::Limits => {
+                    limits = Some(next(&mut map, &limits, |_| single.map(single_and_list))?);
+                }
+                PolicyField::Beside(field) => beside.read(field, &mut map)?,
+            }
+        }
+        let policy = match limits {
+            Some(LimitList(limits)) => RawPolicy::Several(limits),
+            None => RawPolicy::One(RawLimit {
+                limit: limit.ok_or_else(|| de::Error::missing_field("limit"))?.0,
+                window: window.ok_or_else(|| de::Error::missing_field("window"))?.0,
+                strategy: strategy.map(|s| s.0),
+            }),
+        };
+        Ok((policy, beside))
+    }
+}
+
+/// One element of `limits`: a map with `limit`, `window` and optionally
+/// `strategy`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitFields {
+    limit: values::Limit,
+    window: Window,
+    #[serde(default)]
+    strategy: Option<StrategyName>,
+}
+
+/// One element of `limits`, read after the elements `before` and checked
+/// against them ([`check_another`]). The check runs inside the element's
+/// map, so that every format reports it at the element's line.
+struct AnotherLimit<'a> {
+    before: &'a [RawLimit],
+}
+
+impl<'de> DeserializeSeed<'de> for AnotherLimit<'_> {
+    type Value = RawLimit;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<RawLimit, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AnotherLimit<'_> {
+    type Value = RawLimit;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a limit: a map with `limit`, `window` and optionally `strategy`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimit, A::Error> {
+        let fields = LimitFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let limit = RawLimit {
+            limit: fields.limit.0,
+            window: fields.window.0,
+            strategy: fields.strategy.map(|s| s.0),
+        };
+        check_another(self.before, limit).map_err(de::Error::custom)?;
+        Ok(limit)
+    }
+}
+
+/// `limits`: one to [`MAX_LIMITS`] limits, no two with the same strategy
+/// and window.
+struct LimitList(Vec<RawLimit>);
+
+deserialize_any_with!(LimitList, LimitListVisitor);
+
+struct LimitListVisitor;
+
+impl<'de> Visitor<'de> for LimitListVisitor {
+    type Value = LimitList;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of limits, each a map with `limit`, `window` and optionally `strategy`")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LimitList, A::Error> {
+        let mut limits: Vec<RawLimit> = Vec::new();
+        while let Some(limit) = seq.next_element_seed(AnotherLimit { before: &limits })? {
+            limits.push(limit);
+        }
+        if limits.is_empty() {
+            return Err(de::Error::custom(
+                "lists no limit; give at least one, or give one limit with `limit` and `window` \
+                 instead of `limits`",
+            ));
+        }
+        Ok(LimitList(limits))
+    }
+}
+
+/// Checks `limit`, read after `before`: within [`MAX_LIMITS`], and not the
+/// strategy and window of an earlier limit as written (both naming the
+/// same strategy, or both none). A limit that names a strategy and one that
+/// takes `tollgate.strategy` are compared once the file is read
+/// ([`RawPolicy::policy`]).
+fn check_another(before: &[RawLimit], limit: RawLimit) -> Result<(), String> {
+    if before.len() >= MAX_LIMITS {
+        return Err(format!(
+            "one limit too many: a policy holds at most {MAX_LIMITS} limits"
+        ));
+    }
+    let same = |other: &RawLimit| other.strategy == limit.strategy && other.window == limit.window;
+    let Some(j) = before.iter().position(same) else {
+        return Ok(());
+    };
+    let window = humantime::format_duration(limit.window);
+    let what = match limit.strategy {
+        Some(strategy) => {
+            format!("has the same strategy and window as limits[{j}] ({strategy} per {window})")
+        }
+        None => format!(
+            "has the same window as limits[{j}] ({window}) and, like it, no `strategy` (both take \
+             `tollgate.strategy`)"
+        ),
+    };
+    Err(format!(
+        "{what}; keep only the smaller limit, the larger could never deny"
+    ))
+}

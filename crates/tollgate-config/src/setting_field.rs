@@ -1,0 +1,26 @@
+//! The names of the settings beside the policies: `exempt`, `deny`,
+//! `shadow`, `deny_cache` and `fallback`.
+
+/// The settings a policy file may give file-wide and per resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SettingField {
+    Exempt,
+    Deny,
+    Shadow,
+    DenyCache,
+    Fallback,
+}
+
+impl SettingField {
+    /// The setting called `name`, if any.
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "exempt" => SettingField::Exempt,
+            "deny" => SettingField::Deny,
+            "shadow" => SettingField::Shadow,
+            "deny_cache" => SettingField::DenyCache,
+            "fallback" => SettingField::Fallback,
+            _ => return None,
+        })
+    }
+}

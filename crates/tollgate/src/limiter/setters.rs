@@ -1,0 +1,138 @@
+//! The setters of the [`Options`](super::Options) every builder shares:
+//! [`LimiterBuilder`](crate::LimiterBuilder) and
+//! [`ResourceLimiterBuilder`](crate::ResourceLimiterBuilder) set the fail
+//! policy, the protection of a remote store, shadow mode, the key lists and
+//! the key prefix alike.
+
+/// The opening words of the setters a
+/// [`ResourceLimiterBuilder`](crate::ResourceLimiterBuilder) can override per
+/// resource, by builder: [`option_setters`] follows them with what both
+/// builders' setters share.
+macro_rules! summary {
+    (LimiterBuilder, fallback) => {
+        "The in-memory policy that decides while the store fails."
+    };
+    (ResourceLimiterBuilder, fallback) => {
+        "The in-memory fallback policy of every resource without one of its own \
+         ([`resource_fallback`](Self::resource_fallback)), and of the default policy."
+    };
+    (LimiterBuilder, deny_cache) => {
+        "A local cache of the keys the store denied."
+    };
+    (ResourceLimiterBuilder, deny_cache) => {
+        "A deny cache for every resource unless turned off per resource \
+         ([`resource_deny_cache`](Self::resource_deny_cache)), and for the default policy."
+    };
+    (LimiterBuilder, shadow) => {
+        "Shadow mode, on or off (default: off)."
+    };
+    (ResourceLimiterBuilder, shadow) => {
+        "Shadow mode for every resource without a setting of its own \
+         ([`resource_shadow`](Self::resource_shadow)), and for the default policy."
+    };
+    (LimiterBuilder, exempt) => {
+        "Keys exempt from the limit."
+    };
+    (ResourceLimiterBuilder, exempt) => {
+        "Keys exempt under every resource and the default policy; a resource may exempt more \
+         ([`resource_exempt`](Self::resource_exempt))."
+    };
+    (LimiterBuilder, deny) => {
+        "Keys denied whatever the limit."
+    };
+    (ResourceLimiterBuilder, deny) => {
+        "Keys denied under every resource and the default policy; a resource may deny more \
+         ([`resource_deny`](Self::resource_deny))."
+    };
+}
+
+/// Defines, inside the `impl` block of the builder `$builder`
+/// (`LimiterBuilder` or `ResourceLimiterBuilder`), the setters of its
+/// `options` (an [`Options`](super::Options)) and of its key `prefix` (a
+/// `String`). The settings a resource can override open with the builder's
+/// own words ([`summary`]).
+macro_rules! option_setters {
+    ($builder:ident) => {
+        /// What to do when the backend fails (default: fail closed).
+        pub fn fail_policy(mut self, fail: $crate::FailPolicy) -> Self {
+            self.options.fail = fail;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, fallback)]
+        ///
+        /// Sets the fail policy to
+        /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback): an
+        /// in-memory limiter of `policy` decides the requests the store
+        /// cannot.
+        pub fn fallback(mut self, policy: $crate::Policy) -> Self {
+            self.options.fallback = Some(policy);
+            self.options.fail = $crate::FailPolicy::Fallback;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, deny_cache)]
+        ///
+        /// The cache answers the keys the store denied until their
+        /// `retry_after` runs out (see [`DenyCache`](crate::DenyCache)).
+        pub fn deny_cache(mut self, cache: $crate::DenyCache) -> Self {
+            self.options.deny_cache = Some(cache);
+            self
+        }
+
+        /// Stops calling a failing store for a while (see
+        /// [`CircuitBreaker`](crate::CircuitBreaker)); on by default under
+        /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback), off
+        /// otherwise.
+        pub fn circuit_breaker(mut self, breaker: $crate::CircuitBreaker) -> Self {
+            self.options.breaker = Some(breaker);
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, shadow)]
+        ///
+        /// In shadow mode decisions are made and state kept as if enforced,
+        /// but every request is allowed, and those enforcement would deny
+        /// are marked
+        /// ([`Decision::shadow_denied`](crate::Decision::shadow_denied)).
+        pub fn shadow(mut self, shadow: bool) -> Self {
+            self.options.shadow = shadow;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, exempt)]
+        ///
+        /// An exempt key is always allowed, and never charged or stored.
+        pub fn exempt(mut self, keys: $crate::KeyList) -> Self {
+            self.options.exempt = keys;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, deny)]
+        ///
+        /// A denied key is always denied (with no `retry_after`), even when
+        /// it is exempt too.
+        pub fn deny(mut self, keys: $crate::KeyList) -> Self {
+            self.options.deny = keys;
+            self
+        }
+
+        /// The clock of the deny cache, the circuit breaker and the
+        /// fallback limiter (default: the system clock). It measures only
+        /// durations on this host, so it need not agree with the store's
+        /// clock.
+        pub fn local_clock(mut self, clock: impl $crate::Clock) -> Self {
+            self.options.clock = Some(std::sync::Arc::new(clock));
+            self
+        }
+
+        /// The prefix of every state key in shared stores (default
+        /// `tollgate`).
+        pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+            self.prefix = prefix.into();
+            self
+        }
+    };
+}
+
+pub(crate) use {option_setters, summary};
