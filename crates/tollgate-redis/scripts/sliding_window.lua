@@ -34,18 +34,24 @@ local function sliding_window_roll(raw, window)
   local t = now
   local start, curr, prev = now, 0, 0
   if raw then
-    local s = parse(raw, 3)
+    -- Three fields of decimal digits, each below 2^53.
+    local s, c, p = string.match(raw, '^(%d+):(%d+):(%d+)$')
     if not s then
       return nil
     end
-    if t < s[1] then
-      t = s[1]
+    s, c, p = tonumber(s), tonumber(c), tonumber(p)
+    if s >= 9007199254740992 or c >= 9007199254740992 or p >= 9007199254740992 then
+      return nil
     end
-    local k = floor_div(t - s[1], window)
-    if k == 0 then
-      start, curr, prev = s[1], s[2], s[3]
-    elseif k == 1 then
-      start, curr, prev = s[1] + window, 0, s[2]
+    if t < s then
+      t = s
+    end
+    -- k = floor((t - s) / W) windows have begun since the stored one.
+    local d = t - s
+    if d < window then
+      start, curr, prev = s, c, p
+    elseif d < 2 * window then
+      start, curr, prev = s + window, 0, c
     end
     -- Both counters zero (including k >= 2): the same as absent state, a
     -- fresh window anchored at now.
@@ -59,9 +65,9 @@ end
 -- The state (nil: equal to absent) and its expiry.
 local function sliding_window_state(start, curr, prev, window)
   if curr > 0 then
-    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + 2 * window
+    return string.format('%d:%d:%d', start, curr, prev), start + 2 * window
   elseif prev > 0 then
-    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + window
+    return string.format('%d:%d:%d', start, curr, prev), start + window
   end
   return nil, start + window
 end
@@ -73,7 +79,7 @@ local function sliding_window(raw, limit, window, interval, cost)
   end
 
   local e = t - start
-  local unit = math.max(cost, 1)
+  local unit = cost > 1 and cost or 1
 
   -- Scaled estimate S = prev * (W - e) + curr * W; admitted iff
   -- S + (unit - 1) * W < L * W, written so no term exceeds 2 * L * W.
@@ -88,7 +94,10 @@ local function sliding_window(raw, limit, window, interval, cost)
   end
 
   local after = prev * (window - e) + curr * window
-  local remaining = ceil_div(math.max(0, limit * window - after), window)
+  local remaining = 0
+  if limit * window > after then
+    remaining = ceil_div(limit * window - after, window)
+  end
   local reset = 0
   if curr > 0 then
     reset = 2 * window - e
