@@ -13,7 +13,8 @@ local function fixed_window_bucket(raw, window)
     if not start then
       return nil
     end
-    start, count = tonumber(start), tonumber(count)
+    -- Digits only: `+ 0` reads them as tonumber does, without its call.
+    start, count = start + 0, count + 0
     if start >= 9007199254740992 or count >= 9007199254740992 then
       return nil
     end

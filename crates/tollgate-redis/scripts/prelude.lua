@@ -31,7 +31,9 @@ local function read_clock(text)
   server_clock = text == ''
   if server_clock then
     local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    -- TIME's fields are digits: arithmetic reads them as tonumber does,
+    -- without its call.
+    now = time[1] * 1000000 + time[2]
   else
     now = tonumber(text)
   end

@@ -39,7 +39,8 @@ local function sliding_window_roll(raw, window)
     if not s then
       return nil
     end
-    s, c, p = tonumber(s), tonumber(c), tonumber(p)
+    -- Digits only: `+ 0` reads them as tonumber does, without its call.
+    s, c, p = s + 0, c + 0, p + 0
     if s >= 9007199254740992 or c >= 9007199254740992 or p >= 9007199254740992 then
       return nil
     end
@@ -83,7 +84,8 @@ local function sliding_window(raw, limit, window, interval, cost)
 
   -- Scaled estimate S = prev * (W - e) + curr * W; admitted iff
   -- S + (unit - 1) * W < L * W, written so no term exceeds 2 * L * W.
-  local before = prev * (window - e) + curr * window
+  local weighted = prev * (window - e)
+  local before = weighted + curr * window
   local allowed = unit <= limit and before < (limit - unit + 1) * window
   local retry_after = -1
   if not allowed and unit <= limit then
@@ -93,10 +95,15 @@ local function sliding_window(raw, limit, window, interval, cost)
     curr = curr + cost
   end
 
-  local after = prev * (window - e) + curr * window
-  local remaining = 0
-  if limit * window > after then
-    remaining = ceil_div(limit * window - after, window)
+  -- remaining = max(0, ceil((L * W - S) / W)) for the estimate S after
+  -- charging, which is L - curr - floor(prev * (W - e) / W): the weighted
+  -- previous count is its only fraction.
+  local remaining = limit - curr
+  if prev > 0 then
+    remaining = remaining - floor_div(weighted, window)
+  end
+  if remaining < 0 then
+    remaining = 0
   end
   local reset = 0
   if curr > 0 then
