@@ -173,21 +173,6 @@ fn main() {
         .unwrap_or("?")
         .trim()
         .to_owned();
-    // A user without functions: the backend falls back to scripts.
-    assert_eq!(
-        server.cli(&[
-            "ACL",
-            "SETUSER",
-            "scripts",
-            "on",
-            ">bench",
-            "~*",
-            "+@all",
-            "-fcall",
-            "-function"
-        ]),
-        "OK"
-    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -201,7 +186,8 @@ fn main() {
         .expect("connect to the benchmark server")
     };
     let with_functions = connect(&server.url());
-    let with_scripts = connect(&server.url().replace("redis://", "redis://scripts:bench@"));
+    // A user refused functions: the backend falls back to scripts.
+    let with_scripts = connect(&server.url_without_functions());
 
     // The minimal script, as a script and as a function.
     let minimal_sha = server.cli(&["SCRIPT", "LOAD", MINIMAL_GCRA]);

@@ -121,18 +121,7 @@ impl Harness {
     fn connect(scripts: bool) -> Self {
         let server = RedisServer::start();
         let url = if scripts {
-            server.cli(&[
-                "ACL",
-                "SETUSER",
-                "scripts",
-                "on",
-                ">pw",
-                "~*",
-                "+@all",
-                "-fcall",
-                "-function",
-            ]);
-            server.url().replace("redis://", "redis://scripts:pw@")
+            server.url_without_functions()
         } else {
             server.url()
         };
