@@ -1,5 +1,5 @@
-//! The Redis backend against `redis-benchmark` running the same Lua script
-//! with `EVALSHA` on the same server, in the same run.
+//! The Redis backend against `redis-benchmark` calling the same library
+//! function with `FCALL` on the same server, in the same run.
 //!
 //! ```sh
 //! cargo bench -p tollgate-redis --bench redis
@@ -13,7 +13,7 @@
 //!
 //! 1. one caller, sequential: criterion times `limiter.allow(key)` on a
 //!    current-thread runtime; `redis-benchmark -c 1` sends
-//!    `EVALSHA <sha> <numkeys> <keys> <args>` with the arguments the
+//!    `FCALL <function> <numkeys> <keys> <args>` with the arguments the
 //!    backend sends;
 //! 2. 64 concurrent callers in one process sharing the backend's single
 //!    multiplexed connection: criterion times batches of decisions spread
@@ -74,7 +74,7 @@ fn policies() -> Vec<(String, Policy)> {
     policies
 }
 
-/// The `EVALSHA` arguments after the keys that the backend sends for
+/// The `FCALL` arguments after the keys that the backend sends for
 /// `policy` (see `scripts/single.lua` and `scripts/compound.lua`): now
 /// (empty: the server's clock), cost, grace in ms, then L, W and T in
 /// microseconds, each preceded by its strategy's function for a compound
@@ -131,15 +131,16 @@ struct RedisBenchmark {
     p99_ms: f64,
 }
 
-/// The script call `redis-benchmark` repeats: its SHA, keys and arguments.
+/// The function call `redis-benchmark` repeats: its name, keys and
+/// arguments.
 struct Call {
-    sha: String,
+    function: String,
     keys: Vec<String>,
     args: Vec<String>,
 }
 
 /// Runs `redis-benchmark` with `clients` connections, each pipelining
-/// `pipeline` requests, and `requests` requests of `EVALSHA sha numkeys
+/// `pipeline` requests, and `requests` requests of `FCALL function numkeys
 /// keys... args...` against the server; prints the command.
 fn redis_benchmark(
     server: &RedisServer,
@@ -167,8 +168,8 @@ fn redis_benchmark(
     .map(|s| s.to_string())
     .collect();
     args.extend([
-        "EVALSHA".to_owned(),
-        call.sha.clone(),
+        "FCALL".to_owned(),
+        call.function.clone(),
         call.keys.len().to_string(),
     ]);
     args.extend(call.keys.iter().cloned());
@@ -310,14 +311,17 @@ fn main() {
     let mut rows = Vec::new();
     for (name, policy) in policies() {
         let seq_limiter = limiter(&sequential_backend, policy);
-        let sha = seq_limiter.binding().script_sha().to_owned();
-        // The first decision caches the script on the server (EVAL after
-        // NOSCRIPT); redis-benchmark then runs that very script.
+        let function = seq_limiter.binding().function_name().to_owned();
+        // The first decision loads the function library on the server;
+        // redis-benchmark then calls that very function.
         sequential_rt.block_on(seq_limiter.allow("hot")).unwrap();
-        assert_eq!(
-            server.cli(&["SCRIPT", "EXISTS", &sha]),
-            "1",
-            "the backend's script has SHA {sha}"
+        assert!(
+            sequential_backend.uses_functions(),
+            "the backend calls {function}"
+        );
+        assert!(
+            server.cli(&["FUNCTION", "LIST"]).contains(&function),
+            "the library holds {function}"
         );
 
         let seq = Samples::default();
@@ -333,7 +337,7 @@ fn main() {
         });
         let rb_key = format!("redis-benchmark:{label}");
         let call = Call {
-            sha,
+            function,
             keys: seq_limiter
                 .binding()
                 .state_keys(rb_key.as_bytes())

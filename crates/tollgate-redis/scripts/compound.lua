@@ -1,6 +1,7 @@
 
 -- tollgate: the main part of a compound policy, several limits decided as
--- one step. It follows the prelude and every strategy file.
+-- one step. It follows the prelude and every strategy file, and defines
+-- `compound(KEYS, ARGV)`.
 --
 -- KEYS[i]  limit i's state key; all of one rate-limit key's state keys share
 --          a Redis Cluster hash slot
@@ -22,81 +23,90 @@
 -- which the caller combines into one decision; for a blocked key {-1, the
 -- microseconds left of the block, the largest reset_us of a peek}.
 
-local decide = {
+local strategies = {
   fixed_window = fixed_window,
   sliding_window = sliding_window,
   gcra = gcra,
 }
-local cost = tonumber(ARGV[2])
-local n = #KEYS
-local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
 
--- Decides limit i for `c` units and keeps its answer and state; returns
--- whether it admits, or nil and the kind of state when its value is none.
-local function run(i, c)
-  local allowed, remaining, reset, retry_after, new, expires_at = decide[ARGV[4 * i]](
-    states[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]), c)
-  if allowed == nil then
-    return nil, remaining
+local function compound(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
   end
-  reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
-  news[i], expiries[i] = new, expires_at
-  return allowed == 1
-end
+  local cost = numbers[ARGV[2]] or arg(ARGV[2])
+  local n = #KEYS
+  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
 
--- Reads every limit's value and splits off a block (a value starting with
--- 'B'); the key is blocked while any of its values says so.
-local blocked_until = 0
-for i = 1, n do
-  if not decide[ARGV[4 * i]] then
-    return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
-  end
-  raws[i] = redis.call('GET', KEYS[i])
-  states[i] = raws[i]
-  if raws[i] and string.byte(raws[i], 1) == 66 then
-    local ends
-    ends, states[i] = split_block(raws[i])
-    if not ends then
-      return malformed('blocked', KEYS[i])
+  -- Decides limit i for `c` units and keeps its answer and state; returns
+  -- whether it admits, or nil and the kind of state when its value is none.
+  local function run(i, c)
+    local allowed, remaining, reset, retry_after, new, expires_at = strategies[ARGV[4 * i]](
+      states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]), numbers[ARGV[4 * i + 2]] or arg(ARGV[4 * i + 2]),
+      numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), c)
+    if allowed == nil then
+      return nil, remaining
     end
-    blocked_until = math.max(blocked_until, ends)
+    reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
+    news[i], expiries[i] = new, expires_at
+    return allowed == 1
   end
-end
 
--- Blocked: denied, nothing written; the reset is that of a peek.
-if blocked_until > now then
-  local reset = 0
+  -- Reads every limit's value and splits off a block (a value starting with
+  -- 'B'); the key is blocked while any of its values says so.
+  local blocked_until = 0
   for i = 1, n do
-    local admits, what = run(i, 0)
+    if not strategies[ARGV[4 * i]] then
+      return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
+    end
+    raws[i] = redis.call('GET', KEYS[i])
+    states[i] = raws[i]
+    if raws[i] and string.byte(raws[i], 1) == 66 then
+      local ends
+      ends, states[i] = split_block(raws[i])
+      if not ends then
+        return malformed('blocked', KEYS[i])
+      end
+      blocked_until = math.max(blocked_until, ends)
+    end
+  end
+
+  -- Blocked: denied, nothing written; the reset is that of a peek.
+  if blocked_until > now then
+    local reset = 0
+    for i = 1, n do
+      local admits, what = run(i, 0)
+      if admits == nil then
+        return malformed(what, KEYS[i])
+      end
+      reset = math.max(reset, reply[4 * i - 1])
+    end
+    return { -1, blocked_until - now, reset }
+  end
+
+  local all = true
+  for i = 1, n do
+    local admits, what = run(i, cost)
     if admits == nil then
       return malformed(what, KEYS[i])
     end
-    reset = math.max(reset, reply[4 * i - 1])
+    all = all and admits
   end
-  return { -1, blocked_until - now, reset }
-end
 
-local all = true
-for i = 1, n do
-  local admits, what = run(i, cost)
-  if admits == nil then
-    return malformed(what, KEYS[i])
-  end
-  all = all and admits
-end
-
--- When one denies, nothing is charged: a limit that admitted reports and
--- keeps its uncharged state, as a peek sees it.
-if not all and cost > 0 then
-  for i = 1, n do
-    if reply[4 * i - 3] == 1 then
-      run(i, 0)
+  -- When one denies, nothing is charged: a limit that admitted reports and
+  -- keeps its uncharged state, as a peek sees it.
+  if not all and cost > 0 then
+    for i = 1, n do
+      if reply[4 * i - 3] == 1 then
+        run(i, 0)
+      end
     end
   end
+
+  local grace_ms = numbers[ARGV[3]] or arg(ARGV[3])
+  for i = 1, n do
+    save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
+  end
+  return reply
 end
 
-local grace_ms = tonumber(ARGV[3])
-for i = 1, n do
-  save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
-end
-return reply

@@ -4,20 +4,26 @@
 -- Port of crates/tollgate/src/strategy/fixed_window.rs.
 -- The bucket a decision at now uses: its start, its count and the time
 -- within it (now, or the bucket's start when the clock went back before it);
--- nil when `raw` is not a fixed-window state.
+-- nil when `raw` is not a fixed-window state: two fields of decimal digits,
+-- each below 2^53 (matched here rather than by a shared parser: a Lua call
+-- costs as much as the checks).
 local function fixed_window_bucket(raw, window)
-  local s = nil
   if raw then
-    s = parse(raw, 2)
-    if not s then
+    local start, count = string.match(raw, '^(%d+):(%d+)$')
+    if not start then
       return nil
     end
-  end
-  if s and now < s[1] then
-    -- The clock went backwards: stay in the stored bucket, at its start.
-    return s[1], s[2], s[1]
-  elseif s and now - s[1] < window then
-    return s[1], s[2], now
+    -- Digits only: `+ 0` reads them as tonumber does, without its call.
+    start, count = start + 0, count + 0
+    if start >= 9007199254740992 or count >= 9007199254740992 then
+      return nil
+    end
+    if now < start then
+      -- The clock went backwards: stay in the stored bucket, at its start.
+      return start, count, start
+    elseif now - start < window then
+      return start, count, now
+    end
   end
   return floor_div(now, window) * window, 0, now
 end
@@ -29,7 +35,7 @@ local function fixed_window(raw, limit, window, interval, cost)
   end
 
   local bucket_end = start + window
-  local unit = math.max(cost, 1)
+  local unit = cost > 1 and cost or 1
   local allowed = unit <= limit and count <= limit - unit
   if allowed then
     count = count + cost
@@ -46,9 +52,9 @@ local function fixed_window(raw, limit, window, interval, cost)
 
   local new = nil
   if count > 0 then
-    new = fmt(start) .. ':' .. fmt(count)
+    new = string.format('%d:%d', start, count)
   end
-  return allowed and 1 or 0, math.max(0, limit - count), reset, retry_after, new, bucket_end
+  return allowed and 1 or 0, count < limit and limit - count or 0, reset, retry_after, new, bucket_end
 end
 
 -- Refund (change < 0: count -= min(-change, count)) or penalty (change > 0:
@@ -64,5 +70,5 @@ local function fixed_window_adjust(raw, limit, window, interval, change)
   if count == 0 then
     return nil, start + window
   end
-  return fmt(start) .. ':' .. fmt(count), start + window
+  return string.format('%d:%d', start, count), start + window
 end

@@ -1,28 +1,33 @@
-
 -- tollgate: the generic cell rate algorithm shared by the token bucket and
 -- the leaky-bucket meter. State: "tat", the theoretical arrival time at which
 -- the bucket is back to fresh. Port of crates/tollgate/src/strategy/gcra.rs.
--- t = max(tat, now), the time the bucket is at (now for absent state);
--- nil when `raw` is not a bucket state.
+-- The stored tat (false for absent state) and t = max(tat, now), the time
+-- the bucket is at (now for absent state); nil when `raw` is not a bucket
+-- state.
 local function gcra_time(raw)
   if not raw then
-    return now
+    return false, now
   end
-  local s = parse(raw, 1)
-  return s and math.max(s[1], now)
+  local tat = number(raw)
+  if not tat then
+    return nil
+  end
+  return tat, tat > now and tat or now
 end
 
 local function gcra(raw, limit, window, interval, cost)
-  local t = gcra_time(raw)
+  local stored, t = gcra_time(raw)
   if not t then
     return nil, 'bucket'
   end
 
   local burst = limit * interval
-  local unit = math.max(cost, 1)
+  -- unit = max(cost, 1); the comparisons below stand in for math.max and
+  -- math.min, which cost a call each.
+  local unit = cost > 1 and cost or 1
   local fits = unit <= limit
   -- Microseconds the bucket is "ahead" of now once this request is charged.
-  local needed = (t - now) + math.min(unit, limit) * interval
+  local needed = (t - now) + (fits and unit or limit) * interval
   local allowed = fits and needed <= burst
   local tat = t
   if allowed then
@@ -30,15 +35,19 @@ local function gcra(raw, limit, window, interval, cost)
   end
 
   local ahead = tat - now
-  local remaining = floor_div(math.max(0, burst - ahead), interval)
+  local remaining = 0
+  if burst > ahead then
+    remaining = floor_div(burst - ahead, interval)
+  end
   local retry_after = -1
   if not allowed and fits then
     retry_after = needed - burst
   end
 
+  -- `raw` itself when unchanged, so that nothing is written.
   local new = nil
   if tat > now then
-    new = fmt(tat)
+    new = tat == stored and raw or fmt(tat)
   end
   return allowed and 1 or 0, remaining, ahead, retry_after, new, tat
 end
@@ -48,7 +57,7 @@ end
 -- Returns the new state (nil: equal to absent) and its expiry, or false and
 -- the kind of state when `raw` is not one.
 local function gcra_adjust(raw, limit, window, interval, change)
-  local t = gcra_time(raw)
+  local _, t = gcra_time(raw)
   if not t then
     return false, 'bucket'
   end

@@ -1,7 +1,7 @@
 
 -- tollgate: a per-key operation (reset, block, refund or penalty) on every
 -- limit of a policy, one or several, as one atomic step. It follows the
--- prelude and every strategy file.
+-- prelude and every strategy file, and defines `operate(KEYS, ARGV)`.
 --
 -- KEYS[i]  limit i's state key (several share one hash slot)
 -- ARGV[2]  the amount: the cost of a refund or penalty (at most 2^51), the
@@ -18,66 +18,75 @@
 -- the state's expiry and the block's end. Nothing is written unless every
 -- value parses. Returns {0}.
 
-local n = #KEYS
-local op = ARGV[4 * n + 4]
-if op == 'reset' then
-  redis.call('DEL', unpack(KEYS))
-  return { 0 }
-end
-local peek = {
+local peeks = {
   fixed_window = fixed_window,
   sliding_window = sliding_window,
   gcra = gcra,
 }
-local adjust = {
+local adjusts = {
   fixed_window = fixed_window_adjust,
   sliding_window = sliding_window_adjust,
   gcra = gcra_adjust,
 }
-local sign = ({ refund = -1, penalty = 1, block = 0 })[op]
-if not sign then
-  return redis.error_reply('TOLLGATE unknown operation ' .. tostring(op))
-end
-local amount = tonumber(ARGV[2])
+local signs = { refund = -1, penalty = 1, block = 0 }
 
-local raws, values, expiries = {}, {}, {}
-for i = 1, n do
-  local name = ARGV[4 * i]
-  if not peek[name] then
-    return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(name))
+local function operate(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
   end
-  local limit, window, interval = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
-  local raw = redis.call('GET', KEYS[i])
-  local state, ends = raw, nil
-  if raw and string.byte(raw, 1) == 66 then
-    ends, state = split_block(raw)
-    if not ends then
-      return malformed('blocked', KEYS[i])
+  local n = #KEYS
+  local op = ARGV[4 * n + 4]
+  if op == 'reset' then
+    redis.call('DEL', unpack(KEYS))
+    return { 0 }
+  end
+  local sign = signs[op]
+  if not sign then
+    return redis.error_reply('TOLLGATE unknown operation ' .. tostring(op))
+  end
+  local amount = tonumber(ARGV[2])
+
+  local raws, values, expiries = {}, {}, {}
+  for i = 1, n do
+    local name = ARGV[4 * i]
+    if not peeks[name] then
+      return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(name))
     end
-  end
-  local new, expires_at
-  if op == 'block' then
-    ends = now + amount
-    local allowed, what, reset, retry_after
-    allowed, what, reset, retry_after, new, expires_at = peek[name](state, limit, window, interval, 0)
-    if allowed == nil then
-      return malformed(what, KEYS[i])
+    local limit, window, interval = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+    local raw = redis.call('GET', KEYS[i])
+    local state, ends = raw, nil
+    if raw and string.byte(raw, 1) == 66 then
+      ends, state = split_block(raw)
+      if not ends then
+        return malformed('blocked', KEYS[i])
+      end
     end
-  else
-    new, expires_at = adjust[name](state, limit, window, interval, sign * amount)
-    if new == false then
-      return malformed(expires_at, KEYS[i])
+    local new, expires_at
+    if op == 'block' then
+      ends = now + amount
+      local allowed, what, reset, retry_after
+      allowed, what, reset, retry_after, new, expires_at = peeks[name](state, limit, window, interval, 0)
+      if allowed == nil then
+        return malformed(what, KEYS[i])
+      end
+    else
+      new, expires_at = adjusts[name](state, limit, window, interval, sign * amount)
+      if new == false then
+        return malformed(expires_at, KEYS[i])
+      end
     end
+    if ends and ends > now then
+      expires_at = new and math.max(expires_at, ends) or ends
+      new = 'B' .. fmt(ends) .. '|' .. (new or '')
+    end
+    raws[i], values[i], expiries[i] = raw, new, expires_at
   end
-  if ends and ends > now then
-    expires_at = new and math.max(expires_at, ends) or ends
-    new = 'B' .. fmt(ends) .. '|' .. (new or '')
+
+  local grace_ms = tonumber(ARGV[3])
+  for i = 1, n do
+    save(KEYS[i], raws[i], values[i], expiries[i], grace_ms)
   end
-  raws[i], values[i], expiries[i] = raw, new, expires_at
+  return { 0 }
 end
 
-local grace_ms = tonumber(ARGV[3])
-for i = 1, n do
-  save(KEYS[i], raws[i], values[i], expiries[i], grace_ms)
-end
-return { 0 }

@@ -1,8 +1,11 @@
--- tollgate: prelude shared by every script (prepended to each one): the
--- clock and the exact integer helpers. A script is this prelude, the
--- strategy files it uses (each defines one decision function, which does
--- not write) and a main part: single.lua for a policy of one limit,
--- compound.lua for several limits decided as one step.
+-- tollgate: prelude shared by every script and by the function library:
+-- the clock and the exact integer helpers. Every file after it defines
+-- local functions only: each strategy file one decision function, which
+-- does not write, and each main part one entry point taking the keys and
+-- the arguments: single.lua for a policy of one limit, compound.lua for
+-- several limits decided as one step, operate.lua for per-key operations.
+-- The function library registers the entry points once (library.lua); a
+-- script for EVAL ends with a line that calls one.
 --
 -- ARGV[1]  now in microseconds since the Unix epoch, or '' to read the server
 --          clock with TIME
@@ -14,17 +17,50 @@
 -- clock readings from 2^52 microseconds on (the year 2112), so every value
 -- below stays an exact integer. Comparisons use integers only.
 
-local server_clock = ARGV[1] == ''
+-- LIBRARY, defined before this prelude, is true in the function library
+-- (loaded once per server) and false in a script (run whole on every call).
 
-local now
-if server_clock then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
+-- The decision's time in microseconds and whether it is the server's
+-- (TIME), set by `read_clock` at the start of every entry point. A loaded
+-- library keeps these between calls; every call sets them first.
+local now, server_clock
+
+-- Sets `now` from the first argument; returns an error reply when it is out
+-- of range, nil otherwise.
+local function read_clock(text)
+  server_clock = text == ''
+  if server_clock then
+    local time = redis.call('TIME')
+    -- TIME's fields are digits: arithmetic reads them as tonumber does,
+    -- without its call.
+    now = time[1] * 1000000 + time[2]
+  else
+    now = tonumber(text)
+  end
+  if not now or now < 0 or now >= 4503599627370496 then
+    return redis.error_reply('TOLLGATE clock reading out of range: ' .. tostring(text))
+  end
+  return nil
 end
-if not now or now < 0 or now >= 4503599627370496 then
-  return redis.error_reply('TOLLGATE clock reading out of range: ' .. tostring(ARGV[1]))
+
+-- The numbers of the arguments a policy repeats on every call (L, W, T, the
+-- grace, the cost), by their text. tonumber costs about as much as a short
+-- Redis command; a loaded library (LIBRARY) keeps up to 1024 of them from
+-- call to call, read as `numbers[text] or arg(text)`, and starts afresh
+-- when full. A script starts with none on every call.
+local numbers, counted = {}, 0
+
+-- The number `text` reads as (nil for none), kept in `numbers`.
+local function arg(text)
+  local value = tonumber(text)
+  if value and LIBRARY then
+    if counted >= 1024 then
+      numbers, counted = {}, 0
+    end
+    numbers[text] = value
+    counted = counted + 1
+  end
+  return value
 end
 
 -- The largest time (the clock's bound) and the largest fixed-window count a
@@ -55,29 +91,23 @@ local function ceil_div(a, b)
   return q
 end
 
--- An integer as decimal digits (tostring would use an exponent).
+-- An integer as decimal digits (tostring would use an exponent; '%d'
+-- converts to a 64-bit integer first, exact below 2^53, and is cheaper than
+-- '%.0f').
 local function fmt(x)
-  return string.format('%.0f', x)
+  return string.format('%d', x)
 end
 
--- Parses a stored state of `n` non-negative integers below 2^53 separated
--- by ':'; nil when it is anything else.
-local function parse(raw, n)
-  local fields = {}
-  for field in string.gmatch(raw, '[^:]+') do
-    if not string.match(field, '^%d+$') then
-      return nil
-    end
-    local value = tonumber(field)
-    if value >= 9007199254740992 then
-      return nil
-    end
-    fields[#fields + 1] = value
+-- A stored number: a non-negative integer below 2^53 as tonumber reads it
+-- (the scripts write decimal digits; an exponent, a point or hexadecimal
+-- digits of such an integer read alike), nil for anything else. Cheaper
+-- than matching a pattern.
+local function number(text)
+  local value = tonumber(text)
+  if value and value >= 0 and value < 9007199254740992 and value % 1 == 0 then
+    return value
   end
-  if #fields ~= n then
-    return nil
-  end
-  return fields
+  return nil
 end
 
 -- The error for a value under `key` that is not a state of kind `what`.
@@ -87,24 +117,34 @@ end
 
 -- A blocked key's value is 'B<until>|<state>': the microsecond at which the
 -- block ends, then the state as it would be stored unblocked (empty for
--- absent state). Values that start with 'B' are tested for it; no state
--- does. Returns the end of the block and the state (false for none), or nil
--- when `raw` is no such value.
+-- absent state). Values that start with 'B' (byte 66) are tested for it; no
+-- state does. Returns the end of the block and the state (false for none),
+-- or nil when `raw` is no such value.
 local function split_block(raw)
-  local ends, state = string.match(raw, '^B(%d+)|(.*)$')
-  if not ends or tonumber(ends) >= 9007199254740992 then
+  local bar = string.find(raw, '|', 2, true)
+  if not bar then
     return nil
   end
+  local ends = number(string.sub(raw, 2, bar - 1))
+  if not ends then
+    return nil
+  end
+  local state = string.sub(raw, bar + 1)
   if state == '' then
     state = false
   end
-  return tonumber(ends), state
+  return ends, state
 end
 
 -- Stores the state after a decision under `key`, whose value was `old`:
 -- deletes the key when the state equals absent state, leaves it alone when
--- unchanged, otherwise writes it with an expiry at `expires_at`
--- (microseconds, rounded up to whole milliseconds) plus `grace_ms`.
+-- unchanged (`new` is then `old` itself), otherwise writes it with an
+-- expiry at `expires_at`
+-- (microseconds, rounded up to whole milliseconds) plus `grace_ms`: one
+-- SET with PXAT on the server's clock in the library (Redis 7; a script
+-- sends SET and PEXPIREAT, which Redis 5 knows), with PX on a caller's
+-- clock. Numbers are written with fmt: cheaper than letting Redis convert
+-- them.
 local function save(key, old, new, expires_at, grace_ms)
   if new == nil then
     if old then
@@ -115,15 +155,28 @@ local function save(key, old, new, expires_at, grace_ms)
   if new == old then
     return
   end
-  redis.call('SET', key, new)
   if server_clock then
-    redis.call('PEXPIREAT', key, fmt(ceil_div(expires_at, 1000) + grace_ms))
+    -- ceil_div(expires_at, 1000), inlined: a correctly rounded quotient
+    -- is off by at most one.
+    local at = math.ceil(expires_at / 1000)
+    if at * 1000 < expires_at then
+      at = at + 1
+    elseif (at - 1) * 1000 >= expires_at then
+      at = at - 1
+    end
+    at = fmt(at + grace_ms)
+    if LIBRARY then
+      redis.call('SET', key, new, 'PXAT', at)
+    else
+      redis.call('SET', key, new)
+      redis.call('PEXPIREAT', key, at)
+    end
   else
     local ttl = ceil_div(expires_at - now, 1000)
     if ttl < 1 then
       ttl = 1
     end
-    redis.call('PEXPIRE', key, fmt(ttl + grace_ms))
+    redis.call('SET', key, new, 'PX', fmt(ttl + grace_ms))
   end
 end
 
@@ -134,3 +187,4 @@ end
 -- reset_us, retry_after_us (-1 for none), the new state (nil: equal to
 -- absent) and the microsecond at which that state expires; or nil and the
 -- kind of state when `raw` is not one. It writes nothing.
+

@@ -1,7 +1,7 @@
-
--- tollgate: the main part of a policy of one limit. It follows the prelude,
--- the limit's strategy file and a line that names that file's function
--- `decide`.
+-- tollgate: the main part of a policy of one limit. It follows the prelude
+-- and the limit's strategy file (the library: every strategy file), and
+-- defines `single(decide, KEYS, ARGV)`, which decides by the strategy
+-- function `decide`.
 --
 -- KEYS[1]  the state key (one Redis key holds a rate-limit key's whole state)
 -- ARGV[2]  the cost (the caller clamps it to L + 1: every larger cost decides
@@ -15,27 +15,35 @@
 -- retry_after_us = -1 for none; for a blocked key {-1, the microseconds
 -- left of the block, the state's reset_us}.
 
-local key = KEYS[1]
-local raw = redis.call('GET', key)
-local state = raw
-local limit, window, interval = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
--- A blocked key (its value starts with 'B'): denied while the block lasts,
--- its state untouched; an expired block is ignored and dropped by the next
--- write.
-local blocked_until = nil
-if raw and string.byte(raw, 1) == 66 then
-  blocked_until, state = split_block(raw)
-  if not blocked_until then
-    return malformed('blocked', key)
+local function single(decide, KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
   end
+  local key = KEYS[1]
+  local raw = redis.call('GET', key)
+  local state = raw
+  -- A blocked key (its value starts with 'B'): denied while the block
+  -- lasts, its state untouched; an expired block is ignored and dropped by
+  -- the next write.
+  local blocked_until = nil
+  if raw and string.byte(raw, 1) == 66 then
+    blocked_until, state = split_block(raw)
+    if not blocked_until then
+      return malformed('blocked', key)
+    end
+  end
+  local blocked = blocked_until and blocked_until > now
+  local allowed, remaining, reset, retry_after, new, expires_at =
+    decide(state, numbers[ARGV[4]] or arg(ARGV[4]), numbers[ARGV[5]] or arg(ARGV[5]),
+      numbers[ARGV[6]] or arg(ARGV[6]), blocked and 0 or numbers[ARGV[2]] or arg(ARGV[2]))
+  if allowed == nil then
+    return malformed(remaining, key)
+  end
+  if blocked then
+    return { -1, blocked_until - now, reset }
+  end
+  save(key, raw, new, expires_at, numbers[ARGV[3]] or arg(ARGV[3]))
+  return { allowed, remaining, reset, retry_after }
 end
-local allowed, remaining, reset, retry_after, new, expires_at =
-  decide(state, limit, window, interval, blocked_until and blocked_until > now and 0 or tonumber(ARGV[2]))
-if allowed == nil then
-  return malformed(remaining, key)
-end
-if blocked_until and blocked_until > now then
-  return { -1, blocked_until - now, reset }
-end
-save(key, raw, new, expires_at, tonumber(ARGV[3]))
-return { allowed, remaining, reset, retry_after }
+

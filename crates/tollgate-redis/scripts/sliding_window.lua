@@ -34,18 +34,25 @@ local function sliding_window_roll(raw, window)
   local t = now
   local start, curr, prev = now, 0, 0
   if raw then
-    local s = parse(raw, 3)
+    -- Three fields of decimal digits, each below 2^53.
+    local s, c, p = string.match(raw, '^(%d+):(%d+):(%d+)$')
     if not s then
       return nil
     end
-    if t < s[1] then
-      t = s[1]
+    -- Digits only: `+ 0` reads them as tonumber does, without its call.
+    s, c, p = s + 0, c + 0, p + 0
+    if s >= 9007199254740992 or c >= 9007199254740992 or p >= 9007199254740992 then
+      return nil
     end
-    local k = floor_div(t - s[1], window)
-    if k == 0 then
-      start, curr, prev = s[1], s[2], s[3]
-    elseif k == 1 then
-      start, curr, prev = s[1] + window, 0, s[2]
+    if t < s then
+      t = s
+    end
+    -- k = floor((t - s) / W) windows have begun since the stored one.
+    local d = t - s
+    if d < window then
+      start, curr, prev = s, c, p
+    elseif d < 2 * window then
+      start, curr, prev = s + window, 0, c
     end
     -- Both counters zero (including k >= 2): the same as absent state, a
     -- fresh window anchored at now.
@@ -59,9 +66,9 @@ end
 -- The state (nil: equal to absent) and its expiry.
 local function sliding_window_state(start, curr, prev, window)
   if curr > 0 then
-    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + 2 * window
+    return string.format('%d:%d:%d', start, curr, prev), start + 2 * window
   elseif prev > 0 then
-    return fmt(start) .. ':' .. fmt(curr) .. ':' .. fmt(prev), start + window
+    return string.format('%d:%d:%d', start, curr, prev), start + window
   end
   return nil, start + window
 end
@@ -73,11 +80,12 @@ local function sliding_window(raw, limit, window, interval, cost)
   end
 
   local e = t - start
-  local unit = math.max(cost, 1)
+  local unit = cost > 1 and cost or 1
 
   -- Scaled estimate S = prev * (W - e) + curr * W; admitted iff
   -- S + (unit - 1) * W < L * W, written so no term exceeds 2 * L * W.
-  local before = prev * (window - e) + curr * window
+  local weighted = prev * (window - e)
+  local before = weighted + curr * window
   local allowed = unit <= limit and before < (limit - unit + 1) * window
   local retry_after = -1
   if not allowed and unit <= limit then
@@ -87,8 +95,16 @@ local function sliding_window(raw, limit, window, interval, cost)
     curr = curr + cost
   end
 
-  local after = prev * (window - e) + curr * window
-  local remaining = ceil_div(math.max(0, limit * window - after), window)
+  -- remaining = max(0, ceil((L * W - S) / W)) for the estimate S after
+  -- charging, which is L - curr - floor(prev * (W - e) / W): the weighted
+  -- previous count is its only fraction.
+  local remaining = limit - curr
+  if prev > 0 then
+    remaining = remaining - floor_div(weighted, window)
+  end
+  if remaining < 0 then
+    remaining = 0
+  end
   local reset = 0
   if curr > 0 then
     reset = 2 * window - e

@@ -16,7 +16,7 @@ use tollgate::{
 
 use crate::connection::{Connection, Endpoint};
 use crate::error::{backend_error, ConnectError, ConnectErrorKind};
-use crate::scripts::{self, LuaScript};
+use crate::scripts::{self, Functions, LuaScript};
 use crate::sentinel::PrimaryAuth;
 use crate::tcp::TcpOptions;
 
@@ -64,6 +64,9 @@ struct Options {
 pub struct RedisBackend {
     conn: Connection,
     options: Options,
+    /// Whether decisions call the function library (see
+    /// [`RedisBackend::uses_functions`]).
+    functions: Arc<Functions>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -83,6 +86,7 @@ impl std::fmt::Debug for RedisBackend {
             .field("timeout", &self.options.timeout)
             .field("caller_clock", &self.options.clock.is_some())
             .field("expiry_grace", &self.options.expiry_grace)
+            .field("functions", &self.functions.enabled())
             .finish()
     }
 }
@@ -182,6 +186,17 @@ impl RedisBackend {
     /// connected to the primary that Redis Sentinel names.
     pub fn is_sentinel(&self) -> bool {
         self.conn.is_sentinel()
+    }
+
+    /// Whether decisions call the function library that the backend loads
+    /// on Redis 7 and later (`FCALL`): true until a decision finds that the
+    /// server has no functions, or that its ACL refuses `FCALL` or
+    /// `FUNCTION LOAD` to this user; from then on, for good, decisions run
+    /// as scripts (`EVALSHA`), which decide alike at a higher cost on the
+    /// server. See the
+    /// [function library](crate::_documentation::operations#scripts-and-the-function-library).
+    pub fn uses_functions(&self) -> bool {
+        self.functions.enabled()
     }
 }
 
@@ -307,10 +322,11 @@ impl RedisBackendBuilder {
     /// grace can find it gone and start fresh.
     ///
     /// Key expiry always runs on the server's clock. With a caller clock the
-    /// expiry is set relative to the script's `now` (`PEXPIRE`) and
+    /// expiry is set relative to the script's `now` (`SET … PX`) and
     /// lengthened by the [expiry grace](Self::expiry_grace), so a host
     /// slightly behind the server does not lose state that is still live on
-    /// its timeline. With the server clock it is absolute (`PEXPIREAT`).
+    /// its timeline. With the server clock it is absolute (`SET … PXAT`, or
+    /// `PEXPIREAT` where the server has no functions).
     pub fn caller_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -447,6 +463,7 @@ impl RedisBackendBuilder {
         RedisBackend {
             conn,
             options: self.options(),
+            functions: Arc::new(Functions::new()),
         }
     }
 
@@ -646,19 +663,13 @@ impl RedisBackendBuilder {
     /// keeps its address, so it does not follow a Sentinel failover:
     /// [`connect_sentinel`](Self::connect_sentinel) does.
     pub fn from_connection_manager(self, manager: ConnectionManager) -> RedisBackend {
-        RedisBackend {
-            conn: Connection::Standalone(manager),
-            options: self.options(),
-        }
+        self.backend(Connection::Standalone(manager))
     }
 
     /// Uses a cluster connection configured elsewhere, without verifying it.
     /// The builder's timeout, clock and expiry grace still apply.
     pub fn from_cluster_connection(self, conn: ClusterConnection) -> RedisBackend {
-        RedisBackend {
-            conn: Connection::Cluster(conn),
-            options: self.options(),
-        }
+        self.backend(Connection::Cluster(conn))
     }
 }
 
@@ -722,6 +733,7 @@ impl Backend for RedisBackend {
         Ok(RedisBinding {
             shared: Arc::new(BindingShared {
                 conn: self.conn.clone(),
+                functions: Arc::clone(&self.functions),
                 timeout: self.options.timeout,
                 clock: self.options.clock.clone(),
                 script,
@@ -790,6 +802,7 @@ enum Layout {
 
 struct BindingShared {
     conn: Connection,
+    functions: Arc<Functions>,
     timeout: Duration,
     clock: Option<SharedClock>,
     script: LuaScript,
@@ -851,10 +864,19 @@ impl RedisBinding {
         &self.shared.limits
     }
 
-    /// The SHA-1 of the script that decides for this policy, as `EVALSHA`
-    /// names it (for `SCRIPT EXISTS`, or to run it by hand).
+    /// The SHA-1 of the script that decides for this policy where the
+    /// server has no functions, as `EVALSHA` names it (for `SCRIPT EXISTS`,
+    /// or to run it by hand).
     pub fn script_sha(&self) -> &str {
         self.shared.script.sha()
+    }
+
+    /// The name of the library function that decides for this policy, as
+    /// `FCALL` names it (`tollgate_<digest>_<entry point>`; `FUNCTION LIST`
+    /// shows its library). See the
+    /// [function library](crate::_documentation::operations#scripts-and-the-function-library).
+    pub fn function_name(&self) -> &str {
+        self.shared.script.function()
     }
 
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
@@ -926,7 +948,7 @@ impl RedisBinding {
         let conn = shared.conn.ready(deadline).await.map_err(|err| {
             BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
         })?;
-        tokio::time::timeout_at(deadline, script.run(conn, &keys, &args))
+        tokio::time::timeout_at(deadline, script.run(conn, &shared.functions, &keys, &args))
             .await
             .map_err(|_| BackendError::timeout(shared.timeout))?
             .map_err(backend_error)

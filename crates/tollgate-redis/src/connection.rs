@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
 use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
@@ -49,6 +50,31 @@ impl Connection {
                 redis::ErrorKind::Io,
                 "not connected yet",
             ))),
+        }
+    }
+
+    /// Sends one command to the server that owns `key` (in a cluster, the
+    /// primary of its slot; elsewhere the one server) and reads its reply.
+    /// For commands without keys that a cluster would otherwise send to
+    /// every primary, such as `FUNCTION LOAD`.
+    pub(crate) async fn query_at<T: FromRedisValue>(&self, cmd: &Cmd, key: &[u8]) -> RedisResult<T> {
+        let live = match self {
+            Connection::Background(background) => background.connected.get(),
+            live => Some(live),
+        };
+        match live {
+            Some(Connection::Cluster(conn)) => {
+                let route = Route::with_key(key, SlotAddr::Master);
+                let reply = conn
+                    .clone()
+                    .route_command(
+                        cmd.clone(),
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?;
+                T::from_redis_value(reply.extract_error()?).map_err(Into::into)
+            }
+            _ => self.query(cmd).await,
         }
     }
 

@@ -31,14 +31,23 @@
 //! routes each decision to the primary that owns the key. `tollgate_redis::redis`
 //! re-exports it, for configuring connections by hand.
 //!
-//! ## One script, one round trip, one slot
+//! ## One Lua call, one round trip, one slot
 //!
-//! Every decision is one Lua script (`scripts/*.lua` in this crate: a shared
+//! Every decision is one Lua call (`scripts/*.lua` in this crate: a shared
 //! prelude, one decision function per strategy, the token and leaky buckets
-//! sharing `gcra.lua`, and a main part for one limit or for several), sent
-//! as `EVALSHA` and repeated once as `EVAL` after `NOSCRIPT`. Redis runs a
-//! script atomically, so concurrent decisions on the same key, from any
-//! number of hosts, never interleave. The strategy functions are
+//! sharing `gcra.lua`, and an entry point for one limit, for several, and
+//! for per-key operations). On Redis 7 and later it is an `FCALL` of the
+//! backend's function library, which the backend loads with
+//! `FUNCTION LOAD REPLACE` on each server the first time a decision finds it
+//! missing (after a restart, failover or `FUNCTION FLUSH` too), so its
+//! helpers are created once rather than on every call. Where the server has
+//! no functions, or its ACL refuses them, the same code runs as a script:
+//! `EVALSHA`, repeated once as `EVAL` after `NOSCRIPT`
+//! ([`RedisBackend::uses_functions`] tells which; the
+//! [function library](_documentation::operations#scripts-and-the-function-library)
+//! section describes both). Redis runs a script or function atomically, so
+//! concurrent decisions on the same key, from any number of hosts, never
+//! interleave. The strategy functions are
 //! line-by-line ports of `tollgate::strategy` and are tested against it on
 //! random traces.
 //!

@@ -1,18 +1,37 @@
-//! The Lua scripts and their invocation.
+//! The Lua code and its invocation: a function library where the server
+//! has one (Redis 7), scripts otherwise.
 //!
 //! `scripts/prelude.lua` holds the clock and the integer helpers; each
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
-//! shares `gcra.rs`). A policy of one limit runs the prelude, its strategy's
-//! file and `single.lua`; a compound policy runs the prelude, every strategy
-//! file and `compound.lua`, which decides every limit and writes their
-//! states only when all admit. The same functions decide in both, so a limit
-//! decides alike alone and in a compound policy.
+//! shares `gcra.rs`); `single.lua`, `compound.lua` and `operate.lua` each
+//! define one entry point: a policy of one limit, several limits decided as
+//! one step (their states written only when all admit), and the per-key
+//! operations. The same functions decide in all, so a limit decides alike
+//! alone and in a compound policy.
 //!
-//! A decision is one `EVALSHA`; after `NOSCRIPT` (a restarted or
-//! failed-over server, or `SCRIPT FLUSH`) the same call is repeated once as
-//! `EVAL`, which runs the script and caches it again on the server that owns
-//! the keys.
+//! **Function library.** The prelude, every strategy file, the entry points
+//! and `library.lua`, which registers one function per entry point (one per
+//! strategy for a single limit), form one library, loaded with
+//! `FUNCTION LOAD REPLACE`. A decision is one `FCALL`. Its name ends with a
+//! digest of its text, so two versions of the backend on one server keep
+//! their own libraries. The library is loaded lazily, by the decision that
+//! finds it missing (`ERR Function not found`: a new, restarted or
+//! failed-over server without it, or `FUNCTION FLUSH`): it sends
+//! `FUNCTION LOAD REPLACE` to the server that owns the decision's keys (in a
+//! cluster, that key's primary, so each primary is loaded by its first
+//! decision and an unreachable one holds up no other) and repeats the
+//! `FCALL`. A loaded library is replicated and persisted like data.
+//!
+//! **Scripts.** A server without functions (before Redis 7), or one whose
+//! ACL refuses `FCALL` or `FUNCTION LOAD`, gets scripts instead: the prelude,
+//! the strategy files the entry point needs, the entry point and a line
+//! calling it. The first decision that finds functions unavailable switches
+//! its backend to scripts for good. A script decision is one `EVALSHA`;
+//! after `NOSCRIPT` the same call is repeated once as `EVAL`, which runs the
+//! script and caches it again on the server that owns the keys. Scripts
+//! write their states with `SET` and `PEXPIREAT` (the library with one
+//! `SET … PXAT`, which needs Redis 6.2), so they run on Redis 5 and later.
 //!
 //! redis-rs's `ScriptInvocation::invoke_async` also handles `NOSCRIPT`, by
 //! `SCRIPT LOAD` and a second `EVALSHA`. It is not used here: that costs a
@@ -20,7 +39,10 @@
 //! so it fails while any primary is unreachable even when the key's own
 //! primary is healthy.
 
-use redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 use tollgate::Strategy;
 
 use crate::connection::Connection;
@@ -32,6 +54,7 @@ const GCRA: &str = include_str!("../scripts/gcra.lua");
 const SINGLE: &str = include_str!("../scripts/single.lua");
 const COMPOUND: &str = include_str!("../scripts/compound.lua");
 const OPERATE: &str = include_str!("../scripts/operate.lua");
+const LIBRARY: &str = include_str!("../scripts/library.lua");
 
 /// The Lua function that decides for `strategy`, and the file defining it.
 fn function(strategy: Strategy) -> (&'static str, &'static str) {
@@ -42,40 +65,102 @@ fn function(strategy: Strategy) -> (&'static str, &'static str) {
     }
 }
 
-/// The name by which `compound.lua` knows the function of `strategy` (its
-/// argument for each limit).
+/// The name by which `compound.lua` and `operate.lua` know the function of
+/// `strategy` (their argument for each limit).
 pub(crate) fn function_name(strategy: Strategy) -> &'static str {
     function(strategy).0
 }
 
-/// One script: its source and SHA-1.
+/// The function library: its source, for `FUNCTION LOAD`, and the prefix of
+/// its functions' names.
+struct Library {
+    source: String,
+    prefix: String,
+}
+
+/// The library, built once.
+fn library() -> &'static Library {
+    static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
+    LIBRARY_TEXT.get_or_init(|| {
+        let body = format!(
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{OPERATE}{LIBRARY}"
+        );
+        let digest = redis::Script::new(&body).get_hash().to_owned();
+        let name = format!("tollgate_{}", &digest[..16]);
+        let prefix = format!("{name}_");
+        Library {
+            source: format!("#!lua name={name}\n{body}register('{prefix}')\n"),
+            prefix,
+        }
+    })
+}
+
+/// Whether a backend's decisions use the function library: true until a
+/// server shows it has no functions or refuses them, then false for good.
+/// Shared by every binding of one backend.
+#[derive(Debug)]
+pub(crate) struct Functions(AtomicBool);
+
+impl Functions {
+    /// Functions are tried first.
+    pub(crate) fn new() -> Self {
+        Self(AtomicBool::new(true))
+    }
+
+    /// Whether decisions call the library.
+    pub(crate) fn enabled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn disable(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// One entry point: the library function that runs it and the script
+/// that does the same.
 #[derive(Clone, Debug)]
 pub(crate) struct LuaScript {
+    function: String,
     source: String,
     sha: String,
 }
 
 impl LuaScript {
-    /// The script that decides a single limit of `strategy`.
+    /// What decides a single limit of `strategy`.
     pub(crate) fn for_strategy(strategy: Strategy) -> Self {
         let (name, body) = function(strategy);
-        Self::new(format!("{PRELUDE}{body}\nlocal decide = {name}\n{SINGLE}"))
+        Self::new(
+            name,
+            format!("{PRELUDE}{body}{SINGLE}return single({name}, KEYS, ARGV)\n"),
+        )
     }
 
-    /// The script that decides several limits as one step.
+    /// What decides several limits as one step.
     pub(crate) fn compound() -> Self {
-        Self::new(format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}"))
+        Self::new(
+            "compound",
+            format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}return compound(KEYS, ARGV)\n"),
+        )
     }
 
-    /// The script that applies a per-key operation (reset, block, refund,
-    /// penalty) to every limit of a policy, one or several.
+    /// What applies a per-key operation (reset, block, refund, penalty) to
+    /// every limit of a policy, one or several.
     pub(crate) fn operations() -> Self {
-        Self::new(format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{OPERATE}"))
+        Self::new(
+            "operate",
+            format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{OPERATE}return operate(KEYS, ARGV)\n"),
+        )
     }
 
-    fn new(source: String) -> Self {
+    fn new(entry: &str, body: String) -> Self {
+        let source = format!("local LIBRARY = false\n{body}");
         let sha = redis::Script::new(&source).get_hash().to_owned();
-        Self { source, sha }
+        Self {
+            function: format!("{}{entry}", library().prefix),
+            source,
+            sha,
+        }
     }
 
     /// The script's SHA-1, as `EVALSHA` names it.
@@ -83,34 +168,84 @@ impl LuaScript {
         &self.sha
     }
 
-    /// Runs the script on `keys` with `args`: `EVALSHA`, then `EVAL` once
-    /// if the server does not have the script cached. In a cluster the
-    /// command goes to the primary of the first key; all keys of one call
-    /// share its hash slot.
+    /// The library function's name, as `FCALL` names it.
+    pub(crate) fn function(&self) -> &str {
+        &self.function
+    }
+
+    /// Runs the entry point on `keys` (at least one) with `args`: `FCALL`
+    /// while `functions` are enabled, loading the library where it is
+    /// missing; otherwise, or when the server has no functions, `EVALSHA`,
+    /// then `EVAL` if the server does not have the script cached. In a
+    /// cluster every command goes to the primary of the first key; all keys
+    /// of one call share its hash slot.
     pub(crate) async fn run(
         &self,
         conn: &Connection,
+        functions: &Functions,
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> RedisResult<Vec<i64>> {
-        match conn.query(&self.command("EVALSHA", &self.sha, keys, args)).await {
+        if functions.enabled() {
+            let fcall = command("FCALL", &self.function, keys, args);
+            match conn.query(&fcall).await {
+                Err(err) if is_missing_function(&err) => {
+                    let mut load = redis::cmd("FUNCTION");
+                    load.arg("LOAD").arg("REPLACE").arg(&library().source);
+                    match conn.query_at::<String>(&load, keys[0]).await {
+                        Ok(_) => match conn.query(&fcall).await {
+                            // Loaded, yet missing where the call went (the
+                            // key's slot moved in between): this call runs
+                            // as a script, the next one loads again.
+                            Err(err) if is_missing_function(&err) => {}
+                            other => return other,
+                        },
+                        Err(err) if refuses_functions(&err) => functions.disable(),
+                        Err(err) => return Err(err),
+                    }
+                }
+                Err(err) if refuses_functions(&err) => functions.disable(),
+                other => return other,
+            }
+        }
+        match conn.query(&command("EVALSHA", &self.sha, keys, args)).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                conn.query(&self.command("EVAL", &self.source, keys, args)).await
+                conn.query(&command("EVAL", &self.source, keys, args)).await
             }
             other => other,
         }
     }
+}
 
-    fn command(&self, verb: &str, script: &str, keys: &[&[u8]], args: &[&[u8]]) -> Cmd {
-        let mut cmd = redis::cmd(verb);
-        cmd.arg(script).arg(keys.len());
-        for key in keys {
-            cmd.arg(*key);
+/// `verb target numkeys keys… args…`: a script or function call.
+fn command(verb: &str, target: &str, keys: &[&[u8]], args: &[&[u8]]) -> Cmd {
+    let mut cmd = redis::cmd(verb);
+    cmd.arg(target).arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
+}
+
+/// `ERR Function not found`: the server has functions but not this library.
+fn is_missing_function(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
+        && err.detail().is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// The server has no functions (an unknown `FCALL` or `FUNCTION`: before
+/// Redis 7) or its ACL refuses this user `FCALL` or `FUNCTION LOAD`.
+fn refuses_functions(err: &RedisError) -> bool {
+    let detail = err.detail().unwrap_or("").to_ascii_lowercase();
+    match err.kind() {
+        ErrorKind::Server(ServerErrorKind::ResponseError) => {
+            detail.starts_with("unknown command") && (detail.contains("fcall") || detail.contains("function"))
         }
-        for arg in args {
-            cmd.arg(*arg);
-        }
-        cmd
+        ErrorKind::Server(ServerErrorKind::NoPerm) => detail.contains("fcall") || detail.contains("function"),
+        _ => false,
     }
 }
 
@@ -119,18 +254,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_share_one_script_and_windows_have_their_own() {
+    fn buckets_share_one_entry_point_and_windows_have_their_own() {
         let token = LuaScript::for_strategy(Strategy::TokenBucket);
         let leaky = LuaScript::for_strategy(Strategy::LeakyBucket);
         let fixed = LuaScript::for_strategy(Strategy::FixedWindow);
         let sliding = LuaScript::for_strategy(Strategy::SlidingWindow);
         let compound = LuaScript::compound();
         assert_eq!(token.sha, leaky.sha);
+        assert_eq!(token.function, leaky.function);
         assert_ne!(token.sha, fixed.sha);
         assert_ne!(fixed.sha, sliding.sha);
         assert_ne!(compound.sha, token.sha);
         assert_eq!(token.sha.len(), 40);
-        assert!(fixed.source.starts_with(PRELUDE));
-        assert!(compound.source.starts_with(PRELUDE));
+        assert!(fixed.source.contains(PRELUDE));
+        assert!(compound.source.contains(PRELUDE));
+        assert!(fixed.function.starts_with("tollgate_"));
+        assert!(fixed.function.ends_with("_fixed_window"));
+        assert_ne!(fixed.function, sliding.function);
+    }
+
+    #[test]
+    fn the_library_registers_every_entry_point_under_its_own_name() {
+        let library = library();
+        let name = library.prefix.trim_end_matches('_');
+        assert!(library.source.starts_with(&format!("#!lua name={name}\n")));
+        assert_eq!(name.len(), "tollgate_".len() + 16);
+        for entry in [
+            LuaScript::for_strategy(Strategy::FixedWindow),
+            LuaScript::for_strategy(Strategy::SlidingWindow),
+            LuaScript::for_strategy(Strategy::TokenBucket),
+            LuaScript::compound(),
+            LuaScript::operations(),
+        ] {
+            let suffix = entry.function.strip_prefix(&library.prefix).unwrap();
+            assert!(
+                library.source.contains(&format!("prefix .. '{suffix}'")),
+                "{suffix} is registered"
+            );
+        }
     }
 }

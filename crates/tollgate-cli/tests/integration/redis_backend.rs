@@ -230,7 +230,7 @@ fn file_replays_alike(text: &str) {
     let trace = sample_with_resources(dir.path());
     let config = write(dir.path(), "policies.yaml", text);
     let (memory_summary, memory) = simulate_file(&trace, &config, dir.path(), None);
-    let sets_before = calls(&server, "set") + calls(&server, "evalsha");
+    let sets_before = calls(&server, "set") + calls(&server, "fcall") + calls(&server, "evalsha");
     let (redis_summary, on_redis) = simulate_file(&trace, &config, dir.path(), Some(&server.url()));
     assert_eq!(redis_summary, memory_summary);
     assert_eq!(on_redis, memory, "the decisions differ");
@@ -240,7 +240,7 @@ fn file_replays_alike(text: &str) {
     );
     assert_eq!(memory.lines().count(), 3_058, "a row per request of the sample");
     assert!(
-        calls(&server, "set") + calls(&server, "evalsha") > sets_before,
+        calls(&server, "set") + calls(&server, "fcall") + calls(&server, "evalsha") > sets_before,
         "nothing was decided on Redis"
     );
     assert_eq!(server.cli(&["DBSIZE"]), "2", "keys left behind");

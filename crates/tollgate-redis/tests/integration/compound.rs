@@ -191,32 +191,59 @@ async fn compound_state_keys_share_a_layout_and_expire_with_their_state() {
 }
 
 #[tokio::test]
-async fn compound_decisions_survive_a_flushed_script_cache_and_reject_foreign_values() {
+async fn compound_decisions_survive_a_flushed_library_or_script_cache_and_reject_foreign_values() {
     let server = RedisServer::start();
+    let policy = Policy::compound([
+        limit(Strategy::FixedWindow, 60, DECADES),
+        limit(Strategy::TokenBucket, 100, HOUR),
+    ])
+    .unwrap();
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     let limiter = Limiter::builder()
-        .backend(backend)
-        .policy(
-            Policy::compound([
-                limit(Strategy::FixedWindow, 60, DECADES),
-                limit(Strategy::TokenBucket, 100, HOUR),
-            ])
-            .unwrap(),
-        )
+        .backend(backend.clone())
+        .policy(policy)
         .build()
         .unwrap();
+    let function = limiter.binding().function_name().to_owned();
+    let library = function.strip_suffix("_compound").unwrap().to_owned();
+    let loaded = || {
+        server
+            .cli(&["FUNCTION", "LIST", "LIBRARYNAME", &library])
+            .contains(&function)
+    };
+    assert!(!loaded());
     assert_eq!(limiter.allow("k").await.unwrap().remaining, 59);
-    assert_eq!(
-        server.cli(&["SCRIPT", "EXISTS", limiter.binding().script_sha()]),
-        "1"
-    );
+    assert!(backend.uses_functions());
+    assert!(loaded(), "the first decision loads the library");
+    assert_eq!(server.cli(&["FUNCTION", "FLUSH"]), "OK");
+    // The state survives; the library is loaded again.
+    assert_eq!(limiter.allow("k").await.unwrap().remaining, 58);
+    assert!(loaded());
+
+    // A user refused functions gets scripts instead.
+    let scripts = RedisBackend::connect(&server.url_without_functions())
+        .await
+        .unwrap();
+    let by_script = Limiter::builder()
+        .backend(scripts.clone())
+        .policy(policy)
+        .build()
+        .unwrap();
+    let sha = by_script.binding().script_sha().to_owned();
+    assert_eq!(by_script.allow("k").await.unwrap().remaining, 57);
+    assert!(!scripts.uses_functions());
+    assert_eq!(server.cli(&["SCRIPT", "EXISTS", &sha]), "1");
+    // Scripts set the expiry with PEXPIREAT: the token bucket's state
+    // expires when its three tokens are back (3 × 36 s) plus the grace.
+    let bucket = String::from_utf8(by_script.binding().state_keys(b"k")[1].clone()).unwrap();
+    let pttl: u64 = server.cli(&["PTTL", &bucket]).parse().unwrap();
+    assert!((100_000..=109_000).contains(&pttl), "PTTL {pttl}");
     assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), "OK");
     // The state survives; the script is sent again.
-    assert_eq!(limiter.allow("k").await.unwrap().remaining, 58);
-    assert_eq!(
-        server.cli(&["SCRIPT", "EXISTS", limiter.binding().script_sha()]),
-        "1"
-    );
+    assert_eq!(by_script.allow("k").await.unwrap().remaining, 56);
+    assert_eq!(server.cli(&["SCRIPT", "EXISTS", &sha]), "1");
+    // Both decide on one state.
+    assert_eq!(limiter.allow("k").await.unwrap().remaining, 55);
 
     // A value that is no state fails the decision, naming its key, and the
     // other limit is not charged.

@@ -109,7 +109,22 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) fn new() -> Self {
+        Self::connect(false)
+    }
+
+    /// A harness whose backend runs scripts (`EVALSHA`): its user is
+    /// refused functions.
+    pub(crate) fn with_scripts() -> Self {
+        Self::connect(true)
+    }
+
+    fn connect(scripts: bool) -> Self {
         let server = RedisServer::start();
+        let url = if scripts {
+            server.url_without_functions()
+        } else {
+            server.url()
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -123,7 +138,7 @@ impl Harness {
                 RedisBackend::builder()
                     .caller_clock(clock.clone())
                     .expiry_grace(Duration::from_secs(3_600))
-                    .connect(&server.url()),
+                    .connect(&url),
             )
             .unwrap();
         Self {
@@ -204,10 +219,13 @@ impl Harness {
     }
 }
 
-/// Runs `cases` random traces of `policies` on Redis against the pure
-/// functions at microsecond ticks.
-fn matches_the_pure_functions(policies: impl proptest::strategy::Strategy<Value = Policy>, cases: u32) {
-    let h = Harness::new();
+/// Runs `cases` random traces of `policies` on Redis (through `h`) against
+/// the pure functions at microsecond ticks.
+fn matches_the_pure_functions(
+    h: &Harness,
+    policies: impl proptest::strategy::Strategy<Value = Policy>,
+    cases: u32,
+) {
     let mut runner = TestRunner::new(Config {
         cases,
         ..Config::default()
@@ -277,7 +295,15 @@ fn matches_the_in_memory_backend(policies: impl proptest::strategy::Strategy<Val
 
 #[test]
 fn scripts_match_the_strategy_functions_in_microseconds() {
-    matches_the_pure_functions(any_policy(), 256);
+    matches_the_pure_functions(&Harness::new(), any_policy(), 256);
+}
+
+#[test]
+fn scripts_run_without_functions_match_the_strategy_functions() {
+    let h = Harness::with_scripts();
+    matches_the_pure_functions(&h, any_policy(), 96);
+    matches_the_pure_functions(&h, any_compound_policy(), 64);
+    assert!(!h.backend.uses_functions(), "the backend fell back to scripts");
 }
 
 #[test]
@@ -287,7 +313,7 @@ fn scripts_match_the_in_memory_backend_when_ticks_agree() {
 
 #[test]
 fn the_compound_script_matches_decide_all_in_microseconds() {
-    matches_the_pure_functions(any_compound_policy(), 192);
+    matches_the_pure_functions(&Harness::new(), any_compound_policy(), 192);
 }
 
 #[test]

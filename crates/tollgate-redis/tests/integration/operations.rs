@@ -21,10 +21,13 @@ fn gaps() -> impl proptest::strategy::Strategy<Value = u64> {
     prop_oneof![0u64..1_000_000, 0u64..1_000_000_000, 0u64..4_000_000_000]
 }
 
-/// Replays random traces on Redis and checks them against their
-/// [`reference`].
-fn matches_the_pure_functions(policies: impl proptest::strategy::Strategy<Value = Policy>, cases: u32) {
-    let h = Harness::new();
+/// Replays random traces of `policies` on Redis (through `h`) and checks
+/// them against their [`reference`].
+fn matches_the_pure_functions(
+    h: &Harness,
+    policies: impl proptest::strategy::Strategy<Value = Policy>,
+    cases: u32,
+) {
     let mut runner = TestRunner::new(Config {
         cases,
         ..Config::default()
@@ -55,12 +58,19 @@ fn matches_the_pure_functions(policies: impl proptest::strategy::Strategy<Value 
 
 #[test]
 fn operations_on_one_limit_match_the_pure_functions() {
-    matches_the_pure_functions(any_policy(), 128);
+    matches_the_pure_functions(&Harness::new(), any_policy(), 128);
+}
+
+#[test]
+fn operations_run_as_scripts_without_functions_match_the_pure_functions() {
+    let h = Harness::with_scripts();
+    matches_the_pure_functions(&h, any_policy(), 48);
+    matches_the_pure_functions(&h, any_compound_policy(), 32);
 }
 
 #[test]
 fn operations_on_compound_policies_match_the_pure_functions() {
-    matches_the_pure_functions(any_compound_policy(), 96);
+    matches_the_pure_functions(&Harness::new(), any_compound_policy(), 96);
 }
 
 #[tokio::test]

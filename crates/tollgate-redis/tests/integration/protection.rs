@@ -11,12 +11,17 @@ use support::RedisServer;
 use tollgate::{CircuitBreaker, DenyCache, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 
-/// The number of script calls the server has run (`EVALSHA` and `EVAL`).
+/// The number of decisions the server has run (`FCALL`, `EVALSHA` and
+/// `EVAL`).
 fn script_calls(server: &RedisServer) -> u64 {
     let stats = server.cli(&["INFO", "commandstats"]);
     stats
         .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
         .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
         .sum()
 }
@@ -41,8 +46,8 @@ async fn a_flood_on_an_over_limit_key_makes_a_handful_of_script_calls() {
                 .unwrap(),
         );
     }
-    // Load the script into the server's cache first, so that no NOSCRIPT
-    // retry is counted below.
+    // Load the function library first, so that no retry after a missing
+    // function is counted below.
     limiters[0].allow("warm-up").await.unwrap();
     server.cli(&["CONFIG", "RESETSTAT"]);
     let mut admitted = 0;

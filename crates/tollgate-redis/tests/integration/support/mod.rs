@@ -181,6 +181,25 @@ impl RedisServer {
         cli(self.port, args)
     }
 
+    /// Creates the ACL user `scripts`, allowed every command but `FCALL`
+    /// and `FUNCTION`, and returns a URL that logs in as it: a backend
+    /// connected with it runs scripts instead of the function library.
+    pub fn url_without_functions(&self) -> String {
+        let ok = self.cli(&[
+            "ACL",
+            "SETUSER",
+            "scripts",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-fcall",
+            "-function",
+        ]);
+        assert_eq!(ok, "OK", "ACL SETUSER");
+        self.url().replace("redis://", "redis://scripts:pw@")
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()

@@ -1,0 +1,27 @@
+-- tollgate: the end of the function library, after the prelude, every
+-- strategy file, single.lua, compound.lua and operate.lua. Loaded once per
+-- server with FUNCTION LOAD, the library's local functions are created once
+-- instead of on every call, as a script's are. The last line, added when
+-- the library is built, calls `register` with the prefix of every
+-- function's name: the library's name and an underscore. The library's
+-- name ends with a digest of its text, so versions that differ never
+-- replace each other's functions.
+--
+-- <prefix>fixed_window, <prefix>sliding_window, <prefix>gcra: a policy of
+-- one limit, as single.lua; <prefix>compound: several limits, as
+-- compound.lua; <prefix>operate: a per-key operation, as operate.lua.
+
+local function register(prefix)
+  redis.register_function(prefix .. 'fixed_window', function(keys, args)
+    return single(fixed_window, keys, args)
+  end)
+  redis.register_function(prefix .. 'sliding_window', function(keys, args)
+    return single(sliding_window, keys, args)
+  end)
+  redis.register_function(prefix .. 'gcra', function(keys, args)
+    return single(gcra, keys, args)
+  end)
+  redis.register_function(prefix .. 'compound', compound)
+  redis.register_function(prefix .. 'operate', operate)
+end
+
