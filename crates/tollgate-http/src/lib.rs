@@ -145,6 +145,8 @@ mod reply;
 mod reply_context;
 mod request;
 mod resource;
+mod response_cost;
+mod skip;
 
 #[cfg(feature = "actix")]
 pub mod actix;
@@ -168,6 +170,8 @@ pub use reply::{GrpcMode, InvalidHeader, Reply};
 pub use reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
+pub use response_cost::Adjustments;
+pub use skip::Skip;
 
 #[cfg(feature = "actix")]
 pub use crate::actix::RateLimitMiddleware;

@@ -257,10 +257,16 @@ impl<B: Backend> Limiter<B> {
     pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
         op.validate()?;
         let key = key.as_ref();
+        self.forget_denial(key);
+        self.binding.operate(key, op).await.map_err(Error::Backend)
+    }
+
+    /// Forgets a denial of `key` in the deny cache, before an operation
+    /// changes its state.
+    fn forget_denial(&self, key: &[u8]) {
         if let Some(cache) = self.protection.as_ref().and_then(|p| p.deny.as_ref()) {
             cache.remove(key);
         }
-        self.binding.operate(key, op).await.map_err(Error::Backend)
     }
 
     /// Brings `key` back to fresh state and ends a block on it.
@@ -361,6 +367,22 @@ impl Limiter<MemoryBackend> {
         let decision = MemoryBinding::check(&self.binding, key, cost);
         self.metrics.finish_sample(started);
         self.conclude(decision)
+    }
+
+    /// Applies a per-key operation synchronously (in-memory only), exactly
+    /// as [`Limiter::operate`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `cost` or `duration` when the argument is
+    /// out of range ([`Operation::validate`]); the in-memory store itself
+    /// cannot fail.
+    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        op.validate()?;
+        let key = key.as_ref();
+        self.forget_denial(key);
+        self.binding.operate_now(key, op);
+        Ok(())
     }
 }
 
