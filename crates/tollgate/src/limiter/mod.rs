@@ -14,6 +14,7 @@ use crate::backend::memory::{MemoryBackend, MemoryBinding};
 use crate::backend::{Backend, Binding, Scope};
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, ConfigError, Error};
+use crate::keylist::Probe;
 use crate::metrics::LimiterMetrics;
 use crate::operation::Operation;
 use crate::policy::Policy;
@@ -102,9 +103,11 @@ impl<B: Backend> Limiter<B> {
     fn listed(&self, key: &[u8]) -> Option<Decision> {
         let lists = self.lists.as_deref()?;
         let limit = self.policy.limits()[0].limit();
-        if lists.deny.contains(key) {
+        // The key is read as an address once for both lists.
+        let mut probe = Probe::new(key);
+        if lists.deny.holds(&mut probe) {
             Some(Decision::listed(Listed::Denied, limit))
-        } else if lists.exempt.contains(key) {
+        } else if lists.exempt.holds(&mut probe) {
             Some(Decision::listed(Listed::Exempt, limit))
         } else {
             None
