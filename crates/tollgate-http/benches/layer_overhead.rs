@@ -3,7 +3,9 @@
 //! tollgate's layer and with tower_governor's, on pre-built requests keyed
 //! by peer address (axum's `ConnectInfo`, which both read) over 65,536
 //! clients, with no network; and tollgate's layer on a policy of two
-//! limits (a compound policy), whose IETF fields list both.
+//! limits (a compound policy), whose IETF fields list both; and with the
+//! optional work configured: a skip rule that does not hold, and a refund
+//! of server errors (each 200 response is looked at and settles nothing).
 //!
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
@@ -27,7 +29,7 @@ use axum::Router;
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
 use tollgate::{Limit, Limiter, Policy, Strategy};
-use tollgate_http::{HeaderMode, RateLimit};
+use tollgate_http::{HeaderMode, RateLimit, Skip};
 use tower::{Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
@@ -147,8 +149,14 @@ fn denied() -> Router {
 /// case's limiter works in the background of a count).
 type Case = (&'static str, u16, fn() -> Router);
 
+/// The allowed case with `configure` applied to its configuration.
+fn configured(configure: fn(RateLimit<Limiter>) -> RateLimit<Limiter>) -> Router {
+    let config = RateLimit::new(limiter(GENEROUS, SECOND)).headers(HeaderMode::RateLimit);
+    router().layer(configure(config).layer())
+}
+
 /// Every case.
-fn cases() -> [Case; 9] {
+fn cases() -> [Case; 11] {
     [
         ("router alone", 200, router),
         ("tollgate, allowed, RateLimit-* headers", 200, || {
@@ -168,6 +176,12 @@ fn cases() -> [Case; 9] {
         }),
         ("tollgate, allowed, 2 limits, IETF draft headers", 200, || {
             compound(HeaderMode::IetfDraft)
+        }),
+        ("tollgate, allowed, a skip rule that does not hold", 200, || {
+            configured(|c| c.skip(Skip::path("/healthz")))
+        }),
+        ("tollgate, allowed, no charge for server errors", 200, || {
+            configured(RateLimit::no_charge_on_server_errors)
         }),
     ]
 }

@@ -102,7 +102,7 @@ fn header_cost(req: &RequestInfo<'_>, name: &str, missing: u64) -> Result<u64, C
 /// A cost written as decimal digits only (leading zeros allowed): no sign,
 /// no spaces, no other base, no fraction, no exponent. The error says what
 /// is wrong.
-fn parse_cost(value: &[u8]) -> Result<u64, &'static str> {
+pub(crate) fn parse_cost(value: &[u8]) -> Result<u64, &'static str> {
     let digits = |bytes: &[u8]| !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
     match value {
         [] => Err("it is empty"),

@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use tollgate::Operation;
+
 use crate::cost::Cost;
 use crate::cost_error::CostError;
 use crate::headers::{write_denial, HeaderMode, RateHeaders};
@@ -15,6 +17,8 @@ use crate::reply::{GrpcMode, Reply};
 use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
+use crate::response_cost::{Charge, ResponseCost};
+use crate::skip::Skip;
 
 pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
@@ -37,6 +41,10 @@ pub(crate) struct Engine<L> {
     pub(crate) on_failure: Option<Arc<FailureFn>>,
     pub(crate) on_key_error: Option<Arc<KeyErrorFn>>,
     pub(crate) on_cost_error: Option<Arc<CostErrorFn>>,
+    /// Requests let through untouched (any rule).
+    pub(crate) skip: Vec<Skip>,
+    /// What responses change in their request's charge.
+    pub(crate) response_cost: ResponseCost,
 }
 
 impl<L> Clone for Engine<L> {
@@ -55,6 +63,8 @@ impl<L> Clone for Engine<L> {
             on_failure: self.on_failure.clone(),
             on_key_error: self.on_key_error.clone(),
             on_cost_error: self.on_cost_error.clone(),
+            skip: self.skip.clone(),
+            response_cost: self.response_cost.clone(),
         }
     }
 }
@@ -70,6 +80,8 @@ impl<L> std::fmt::Debug for Engine<L> {
             .field("headers", &self.headers)
             .field("format", &self.format)
             .field("grpc", &self.grpc)
+            .field("skip", &self.skip)
+            .field("response_cost", &self.response_cost)
             .finish_non_exhaustive()
     }
 }
@@ -85,8 +97,9 @@ pub(crate) struct Prepared<'a> {
 
 /// What to do with a request.
 pub(crate) enum Verdict {
-    /// Call the service and add these headers to its response.
-    Allow(RateHeaders),
+    /// Call the service and add these headers to its response; then settle
+    /// the charge, when there is one to settle ([`Engine::settle`]).
+    Allow(RateHeaders, Option<Box<Charge>>),
     /// Answer with this reply instead.
     Reply(Reply),
 }
@@ -107,11 +120,20 @@ impl<L> Engine<L> {
             on_failure: None,
             on_key_error: None,
             on_cost_error: None,
+            skip: Vec::new(),
+            response_cost: ResponseCost::default(),
         }
     }
 }
 
 impl<L: Limits> Engine<L> {
+    /// Whether `req` bypasses the limiter: no decision, no charge, no
+    /// headers.
+    #[inline]
+    pub(crate) fn skips(&self, req: &RequestInfo<'_>) -> bool {
+        !self.skip.is_empty() && self.skip.iter().any(|rule| rule.holds(req))
+    }
+
     /// Takes key, resource and cost from `req` (no I/O); a reply when there
     /// is no key or no valid cost. Kept apart from [`Engine::verdict`] so
     /// that the request view, which need not be `Sync`, is not held across
@@ -175,12 +197,13 @@ impl<L: Limits> Engine<L> {
             // Admitted only because the backend failed under fail-open: the
             // limiter knows nothing of the key's state, so no rate-limit
             // headers are sent rather than figures it never computed.
-            Ok(decision) if decision.fail_open => Verdict::Allow(RateHeaders::default()),
+            Ok(decision) if decision.fail_open => Verdict::Allow(RateHeaders::default(), None),
             Ok(decision) => {
                 let headers =
                     RateHeaders::for_decision(self.headers, &decision, || self.limits.policy(&p.resource));
                 if decision.allowed {
-                    return Verdict::Allow(headers);
+                    let charge = self.response_cost.charge(&decision, &p.resource, key, p.cost);
+                    return Verdict::Allow(headers, charge);
                 }
                 let denied: Denied<'_> = self.context(&decision, key, &p.resource, p.grpc);
                 let mut reply = match &self.on_denied {
@@ -198,6 +221,61 @@ impl<L: Limits> Engine<L> {
                 })
             }
         }
+    }
+
+    /// Whether the response to a request admitted with `charge` is to be
+    /// looked at: a charge to settle, or a cost header to remove.
+    #[inline]
+    pub(crate) fn reads_response(&self, charge: Option<&Charge>) -> bool {
+        charge.is_some() || self.response_cost.header_to_remove().is_some()
+    }
+
+    /// The refund or penalty that settles `charge` for a response with
+    /// `status` (`cost_values` gives the values of a response header), and
+    /// the name of a header to remove from the response.
+    pub(crate) fn settlement<'v, I>(
+        &self,
+        charge: Option<&Charge>,
+        status: u16,
+        cost_values: impl FnOnce(&str) -> I,
+    ) -> (Option<Operation>, Option<&str>)
+    where
+        I: Iterator<Item = &'v [u8]>,
+    {
+        let op = charge.and_then(|charge| self.response_cost.settlement(charge, status, cost_values));
+        (op, self.response_cost.header_to_remove())
+    }
+
+    /// Applies `op` to `charge`'s key at once, when the limiter can (in
+    /// memory); `false` when it must be awaited ([`Engine::settle`]). A
+    /// failure is counted, never returned: the response stands.
+    pub(crate) fn settle_now(&self, charge: &Charge, op: Operation) -> bool {
+        match self.limits.operate_now(&charge.resource, &charge.key, op) {
+            Some(result) => {
+                self.response_cost.count(op, result.is_ok());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Engine::settle_now`], counting `op` as failed when the limiter
+    /// cannot apply it at once.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn settle_or_count(&self, charge: &Charge, op: Operation) {
+        if !self.settle_now(charge, op) {
+            self.response_cost.count(op, false);
+        }
+    }
+
+    /// Applies `op` to `charge`'s key. A failure is counted, never
+    /// returned: the response stands.
+    pub(crate) async fn settle(&self, charge: &Charge, op: Operation) {
+        if self.settle_now(charge, op) {
+            return;
+        }
+        let result = self.limits.operate(&charge.resource, &charge.key, op).await;
+        self.response_cost.count(op, result.is_ok());
     }
 
     fn key_error(&self, error: &KeyError, resource: &str, grpc: bool) -> Reply {

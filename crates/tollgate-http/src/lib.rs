@@ -56,6 +56,16 @@
 //!   malformed cost header or a closure's [`CostError`] is answered 400,
 //!   never charged. A cost of 0 is a peek (decided, charged nothing); a cost
 //!   above a limit is denied with 429 and no `Retry-After`.
+//! - A cost known only from the response: [`RateLimit::no_charge_when`]
+//!   refunds a request whose response status a predicate picks (5xx with
+//!   [`RateLimit::no_charge_on_server_errors`]);
+//!   [`RateLimit::cost_from_response_header`] settles the up-front charge
+//!   against the actual cost the service reports, with a penalty or a
+//!   refund. What was settled, failed or could not be read is counted in
+//!   [`RateLimit::adjustments`].
+//! - [`Skip`]: requests that bypass the limiter (health checks), with no
+//!   decision, no charge and no headers ([`RateLimit::skip`],
+//!   [`RateLimit::skip_if`]).
 //! - [`HeaderMode`]: `RateLimit-Limit/Remaining/Reset` (the default), the
 //!   IETF draft's structured `RateLimit-Policy`/`RateLimit` fields, the legacy
 //!   `X-RateLimit-*` fields, or none. They describe the limit that bound the
@@ -145,6 +155,8 @@ mod reply;
 mod reply_context;
 mod request;
 mod resource;
+mod response_cost;
+mod skip;
 
 #[cfg(feature = "actix")]
 pub mod actix;
@@ -168,6 +180,8 @@ pub use reply::{GrpcMode, InvalidHeader, Reply};
 pub use reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
+pub use response_cost::Adjustments;
+pub use skip::Skip;
 
 #[cfg(feature = "actix")]
 pub use crate::actix::RateLimitMiddleware;

@@ -4,7 +4,10 @@
 use std::any::Any;
 use std::future::Future;
 
-use tollgate::{Backend, Decision, Error, Limiter, MemoryBackend, Policy, ResourceLimiter};
+use tollgate::{
+    Backend, BackendError, BackendErrorKind, Decision, Error, Limiter, MemoryBackend, Operation, Policy,
+    ResourceLimiter,
+};
 
 /// The name of a limiter's default policy in the structured headers.
 pub(crate) const DEFAULT_POLICY_NAME: &str = "default";
@@ -69,6 +72,37 @@ pub trait Limits: Send + Sync + 'static {
     fn check(&self, resource: &str, key: &[u8]) -> Option<Decision> {
         self.check_n(resource, key, 1)
     }
+
+    /// Applies a per-key operation to `key` under `resource`'s policy, on
+    /// every limit of the policy (a refund or a penalty when a request's
+    /// cost is known only from its response).
+    ///
+    /// The default refuses with [`BackendErrorKind::Unsupported`]: a
+    /// limiter outside this crate supports operations by overriding it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::operate`].
+    fn operate(
+        &self,
+        resource: &str,
+        key: &[u8],
+        op: Operation,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (resource, key);
+        std::future::ready(Err(Error::Backend(BackendError::new(
+            BackendErrorKind::Unsupported,
+            format!("this limiter has no per-key operations ({} was asked)", op.name()),
+        ))))
+    }
+
+    /// Applies a per-key operation at once, exactly as [`Limits::operate`]
+    /// would; `None` when it must be awaited. Must give a result whenever
+    /// [`Limits::can_check`] is true and [`Limits::operate`] is supported.
+    fn operate_now(&self, resource: &str, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+        let _ = (resource, key, op);
+        None
+    }
 }
 
 /// `limiter` as an in-memory limiter, when it is one (which the compiler
@@ -104,6 +138,19 @@ impl<B: Backend> Limits for Limiter<B> {
     fn check_n(&self, _resource: &str, key: &[u8], cost: u64) -> Option<Decision> {
         in_memory(self).map(|limiter| limiter.check_n(key, cost))
     }
+
+    fn operate(
+        &self,
+        _resource: &str,
+        key: &[u8],
+        op: Operation,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        Limiter::operate(self, key, op)
+    }
+
+    fn operate_now(&self, _resource: &str, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+        in_memory(self).map(|limiter| limiter.operate_now(key, op))
+    }
 }
 
 impl<B: Backend> Limits for ResourceLimiter<B> {
@@ -134,5 +181,18 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
     #[inline]
     fn check_n(&self, resource: &str, key: &[u8], cost: u64) -> Option<Decision> {
         in_memory(self.limiter(resource)).map(|limiter| limiter.check_n(key, cost))
+    }
+
+    fn operate(
+        &self,
+        resource: &str,
+        key: &[u8],
+        op: Operation,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        self.limiter(resource).operate(key, op)
+    }
+
+    fn operate_now(&self, resource: &str, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+        in_memory(self.limiter(resource)).map(|limiter| limiter.operate_now(key, op))
     }
 }

@@ -14,6 +14,8 @@ use crate::reply::{GrpcMode, Reply};
 use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyFormat};
 use crate::request::{assert_header_name, RequestInfo};
 use crate::resource::ResourceExtractor;
+use crate::response_cost::{Adjustments, StatusFn};
+use crate::skip::Skip;
 
 /// A rate-limiting middleware configuration around a limiter.
 ///
@@ -236,6 +238,173 @@ impl<L: Limits> RateLimit<L> {
     {
         self.engine_mut().on_cost_error = Some(Arc::new(handler) as Arc<CostErrorFn>);
         self
+    }
+
+    /// Lets the requests `rule` picks through untouched: they reach the
+    /// service without a decision, are charged nothing, and their responses
+    /// get no rate-limit headers and settle nothing. Each call adds a rule;
+    /// a request is skipped when any holds.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Limiter;
+    /// use tollgate_http::{RateLimit, Skip};
+    ///
+    /// let limiter = Limiter::builder().limit(100).window(Duration::from_secs(60)).build()?;
+    /// // Health checks and CORS preflights are never limited.
+    /// let config = RateLimit::new(limiter)
+    ///     .skip(Skip::path("/healthz"))
+    ///     .skip(Skip::method("OPTIONS"));
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn skip(mut self, rule: Skip) -> Self {
+        self.engine_mut().skip.push(rule);
+        self
+    }
+
+    /// Lets the requests for which `f` answers `true` through untouched:
+    /// [`RateLimit::skip`] with [`Skip::custom`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Limiter;
+    /// use tollgate_http::RateLimit;
+    ///
+    /// let limiter = Limiter::builder().limit(100).window(Duration::from_secs(60)).build()?;
+    /// let config = RateLimit::new(limiter)
+    ///     .skip_if(|req| req.method() == "GET" && req.path().starts_with("/static/"));
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn skip_if<F>(self, f: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.skip(Skip::custom(f))
+    }
+
+    /// Gives back the charge of an admitted request whose response status
+    /// `f` picks (a request that failed on the server's side, say), with a
+    /// refund of its cost on the same key and policy once the service has
+    /// answered: the next requests find the quota as if it had never been
+    /// made. See [`RateLimit::no_charge_on_server_errors`] for 5xx.
+    ///
+    /// The request is decided and charged up front as always, so it is
+    /// denied when the quota is spent whatever its response would be; its
+    /// rate-limit headers show the charge. Then:
+    ///
+    /// - Only what the limiter charged is given back. Nothing is refunded
+    ///   for a request the limiter did not charge: an exempt key, a
+    ///   decision admitted only by shadow mode (enforcement would have
+    ///   denied it, so it was charged nothing), an admission by fail-open,
+    ///   a decision of the in-memory fallback (operations reach the store,
+    ///   not the fallback), a skipped request, or a cost of 0.
+    /// - A compound policy is refunded on each of its limits, each of which
+    ///   was charged the cost.
+    /// - A refund gives back what [`tollgate::Limiter::refund`] gives back:
+    ///   for a response that comes after the request's window has ended, at
+    ///   most what the key was charged in the current window.
+    /// - When the service fails without a response (its future returns an
+    ///   error), nothing is refunded: there is no status to judge.
+    ///   actix-web turns a handler's error into a response before the
+    ///   middleware sees it, so there the error's status is judged.
+    /// - A refund that fails (a store error) is counted in
+    ///   [`RateLimit::adjustments`] and otherwise ignored: the response goes
+    ///   out unchanged.
+    ///
+    /// The refund is applied before the response is returned: at once in
+    /// memory, one round trip on a store (Redis); a response that settles
+    /// nothing waits for nothing. With a response cost header as well
+    /// ([`RateLimit::cost_from_response_header`]), a picked response is
+    /// refunded whole and its header is not read.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Limiter;
+    /// use tollgate_http::RateLimit;
+    ///
+    /// let limiter = Limiter::builder().limit(100).window(Duration::from_secs(60)).build()?;
+    /// // Neither server errors nor 404s count against a client.
+    /// let config = RateLimit::new(limiter)
+    ///     .no_charge_when(|status| status.is_server_error() || status.as_u16() == 404);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn no_charge_when<F>(mut self, f: F) -> Self
+    where
+        F: Fn(http::StatusCode) -> bool + Send + Sync + 'static,
+    {
+        self.engine_mut()
+            .response_cost
+            .set_no_charge(Arc::new(f) as Arc<StatusFn>);
+        self
+    }
+
+    /// Gives back the charge of requests answered with a 5xx status:
+    /// [`RateLimit::no_charge_when`] with
+    /// [`StatusCode::is_server_error`](http::StatusCode::is_server_error).
+    pub fn no_charge_on_server_errors(self) -> Self {
+        self.no_charge_when(|status| status.is_server_error())
+    }
+
+    /// Takes the actual cost of each admitted request from response header
+    /// `name`, which the service sets (the tokens a model call used, the
+    /// rows a query read), and settles the difference with the cost charged
+    /// up front ([`RateLimit::cost`], [`RateLimit::cost_header`] or
+    /// [`RateLimit::cost_fn`]): a penalty of `actual − charged` when the
+    /// request cost more, a refund of `charged − actual` when it cost less.
+    /// The request was admitted on its up-front cost; the penalty can leave
+    /// the key over its limit, denied until the usage drains as its
+    /// strategy says.
+    ///
+    /// The value must be one decimal integer from 0 to 2⁶²
+    /// ([`tollgate::MAX_LIMIT`]), in digits only. A response without the
+    /// header, with it more than once, or with any other value leaves the
+    /// charge as it was and is counted in [`RateLimit::adjustments`]
+    /// (`unread`). What is settled and what is not (exempt keys, shadow
+    /// mode, fail-open, the fallback, compound policies, failures) is as
+    /// for [`RateLimit::no_charge_when`].
+    ///
+    /// The header reaches the client unless
+    /// [`RateLimit::remove_response_cost_header`] says otherwise.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Limiter;
+    /// use tollgate_http::RateLimit;
+    ///
+    /// let limiter = Limiter::builder().limit(100_000).window(Duration::from_secs(3_600)).build()?;
+    /// // Each request is admitted on an estimate of 500 tokens, then charged
+    /// // what the model reports in `x-tokens-used`.
+    /// let config = RateLimit::new(limiter)
+    ///     .cost(500)
+    ///     .cost_from_response_header("x-tokens-used")
+    ///     .remove_response_cost_header(true);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a valid header name.
+    pub fn cost_from_response_header(mut self, name: &str) -> Self {
+        assert_header_name(name);
+        self.engine_mut().response_cost.set_header(name);
+        self
+    }
+
+    /// Whether the header of [`RateLimit::cost_from_response_header`] is
+    /// removed from responses before they reach the client (default:
+    /// `false`, it is passed on). It is removed whether or not it could be
+    /// read, and from every response of an admitted request, whether or not
+    /// its charge was settled (a skipped request's response is untouched).
+    pub fn remove_response_cost_header(mut self, remove: bool) -> Self {
+        self.engine_mut().response_cost.set_remove_header(remove);
+        self
+    }
+
+    /// How the charges of admitted requests were settled after their
+    /// responses so far: refunds, penalties, failures and unreadable cost
+    /// headers, counted by this configuration and the clones made from it.
+    pub fn adjustments(&self) -> Adjustments {
+        self.engine.response_cost.adjustments()
     }
 }
 

@@ -6,6 +6,10 @@
 //!
 //! Before the timings it prints the live heap bytes per active key for each
 //! strategy and for governor, measured with a counting allocator.
+//!
+//! With `IN_MEMORY_CALLS=N` and the name of a `lists_keys_1024` case as the
+//! only argument, it makes N decisions of that case and nothing else, for
+//! an instruction counter (see `count`).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -14,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use governor::{Quota, RateLimiter};
-use tollgate::{Limit, Limiter, Policy, Strategy};
+use tollgate::{KeyList, Limit, Limiter, LimiterBuilder, MemoryBackend, Policy, Strategy};
 
 #[path = "../tests/support/counting_alloc.rs"]
 mod counting_alloc;
@@ -112,18 +116,120 @@ fn compound(c: &mut Criterion) {
         ),
     ] {
         let limiter = Limiter::builder().policy(policy).build().expect("valid policy");
-        for k in &keys {
-            limiter.check(k);
-        }
-        group.bench_function(BenchmarkId::new("tollgate", name), |b| {
-            let mut i = 0;
-            b.iter(|| {
-                i = (i + 1) % keys.len();
-                black_box(limiter.check(&keys[i]).allowed)
-            })
-        });
+        decisions(&mut group, name, &limiter, &keys);
     }
     group.finish();
+}
+
+/// Case `name` of `group`: one decision of `limiter` per iteration, cycling
+/// through `keys`, each decided once before.
+fn decisions(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    limiter: &Limiter,
+    keys: &[String],
+) {
+    for k in keys {
+        limiter.check(k);
+    }
+    group.bench_function(BenchmarkId::new("tollgate", name), |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            black_box(limiter.check(&keys[i]).allowed)
+        })
+    });
+}
+
+/// `n` keys that are not IP addresses (`client-0`, `client-1`, ...).
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("client-{i}")).collect()
+}
+
+/// A case of [`lists`]: its name, its limiter and the keys it cycles
+/// through.
+type ListCase = (&'static str, Limiter, Vec<String>);
+
+/// Exempt keys, denied keys and shadow mode against plain decisions, on
+/// 1,024 keys (token bucket): a listed or shadow decision should cost no
+/// more than a normal one, and a list should not slow down the keys it
+/// does not hold. `closed` cases deny every measured request.
+fn list_cases() -> Vec<ListCase> {
+    let ips = keys(1_024);
+    let names = names(1_024);
+    let list = |entries: &[String]| KeyList::parse("bench", entries).expect("valid list");
+    let open = || {
+        Limiter::builder()
+            .strategy(Strategy::TokenBucket)
+            .limit(1_000_000_000)
+            .window(Duration::from_secs(1))
+    };
+    let closed = || {
+        Limiter::builder()
+            .strategy(Strategy::TokenBucket)
+            .limit(1)
+            .window(Duration::from_secs(3_600))
+    };
+    let others = || list(&["health-checker".to_owned(), "batch-job".to_owned()]);
+    let elsewhere = || list(&["192.0.2.0/24".to_owned(), "2001:db8::/32".to_owned()]);
+    let cases: Vec<(&'static str, LimiterBuilder<MemoryBackend>, &Vec<String>)> = vec![
+        ("plain, ip keys", open(), &ips),
+        ("plain, name keys", open(), &names),
+        (
+            "not listed, exact lists, name keys",
+            open().exempt(others()).deny(others()),
+            &names,
+        ),
+        (
+            "not listed, cidr lists, ip keys",
+            open().exempt(elsewhere()).deny(elsewhere()),
+            &ips,
+        ),
+        (
+            "not listed, cidr lists, name keys",
+            open().exempt(elsewhere()).deny(elsewhere()),
+            &names,
+        ),
+        ("exempt, exact, name keys", open().exempt(list(&names)), &names),
+        (
+            "exempt, cidr, ip keys",
+            open().exempt(list(&["10.0.0.0/8".to_owned()])),
+            &ips,
+        ),
+        ("denied list, exact, name keys", open().deny(list(&names)), &names),
+        ("shadow, admitted, ip keys", open().shadow(true), &ips),
+        ("closed, denied, ip keys", closed(), &ips),
+        ("closed, shadow denied, ip keys", closed().shadow(true), &ips),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, builder, keys)| (name, builder.build().expect("valid limiter"), keys.clone()))
+        .collect()
+}
+
+fn lists(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lists_keys_1024");
+    for (name, limiter, keys) in list_cases() {
+        decisions(&mut group, name, &limiter, &keys);
+    }
+    group.finish();
+}
+
+/// Makes `calls` decisions of the [`lists`] case `name`, outside criterion,
+/// for an instruction counter such as callgrind, which other work on the
+/// machine does not disturb: the cost of a decision is the difference of
+/// two counts over the difference of their `calls`.
+fn count(name: &str, calls: usize) {
+    let (_, limiter, keys) = list_cases()
+        .into_iter()
+        .find(|(case, ..)| *case == name)
+        .unwrap_or_else(|| panic!("no case {name:?}"));
+    for k in &keys {
+        limiter.check(k);
+    }
+    for i in 0..calls {
+        black_box(limiter.check(&keys[i % keys.len()]).allowed);
+    }
 }
 
 /// One decision on a key, for any limiter.
@@ -234,6 +340,13 @@ fn memory_per_key() {
 }
 
 fn main() {
+    // `IN_MEMORY_CALLS=N in_memory CASE`: the counting mode.
+    if let Ok(calls) = std::env::var("IN_MEMORY_CALLS") {
+        let calls = calls.parse().expect("IN_MEMORY_CALLS is a count");
+        let name = std::env::args().nth(1).expect("the case to run");
+        count(&name, calls);
+        return;
+    }
     memory_per_key();
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -246,5 +359,6 @@ fn main() {
     single_thread(&mut c, "denied", &keys(1_024), false);
     two_threads(&mut c);
     compound(&mut c);
+    lists(&mut c);
     c.final_summary();
 }

@@ -27,7 +27,8 @@ use crate::error::ConfigError;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyList {
-    exact: HashSet<Box<[u8]>>,
+    /// Seeded like the in-memory store's tables: keys come from clients.
+    exact: HashSet<Box<[u8]>, ahash::RandomState>,
     blocks: Vec<Cidr>,
 }
 
@@ -137,21 +138,56 @@ impl KeyList {
     /// Whether `key` is in the list: an exact entry, or an IP address in one
     /// of its blocks.
     pub fn contains(&self, key: &[u8]) -> bool {
-        if self.exact.contains(key) {
+        self.holds(&mut Probe::new(key))
+    }
+
+    /// [`KeyList::contains`] for a key that may be tested against several
+    /// lists, read as an IP address once at most.
+    pub(crate) fn holds(&self, probe: &mut Probe<'_>) -> bool {
+        if self.exact.contains(probe.key) {
             return true;
         }
         if self.blocks.is_empty() {
             return false;
         }
-        let Some(ip) = std::str::from_utf8(key)
-            .ok()
-            .and_then(|k| k.parse::<IpAddr>().ok())
-        else {
+        let Some(ip) = probe.ip() else {
             return false;
         };
-        let ip = bits(ip);
         self.blocks.iter().any(|b| b.contains(ip))
     }
+}
+
+/// A key being tested against lists, with its address once read.
+pub(crate) struct Probe<'k> {
+    key: &'k [u8],
+    ip: Option<Option<u128>>,
+}
+
+impl<'k> Probe<'k> {
+    pub(crate) fn new(key: &'k [u8]) -> Self {
+        Self { key, ip: None }
+    }
+
+    /// The key as an IP address, read on first use.
+    fn ip(&mut self) -> Option<u128> {
+        *self.ip.get_or_insert_with(|| address(self.key))
+    }
+}
+
+/// The longest IP address in text form that `IpAddr` reads:
+/// `ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`.
+const LONGEST_ADDRESS: usize = 45;
+
+/// `key` as an IP address, if it is one. A key too long for an address, or
+/// starting with anything but a hex digit or `:`, is refused before it is
+/// parsed.
+fn address(key: &[u8]) -> Option<u128> {
+    let first = *key.first()?;
+    if key.len() > LONGEST_ADDRESS || !(first.is_ascii_hexdigit() || first == b':') {
+        return None;
+    }
+    let ip = std::str::from_utf8(key).ok()?.parse::<IpAddr>().ok()?;
+    Some(bits(ip))
 }
 
 #[cfg(test)]
@@ -190,6 +226,28 @@ mod tests {
             let err = KeyList::parse("exempt", entries.iter()).unwrap_err();
             assert!(err.field().starts_with("exempt["), "{err}");
             assert!(err.reason().contains(reason), "{err}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The quick refusal before parsing refuses only what `IpAddr`
+        /// would refuse too: every address in text form (IPv4, IPv6 in its
+        /// shortest and longest spellings, IPv4-mapped) is read as itself,
+        /// and any other text as `IpAddr` reads it.
+        #[test]
+        fn keys_are_read_as_addresses_exactly_as_ipaddr_reads_them(
+            v4 in proptest::prelude::any::<[u8; 4]>(),
+            v6 in proptest::prelude::any::<[u16; 8]>(),
+            text in "[0-9a-fA-F:.%x-]{0,48}|\\PC{0,50}",
+        ) {
+            let reference = |t: &str| t.parse::<IpAddr>().ok().map(bits);
+            let v4 = std::net::Ipv4Addr::from(v4);
+            let v6 = std::net::Ipv6Addr::from(v6);
+            let long = v6.segments().map(|s| format!("{s:04x}")).join(":");
+            let mapped = format!("ffff:ffff:ffff:ffff:ffff:ffff:{v4}");
+            for t in [v4.to_string(), v6.to_string(), long, mapped, text] {
+                proptest::prop_assert_eq!(address(t.as_bytes()), reference(&t), "{:?}", t);
+            }
         }
     }
 }

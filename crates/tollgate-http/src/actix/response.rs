@@ -1,11 +1,15 @@
 //! Headers and replies in actix-web's own `http` types.
 
+use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 
+use crate::engine::Engine;
 use crate::headers::{FieldValue, RateHeaders};
+use crate::limits::Limits;
 use crate::reply::Reply;
+use crate::response_cost::Charge;
 
 /// Sets the rate-limit headers on an actix-web header map.
 pub(super) fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {
@@ -39,4 +43,24 @@ pub(super) fn to_response(reply: Reply) -> HttpResponse {
         }
     }
     response.map_into_boxed_body()
+}
+
+/// Settles the charge of an admitted request from its response, and removes
+/// the cost header when configured.
+pub(super) async fn settle<L: Limits, B>(
+    engine: &Engine<L>,
+    charge: Option<&Charge>,
+    response: &mut ServiceResponse<B>,
+) {
+    let status = response.status().as_u16();
+    let headers = response.headers_mut();
+    let (op, remove) = engine.settlement(charge, status, |name| {
+        headers.get_all(name).map(HeaderValue::as_bytes)
+    });
+    if let Some(name) = remove {
+        headers.remove(name);
+    }
+    if let (Some(charge), Some(op)) = (charge, op) {
+        engine.settle(charge, op).await;
+    }
 }

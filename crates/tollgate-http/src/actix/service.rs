@@ -8,7 +8,7 @@ use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse};
 use actix_web::Error;
 
-use super::response::{to_response, write_headers};
+use super::response::{settle, to_response, write_headers};
 use crate::engine::Verdict;
 use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
@@ -69,13 +69,19 @@ where
         let config = self.config.clone();
         Box::pin(async move {
             let engine = config.engine();
+            if engine.skips(&RequestInfo::from_actix(&req)) {
+                return Ok(service.call(req).await?.map_into_left_body());
+            }
             let verdict = match engine.prepare(&RequestInfo::from_actix(&req)) {
                 Ok(prepared) => engine.verdict(&prepared).await,
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
-                Verdict::Allow(headers) => {
+                Verdict::Allow(headers, charge) => {
                     let mut response = service.call(req).await?;
+                    if engine.reads_response(charge.as_deref()) {
+                        settle(engine, charge.as_deref(), &mut response).await;
+                    }
                     write_headers(headers, response.headers_mut());
                     Ok(response.map_into_left_body())
                 }

@@ -8,6 +8,7 @@ use http::Response;
 use pin_project_lite::pin_project;
 
 use super::body::ReplyBody;
+use super::settle::AfterResponse;
 use crate::headers::RateHeaders;
 use crate::reply::Reply;
 
@@ -28,17 +29,22 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
-        Allowed { #[pin] future: F, headers: RateHeaders },
+        Allowed { #[pin] future: F, headers: RateHeaders, after: Option<Box<dyn AfterResponse>> },
         Replied { reply: Option<Reply> },
         Awaited { future: Awaited<B, E> },
     }
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    /// The inner service's response, with `headers` added.
-    pub(crate) fn allowed(future: F, headers: RateHeaders) -> Self {
+    /// The inner service's response, with `headers` added, after `after`
+    /// has run on it.
+    pub(crate) fn allowed(future: F, headers: RateHeaders, after: Option<Box<dyn AfterResponse>>) -> Self {
         Self {
-            kind: Kind::Allowed { future, headers },
+            kind: Kind::Allowed {
+                future,
+                headers,
+                after,
+            },
         }
     }
 
@@ -76,8 +82,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Allowed { future, headers } => {
+            KindProj::Allowed {
+                future,
+                headers,
+                after,
+            } => {
                 let mut response = ready!(future.poll(cx))?;
+                if let Some(after) = after.take() {
+                    after.run(response.status(), response.headers_mut());
+                }
                 std::mem::take(headers).write_to(response.headers_mut());
                 Poll::Ready(Ok(response))
             }

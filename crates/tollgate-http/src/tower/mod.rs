@@ -32,6 +32,7 @@ mod future;
 mod layer;
 mod request;
 mod service;
+mod settle;
 
 pub use body::{RateLimitBody, ReplyBody};
 pub use future::ResponseFuture;

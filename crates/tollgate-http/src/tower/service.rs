@@ -7,7 +7,9 @@ use tower_service::Service;
 
 use super::body::ReplyBody;
 use super::future::{reply_response, ResponseFuture};
+use super::settle::{edit, Settle};
 use crate::engine::Verdict;
+use crate::headers::RateHeaders;
 use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
@@ -87,6 +89,9 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let engine = self.config.engine();
+        if engine.skips(&RequestInfo::new(&req)) {
+            return ResponseFuture::allowed(self.inner.call(req), RateHeaders::None, None);
+        }
         if engine.can_check() {
             // Decided on the whole request, which an admitted request then
             // passes on without being taken apart and put back together.
@@ -95,8 +100,9 @@ where
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
-                Some(Verdict::Allow(headers)) => {
-                    return ResponseFuture::allowed(self.inner.call(req), headers);
+                Some(Verdict::Allow(headers, charge)) => {
+                    let after = Settle::boxed(&self.config, charge);
+                    return ResponseFuture::allowed(self.inner.call(req), headers, after);
                 }
                 Some(Verdict::Reply(reply)) => return ResponseFuture::replied(reply),
                 // Only a `Limits` that breaks its promise gets here; it is
@@ -119,8 +125,14 @@ where
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
-                Verdict::Allow(headers) => {
+                Verdict::Allow(headers, charge) => {
                     let mut response = inner.call(Request::from_parts(parts, body)).await?;
+                    let status = response.status();
+                    if let Some((charge, op)) =
+                        edit(engine, charge.as_deref(), status, response.headers_mut())
+                    {
+                        engine.settle(charge, op).await;
+                    }
                     headers.write_to(response.headers_mut());
                     Ok(response)
                 }

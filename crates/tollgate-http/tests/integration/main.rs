@@ -12,4 +12,6 @@ mod headers;
 mod hyper_server;
 mod limits;
 mod redis_backend;
+mod response_cost;
+mod skip;
 mod trusted_proxies;

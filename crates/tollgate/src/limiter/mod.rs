@@ -16,6 +16,7 @@ use crate::backend::memory::{MemoryBackend, MemoryBinding};
 use crate::backend::{Backend, Binding, Scope};
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, ConfigError, Error};
+use crate::keylist::Probe;
 use crate::metrics::LimiterMetrics;
 use crate::operation::Operation;
 use crate::policy::Policy;
@@ -104,9 +105,11 @@ impl<B: Backend> Limiter<B> {
     fn listed(&self, key: &[u8]) -> Option<Decision> {
         let lists = self.lists.as_deref()?;
         let limit = self.policy.limits()[0].limit();
-        if lists.deny.contains(key) {
+        // The key is read as an address once for both lists.
+        let mut probe = Probe::new(key);
+        if lists.deny.holds(&mut probe) {
             Some(Decision::listed(Listed::Denied, limit))
-        } else if lists.exempt.contains(key) {
+        } else if lists.exempt.holds(&mut probe) {
             Some(Decision::listed(Listed::Exempt, limit))
         } else {
             None
@@ -259,10 +262,16 @@ impl<B: Backend> Limiter<B> {
     pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
         op.validate()?;
         let key = key.as_ref();
+        self.forget_denial(key);
+        self.binding.operate(key, op).await.map_err(Error::Backend)
+    }
+
+    /// Forgets a denial of `key` in the deny cache, before an operation
+    /// changes its state.
+    fn forget_denial(&self, key: &[u8]) {
         if let Some(cache) = self.protection.as_ref().and_then(|p| p.deny.as_ref()) {
             cache.remove(key);
         }
-        self.binding.operate(key, op).await.map_err(Error::Backend)
     }
 
     /// Brings `key` back to fresh state and ends a block on it.
@@ -363,6 +372,22 @@ impl Limiter<MemoryBackend> {
         let decision = MemoryBinding::check(&self.binding, key, cost);
         self.metrics.finish_sample(started);
         self.conclude(decision)
+    }
+
+    /// Applies a per-key operation synchronously (in-memory only), exactly
+    /// as [`Limiter::operate`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `cost` or `duration` when the argument is
+    /// out of range ([`Operation::validate`]); the in-memory store itself
+    /// cannot fail.
+    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        op.validate()?;
+        let key = key.as_ref();
+        self.forget_denial(key);
+        self.binding.operate_now(key, op);
+        Ok(())
     }
 }
 

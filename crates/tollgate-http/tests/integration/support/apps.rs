@@ -5,6 +5,8 @@
 //! - `GET /users/{id}` → `user {id}`
 //! - `POST /echo` → the `x-test` header and the body, echoed
 //! - `GET /stream` → `first;`, then `second` once the test opens the gate
+//! - `GET /status/{code}` → an empty response with status `code`
+//! - `GET /used/{value}` → `used`, with `x-tokens-used: {value}`
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,9 @@ use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::Semaphore;
 use tollgate_http::{Limits, RateLimit};
+
+/// The response header of `GET /used/{value}`.
+pub const TOKENS_USED: &str = "x-tokens-used";
 
 /// Which middleware serves the application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +103,7 @@ mod axum_app {
     use super::*;
     use axum::body::Body;
     use axum::extract::{Path, State};
-    use axum::http::HeaderMap;
+    use axum::http::{HeaderMap, StatusCode};
     use axum::routing::{get, post};
     use axum::Router;
 
@@ -121,6 +126,14 @@ mod axum_app {
                     |State(gate): State<Arc<Semaphore>>| async move { Body::from_stream(gated_stream(gate)) },
                 ),
             )
+            .route(
+                "/status/{code}",
+                get(|Path(code): Path<u16>| async move { StatusCode::from_u16(code).expect("a status") }),
+            )
+            .route(
+                "/used/{value}",
+                get(|Path(value): Path<String>| async move { ([(TOKENS_USED, value)], "used") }),
+            )
             .layer(config.layer())
             .with_state(gate);
         serve(app).await
@@ -141,6 +154,7 @@ mod axum_app {
 
 mod actix_app {
     use super::*;
+    use actix_web::http::StatusCode;
     use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
     pub fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
@@ -165,6 +179,20 @@ mod actix_app {
                     "/stream",
                     web::get().to(|gate: web::Data<Arc<Semaphore>>| async move {
                         HttpResponse::Ok().streaming(gated_stream(gate.get_ref().clone()))
+                    }),
+                )
+                .route(
+                    "/status/{code}",
+                    web::get().to(|code: web::Path<u16>| async move {
+                        HttpResponse::new(StatusCode::from_u16(*code).expect("a status"))
+                    }),
+                )
+                .route(
+                    "/used/{value}",
+                    web::get().to(|value: web::Path<String>| async move {
+                        HttpResponse::Ok()
+                            .insert_header((TOKENS_USED, value.into_inner()))
+                            .body("used")
                     }),
                 )
         })
