@@ -99,13 +99,18 @@ fn single_thread(c: &mut Criterion, group_name: &str, keys: &[String], open: boo
 }
 
 /// A compound policy of a per-second burst cap (token bucket) and a
-/// per-hour sustained cap (sliding window) against each of them alone, on
-/// 1,024 keys, all admitted: the cost of deciding two limits as one step.
+/// per-hour sustained cap (sliding window) against each of them alone, and
+/// two limits of one strategy, on 1,024 keys, all admitted: the cost of
+/// deciding two limits as one step.
 fn compound(c: &mut Criterion) {
     let keys = keys(1_024);
     let burst = Limit::new(Strategy::TokenBucket, 1_000_000_000, Duration::from_secs(1)).expect("valid");
     let hourly =
         Limit::new(Strategy::SlidingWindow, 1_000_000_000, Duration::from_secs(3_600)).expect("valid");
+    let hourly_bucket =
+        Limit::new(Strategy::TokenBucket, 1_000_000_000, Duration::from_secs(3_600)).expect("valid");
+    let burst_window =
+        Limit::new(Strategy::SlidingWindow, 1_000_000_000, Duration::from_secs(1)).expect("valid");
     let mut group = c.benchmark_group("compound_keys_1024");
     for (name, policy) in [
         ("token_bucket", Policy::from(burst)),
@@ -113,6 +118,14 @@ fn compound(c: &mut Criterion) {
         (
             "token_bucket+sliding_window",
             Policy::compound([burst, hourly]).expect("valid"),
+        ),
+        (
+            "token_bucket+token_bucket",
+            Policy::compound([burst, hourly_bucket]).expect("valid"),
+        ),
+        (
+            "sliding_window+sliding_window",
+            Policy::compound([burst_window, hourly]).expect("valid"),
         ),
     ] {
         let limiter = Limiter::builder().policy(policy).build().expect("valid policy");
