@@ -16,7 +16,11 @@
 //! When `redis-server` is on the `PATH`, the bench then starts one and
 //! measures the JSON API with state on it against the raw round trip: 64
 //! tasks calling the same fixed-window script through `tollgate-redis`
-//! directly, on one multiplexed connection as the service holds.
+//! directly, on one multiplexed connection as the service holds. Both
+//! compete for the same cores with the clients and with `redis-server`, so
+//! each round also reports the CPU time per decision of this process
+//! (clients and server together) and of `redis-server`, read from
+//! `/proc`: where a decision's time goes.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,11 +55,48 @@ struct Round {
     per_second: f64,
     p50: Duration,
     p99: Duration,
+    /// CPU µs per decision of this process (clients and server).
+    cpu_self: f64,
+    /// CPU µs per decision of the watched `redis-server`, if any.
+    cpu_redis: Option<f64>,
+}
+
+/// The CPU time (user and system) a process has used, in clock ticks,
+/// from `/proc/<pid>/stat`; `None` where there is no such file.
+fn cpu_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may
+    // hold spaces: state is the first, utime the 12th and stime the 13th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split(' ').skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux).
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// The CPU ticks of this process and of the watched `redis-server`.
+fn cpu_now(redis: Option<u32>) -> (Option<u64>, Option<u64>) {
+    (
+        cpu_ticks("self"),
+        redis.and_then(|pid| cpu_ticks(&pid.to_string())),
+    )
 }
 
 /// Runs `CONNECTIONS` clients, each sending one request at a time, for
-/// `seconds`, after a one-second warm-up.
-async fn load<F, Fut>(seconds: u64, make: F) -> Round
+/// `seconds`, after a one-second warm-up; `redis` is the process id of a
+/// `redis-server` whose CPU time is measured too.
+async fn load<F, Fut>(seconds: u64, redis: Option<u32>, make: F) -> Round
 where
     F: Fn(usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Sender> + Send,
@@ -84,9 +125,11 @@ where
     tokio::time::sleep(Duration::from_secs(1)).await;
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
+    let cpu_before = cpu_now(redis);
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
+    let cpu_after = cpu_now(redis);
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     for task in tasks {
@@ -94,15 +137,20 @@ where
     }
     all.sort_unstable();
     let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    let us_per_decision = |before: Option<u64>, after: Option<u64>| {
+        Some((after? - before?) as f64 / ticks_per_second() * 1e6 / all.len() as f64)
+    };
     Round {
         per_second: all.len() as f64 / elapsed.as_secs_f64(),
         p50: at(0.50),
         p99: at(0.99),
+        cpu_self: us_per_decision(cpu_before.0, cpu_after.0).unwrap_or(f64::NAN),
+        cpu_redis: us_per_decision(cpu_before.1, cpu_after.1),
     }
 }
 
-async fn http_round(addr: SocketAddr, seconds: u64) -> Round {
-    load(seconds, move |_| async move {
+async fn http_round(addr: SocketAddr, seconds: u64, redis: Option<u32>) -> Round {
+    load(seconds, redis, move |_| async move {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(1)
             .build()
@@ -123,7 +171,7 @@ async fn http_round(addr: SocketAddr, seconds: u64) -> Round {
 }
 
 async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
-    load(seconds, move |_| async move {
+    load(seconds, None, move |_| async move {
         let client = RateLimitServiceClient::connect(format!("http://{addr}"))
             .await
             .unwrap();
@@ -252,7 +300,7 @@ impl Drop for Redis {
 
 /// The raw round trip: `CONNECTIONS` tasks deciding through the library
 /// on one backend (one multiplexed connection, as the service holds).
-async fn library_round(url: &str, seconds: u64) -> Round {
+async fn library_round(url: &str, seconds: u64, redis: Option<u32>) -> Round {
     let backend = tollgate_redis::RedisBackend::connect(url).await.unwrap();
     let limiter = Arc::new(
         tollgate::Limiter::builder()
@@ -263,7 +311,7 @@ async fn library_round(url: &str, seconds: u64) -> Round {
             .build()
             .unwrap(),
     );
-    load(seconds, move |_| {
+    load(seconds, redis, move |_| {
         let limiter = limiter.clone();
         async move {
             Box::new(move |i: usize| {
@@ -304,8 +352,9 @@ async fn redis_rounds(dir: &std::path::Path, rounds: usize, seconds: u64) {
     tokio::spawn(server.run(std::future::pending()));
     let (mut service, mut raw) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        service.push(http_round(http, seconds).await);
-        raw.push(library_round(&redis.url, seconds).await);
+        let pid = Some(redis.child.id());
+        service.push(http_round(http, seconds, pid).await);
+        raw.push(library_round(&redis.url, seconds, pid).await);
     }
     println!("on Redis, against {CONNECTIONS} tasks calling the script through tollgate-redis:");
     report_against("JSON", "library", &service, &raw);
@@ -324,11 +373,19 @@ fn report(name: &str, service: &[Round], baseline: &[Round]) {
 fn report_against(name: &str, baseline_name: &str, service: &[Round], baseline: &[Round]) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     for (label, rounds) in [("service", service), (baseline_name, baseline)] {
+        let redis = match rounds.iter().all(|r| r.cpu_redis.is_some()) {
+            true => format!(
+                " + redis-server {:>5.1}",
+                median(rounds, |r| r.cpu_redis.unwrap_or(f64::NAN))
+            ),
+            false => String::new(),
+        };
         println!(
-            "{name:5} {label:8}  {:>9.0} decisions/s  p50 {:>6.0} µs  p99 {:>6.0} µs   (rounds: {})",
+            "{name:5} {label:8}  {:>9.0} decisions/s  p50 {:>6.0} µs  p99 {:>6.0} µs  CPU µs/decision: this process {:>5.1}{redis}   (rounds: {})",
             median(rounds, |r| r.per_second),
             median(rounds, |r| us(r.p50)),
             median(rounds, |r| us(r.p99)),
+            median(rounds, |r| r.cpu_self),
             rounds
                 .iter()
                 .map(|r| format!("{:.0}", r.per_second))
@@ -382,8 +439,8 @@ fn main() {
         let (constant_http, constant_grpc) = (constant_http().await, constant_grpc().await);
         let (mut hs, mut hc, mut gs, mut gc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            hs.push(http_round(http, seconds).await);
-            hc.push(http_round(constant_http, seconds).await);
+            hs.push(http_round(http, seconds, None).await);
+            hc.push(http_round(constant_http, seconds, None).await);
             gs.push(grpc_round(grpc, seconds).await);
             gc.push(grpc_round(constant_grpc, seconds).await);
         }

@@ -185,11 +185,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
 /// The body as a JSON object with only the fields `allowed` (listed in
 /// errors, with `example` of a whole body).
 pub(crate) fn object(bytes: &[u8], allowed: &[&str], example: &str) -> Result<Map<String, Value>, ApiError> {
-    let expected = allowed
-        .iter()
-        .map(|f| format!("`{f}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    // Built only for an error message.
+    let expected = || {
+        allowed
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let value: Value = serde_json::from_slice(bytes).map_err(|err| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -199,13 +202,16 @@ pub(crate) fn object(bytes: &[u8], allowed: &[&str], example: &str) -> Result<Ma
     let Value::Object(fields) = value else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("the body must be a JSON object with the fields {expected}, such as {example}"),
+            format!(
+                "the body must be a JSON object with the fields {}, such as {example}",
+                expected()
+            ),
         ));
     };
     if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(ApiError::field(
             unknown,
-            format!("unknown field {unknown:?}: expected {expected}"),
+            format!("unknown field {unknown:?}: expected {}", expected()),
         ));
     }
     Ok(fields)
