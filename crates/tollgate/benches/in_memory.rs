@@ -245,41 +245,94 @@ fn count(name: &str, calls: usize) {
     }
 }
 
-/// One decision on a key, for any limiter.
-type Decide = Arc<dyn Fn(&String) + Send + Sync>;
+/// One decision by worker `t` on a key, for any limiter.
+type Decide = Arc<dyn Fn(usize, &String) + Send + Sync>;
 
-/// Runs `threads` threads, each making `iters` decisions on its own keys;
-/// returns the wall time.
-fn parallel(
-    threads: usize,
-    iters: u64,
-    keys: &Arc<Vec<Vec<String>>>,
-    decide: Arc<dyn Fn(&String) + Send + Sync>,
-) -> Duration {
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (barrier, keys, decide) = (barrier.clone(), keys.clone(), decide.clone());
-            std::thread::spawn(move || {
-                let own = &keys[t];
-                barrier.wait();
-                for i in 0..iters as usize {
-                    decide(&own[i % own.len()]);
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().expect("benchmark thread");
+/// Long-lived worker threads, as a server's: worker `t` always decides on
+/// key set `t`, so each key is decided on (and was first inserted) by one
+/// thread, as with connections pinned to worker threads.
+struct Workers {
+    jobs: Vec<std::sync::mpsc::Sender<Job>>,
+}
+
+/// A round for a worker: how many decisions, how, and the barrier that
+/// starts and the one that ends the round.
+type Job = (u64, Decide, Arc<Barrier>, Arc<Barrier>);
+
+/// Pins the calling thread to the `n`-th CPU it may run on (Linux only;
+/// elsewhere the scheduler places it), so that each worker keeps its own
+/// core from round to round, as a server's pinned workers do.
+fn pin_to_cpu(n: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `cpu_set_t` is plain data, and the calls read and write only
+    // the set passed to them.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return;
+        }
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &allowed))
+            .nth(n)
+        else {
+            return;
+        };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
     }
-    start.elapsed()
+    #[cfg(not(target_os = "linux"))]
+    let _ = n;
+}
+
+impl Workers {
+    /// Two workers on `keys[0]` and `keys[1]`.
+    fn new(keys: &Arc<Vec<Vec<String>>>) -> Self {
+        let jobs = (0..keys.len())
+            .map(|t| {
+                let (tx, rx) = std::sync::mpsc::channel::<Job>();
+                let keys = keys.clone();
+                std::thread::spawn(move || {
+                    pin_to_cpu(t);
+                    let own = &keys[t];
+                    for (iters, decide, start, end) in rx {
+                        start.wait();
+                        for i in 0..iters as usize {
+                            decide(t, &own[i % own.len()]);
+                        }
+                        end.wait();
+                    }
+                });
+                tx
+            })
+            .collect();
+        Self { jobs }
+    }
+
+    /// Has the first `threads` workers make `iters` decisions each on their
+    /// own keys; returns the wall time until all have finished.
+    fn run(&self, threads: usize, iters: u64, decide: &Decide) -> Duration {
+        let (start, end) = (
+            Arc::new(Barrier::new(threads + 1)),
+            Arc::new(Barrier::new(threads + 1)),
+        );
+        for job in &self.jobs[..threads] {
+            job.send((iters, decide.clone(), start.clone(), end.clone()))
+                .expect("worker alive");
+        }
+        start.wait();
+        let started = Instant::now();
+        end.wait();
+        started.elapsed()
+    }
 }
 
 /// Wall time for `iters` decisions per thread with one and with two threads
-/// on disjoint key sets: equal times mean perfect scaling (2x throughput),
-/// so the speed-up of two threads is `2 × time(1) / time(2)`. Three key
+/// on disjoint key sets, on long-lived worker threads pinned to cores:
+/// equal times mean perfect scaling (2x throughput), so the speed-up of two
+/// threads is `2 × time(1) / time(2)`. Beside one shared limiter, each
+/// worker on a limiter of its own (token bucket) shows what the machine
+/// gives when the threads share nothing. Three key
 /// sets: one key per thread (each thread's key stays in its core's cache),
 /// 1,024 keys per thread (every shard visited by both threads, the state
 /// still in cache) and 100,000 keys per thread (most lookups miss the cache).
@@ -288,26 +341,40 @@ fn two_threads(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("threads_distinct_keys_{per_thread}"));
         let all = keys(2 * per_thread);
         let keys = Arc::new(vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()]);
+        let workers = Workers::new(&keys);
         for strategy in Strategy::ALL {
             let limiter = Arc::new(open_limiter(strategy));
             for threads in [1, 2] {
                 let l = limiter.clone();
-                let decide: Decide = Arc::new(move |k| {
+                let decide: Decide = Arc::new(move |_, k| {
                     black_box(l.check(k).allowed);
                 });
                 group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
-                    b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
+                    b.iter_custom(|iters| workers.run(threads, iters, &decide))
                 });
             }
+        }
+        // The reference for scaling: each worker on a limiter of its own,
+        // so that the two share no memory at all.
+        let own: Arc<[Limiter; 2]> = Arc::new([0, 1].map(|_| open_limiter(Strategy::TokenBucket)));
+        for threads in [1, 2] {
+            let own = own.clone();
+            let decide: Decide = Arc::new(move |t, k| {
+                black_box(own[t].check(k).allowed);
+            });
+            group.bench_function(
+                BenchmarkId::new("tollgate/token_bucket, a limiter per thread", threads),
+                |b| b.iter_custom(|iters| workers.run(threads, iters, &decide)),
+            );
         }
         let gov = Arc::new(open_governor());
         for threads in [1, 2] {
             let g = gov.clone();
-            let decide: Decide = Arc::new(move |k| {
+            let decide: Decide = Arc::new(move |_, k| {
                 black_box(g.check_key(k).is_ok());
             });
             group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
-                b.iter_custom(|iters| parallel(threads, iters, &keys, decide.clone()))
+                b.iter_custom(|iters| workers.run(threads, iters, &decide))
             });
         }
         group.finish();

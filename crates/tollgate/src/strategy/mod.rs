@@ -178,6 +178,10 @@ macro_rules! by_strategy {
 ///
 /// A stored state of the wrong kind (for example after a policy changed its
 /// strategy under the same key) is treated as absent.
+// Inlined into its callers (the compound decision's loop), the outcome
+// stays in registers instead of being returned through the stack and read
+// back, which costs more than the decision itself.
+#[inline(always)]
 pub fn decide(
     strategy: Strategy,
     rate: &Rate,

@@ -112,6 +112,9 @@ fn div_ceil(a: u128, b: u64) -> u64 {
 impl Algorithm for SlidingWindow {
     type State = SlidingWindowState;
 
+    // Inlined into the table's update, the outcome stays in registers
+    // instead of being copied through the stack.
+    #[inline(always)]
     fn decide(
         rate: &Rate,
         state: Option<SlidingWindowState>,
