@@ -92,7 +92,9 @@ pub(crate) struct Prepared<'a> {
     key: Key<'a>,
     resource: Cow<'a, str>,
     cost: u64,
-    grpc: bool,
+    /// Whether replies are gRPC's; `None` when that depends on the
+    /// request's content type, looked up only for a reply.
+    grpc: Option<bool>,
 }
 
 /// What to do with a request.
@@ -140,10 +142,11 @@ impl<L: Limits> Engine<L> {
     /// an await.
     pub(crate) fn prepare<'a>(&self, req: &RequestInfo<'a>) -> Result<Prepared<'a>, Box<Reply>> {
         let grpc = match self.grpc {
-            GrpcMode::Detect => req.is_grpc(),
-            GrpcMode::Always => true,
-            GrpcMode::Never => false,
+            GrpcMode::Detect => None,
+            GrpcMode::Always => Some(true),
+            GrpcMode::Never => Some(false),
         };
+        let is_grpc = || grpc.unwrap_or_else(|| req.is_grpc());
         let resource = if self.limits.uses_resources() {
             self.resource.extract(req)
         } else {
@@ -153,13 +156,13 @@ impl<L: Limits> Engine<L> {
             Ok(key) => key,
             Err(error) => match self.missing {
                 MissingKey::PeerIp => peer_key(req, &self.grouping)
-                    .map_err(|e| Box::new(self.key_error(&e, &resource, grpc)))?,
-                MissingKey::Reject => return Err(Box::new(self.key_error(&error, &resource, grpc))),
+                    .map_err(|e| Box::new(self.key_error(&e, &resource, is_grpc())))?,
+                MissingKey::Reject => return Err(Box::new(self.key_error(&error, &resource, is_grpc()))),
             },
         };
         let cost = match self.cost.of(req) {
             Ok(cost) => cost,
-            Err(error) => return Err(Box::new(self.cost_error(&error, &key, &resource, grpc))),
+            Err(error) => return Err(Box::new(self.cost_error(&error, &key, &resource, is_grpc()))),
         };
         Ok(Prepared {
             key,
@@ -177,21 +180,29 @@ impl<L: Limits> Engine<L> {
         self.limits.can_check()
     }
 
-    /// The verdict for `p` without waiting, when the limiter can give one.
+    /// The verdict for `p`, taken from `req`, without waiting, when the
+    /// limiter can give one.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn verdict_now(&self, p: &Prepared<'_>) -> Option<Verdict> {
+    pub(crate) fn verdict_now(&self, p: &Prepared<'_>, req: &RequestInfo<'_>) -> Option<Verdict> {
         let decision = self.limits.check_n(&p.resource, p.key.as_bytes(), p.cost)?;
-        Some(self.to_verdict(Ok(decision), p))
+        Some(self.to_verdict(Ok(decision), p, || req.is_grpc()))
     }
 
-    /// Asks the limiter and maps its answer to a verdict.
-    pub(crate) async fn verdict(&self, p: &Prepared<'_>) -> Verdict {
+    /// Asks the limiter and maps its answer to a verdict; `is_grpc` tells
+    /// whether the request is gRPC, asked only for a reply (the request
+    /// view itself is not held across the wait).
+    pub(crate) async fn verdict(&self, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
         let answer = self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await;
-        self.to_verdict(answer, p)
+        self.to_verdict(answer, p, is_grpc)
     }
 
     /// Maps the limiter's answer to a verdict.
-    fn to_verdict(&self, answer: Result<tollgate::Decision, tollgate::Error>, p: &Prepared<'_>) -> Verdict {
+    fn to_verdict(
+        &self,
+        answer: Result<tollgate::Decision, tollgate::Error>,
+        p: &Prepared<'_>,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
         let key = p.key.as_bytes();
         match answer {
             // Admitted only because the backend failed under fail-open: the
@@ -205,7 +216,8 @@ impl<L: Limits> Engine<L> {
                     let charge = self.response_cost.charge(&decision, &p.resource, key, p.cost);
                     return Verdict::Allow(headers, charge);
                 }
-                let denied: Denied<'_> = self.context(&decision, key, &p.resource, p.grpc);
+                let grpc = p.grpc.unwrap_or_else(is_grpc);
+                let denied: Denied<'_> = self.context(&decision, key, &p.resource, grpc);
                 let mut reply = match &self.on_denied {
                     Some(handler) => handler(&denied),
                     None => Reply::for_denied(&denied),
@@ -214,7 +226,8 @@ impl<L: Limits> Engine<L> {
                 Verdict::Reply(reply)
             }
             Err(error) => {
-                let failure: Failure<'_> = self.context(&error, key, &p.resource, p.grpc);
+                let grpc = p.grpc.unwrap_or_else(is_grpc);
+                let failure: Failure<'_> = self.context(&error, key, &p.resource, grpc);
                 Verdict::Reply(match &self.on_failure {
                     Some(handler) => handler(&failure),
                     None => Reply::for_failure(&failure),

@@ -70,32 +70,26 @@ impl IpGrouping {
 
 fn write_v4(out: &mut IpKey, ip: Ipv4Addr, prefix: u8) -> std::fmt::Result {
     if prefix == 32 {
-        // Dotted decimal from a table of the 256 octets: the common case,
-        // many times faster than going through `Display`.
-        for (i, octet) in ip.octets().into_iter().enumerate() {
-            if i > 0 {
-                out.push(b'.');
-            }
-            out.push_octet(octet);
-        }
+        out.push_dotted(ip.octets());
         return Ok(());
     }
     let net = Ipv4Net::new(ip, prefix).map_err(|_| std::fmt::Error)?.trunc();
     write!(out, "{net}")
 }
 
-/// The decimal digits of every octet, left-aligned, and how many there are.
-const OCTETS: [([u8; 3], u8); 256] = {
-    let mut table = [([0u8; 3], 0u8); 256];
+/// The decimal digits of every octet followed by a dot, left-aligned, and
+/// how many bytes that is (digits and dot).
+const OCTETS: [([u8; 4], u8); 256] = {
+    let mut table = [([0u8; 4], 0u8); 256];
     let mut n = 0;
     while n < 256 {
         let (h, t, o) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
         table[n] = if n >= 100 {
-            ([b'0' + h, b'0' + t, b'0' + o], 3)
+            ([b'0' + h, b'0' + t, b'0' + o, b'.'], 4)
         } else if n >= 10 {
-            ([b'0' + t, b'0' + o, 0], 2)
+            ([b'0' + t, b'0' + o, b'.', 0], 3)
         } else {
-            ([b'0' + o, 0, 0], 1)
+            ([b'0' + o, b'.', 0, 0], 2)
         };
         n += 1;
     }
@@ -144,23 +138,20 @@ impl IpKey {
 }
 
 impl IpKey {
-    /// Appends the decimal digits of `octet`; only called within the
-    /// capacity (an IPv4 address takes 15 bytes).
-    fn push_octet(&mut self, octet: u8) {
-        let (digits, count) = OCTETS[usize::from(octet)];
-        let start = usize::from(self.len);
-        if let Some(slot) = self.buf.get_mut(start..start + 3) {
-            slot.copy_from_slice(&digits);
-            self.len += count;
+    /// Writes `octets` in dotted decimal to an empty key: the common case,
+    /// many times faster than going through `Display`. Each octet's digits
+    /// and dot are copied as one 4-byte word from a table; the last dot is
+    /// then dropped.
+    fn push_dotted(&mut self, octets: [u8; 4]) {
+        debug_assert_eq!(self.len, 0);
+        let mut len = 0;
+        for octet in octets {
+            let (bytes, count) = OCTETS[usize::from(octet)];
+            // At most 4 × 4 bytes: within the capacity.
+            self.buf[len..len + 4].copy_from_slice(&bytes);
+            len += usize::from(count);
         }
-    }
-
-    /// Appends one ASCII byte; only called within the capacity.
-    fn push(&mut self, byte: u8) {
-        if let Some(slot) = self.buf.get_mut(usize::from(self.len)) {
-            *slot = byte;
-            self.len += 1;
-        }
+        self.len = (len - 1) as u8;
     }
 }
 

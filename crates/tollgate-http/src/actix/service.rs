@@ -73,7 +73,11 @@ where
                 return Ok(service.call(req).await?.map_into_left_body());
             }
             let verdict = match engine.prepare(&RequestInfo::from_actix(&req)) {
-                Ok(prepared) => engine.verdict(&prepared).await,
+                Ok(prepared) => {
+                    engine
+                        .verdict(&prepared, || RequestInfo::from_actix(&req).is_grpc())
+                        .await
+                }
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {

@@ -95,8 +95,9 @@ where
         if engine.can_check() {
             // Decided on the whole request, which an admitted request then
             // passes on without being taken apart and put back together.
-            let verdict = match engine.prepare(&RequestInfo::new(&req)) {
-                Ok(prepared) => engine.verdict_now(&prepared),
+            let info = RequestInfo::new(&req);
+            let verdict = match engine.prepare(&info) {
+                Ok(prepared) => engine.verdict_now(&prepared, &info),
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
@@ -121,7 +122,11 @@ where
             // and resource, borrowed from `parts`, are held across it.
             let prepared = engine.prepare(&RequestInfo::from_http(&parts));
             let verdict = match prepared {
-                Ok(prepared) => engine.verdict(&prepared).await,
+                Ok(prepared) => {
+                    engine
+                        .verdict(&prepared, || RequestInfo::from_http(&parts).is_grpc())
+                        .await
+                }
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
