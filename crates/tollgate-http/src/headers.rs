@@ -221,7 +221,16 @@ impl RateHeaders {
     }
 
     /// Sets the headers on an `http` header map, replacing earlier values.
+    #[inline(always)]
     pub(crate) fn write_to(self, map: &mut http::HeaderMap) {
+        // No headers, as with `HeaderMode::Off`, costs no call.
+        if !matches!(self, RateHeaders::None) {
+            self.write_some_to(map);
+        }
+    }
+
+    /// [`RateHeaders::write_to`] for headers other than `None`.
+    fn write_some_to(self, map: &mut http::HeaderMap) {
         match self {
             RateHeaders::None => {}
             RateHeaders::Counts {

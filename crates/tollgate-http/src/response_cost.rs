@@ -101,7 +101,7 @@ impl ResponseCost {
     /// configured, or the store charged the request nothing (denied, exempt,
     /// denied only in shadow mode, admitted by fail-open, or decided by the
     /// in-memory fallback, which operations do not reach).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn charge(
         &self,
         decision: &Decision,
@@ -109,9 +109,15 @@ impl ResponseCost {
         key: &[u8],
         cost: u64,
     ) -> Option<Box<Charge>> {
+        // Nothing to settle, the common case, is answered without a call.
         if !self.is_set() {
             return None;
         }
+        Self::charge_of(decision, resource, key, cost)
+    }
+
+    /// [`ResponseCost::charge`] when something happens after a response.
+    fn charge_of(decision: &Decision, resource: &str, key: &[u8], cost: u64) -> Option<Box<Charge>> {
         let charged = decision.allowed
             && !decision.fail_open
             && !decision.fallback
