@@ -336,49 +336,67 @@ impl Workers {
 /// sets: one key per thread (each thread's key stays in its core's cache),
 /// 1,024 keys per thread (every shard visited by both threads, the state
 /// still in cache) and 100,000 keys per thread (most lookups miss the cache).
+///
+/// Then the pattern of a server, whose workers each take any client's
+/// requests: both threads decide on one pool of 2,048 keys, each in its own
+/// order, so every key is decided by both cores in turn.
 fn two_threads(c: &mut Criterion) {
     for per_thread in [1, 1_024, 100_000] {
-        let mut group = c.benchmark_group(format!("threads_distinct_keys_{per_thread}"));
         let all = keys(2 * per_thread);
-        let keys = Arc::new(vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()]);
-        let workers = Workers::new(&keys);
-        for strategy in Strategy::ALL {
-            let limiter = Arc::new(open_limiter(strategy));
-            for threads in [1, 2] {
-                let l = limiter.clone();
-                let decide: Decide = Arc::new(move |_, k| {
-                    black_box(l.check(k).allowed);
-                });
-                group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
-                    b.iter_custom(|iters| workers.run(threads, iters, &decide))
-                });
-            }
-        }
-        // The reference for scaling: each worker on a limiter of its own,
-        // so that the two share no memory at all.
-        let own: Arc<[Limiter; 2]> = Arc::new([0, 1].map(|_| open_limiter(Strategy::TokenBucket)));
+        let keys = vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()];
+        scaling(c, &format!("threads_distinct_keys_{per_thread}"), keys);
+    }
+    const POOL: usize = 2_048;
+    let pool = keys(POOL);
+    // Thread 0 walks the pool in order, thread 1 by an odd stride (a
+    // permutation of the power-of-two pool) from its middle.
+    let strided = (0..POOL)
+        .map(|i| pool[(i * 1_031 + POOL / 2) % POOL].clone())
+        .collect();
+    scaling(c, &format!("threads_shared_keys_{POOL}"), vec![pool, strided]);
+}
+
+/// One scaling group: each strategy, a limiter per thread and governor,
+/// with one and two workers, worker `t` deciding on `keys[t]` in order.
+fn scaling(c: &mut Criterion, name: &str, keys: Vec<Vec<String>>) {
+    let mut group = c.benchmark_group(name);
+    let workers = Workers::new(&Arc::new(keys));
+    for strategy in Strategy::ALL {
+        let limiter = Arc::new(open_limiter(strategy));
         for threads in [1, 2] {
-            let own = own.clone();
-            let decide: Decide = Arc::new(move |t, k| {
-                black_box(own[t].check(k).allowed);
-            });
-            group.bench_function(
-                BenchmarkId::new("tollgate/token_bucket, a limiter per thread", threads),
-                |b| b.iter_custom(|iters| workers.run(threads, iters, &decide)),
-            );
-        }
-        let gov = Arc::new(open_governor());
-        for threads in [1, 2] {
-            let g = gov.clone();
+            let l = limiter.clone();
             let decide: Decide = Arc::new(move |_, k| {
-                black_box(g.check_key(k).is_ok());
+                black_box(l.check(k).allowed);
             });
-            group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
+            group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
                 b.iter_custom(|iters| workers.run(threads, iters, &decide))
             });
         }
-        group.finish();
     }
+    // The reference for scaling: each worker on a limiter of its own, so
+    // that the two share no memory at all.
+    let own: Arc<[Limiter; 2]> = Arc::new([0, 1].map(|_| open_limiter(Strategy::TokenBucket)));
+    for threads in [1, 2] {
+        let own = own.clone();
+        let decide: Decide = Arc::new(move |t, k| {
+            black_box(own[t].check(k).allowed);
+        });
+        group.bench_function(
+            BenchmarkId::new("tollgate/token_bucket, a limiter per thread", threads),
+            |b| b.iter_custom(|iters| workers.run(threads, iters, &decide)),
+        );
+    }
+    let gov = Arc::new(open_governor());
+    for threads in [1, 2] {
+        let g = gov.clone();
+        let decide: Decide = Arc::new(move |_, k| {
+            black_box(g.check_key(k).is_ok());
+        });
+        group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
+            b.iter_custom(|iters| workers.run(threads, iters, &decide))
+        });
+    }
+    group.finish();
 }
 
 /// Live heap bytes per active key with 100,000 keys.
