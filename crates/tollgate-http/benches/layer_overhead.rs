@@ -27,7 +27,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -37,8 +37,6 @@ use axum::routing::get;
 use axum::Router;
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
-use std::sync::OnceLock;
-
 use tollgate::{Limit, Limiter, ManualClock, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit, Skip};
 use tower::{Service, ServiceExt};

@@ -249,8 +249,9 @@ fn count(name: &str, calls: usize) {
 type Decide = Arc<dyn Fn(usize, &String) + Send + Sync>;
 
 /// Long-lived worker threads, as a server's: worker `t` always decides on
-/// key set `t`, so each key is decided on (and was first inserted) by one
-/// thread, as with connections pinned to worker threads.
+/// key set `t`. With disjoint sets each key is decided on (and was first
+/// inserted) by one thread, as with connections pinned to worker threads;
+/// with one pool in two orders every key is decided on both.
 struct Workers {
     jobs: Vec<std::sync::mpsc::Sender<Job>>,
 }
