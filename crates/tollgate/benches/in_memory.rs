@@ -10,6 +10,13 @@
 //! With `IN_MEMORY_CALLS=N` and the name of a `lists_keys_1024` case as the
 //! only argument, it makes N decisions of that case and nothing else, for
 //! an instruction counter (see `count`).
+//!
+//! With `IN_MEMORY_SCALING=R` (and optionally a part of a workload's name
+//! as the only argument) it runs only the two-thread workloads, as R
+//! back-to-back pairs of a one-thread and a two-thread run, and prints the
+//! median, lowest and highest speed-up of the pairs (see `paired_scaling`):
+//! on a machine whose speed drifts, a ratio taken within each pair is
+//! steadier than one between two criterion measurements.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -313,11 +320,18 @@ impl Workers {
     /// Has the first `threads` workers make `iters` decisions each on their
     /// own keys; returns the wall time until all have finished.
     fn run(&self, threads: usize, iters: u64, decide: &Decide) -> Duration {
+        self.run_on(0..threads, iters, decide)
+    }
+
+    /// Has the workers of `which` make `iters` decisions each on their own
+    /// keys; returns the wall time until all have finished.
+    fn run_on(&self, which: std::ops::Range<usize>, iters: u64, decide: &Decide) -> Duration {
+        let threads = which.len();
         let (start, end) = (
             Arc::new(Barrier::new(threads + 1)),
             Arc::new(Barrier::new(threads + 1)),
         );
-        for job in &self.jobs[..threads] {
+        for job in &self.jobs[which] {
             job.send((iters, decide.clone(), start.clone(), end.clone()))
                 .expect("worker alive");
         }
@@ -342,11 +356,21 @@ impl Workers {
 /// requests: both threads decide on one pool of 2,048 keys, each in its own
 /// order, so every key is decided by both cores in turn.
 fn two_threads(c: &mut Criterion) {
-    for per_thread in [1, 1_024, 100_000] {
-        let all = keys(2 * per_thread);
-        let keys = vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()];
-        scaling(c, &format!("threads_distinct_keys_{per_thread}"), keys);
+    for (name, keys) in scaling_workloads() {
+        scaling(c, &name, keys);
     }
+}
+
+/// The two-thread workloads: a name and the key set of each worker.
+fn scaling_workloads() -> Vec<(String, Vec<Vec<String>>)> {
+    let mut workloads: Vec<_> = [1, 1_024, 100_000]
+        .into_iter()
+        .map(|per_thread| {
+            let all = keys(2 * per_thread);
+            let keys = vec![all[..per_thread].to_vec(), all[per_thread..].to_vec()];
+            (format!("threads_distinct_keys_{per_thread}"), keys)
+        })
+        .collect();
     const POOL: usize = 2_048;
     let pool = keys(POOL);
     // Thread 0 walks the pool in order, thread 1 by an odd stride (a
@@ -354,50 +378,100 @@ fn two_threads(c: &mut Criterion) {
     let strided = (0..POOL)
         .map(|i| pool[(i * 1_031 + POOL / 2) % POOL].clone())
         .collect();
-    scaling(c, &format!("threads_shared_keys_{POOL}"), vec![pool, strided]);
+    workloads.push((format!("threads_shared_keys_{POOL}"), vec![pool, strided]));
+    workloads
 }
 
-/// One scaling group: each strategy, a limiter per thread and governor,
-/// with one and two workers, worker `t` deciding on `keys[t]` in order.
-fn scaling(c: &mut Criterion, name: &str, keys: Vec<Vec<String>>) {
-    let mut group = c.benchmark_group(name);
-    let workers = Workers::new(&Arc::new(keys));
-    for strategy in Strategy::ALL {
-        let limiter = Arc::new(open_limiter(strategy));
-        for threads in [1, 2] {
-            let l = limiter.clone();
+/// The limiters of a scaling group, each as a decision of worker `t`: each
+/// strategy, the reference of a limiter per thread (token bucket) and
+/// governor.
+fn scaling_cases() -> Vec<(String, Decide)> {
+    let mut cases: Vec<(String, Decide)> = Strategy::ALL
+        .into_iter()
+        .map(|strategy| {
+            let l = open_limiter(strategy);
             let decide: Decide = Arc::new(move |_, k| {
                 black_box(l.check(k).allowed);
             });
-            group.bench_function(BenchmarkId::new(format!("tollgate/{strategy}"), threads), |b| {
+            (format!("tollgate/{strategy}"), decide)
+        })
+        .collect();
+    // The reference for scaling: each worker on a limiter of its own, so
+    // that the two share no memory at all.
+    let own: [Limiter; 2] = [0, 1].map(|_| open_limiter(Strategy::TokenBucket));
+    cases.push((
+        "tollgate/token_bucket, a limiter per thread".into(),
+        Arc::new(move |t, k| {
+            black_box(own[t].check(k).allowed);
+        }),
+    ));
+    let g = open_governor();
+    cases.push((
+        "governor/gcra".into(),
+        Arc::new(move |_, k| {
+            black_box(g.check_key(k).is_ok());
+        }),
+    ));
+    cases
+}
+
+/// One scaling group: each case with one and two workers, worker `t`
+/// deciding on `keys[t]` in order.
+fn scaling(c: &mut Criterion, name: &str, keys: Vec<Vec<String>>) {
+    let mut group = c.benchmark_group(name);
+    let workers = Workers::new(&Arc::new(keys));
+    for (case, decide) in scaling_cases() {
+        for threads in [1, 2] {
+            group.bench_function(BenchmarkId::new(&case, threads), |b| {
                 b.iter_custom(|iters| workers.run(threads, iters, &decide))
             });
         }
     }
-    // The reference for scaling: each worker on a limiter of its own, so
-    // that the two share no memory at all.
-    let own: Arc<[Limiter; 2]> = Arc::new([0, 1].map(|_| open_limiter(Strategy::TokenBucket)));
-    for threads in [1, 2] {
-        let own = own.clone();
-        let decide: Decide = Arc::new(move |t, k| {
-            black_box(own[t].check(k).allowed);
-        });
-        group.bench_function(
-            BenchmarkId::new("tollgate/token_bucket, a limiter per thread", threads),
-            |b| b.iter_custom(|iters| workers.run(threads, iters, &decide)),
-        );
-    }
-    let gov = Arc::new(open_governor());
-    for threads in [1, 2] {
-        let g = gov.clone();
-        let decide: Decide = Arc::new(move |_, k| {
-            black_box(g.check_key(k).is_ok());
-        });
-        group.bench_function(BenchmarkId::new("governor/gcra", threads), |b| {
-            b.iter_custom(|iters| workers.run(threads, iters, &decide))
-        });
-    }
     group.finish();
+}
+
+/// The speed-up of two threads, `2 × time(1) / time(2)`, from `rounds`
+/// pairs of runs taken back to back (a one-thread run of 100,000
+/// decisions, by each worker in turn, then a two-thread one), for every
+/// workload and case; prints the median of the pairs' ratios with the
+/// lowest and highest, and the median time per decision of one thread. A
+/// first two-thread pass inserts every key, each by the worker that
+/// decides on it.
+fn paired_scaling(rounds: usize, only: &str) {
+    const DECISIONS: u64 = 100_000;
+    println!(
+        "two threads against one, median of {rounds} pairs (lowest-highest), one thread's ns per decision:"
+    );
+    for (name, keys) in scaling_workloads()
+        .into_iter()
+        .filter(|(name, _)| name.contains(only))
+    {
+        let per_thread = keys[0].len() as u64;
+        let workers = Workers::new(&Arc::new(keys));
+        for (case, decide) in scaling_cases() {
+            workers.run(2, per_thread, &decide);
+            let mut ratios = Vec::with_capacity(rounds);
+            let mut one = Vec::with_capacity(rounds);
+            for round in 0..rounds {
+                let alone = round % 2;
+                let t1 = workers.run_on(alone..alone + 1, DECISIONS, &decide);
+                let t2 = workers.run(2, DECISIONS, &decide);
+                ratios.push(2.0 * t1.as_secs_f64() / t2.as_secs_f64());
+                one.push(t1.as_secs_f64() * 1e9 / DECISIONS as f64);
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let ns = median(&mut one);
+            let r = median(&mut ratios);
+            println!(
+                "  {name}/{case:<45} {r:>5.2}x ({:.2}-{:.2})  {ns:>6.1} ns",
+                ratios[0],
+                ratios[rounds - 1]
+            );
+        }
+    }
 }
 
 /// Live heap bytes per active key with 100,000 keys.
@@ -444,6 +518,11 @@ fn main() {
         let calls = calls.parse().expect("IN_MEMORY_CALLS is a count");
         let name = std::env::args().nth(1).expect("the case to run");
         count(&name, calls);
+        return;
+    }
+    if let Ok(rounds) = std::env::var("IN_MEMORY_SCALING") {
+        let rounds = rounds.parse().expect("IN_MEMORY_SCALING is a count of pairs");
+        paired_scaling(rounds, &std::env::args().nth(1).unwrap_or_default());
         return;
     }
     memory_per_key();

@@ -8,7 +8,7 @@ use super::cell::StateCell;
 use super::cell::Stored;
 use super::janitor::{self, Sweep};
 use super::reclaim;
-use super::table::{CellOf, LockedShard, Table};
+use super::table::{lanes_for, CellOf, LockedShard, Table};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
@@ -30,6 +30,7 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub struct MemoryBackend {
     clock: ClockHandle,
     shards: usize,
+    lanes: usize,
     sweep_interval: Duration,
     reclaim: bool,
 }
@@ -38,6 +39,7 @@ impl std::fmt::Debug for MemoryBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryBackend")
             .field("shards", &self.shards)
+            .field("lanes", &self.lanes)
             .field("sweep_interval", &self.sweep_interval)
             .field("reclaim", &self.reclaim)
             .finish_non_exhaustive()
@@ -52,12 +54,14 @@ impl Default for MemoryBackend {
 
 impl MemoryBackend {
     /// A backend on the system clock with a shard count suited to this
-    /// machine (16 per available core, at least 64).
+    /// machine (16 per available core, at least 64) and a lane per core
+    /// (see [`Self::lanes`]).
     pub fn new() -> Self {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         Self {
             clock: ClockHandle::System,
             shards: (cores * 16).max(64).next_power_of_two(),
+            lanes: lanes_for(cores),
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             reclaim: true,
         }
@@ -78,6 +82,20 @@ impl MemoryBackend {
     /// Sets the number of shards per table (rounded up to a power of two).
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = shards.clamp(1, 1 << 16).next_power_of_two();
+        self
+    }
+
+    /// Sets the number of lanes per shard (rounded up to a power of two, at
+    /// most 8; default: one per available core).
+    ///
+    /// Each lane is a slot array of its own: a thread inserts new keys into
+    /// its lane and finds them there first, so keys that stay with one
+    /// thread never share a cache line with another thread's keys, and
+    /// threads on different cores do not slow each other down. A key
+    /// decided on by a thread of another lane is still found, with one more
+    /// probe. One lane gives the layout of a single shared array.
+    pub fn lanes(mut self, lanes: usize) -> Self {
+        self.lanes = lanes_for(lanes);
         self
     }
 
@@ -108,7 +126,7 @@ impl MemoryBackend {
         let table = Arc::new(Table::<A>::new(
             limit.rate_nanos(),
             self.clock.clone(),
-            self.shards,
+            (self.shards, self.lanes),
             self.reclaim,
             hasher.clone(),
         ));

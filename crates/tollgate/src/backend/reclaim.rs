@@ -39,6 +39,10 @@ struct Record {
     sections: AtomicU64,
     /// Whether a live thread uses this record.
     taken: AtomicBool,
+    /// The record's place in [`RECORDS`]: threads alive at the same time
+    /// have distinct ones, and a new thread takes the lowest free one, so
+    /// the workers of a process hold small, mostly consecutive numbers.
+    index: usize,
 }
 
 /// Every record ever created.
@@ -76,6 +80,43 @@ thread_local! {
     static LOCAL: Local = const { Local(Cell::new(None)) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// A thread index that tests set to choose a thread's lane.
+    static INDEX_OVERRIDE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Makes [`thread_index`] return `index` on this thread (tests only).
+#[cfg(test)]
+pub(crate) fn set_thread_index(index: usize) {
+    INDEX_OVERRIDE.with(|i| i.set(Some(index)));
+}
+
+/// This thread's record, taking one on first use.
+#[inline]
+fn local_record(local: &Local) -> &'static Record {
+    match local.0.get() {
+        Some(record) => record,
+        None => {
+            let record = take_record();
+            local.0.set(Some(record));
+            record
+        }
+    }
+}
+
+/// A small number for the calling thread, distinct from those of the
+/// other threads alive: the index of its record. Tables use it to give the
+/// threads of a process slot arrays of their own. 0 while the thread's
+/// local storage is being torn down.
+pub(crate) fn thread_index() -> usize {
+    #[cfg(test)]
+    if let Some(index) = INDEX_OVERRIDE.with(Cell::get) {
+        return index;
+    }
+    LOCAL.try_with(|local| local_record(local).index).unwrap_or(0)
+}
+
 /// A free record, or a new one.
 #[cold]
 fn take_record() -> &'static Record {
@@ -92,6 +133,7 @@ fn take_record() -> &'static Record {
     let record: &'static Record = Box::leak(Box::new(Record {
         sections: AtomicU64::new(0),
         taken: AtomicBool::new(true),
+        index: records.len(),
     }));
     records.push(record);
     record
@@ -103,6 +145,18 @@ pub(crate) struct Section {
     record: &'static Record,
     end: u64,
     _not_send: PhantomData<*const ()>,
+}
+
+impl Section {
+    /// The number of this thread's record (see [`thread_index`]).
+    #[inline]
+    pub(crate) fn thread_index(&self) -> usize {
+        #[cfg(test)]
+        if let Some(index) = INDEX_OVERRIDE.with(Cell::get) {
+            return index;
+        }
+        self.record.index
+    }
 }
 
 impl Drop for Section {
@@ -123,14 +177,7 @@ impl Drop for Section {
 pub(crate) fn pin() -> Option<Section> {
     LOCAL
         .try_with(|local| {
-            let record = match local.0.get() {
-                Some(record) => record,
-                None => {
-                    let record = take_record();
-                    local.0.set(Some(record));
-                    record
-                }
-            };
+            let record = local_record(local);
             let count = record.sections.load(Ordering::Relaxed);
             if count & 1 == 1 {
                 return None;

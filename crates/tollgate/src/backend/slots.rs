@@ -20,7 +20,7 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::cell::StateCell;
 use super::stored_key::StoredKey;
@@ -89,6 +89,12 @@ pub(crate) struct Slots<C> {
     group_mask: usize,
     ctrl: Box<[AtomicU64]>,
     slots: Box<[Slot<C>]>,
+    /// Full slots. Like `occupied`, read and written only by the writer
+    /// holding the shard's lock (atomics only because lookups share the
+    /// array).
+    len: AtomicUsize,
+    /// Full and deleted slots.
+    occupied: AtomicUsize,
 }
 
 // SAFETY: the only non-`Sync` part is a slot's key, written once by the
@@ -122,7 +128,20 @@ impl<C: StateCell> Slots<C> {
                     cell: C::vacant(),
                 })
                 .collect(),
+            len: AtomicUsize::new(0),
+            occupied: AtomicUsize::new(0),
         }
+    }
+
+    /// The number of full slots (for the writer holding the shard's lock).
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// The number of full and deleted slots (for the writer holding the
+    /// shard's lock).
+    pub(crate) fn occupied(&self) -> usize {
+        self.occupied.load(Ordering::Relaxed)
     }
 
     /// The number of slots.
@@ -244,6 +263,9 @@ impl<C: StateCell> Slots<C> {
                 // Release: the key and state are written before readers see
                 // the slot full.
                 self.ctrl[group_index].store(published, Ordering::Release);
+                // The caller is the only writer: no read-modify-write needed.
+                self.len.store(self.len() + 1, Ordering::Relaxed);
+                self.occupied.store(self.occupied() + 1, Ordering::Relaxed);
                 return;
             }
             group_index = (group_index + stride) & self.group_mask;
@@ -265,6 +287,7 @@ impl<C: StateCell> Slots<C> {
         let shift = 8 * i;
         let deleted = group & !(0xFF << shift) | u64::from(DELETED) << shift;
         self.ctrl[group_index].store(deleted, Ordering::Release);
+        self.len.store(self.len() - 1, Ordering::Relaxed);
         // SAFETY: the slot was full; its bits stay in place for lookups in
         // flight, and the control byte no longer claims them, so the key
         // is taken out exactly once.

@@ -1,10 +1,11 @@
 //! A sharded hash table of per-key strategy state whose decisions on known
 //! keys take no lock and write nothing but the key's own state.
 //!
-//! Each shard is a slot array ([`Slots`]) behind an atomic pointer, a lower
-//! bound of its entries' expiries, and a mutex for writers, padded to its
-//! own cache lines. Keys are hashed with a randomly seeded `ahash`, so
-//! clients cannot aim many keys at one shard or one probe chain.
+//! Each shard is a few slot arrays ([`Slots`], one per *lane*) behind
+//! atomic pointers, a lower bound of its entries' expiries, and a mutex for
+//! writers, padded to its own cache lines. Keys are hashed with a randomly
+//! seeded `ahash`, so clients cannot aim many keys at one shard or one
+//! probe chain.
 //!
 //! A decision on a key the shard holds (the common case) runs without the
 //! mutex: inside a read section ([`reclaim::pin`], which writes only the
@@ -15,6 +16,16 @@
 //! keys share nothing they write, so they run in parallel on any number of
 //! cores. Everything else takes the shard's mutex: a new key (insert), a
 //! decision whose state becomes absent (delete), a cell a writer holds.
+//!
+//! Lanes keep the keys of different threads off each other's cache lines.
+//! A thread inserts new keys into its own lane's array (the lane is its
+//! [`reclaim::thread_index`], masked), and looks for a key in its own lane
+//! first, then in the others. A key lives in one lane, chosen when it is
+//! inserted, and only moves within it (rebuilds); the shard's one mutex
+//! covers every lane, so two threads can never insert the same key twice.
+//! Keys that stay with one thread (a server worker's connections, a
+//! pinned worker's tenants) are then written by that thread's core only,
+//! and its decisions never move a line the other cores use.
 //!
 //! Writers never move or free memory in place: a deleted slot stays deleted
 //! until the shard builds a new slot array (it grew, shrank or ran out of
@@ -58,62 +69,92 @@ pub(crate) const CLOCK_STEP_TOLERANCE: u64 = 1_000_000_000;
 /// The cell type of a strategy's state.
 pub(crate) type CellOf<A> = <<A as Algorithm>::State as Stored>::Cell;
 
+/// The most lanes (slot arrays) a shard has: a power of two.
+pub(crate) const MAX_LANES: usize = 8;
+
+/// The number of lanes for a process with `cores` cores: one per core, as
+/// a power of two, at most [`MAX_LANES`].
+pub(crate) fn lanes_for(cores: usize) -> usize {
+    cores.clamp(1, MAX_LANES).next_power_of_two()
+}
+
 /// What only the holder of a shard's mutex reads and writes.
 struct Writer {
-    /// Full slots.
-    len: usize,
-    /// Full and deleted slots.
-    occupied: usize,
     /// Sweep before inserting once the shard holds this many entries.
     sweep_len: usize,
 }
 
 #[repr(align(128))]
 struct Shard<C> {
-    /// The current slot array (null: none). Replaced only by the holder of
-    /// `writer`; read by lock-free decisions inside a read section.
-    slots: AtomicPtr<Slots<C>>,
+    /// Each lane's current slot array (null: none). Replaced only by the
+    /// holder of `writer`; read by lock-free decisions inside a read
+    /// section.
+    lanes: [AtomicPtr<Slots<C>>; MAX_LANES],
     /// No entry of this shard expires before this tick.
     earliest_expiry: AtomicU64,
     writer: Mutex<Writer>,
+}
+
+/// A key's place in a shard: its lane and its slot in that lane's array.
+#[derive(Clone, Copy)]
+struct Place {
+    lane: usize,
+    index: usize,
 }
 
 /// A shard whose mutex this thread holds.
 struct ShardLock<'a, C> {
     shard: &'a Shard<C>,
     writer: MutexGuard<'a, Writer>,
+    /// The table's lane count.
+    lanes: usize,
 }
 
 impl<'a, C: StateCell> ShardLock<'a, C> {
-    fn new(shard: &'a Shard<C>) -> Self {
+    fn new(shard: &'a Shard<C>, lanes: usize) -> Self {
         // A panic while holding a shard cannot leave it half-written
         // (strategies are pure and slot arrays are published whole), so a
         // poisoned lock is still consistent.
         let writer = shard.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        Self { shard, writer }
+        Self { shard, writer, lanes }
     }
 
-    /// The current slot array.
-    fn slots(&self) -> Option<&Slots<C>> {
+    /// The current slot array of `lane`.
+    fn slots(&self, lane: usize) -> Option<&Slots<C>> {
         // SAFETY: only the holder of the shard's mutex replaces and retires
-        // the array, and it does so through `&mut self`, which this borrow
+        // the arrays, and it does so through `&mut self`, which this borrow
         // excludes.
-        unsafe { self.shard.slots.load(Ordering::Acquire).as_ref() }
+        unsafe { self.shard.lanes[lane].load(Ordering::Acquire).as_ref() }
     }
 
-    /// The index of `key`'s slot in the current array.
-    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
-        self.slots()?.find(hash, key)
+    /// The slot array holding the key at `place`.
+    fn slots_at(&self, place: Place) -> &Slots<C> {
+        self.slots(place.lane).expect("a key's place is in a slot array")
     }
 
-    /// Deletes the full slot at `index`, whose cell the caller holds (for
+    /// The place of `key`'s slot, in whichever lane holds it.
+    fn find(&self, hash: u64, key: &[u8]) -> Option<Place> {
+        (0..self.lanes).find_map(|lane| {
+            let index = self.slots(lane)?.find(hash, key)?;
+            Some(Place { lane, index })
+        })
+    }
+
+    /// The number of keys the shard holds, over all lanes.
+    fn len(&self) -> usize {
+        (0..self.lanes)
+            .filter_map(|lane| self.slots(lane))
+            .map(Slots::len)
+            .sum()
+    }
+
+    /// Deletes the full slot at `place`, whose cell the caller holds (for
     /// good now); its key's heap block is retired.
-    fn remove(&mut self, index: usize) {
-        let slots = self.slots().expect("a slot to remove");
+    fn remove(&mut self, place: Place) {
+        let slots = self.slots_at(place);
         // SAFETY: this thread holds the shard's mutex and the slot is full;
         // its cell stays held, and the key's block is retired below.
-        let key = unsafe { slots.erase(index) };
-        self.writer.len -= 1;
+        let key = unsafe { slots.erase(place.index) };
         if key.owns_heap() {
             reclaim::retire(Box::new(key));
         }
@@ -132,6 +173,8 @@ fn retire_keys(mut keys: Vec<StoredKey>) {
 pub(crate) struct Table<A: Algorithm<State: Stored>> {
     shards: Box<[Shard<CellOf<A>>]>,
     shard_mask: usize,
+    /// Lanes per shard, less one (a power of two, less one).
+    lane_mask: usize,
     hasher: ahash::RandomState,
     rate: Rate,
     clock: ClockHandle,
@@ -139,13 +182,14 @@ pub(crate) struct Table<A: Algorithm<State: Stored>> {
 }
 
 impl<A: Algorithm<State: Stored>> Table<A> {
-    /// A table of `shards` shards hashing keys with `hasher`. Tables that a
-    /// compound decision locks together share one hasher, so a key falls in
-    /// the same shard index of each.
+    /// A table of `shards` shards of `lanes` lanes (each rounded up to a
+    /// power of two, lanes to at most [`MAX_LANES`]) hashing keys with
+    /// `hasher`. Tables that a compound decision locks together share one
+    /// hasher, so a key falls in the same shard index of each.
     pub(crate) fn new(
         rate: Rate,
         clock: ClockHandle,
-        shards: usize,
+        (shards, lanes): (usize, usize),
         reclaim: bool,
         hasher: ahash::RandomState,
     ) -> Self {
@@ -153,16 +197,15 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         Self {
             shards: (0..shards)
                 .map(|_| Shard {
-                    slots: AtomicPtr::new(std::ptr::null_mut()),
+                    lanes: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
                     earliest_expiry: AtomicU64::new(u64::MAX),
                     writer: Mutex::new(Writer {
-                        len: 0,
-                        occupied: 0,
                         sweep_len: MIN_SWEEP_LEN,
                     }),
                 })
                 .collect(),
             shard_mask: shards - 1,
+            lane_mask: lanes_for(lanes) - 1,
             hasher,
             rate,
             clock,
@@ -200,6 +243,52 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         &self.shards[(hash >> 40) as usize & self.shard_mask]
     }
 
+    /// Locks `shard`.
+    fn lock<'s>(&self, shard: &'s Shard<CellOf<A>>) -> ShardLock<'s, CellOf<A>> {
+        ShardLock::new(shard, self.lane_mask + 1)
+    }
+
+    /// The lane of the thread whose index is `thread`.
+    #[inline]
+    fn lane_of(&self, thread: usize) -> usize {
+        thread & self.lane_mask
+    }
+
+    /// The cell of `key` in `shard`, looked up without the mutex: in the
+    /// lane of the thread whose index is `thread` first, then in the
+    /// others.
+    ///
+    /// # Safety
+    ///
+    /// The caller must be inside a read section for as long as it uses the
+    /// cell returned.
+    #[inline(always)]
+    unsafe fn find_unlocked<'s>(
+        &self,
+        shard: &'s Shard<CellOf<A>>,
+        thread: usize,
+        hash: u64,
+        key: &[u8],
+    ) -> Option<&'s CellOf<A>> {
+        let first = self.lane_of(thread);
+        let mut lane = first;
+        loop {
+            // SAFETY: an array retired after the section began is not freed
+            // before it ends (see `reclaim`); one retired before is not what
+            // this load returns. `lane <= lane_mask < MAX_LANES`.
+            let slots = unsafe { shard.lanes[lane % MAX_LANES].load(Ordering::Acquire).as_ref() };
+            if let Some(slots) = slots {
+                if let Some(index) = slots.find(hash, key) {
+                    return Some(&slots.slot(index).cell);
+                }
+            }
+            lane = (lane + 1) & self.lane_mask;
+            if lane == first {
+                return None;
+            }
+        }
+    }
+
     /// Applies one request for `key` at the clock's current time: runs the
     /// strategy on the key's state and stores the state it returns.
     #[inline]
@@ -230,8 +319,9 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         now: u64,
         cost: u64,
     ) -> Outcome {
-        let mut locked = ShardLock::new(shard);
-        self.decide_locked(&mut locked, hash, key, now, |before| {
+        let mut locked = self.lock(shard);
+        let lane = self.lane_of(reclaim::thread_index());
+        self.decide_locked(&mut locked, lane, hash, key, now, |before| {
             A::decide(rate, before, now, cost)
         })
     }
@@ -248,13 +338,10 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         now: u64,
         cost: u64,
     ) -> Option<Outcome> {
-        let _section = reclaim::pin()?;
-        // SAFETY: an array retired after the section began is not freed
-        // before it ends (see `reclaim`); one retired before is not what
-        // this load returns.
-        let slots = unsafe { shard.slots.load(Ordering::Acquire).as_ref() }?;
-        let slot = slots.slot(slots.find(hash, key)?);
-        let (outcome, _) = slot.cell.update(|before| {
+        let section = reclaim::pin()?;
+        // SAFETY: the cell is used only while `section` lives.
+        let cell = unsafe { self.find_unlocked(shard, section.thread_index(), hash, key) }?;
+        let (outcome, _) = cell.update(|before| {
             let (outcome, after) = A::decide(rate, Some(before), now, cost);
             // No strategy moves a key's expiry back (a state after a
             // decision never expires before the one it replaces), so the
@@ -278,17 +365,19 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     }
 
     /// Decides for `key` under the shard's mutex, holding the key's cell
-    /// while `decide` runs: inserts, updates or deletes its state.
+    /// while `decide` runs: inserts (into `lane`), updates or deletes its
+    /// state.
     fn decide_locked<R>(
         &self,
         locked: &mut ShardLock<'_, CellOf<A>>,
+        lane: usize,
         hash: u64,
         key: &[u8],
         now: u64,
         decide: impl FnOnce(Option<A::State>) -> (R, Option<A::State>),
     ) -> R {
-        if let Some(index) = locked.find(hash, key) {
-            let cell = &locked.slots().expect("found in it").slot(index).cell;
+        if let Some(place) = locked.find(hash, key) {
+            let cell = &locked.slots_at(place).slot(place.index).cell;
             let before = cell.hold();
             let holding = Holding::new(cell, before);
             let (result, after) = decide(Some(before));
@@ -298,59 +387,58 @@ impl<A: Algorithm<State: Stored>> Table<A> {
                     cell.release(state);
                     self.note_expiry(locked.shard, &state);
                 }
-                None => locked.remove(index),
+                None => locked.remove(place),
             }
             return result;
         }
         let (result, after) = decide(None);
         if let Some(state) = after {
-            self.insert(locked, hash, key, state, now);
+            self.insert(locked, lane, hash, key, state, now);
         }
         result
     }
 
-    /// Inserts state for a key that holds none, sweeping the shard first
-    /// when it has doubled since its last sweep, and building a larger (or
-    /// a clean) slot array when the current one has no room.
+    /// Inserts state for a key that holds none into `lane`'s array,
+    /// sweeping the shard first when it has doubled since its last sweep,
+    /// and building a larger (or a clean) slot array when the lane's has no
+    /// room.
     fn insert(
         &self,
         locked: &mut ShardLock<'_, CellOf<A>>,
+        lane: usize,
         hash: u64,
         key: &[u8],
         state: A::State,
         now: u64,
     ) {
-        if self.reclaim && locked.writer.len >= locked.writer.sweep_len {
+        if self.reclaim && locked.len() >= locked.writer.sweep_len {
             self.sweep_shard(locked, now);
         }
-        let needed = locked.writer.len + 1;
-        let occupied = locked.writer.occupied;
-        let rebuild = match locked.slots() {
-            Some(slots) if occupied < slots.capacity() => None,
+        let rebuild = match locked.slots(lane) {
+            Some(slots) if slots.occupied() < slots.capacity() => None,
             // Mostly deleted slots: a clean array of the same size.
-            Some(slots) if needed <= slots.capacity() / 2 => Some(slots.buckets()),
-            Some(slots) => Some(buckets_for(needed.max(slots.capacity() + 1))),
-            None => Some(buckets_for(needed)),
+            Some(slots) if slots.len() < slots.capacity() / 2 => Some(slots.buckets()),
+            Some(slots) => Some(buckets_for(slots.capacity() + 1)),
+            None => Some(buckets_for(1)),
         };
         if let Some(buckets) = rebuild {
-            self.rebuild(locked, buckets);
+            self.rebuild(locked, lane, buckets);
         }
         self.note_expiry(locked.shard, &state);
-        let slots = locked.slots().expect("a slot array with room");
+        let slots = locked.slots(lane).expect("a slot array with room");
         // SAFETY: this thread holds the shard's mutex, the key is absent
-        // (looked up under the mutex), and the array has room.
+        // from every lane (looked up under the mutex), and the array has
+        // room.
         unsafe { slots.insert(hash, StoredKey::new(key), state) };
-        locked.writer.len += 1;
-        locked.writer.occupied += 1;
     }
 
-    /// Moves the shard's entries to a new array of `buckets` slots (none
+    /// Moves the entries of `lane` to a new array of `buckets` slots (none
     /// when 0) and retires the old array; returns the bytes it freed.
-    fn rebuild(&self, locked: &mut ShardLock<'_, CellOf<A>>, buckets: usize) -> usize {
+    fn rebuild(&self, locked: &mut ShardLock<'_, CellOf<A>>, lane: usize, buckets: usize) -> usize {
         let new = (buckets > 0).then(|| Box::new(Slots::<CellOf<A>>::with_buckets(buckets)));
         let new_size = new.as_ref().map_or(0, |s| s.allocation_size());
-        let old_ptr = locked.shard.slots.load(Ordering::Acquire);
-        if let Some(old) = locked.slots() {
+        let old_ptr = locked.shard.lanes[lane].load(Ordering::Acquire);
+        if let Some(old) = locked.slots(lane) {
             for index in old.full() {
                 // Held for good: a lock-free decision still on the old array
                 // fails to update it and retries under the mutex.
@@ -366,11 +454,10 @@ impl<A: Algorithm<State: Stored>> Table<A> {
                 unsafe { new.insert(hash, key, state) };
             }
         }
-        let old_size = locked.slots().map_or(0, Slots::allocation_size);
+        let old_size = locked.slots(lane).map_or(0, Slots::allocation_size);
         let new_ptr = new.map_or(std::ptr::null_mut(), Box::into_raw);
         // Release: the new array's contents before its pointer.
-        locked.shard.slots.store(new_ptr, Ordering::Release);
-        locked.writer.occupied = locked.writer.len;
+        locked.shard.lanes[lane].store(new_ptr, Ordering::Release);
         if !old_ptr.is_null() {
             // SAFETY: the old array came from `Box::into_raw` and is no
             // longer reachable from the shard; lock-free decisions that
@@ -385,7 +472,7 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     pub(crate) fn lock_shard_of(&self, hash: u64) -> LockedShard<'_, A> {
         LockedShard {
             table: self,
-            locked: ShardLock::new(self.shard(hash)),
+            locked: self.lock(self.shard(hash)),
             hash,
             held: None,
         }
@@ -399,15 +486,13 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     #[inline]
     pub(crate) fn try_hold<'s>(
         &'s self,
-        _section: &'s reclaim::Section,
+        section: &'s reclaim::Section,
         hash: u64,
         key: &[u8],
     ) -> Option<(&'s CellOf<A>, A::State)> {
         let shard = self.shard(hash);
-        // SAFETY: an array retired after the section began is not freed
-        // before it ends, and the returned cell borrows the section.
-        let slots = unsafe { shard.slots.load(Ordering::Acquire).as_ref() }?;
-        let cell = &slots.slot(slots.find(hash, key)?).cell;
+        // SAFETY: the returned cell borrows the section.
+        let cell = unsafe { self.find_unlocked(shard, section.thread_index(), hash, key) }?;
         Some((cell, cell.try_hold()?))
     }
 
@@ -422,24 +507,43 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     }
 
     /// Removes every entry that expired [`CLOCK_STEP_TOLERANCE`] before
-    /// `now` and gives back memory when the shard has shrunk well below its
+    /// `now` and gives back memory when a lane has shrunk well below its
     /// capacity; returns the approximate bytes of table memory freed.
-    ///
-    /// The slot array shrinks once fewer than a quarter of its slots are
-    /// used, to twice the entries left (and is freed when none are left):
-    /// a shard that keeps its size between sweeps is never reallocated, and
-    /// one must lose half its entries again before the next shrink.
     ///
     /// `now` is clamped like the strategies' clock readings: state a
     /// decision still counts as live is never deleted.
     fn sweep_shard(&self, locked: &mut ShardLock<'_, CellOf<A>>, now: u64) -> usize {
         let now = clamp_time(now).saturating_sub(CLOCK_STEP_TOLERANCE);
-        let rate = &self.rate;
         let mut earliest = u64::MAX;
+        let mut freed = 0;
+        for lane in 0..locked.lanes {
+            freed += self.sweep_lane(locked, lane, now, &mut earliest);
+        }
+        // `earliest` stays a lower bound: decisions only move expiries on.
+        locked.shard.earliest_expiry.store(earliest, Ordering::Relaxed);
+        locked.writer.sweep_len = (locked.len() * 2).max(MIN_SWEEP_LEN);
+        freed
+    }
+
+    /// Removes the entries of `lane` that expired by `now` (already less
+    /// the tolerance), lowers `earliest` to the expiry of any entry kept,
+    /// and returns the bytes freed.
+    ///
+    /// The lane's slot array shrinks once fewer than a quarter of its slots
+    /// are used, to twice the entries left (and is freed when none are
+    /// left): a lane that keeps its size between sweeps is never
+    /// reallocated, and one must lose half its entries again before the
+    /// next shrink.
+    fn sweep_lane(
+        &self,
+        locked: &mut ShardLock<'_, CellOf<A>>,
+        lane: usize,
+        now: u64,
+        earliest: &mut u64,
+    ) -> usize {
+        let rate = &self.rate;
         let mut removed = Vec::new();
-        let mut removed_count = 0;
-        let Some(slots) = locked.slots() else {
-            locked.shard.earliest_expiry.store(u64::MAX, Ordering::Relaxed);
+        let Some(slots) = locked.slots(lane) else {
             return 0;
         };
         let buckets = slots.buckets();
@@ -456,28 +560,23 @@ impl<A: Algorithm<State: Stored>> Table<A> {
                     // is full, its cell stays held, and the key's block is
                     // retired below.
                     removed.push(unsafe { slots.erase(index) });
-                    removed_count += 1;
                     continue;
                 }
                 cell.release(state);
             }
-            earliest = earliest.min(expiry);
+            *earliest = (*earliest).min(expiry);
         }
-        // `earliest` stays a lower bound: decisions only move expiries on.
-        locked.shard.earliest_expiry.store(earliest, Ordering::Relaxed);
         retire_keys(removed);
-        let len = locked.writer.len - removed_count;
-        locked.writer.len = len;
-        locked.writer.sweep_len = (len * 2).max(MIN_SWEEP_LEN);
+        let len = slots.len();
         if len == 0 {
-            return self.rebuild(locked, 0);
+            return self.rebuild(locked, lane, 0);
         }
         if buckets <= (len * 4).max(MIN_SWEEP_LEN) {
             return 0;
         }
         let target = buckets_for(len * 2);
         if target < buckets {
-            self.rebuild(locked, target)
+            self.rebuild(locked, lane, target)
         } else {
             0
         }
@@ -489,7 +588,7 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         let now = clamp_time(self.clock.now_nanos());
         let mut freed = 0;
         for shard in self.shards.iter() {
-            let mut locked = ShardLock::new(shard);
+            let mut locked = self.lock(shard);
             if shard
                 .earliest_expiry
                 .load(Ordering::Relaxed)
@@ -507,23 +606,38 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     pub(crate) fn capacity(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| ShardLock::new(shard).slots().map_or(0, Slots::capacity))
+            .map(|shard| {
+                let locked = self.lock(shard);
+                (0..locked.lanes)
+                    .filter_map(|lane| locked.slots(lane))
+                    .map(Slots::capacity)
+                    .sum::<usize>()
+            })
             .sum()
+    }
+
+    /// The number of lanes holding a slot array (tests only).
+    #[cfg(test)]
+    fn lanes_in_use(&self) -> usize {
+        (0..=self.lane_mask)
+            .filter(|&lane| {
+                self.shards
+                    .iter()
+                    .any(|shard| self.lock(shard).slots(lane).is_some())
+            })
+            .count()
     }
 
     /// The number of keys with stored state.
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| ShardLock::new(shard).writer.len)
-            .sum()
+        self.shards.iter().map(|shard| self.lock(shard).len()).sum()
     }
 }
 
 impl<A: Algorithm<State: Stored>> Drop for Table<A> {
     fn drop(&mut self) {
-        for shard in self.shards.iter_mut() {
-            let slots = *shard.slots.get_mut();
+        for slots in self.shards.iter_mut().flat_map(|shard| &mut shard.lanes) {
+            let slots = *slots.get_mut();
             if !slots.is_null() {
                 // SAFETY: the array came from `Box::into_raw`; with `&mut
                 // self` no decision can be using it; its full slots own
@@ -546,8 +660,8 @@ pub(crate) struct LockedShard<'a, A: Algorithm<State: Stored>> {
     table: &'a Table<A>,
     locked: ShardLock<'a, CellOf<A>>,
     hash: u64,
-    /// The slot index of the key's cell this thread holds, and its state.
-    held: Option<(usize, A::State)>,
+    /// The place of the key's cell this thread holds, and its state.
+    held: Option<(Place, A::State)>,
 }
 
 impl<A: Algorithm<State: Stored>> LockedShard<'_, A> {
@@ -555,38 +669,39 @@ impl<A: Algorithm<State: Stored>> LockedShard<'_, A> {
     /// returns its state (`None`: the shard holds none for `key`).
     pub(crate) fn get(&mut self, key: &[u8]) -> Option<A::State> {
         debug_assert!(self.held.is_none(), "one key per locked shard");
-        let slots = self.locked.slots()?;
-        let index = slots.find(self.hash, key)?;
-        let state = slots.slot(index).cell.hold();
-        self.held = Some((index, state));
+        let place = self.locked.find(self.hash, key)?;
+        let state = self.locked.slots_at(place).slot(place.index).cell.hold();
+        self.held = Some((place, state));
         Some(state)
     }
 
     /// Stores `after` as the state of `key`, whose state [`Self::get`]
     /// returned under this same lock, and lets its cell go.
     pub(crate) fn set(&mut self, key: &[u8], after: Option<A::State>, now: u64) {
-        let Some((index, _)) = self.held.take() else {
+        let Some((place, _)) = self.held.take() else {
             if let Some(state) = after {
-                self.table.insert(&mut self.locked, self.hash, key, state, now);
+                let lane = self.table.lane_of(reclaim::thread_index());
+                self.table
+                    .insert(&mut self.locked, lane, self.hash, key, state, now);
             }
             return;
         };
         match after {
             Some(state) => {
-                let cell = &self.locked.slots().expect("held in it").slot(index).cell;
+                let cell = &self.locked.slots_at(place).slot(place.index).cell;
                 cell.release(state);
                 self.table.note_expiry(self.locked.shard, &state);
             }
             // The cell stays held for good: the slot is deleted.
-            None => self.locked.remove(index),
+            None => self.locked.remove(place),
         }
     }
 }
 
 impl<A: Algorithm<State: Stored>> Drop for LockedShard<'_, A> {
     fn drop(&mut self) {
-        if let Some((index, state)) = self.held.take() {
-            let cell = &self.locked.slots().expect("held in it").slot(index).cell;
+        if let Some((place, state)) = self.held.take() {
+            let cell = &self.locked.slots_at(place).slot(place.index).cell;
             cell.release(state);
         }
     }
@@ -600,15 +715,77 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::strategy::{FixedWindow, SlidingWindow, TokenBucket};
 
-    /// A table on `clock` that reclaims expired state.
+    /// A table on `clock` with two lanes that reclaims expired state.
+    /// Tests pick each thread's lane with [`reclaim::set_thread_index`].
     fn table_on<A: Algorithm<State: Stored>>(rate: Rate, clock: &ManualClock, shards: usize) -> Table<A> {
         Table::new(
             rate,
             ClockHandle::of(clock.clone()),
-            shards,
+            (shards, 2),
             true,
             ahash::RandomState::new(),
         )
+    }
+
+    impl<A: Algorithm<State: Stored>> Table<A> {
+        /// The lane holding `key`'s state.
+        fn lane_of_key(&self, key: &[u8]) -> Option<usize> {
+            let hash = self.hash(key);
+            let locked = self.lock(self.shard(hash));
+            locked.find(hash, key).map(|place| place.lane)
+        }
+    }
+
+    /// Two threads of different lanes insert and decide on the same new
+    /// keys at once, and each on keys of its own: every key is stored once
+    /// and no charge is lost, whichever lane holds it; a thread's own keys
+    /// are in its lane.
+    fn each_key_lives_in_one_lane<A: Algorithm<State: Stored>>() {
+        let (keys, rounds) = if cfg!(miri) { (6, 3) } else { (2_000, 20) };
+        const LIMIT: u64 = 1 << 40;
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let table = table_on::<A>(Rate::new(LIMIT, 3_600_000_000_000), &clock, 4);
+        let shared = |i: u64| format!("shared {i}");
+        let own = |t: u64, i: u64| format!("own {t} {i}");
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let table = &table;
+                s.spawn(move || {
+                    reclaim::set_thread_index(t as usize);
+                    for _ in 0..rounds {
+                        for i in 0..keys {
+                            assert!(
+                                table
+                                    .apply(&table.rate().clone(), shared(i).as_bytes(), 1)
+                                    .allowed
+                            );
+                            assert!(
+                                table
+                                    .apply(&table.rate().clone(), own(t, i).as_bytes(), 1)
+                                    .allowed
+                            );
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(table.len() as u64, 3 * keys);
+        assert_eq!(table.lanes_in_use(), 2);
+        for i in 0..keys {
+            let charged = |key: &str| LIMIT - table.apply(&table.rate().clone(), key.as_bytes(), 0).remaining;
+            assert_eq!(charged(&shared(i)), 2 * rounds, "shared key {i}");
+            for t in 0..2 {
+                assert_eq!(charged(&own(t, i)), rounds, "key {i} of thread {t}");
+                assert_eq!(table.lane_of_key(own(t, i).as_bytes()), Some(t as usize));
+            }
+        }
+    }
+
+    #[test]
+    fn keys_of_every_strategy_live_in_one_lane() {
+        each_key_lives_in_one_lane::<TokenBucket>();
+        each_key_lives_in_one_lane::<FixedWindow>();
+        each_key_lives_in_one_lane::<SlidingWindow>();
     }
 
     /// Two threads decide on the same known keys (lock-free, racing each
@@ -622,12 +799,18 @@ mod tests {
         let rate = Rate::new(LIMIT, 3_600_000_000_000);
         let table = table_on::<A>(rate, &clock, 1);
         let key = |i: u64| format!("a key longer than fifteen bytes {i}");
+        reclaim::set_thread_index(0);
         for i in 0..keys {
             table.apply(&table.rate().clone(), key(i).as_bytes(), 1);
         }
         std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
+            // The keys are in lane 0: one decider finds them in its own
+            // lane, the other after probing lane 1, whose array the churn
+            // rebuilds.
+            for lane in 0..2 {
+                let (table, key) = (&table, &key);
+                s.spawn(move || {
+                    reclaim::set_thread_index(lane);
                     for _ in 0..rounds {
                         for i in 0..keys {
                             assert!(table.apply(&table.rate().clone(), key(i).as_bytes(), 1).allowed);
@@ -636,6 +819,7 @@ mod tests {
                 });
             }
             s.spawn(|| {
+                reclaim::set_thread_index(1);
                 for i in 0..churn {
                     table.apply(&table.rate().clone(), format!("churn {i}").as_bytes(), 1);
                     if i % 16 == 0 {
@@ -665,6 +849,7 @@ mod tests {
             for cost in [0, 1] {
                 let table = &table;
                 s.spawn(move || {
+                    reclaim::set_thread_index(cost as usize);
                     for _ in 0..rounds {
                         for i in 0..keys {
                             table.apply(&table.rate().clone(), key(i).as_bytes(), cost);
