@@ -84,11 +84,22 @@ pub(crate) struct Slot<C> {
     pub(crate) cell: C,
 }
 
+/// The slots of one control group, aligned to a cache line. A slot is 24,
+/// 32 or 40 bytes, so eight of them fill whole lines without padding: an
+/// array's slots begin and end on line boundaries and share no line with
+/// another heap block, such as another lane's array, whose keys other
+/// threads write.
+///
+/// `repr(C)` with no padding (checked where arrays are made): the groups of
+/// an array are its slots, contiguous, and are indexed as one slice.
+#[repr(C, align(64))]
+struct SlotGroup<C>([Slot<C>; GROUP]);
+
 /// A slot array and its control bytes.
 pub(crate) struct Slots<C> {
     group_mask: usize,
     ctrl: Box<[AtomicU64]>,
-    slots: Box<[Slot<C>]>,
+    slots: Box<[SlotGroup<C>]>,
     /// Full slots. Like `occupied`, read and written only by the writer
     /// holding the shard's lock (atomics only because lookups share the
     /// array).
@@ -118,14 +129,19 @@ impl<C: StateCell> Slots<C> {
     /// An array of `buckets` empty slots (a power of two, at least 8).
     pub(crate) fn with_buckets(buckets: usize) -> Self {
         debug_assert!(buckets.is_power_of_two() && buckets >= GROUP);
+        const {
+            assert!(std::mem::size_of::<SlotGroup<C>>() == GROUP * std::mem::size_of::<Slot<C>>());
+        }
         let groups = buckets / GROUP;
         Self {
             group_mask: groups - 1,
             ctrl: (0..groups).map(|_| AtomicU64::new(repeat(EMPTY))).collect(),
-            slots: (0..buckets)
-                .map(|_| Slot {
-                    key: UnsafeCell::new(MaybeUninit::uninit()),
-                    cell: C::vacant(),
+            slots: (0..groups)
+                .map(|_| {
+                    SlotGroup(std::array::from_fn(|_| Slot {
+                        key: UnsafeCell::new(MaybeUninit::uninit()),
+                        cell: C::vacant(),
+                    }))
                 })
                 .collect(),
             len: AtomicUsize::new(0),
@@ -146,12 +162,12 @@ impl<C: StateCell> Slots<C> {
 
     /// The number of slots.
     pub(crate) fn buckets(&self) -> usize {
-        self.slots.len()
+        self.slots.len() * GROUP
     }
 
     /// How many slots may be full or deleted before the array is rebuilt.
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len() / 8 * 7
+        self.slots.len() * 7
     }
 
     /// The heap bytes the array takes.
@@ -162,7 +178,16 @@ impl<C: StateCell> Slots<C> {
     /// The slot at `index`.
     #[inline]
     pub(crate) fn slot(&self, index: usize) -> &Slot<C> {
-        &self.slots[index]
+        &self.flat()[index]
+    }
+
+    /// The slots, as one slice.
+    #[inline(always)]
+    fn flat(&self) -> &[Slot<C>] {
+        // SAFETY: a `SlotGroup` is `repr(C)` over `GROUP` slots with no
+        // padding (asserted in `with_buckets`), so the groups are
+        // `GROUP × len` contiguous, initialised slots.
+        unsafe { std::slice::from_raw_parts(self.slots.as_ptr().cast::<Slot<C>>(), self.slots.len() * GROUP) }
     }
 
     /// The index of the full slot holding `key`, whose hash is `hash`.
@@ -213,11 +238,11 @@ impl<C: StateCell> Slots<C> {
     /// retired block or another array (its bits are left in place).
     #[inline]
     unsafe fn key(&self, index: usize) -> &StoredKey {
-        debug_assert!(index < self.slots.len());
+        debug_assert!(index < self.buckets());
         // SAFETY: `index` is below the slot count (callers compute it from
         // a group index and a byte position); per the contract, the key was
         // initialised and is not written while `self` is borrowed.
-        unsafe { (*self.slots.get_unchecked(index).key.get()).assume_init_ref() }
+        unsafe { (*self.flat().get_unchecked(index).key.get()).assume_init_ref() }
     }
 
     /// The indices of the full slots.
@@ -253,7 +278,7 @@ impl<C: StateCell> Slots<C> {
                 // ones, so fewer keys share a line that decisions write.
                 let start = (hash >> 32) as usize % GROUP;
                 let i = (lowest(empty.rotate_right(8 * start as u32)) + start) % GROUP;
-                let slot = &self.slots[group_index * GROUP + i];
+                let slot = self.slot(group_index * GROUP + i);
                 // SAFETY: the slot is empty, so no reader reads its key, and
                 // the caller is the only writer.
                 unsafe { (*slot.key.get()).write(key) };
@@ -317,7 +342,7 @@ impl<C: StateCell> Slots<C> {
         for index in self.full().collect::<Vec<_>>() {
             // SAFETY: the array is used by this thread only and owns the
             // keys of its full slots.
-            unsafe { (*self.slots[index].key.get()).assume_init_drop() };
+            unsafe { (*self.slot(index).key.get()).assume_init_drop() };
         }
     }
 }
@@ -336,6 +361,23 @@ mod tests {
     /// probing and tag filtering are exercised.
     fn colliding(i: u64) -> u64 {
         (0x2A << 57) | (i << 3) << 8
+    }
+
+    #[test]
+    fn slot_groups_fill_whole_cache_lines_without_padding() {
+        use crate::backend::cell::Stored;
+        use crate::strategy::{FixedWindowState, SlidingWindowState};
+        fn check<S: Stored>() {
+            let slot = std::mem::size_of::<Slot<S::Cell>>();
+            assert_eq!(
+                std::mem::size_of::<SlotGroup<S::Cell>>(),
+                GROUP * slot,
+                "{slot}-byte slots"
+            );
+        }
+        check::<GcraState>();
+        check::<FixedWindowState>();
+        check::<SlidingWindowState>();
     }
 
     #[test]
