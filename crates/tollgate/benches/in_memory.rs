@@ -12,7 +12,8 @@
 //! an instruction counter (see `count`).
 //!
 //! With `IN_MEMORY_SCALING=R` (and optionally a part of a workload's name
-//! as the only argument) it runs only the two-thread workloads, as R
+//! as an argument: `IN_MEMORY_SCALING=41 cargo bench -p tollgate --bench
+//! in_memory -- distinct`) it runs only the two-thread workloads, as R
 //! back-to-back pairs of a one-thread and a two-thread run, and prints the
 //! median, lowest and highest speed-up of the pairs (see `paired_scaling`):
 //! on a machine whose speed drifts, a ratio taken within each pair is
@@ -543,7 +544,9 @@ fn main() {
     }
     if let Ok(rounds) = std::env::var("IN_MEMORY_SCALING") {
         let rounds = rounds.parse().expect("IN_MEMORY_SCALING is a count of pairs");
-        paired_scaling(rounds, &std::env::args().nth(1).unwrap_or_default());
+        // `cargo bench` adds `--bench` to the arguments.
+        let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+        paired_scaling(rounds, &only.unwrap_or_default());
         return;
     }
     memory_per_key();
