@@ -105,16 +105,23 @@ fn local_record(local: &Local) -> &'static Record {
     }
 }
 
+/// The thread index that `record` gives its thread (in tests, the one set
+/// with [`set_thread_index`], if any).
+#[inline]
+fn index_of(record: &Record) -> usize {
+    #[cfg(test)]
+    if let Some(index) = INDEX_OVERRIDE.with(Cell::get) {
+        return index;
+    }
+    record.index
+}
+
 /// A small number for the calling thread, distinct from those of the
 /// other threads alive: the index of its record. Tables use it to give the
 /// threads of a process slot arrays of their own. 0 while the thread's
 /// local storage is being torn down.
 pub(crate) fn thread_index() -> usize {
-    #[cfg(test)]
-    if let Some(index) = INDEX_OVERRIDE.with(Cell::get) {
-        return index;
-    }
-    LOCAL.try_with(|local| local_record(local).index).unwrap_or(0)
+    LOCAL.try_with(|local| index_of(local_record(local))).unwrap_or(0)
 }
 
 /// A free record, or a new one.
@@ -151,11 +158,7 @@ impl Section {
     /// The number of this thread's record (see [`thread_index`]).
     #[inline]
     pub(crate) fn thread_index(&self) -> usize {
-        #[cfg(test)]
-        if let Some(index) = INDEX_OVERRIDE.with(Cell::get) {
-            return index;
-        }
-        self.record.index
+        index_of(self.record)
     }
 }
 

@@ -364,23 +364,6 @@ mod tests {
     }
 
     #[test]
-    fn slot_groups_fill_whole_cache_lines_without_padding() {
-        use crate::backend::cell::Stored;
-        use crate::strategy::{FixedWindowState, SlidingWindowState};
-        fn check<S: Stored>() {
-            let slot = std::mem::size_of::<Slot<S::Cell>>();
-            assert_eq!(
-                std::mem::size_of::<SlotGroup<S::Cell>>(),
-                GROUP * slot,
-                "{slot}-byte slots"
-            );
-        }
-        check::<GcraState>();
-        check::<FixedWindowState>();
-        check::<SlidingWindowState>();
-    }
-
-    #[test]
     fn keys_are_found_until_erased_and_slots_never_return_to_empty() {
         let slots = Slots::<TatCell>::with_buckets(32);
         let keys: Vec<Vec<u8>> = (0..slots.capacity())

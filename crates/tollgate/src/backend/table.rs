@@ -320,8 +320,7 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         cost: u64,
     ) -> Outcome {
         let mut locked = self.lock(shard);
-        let lane = self.lane_of(reclaim::thread_index());
-        self.decide_locked(&mut locked, lane, hash, key, now, |before| {
+        self.decide_locked(&mut locked, hash, key, now, |before| {
             A::decide(rate, before, now, cost)
         })
     }
@@ -365,12 +364,10 @@ impl<A: Algorithm<State: Stored>> Table<A> {
     }
 
     /// Decides for `key` under the shard's mutex, holding the key's cell
-    /// while `decide` runs: inserts (into `lane`), updates or deletes its
-    /// state.
+    /// while `decide` runs: inserts, updates or deletes its state.
     fn decide_locked<R>(
         &self,
         locked: &mut ShardLock<'_, CellOf<A>>,
-        lane: usize,
         hash: u64,
         key: &[u8],
         now: u64,
@@ -393,24 +390,24 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         }
         let (result, after) = decide(None);
         if let Some(state) = after {
-            self.insert(locked, lane, hash, key, state, now);
+            self.insert(locked, hash, key, state, now);
         }
         result
     }
 
-    /// Inserts state for a key that holds none into `lane`'s array,
-    /// sweeping the shard first when it has doubled since its last sweep,
-    /// and building a larger (or a clean) slot array when the lane's has no
-    /// room.
+    /// Inserts state for a key that holds none into the calling thread's
+    /// lane, sweeping the shard first when it has doubled since its last
+    /// sweep, and building a larger (or a clean) slot array when the lane's
+    /// has no room.
     fn insert(
         &self,
         locked: &mut ShardLock<'_, CellOf<A>>,
-        lane: usize,
         hash: u64,
         key: &[u8],
         state: A::State,
         now: u64,
     ) {
+        let lane = self.lane_of(reclaim::thread_index());
         if self.reclaim && locked.len() >= locked.writer.sweep_len {
             self.sweep_shard(locked, now);
         }
@@ -680,9 +677,7 @@ impl<A: Algorithm<State: Stored>> LockedShard<'_, A> {
     pub(crate) fn set(&mut self, key: &[u8], after: Option<A::State>, now: u64) {
         let Some((place, _)) = self.held.take() else {
             if let Some(state) = after {
-                let lane = self.table.lane_of(reclaim::thread_index());
-                self.table
-                    .insert(&mut self.locked, lane, self.hash, key, state, now);
+                self.table.insert(&mut self.locked, self.hash, key, state, now);
             }
             return;
         };
