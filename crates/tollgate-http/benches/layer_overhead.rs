@@ -11,6 +11,15 @@
 //! cargo bench -p tollgate-http --bench layer_overhead
 //! ```
 //!
+//! With `LAYER_OVERHEAD_TIME=N` and case names as arguments, it prints
+//! each case's fastest of several rounds of N requests, in nanoseconds per
+//! request (see [`time`]):
+//!
+//! ```sh
+//! LAYER_OVERHEAD_TIME=200000 target/release/deps/layer_overhead-* \
+//!     "tollgate, allowed, headers off" "tower_governor, allowed, headers off"
+//! ```
+//!
 //! With `LAYER_OVERHEAD_CALLS=N` and a case's name as the only argument,
 //! it sends N requests through that case and nothing else, for an
 //! instruction counter (see [`count`]).
@@ -232,6 +241,35 @@ fn count(name: &str, calls: u64) {
     }
 }
 
+/// Rounds of the timing mode; the fastest is reported.
+const TIME_ROUNDS: usize = 7;
+
+/// The timing mode: the fastest of [`TIME_ROUNDS`] rounds of `calls`
+/// requests through the case named `name`, in nanoseconds per request
+/// (response dropped included). The requests of a round are built before
+/// it is timed. On a shared machine the fastest round of a long run moves
+/// less between runs than criterion's estimate does, which is what
+/// comparing two builds of the layer needs; the README quotes criterion.
+fn time(name: &str, calls: u64) -> f64 {
+    let (name, expected, router) = cases()
+        .into_iter()
+        .find(|(case, ..)| *case == name)
+        .unwrap_or_else(|| panic!("no case {name:?}"));
+    let mut service = router().into_service::<Body>();
+    let mut next = requests();
+    let mut best = f64::MAX;
+    for _ in 0..TIME_ROUNDS {
+        let requests: Vec<_> = (0..calls).map(|_| next()).collect();
+        let start = std::time::Instant::now();
+        for req in requests {
+            let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
+            assert_eq!(res.status(), expected, "{name}");
+        }
+        best = best.min(start.elapsed().as_nanos() as f64 / calls as f64);
+    }
+    best
+}
+
 // `criterion_group!` defines an undocumented public function.
 #[allow(missing_docs)]
 mod group {
@@ -244,6 +282,14 @@ fn main() {
         let calls = calls.parse().expect("LAYER_OVERHEAD_CALLS is a count");
         let name = std::env::args().nth(1).expect("the case to run");
         count(&name, calls);
+        return;
+    }
+    // `LAYER_OVERHEAD_TIME=N layer_overhead CASE...`: the timing mode.
+    if let Ok(calls) = std::env::var("LAYER_OVERHEAD_TIME") {
+        let calls = calls.parse().expect("LAYER_OVERHEAD_TIME is a count");
+        for name in std::env::args().skip(1) {
+            println!("{name}\t{:.0}", time(&name, calls));
+        }
         return;
     }
     group::benches();

@@ -183,57 +183,74 @@ impl<L: Limits> Engine<L> {
     /// The verdict for `p`, taken from `req`, without waiting, when the
     /// limiter can give one.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    #[inline]
     pub(crate) fn verdict_now(&self, p: &Prepared<'_>, req: &RequestInfo<'_>) -> Option<Verdict> {
         let decision = self.limits.check_n(&p.resource, p.key.as_bytes(), p.cost)?;
-        Some(self.to_verdict(Ok(decision), p, || req.is_grpc()))
+        Some(self.decided(&decision, p, || req.is_grpc()))
     }
 
     /// Asks the limiter and maps its answer to a verdict; `is_grpc` tells
     /// whether the request is gRPC, asked only for a reply (the request
     /// view itself is not held across the wait).
     pub(crate) async fn verdict(&self, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
-        let answer = self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await;
-        self.to_verdict(answer, p, is_grpc)
+        match self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await {
+            Ok(decision) => self.decided(&decision, p, is_grpc),
+            Err(error) => self.failed(&error, p, is_grpc),
+        }
     }
 
-    /// Maps the limiter's answer to a verdict.
-    fn to_verdict(
+    /// Maps the limiter's decision to a verdict.
+    #[inline]
+    fn decided(
         &self,
-        answer: Result<tollgate::Decision, tollgate::Error>,
+        decision: &tollgate::Decision,
         p: &Prepared<'_>,
         is_grpc: impl FnOnce() -> bool,
     ) -> Verdict {
-        let key = p.key.as_bytes();
-        match answer {
-            // Admitted only because the backend failed under fail-open: the
-            // limiter knows nothing of the key's state, so no rate-limit
-            // headers are sent rather than figures it never computed.
-            Ok(decision) if decision.fail_open => Verdict::Allow(RateHeaders::default(), None),
-            Ok(decision) => {
-                let headers =
-                    RateHeaders::for_decision(self.headers, &decision, || self.limits.policy(&p.resource));
-                if decision.allowed {
-                    let charge = self.response_cost.charge(&decision, &p.resource, key, p.cost);
-                    return Verdict::Allow(headers, charge);
-                }
-                let grpc = p.grpc.unwrap_or_else(is_grpc);
-                let denied: Denied<'_> = self.context(&decision, key, &p.resource, grpc);
-                let mut reply = match &self.on_denied {
-                    Some(handler) => handler(&denied),
-                    None => Reply::for_denied(&denied),
-                };
-                write_denial(headers, &decision, reply.headers_mut());
-                Verdict::Reply(reply)
-            }
-            Err(error) => {
-                let grpc = p.grpc.unwrap_or_else(is_grpc);
-                let failure: Failure<'_> = self.context(&error, key, &p.resource, grpc);
-                Verdict::Reply(match &self.on_failure {
-                    Some(handler) => handler(&failure),
-                    None => Reply::for_failure(&failure),
-                })
-            }
+        // Admitted only because the backend failed under fail-open: the
+        // limiter knows nothing of the key's state, so no rate-limit
+        // headers are sent rather than figures it never computed.
+        if decision.fail_open {
+            return Verdict::Allow(RateHeaders::default(), None);
         }
+        let headers = RateHeaders::for_decision(self.headers, decision, || self.limits.policy(&p.resource));
+        if decision.allowed {
+            let charge = self
+                .response_cost
+                .charge(decision, &p.resource, p.key.as_bytes(), p.cost);
+            return Verdict::Allow(headers, charge);
+        }
+        self.denied(headers, decision, p, is_grpc)
+    }
+
+    /// The reply to a denied request.
+    #[cold]
+    fn denied(
+        &self,
+        headers: RateHeaders,
+        decision: &tollgate::Decision,
+        p: &Prepared<'_>,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let grpc = p.grpc.unwrap_or_else(is_grpc);
+        let denied: Denied<'_> = self.context(decision, p.key.as_bytes(), &p.resource, grpc);
+        let mut reply = match &self.on_denied {
+            Some(handler) => handler(&denied),
+            None => Reply::for_denied(&denied),
+        };
+        write_denial(headers, decision, reply.headers_mut());
+        Verdict::Reply(reply)
+    }
+
+    /// The reply to a request the limiter could not decide.
+    #[cold]
+    fn failed(&self, error: &tollgate::Error, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
+        let grpc = p.grpc.unwrap_or_else(is_grpc);
+        let failure: Failure<'_> = self.context(error, p.key.as_bytes(), &p.resource, grpc);
+        Verdict::Reply(match &self.on_failure {
+            Some(handler) => handler(&failure),
+            None => Reply::for_failure(&failure),
+        })
     }
 
     /// Whether the response to a request admitted with `charge` is to be

@@ -89,13 +89,13 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let engine = self.config.engine();
-        if engine.skips(&RequestInfo::new(&req)) {
+        let info = RequestInfo::new(&req);
+        if engine.skips(&info) {
             return ResponseFuture::allowed(self.inner.call(req), RateHeaders::None, None);
         }
         if engine.can_check() {
             // Decided on the whole request, which an admitted request then
             // passes on without being taken apart and put back together.
-            let info = RequestInfo::new(&req);
             let verdict = match engine.prepare(&info) {
                 Ok(prepared) => engine.verdict_now(&prepared, &info),
                 Err(reply) => Some(Verdict::Reply(*reply)),
