@@ -221,17 +221,23 @@ fn layer_overhead(c: &mut Criterion) {
     }
 }
 
+/// The case named `name`: its name, the status its requests get, and its
+/// router as a service (only this case's router is built).
+fn case(name: &str) -> (&'static str, u16, axum::routing::RouterIntoService<Body>) {
+    let (name, expected, router) = cases()
+        .into_iter()
+        .find(|(case, ..)| *case == name)
+        .unwrap_or_else(|| panic!("no case {name:?}"));
+    (name, expected, router().into_service::<Body>())
+}
+
 /// Sends `calls` requests through the case named `name`, outside
 /// criterion, for a counter such as `perf stat -e instructions:u`, which
 /// other work on the machine does not disturb. The cost of a case is its
 /// count less that of `router alone` with the same `calls`, over `calls`.
 fn count(name: &str, calls: u64) {
     let clock = COUNT_CLOCK.get_or_init(|| ManualClock::new(Duration::from_secs(1_700_000_000)));
-    let (name, expected, router) = cases()
-        .into_iter()
-        .find(|(case, ..)| *case == name)
-        .unwrap_or_else(|| panic!("no case {name:?}"));
-    let mut service = router().into_service::<Body>();
+    let (name, expected, mut service) = case(name);
     let mut next = requests();
     for _ in 0..calls {
         clock.advance(COUNT_STEP);
@@ -251,11 +257,7 @@ const TIME_ROUNDS: usize = 7;
 /// less between runs than criterion's estimate does, which is what
 /// comparing two builds of the layer needs; the README quotes criterion.
 fn time(name: &str, calls: u64) -> f64 {
-    let (name, expected, router) = cases()
-        .into_iter()
-        .find(|(case, ..)| *case == name)
-        .unwrap_or_else(|| panic!("no case {name:?}"));
-    let mut service = router().into_service::<Body>();
+    let (name, expected, mut service) = case(name);
     let mut next = requests();
     let mut best = f64::MAX;
     for _ in 0..TIME_ROUNDS {
