@@ -223,8 +223,8 @@ impl<L: Limits> Engine<L> {
         self.denied(headers, decision, p, is_grpc)
     }
 
-    /// The reply to a denied request.
-    #[cold]
+    /// The reply to a denied request. Not marked cold: under a flood,
+    /// denials are the common case.
     fn denied(
         &self,
         headers: RateHeaders,
