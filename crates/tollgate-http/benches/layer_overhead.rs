@@ -247,29 +247,37 @@ fn count(name: &str, calls: u64) {
     }
 }
 
-/// Rounds of the timing mode; the fastest is reported.
+/// Rounds of the timing mode; the fastest of each case is reported.
 const TIME_ROUNDS: usize = 7;
 
-/// The timing mode: the fastest of [`TIME_ROUNDS`] rounds of `calls`
-/// requests through the case named `name`, in nanoseconds per request
-/// (response dropped included). The requests of a round are built before
-/// it is timed. On a shared machine the fastest round of a long run moves
-/// less between runs than criterion's estimate does, which is what
-/// comparing two builds of the layer needs; the README quotes criterion.
-fn time(name: &str, calls: u64) -> f64 {
-    let (name, expected, mut service) = case(name);
-    let mut next = requests();
-    let mut best = f64::MAX;
+/// The timing mode: for each case named in `names`, the fastest of
+/// [`TIME_ROUNDS`] rounds of `calls` requests, in nanoseconds per request
+/// (response dropped included). The rounds of the cases take turns, so a
+/// change in the machine's speed during the run (other work on a shared
+/// machine) reaches every case alike; the requests of a round are built
+/// before it is timed. The fastest round of a long run moves less between
+/// runs than criterion's estimate does, which is what comparing two builds
+/// of the layer needs; the README quotes criterion.
+fn time(names: &[String], calls: u64) -> Vec<(&'static str, f64)> {
+    let mut cases: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let (name, expected, service) = case(name);
+            (name, expected, service, requests(), f64::MAX)
+        })
+        .collect();
     for _ in 0..TIME_ROUNDS {
-        let requests: Vec<_> = (0..calls).map(|_| next()).collect();
-        let start = std::time::Instant::now();
-        for req in requests {
-            let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
-            assert_eq!(res.status(), expected, "{name}");
+        for (name, expected, service, next, best) in &mut cases {
+            let requests: Vec<_> = (0..calls).map(|_| next()).collect();
+            let start = std::time::Instant::now();
+            for req in requests {
+                let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
+                assert_eq!(res.status(), *expected, "{name}");
+            }
+            *best = best.min(start.elapsed().as_nanos() as f64 / calls as f64);
         }
-        best = best.min(start.elapsed().as_nanos() as f64 / calls as f64);
     }
-    best
+    cases.into_iter().map(|(name, .., best)| (name, best)).collect()
 }
 
 // `criterion_group!` defines an undocumented public function.
@@ -289,8 +297,9 @@ fn main() {
     // `LAYER_OVERHEAD_TIME=N layer_overhead CASE...`: the timing mode.
     if let Ok(calls) = std::env::var("LAYER_OVERHEAD_TIME") {
         let calls = calls.parse().expect("LAYER_OVERHEAD_TIME is a count");
-        for name in std::env::args().skip(1) {
-            println!("{name}\t{:.0}", time(&name, calls));
+        let names: Vec<String> = std::env::args().skip(1).collect();
+        for (name, best) in time(&names, calls) {
+            println!("{name}\t{best:.0}");
         }
         return;
     }
