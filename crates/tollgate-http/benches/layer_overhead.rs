@@ -11,13 +11,15 @@
 //! cargo bench -p tollgate-http --bench layer_overhead
 //! ```
 //!
-//! With `LAYER_OVERHEAD_TIME=N` and case names as arguments, it prints
-//! each case's fastest of several rounds of N requests, in nanoseconds per
-//! request (see [`time`]):
+//! With `LAYER_OVERHEAD_TIME=N` and case names as arguments, the cases
+//! take turns for several rounds of N requests each
+//! (`LAYER_OVERHEAD_ROUNDS`, 7 unless set), and it prints each case's
+//! fastest and median round in nanoseconds per request, and its median
+//! ratio to the last case named within the same round (see [`time`]):
 //!
 //! ```sh
-//! LAYER_OVERHEAD_TIME=200000 target/release/deps/layer_overhead-* \
-//!     "tollgate, allowed, headers off" "tower_governor, allowed, headers off"
+//! LAYER_OVERHEAD_TIME=20000 LAYER_OVERHEAD_ROUNDS=40 target/release/deps/layer_overhead-* \
+//!     "router alone" "tollgate, allowed, headers off" "tower_governor, allowed, headers off"
 //! ```
 //!
 //! With `LAYER_OVERHEAD_CALLS=N` and a case's name as the only argument,
@@ -247,37 +249,66 @@ fn count(name: &str, calls: u64) {
     }
 }
 
-/// Rounds of the timing mode; the fastest of each case is reported.
+/// Rounds of the timing mode unless `LAYER_OVERHEAD_ROUNDS` says otherwise.
 const TIME_ROUNDS: usize = 7;
 
-/// The timing mode: for each case named in `names`, the fastest of
-/// [`TIME_ROUNDS`] rounds of `calls` requests, in nanoseconds per request
-/// (response dropped included). The rounds of the cases take turns, so a
-/// change in the machine's speed during the run (other work on a shared
-/// machine) reaches every case alike; the requests of a round are built
-/// before it is timed. The fastest round of a long run moves less between
-/// runs than criterion's estimate does, which is what comparing two builds
-/// of the layer needs; the README quotes criterion.
-fn time(names: &[String], calls: u64) -> Vec<(&'static str, f64)> {
+/// One case's result in the timing mode, in nanoseconds per request.
+struct Timing {
+    name: &'static str,
+    fastest: f64,
+    median: f64,
+    /// The median over rounds of this case's time over the last case's in
+    /// the same round.
+    to_last: f64,
+}
+
+/// The median of `values`, which it sorts.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The timing mode: each case named in `names` runs `rounds` rounds of
+/// `calls` requests (response dropped included), the cases taking turns
+/// round by round; the requests of a round are built before it is timed.
+/// A change in the machine's speed (other work on a shared machine) then
+/// reaches the cases of one round alike, so the ratio of two cases within
+/// each round, over many short rounds, compares them far more steadily
+/// than criterion's estimates, taken one case after the other, do. The
+/// README quotes criterion.
+fn time(names: &[String], calls: u64, rounds: usize) -> Vec<Timing> {
     let mut cases: Vec<_> = names
         .iter()
         .map(|name| {
             let (name, expected, service) = case(name);
-            (name, expected, service, requests(), f64::MAX)
+            (name, expected, service, requests(), Vec::with_capacity(rounds))
         })
         .collect();
-    for _ in 0..TIME_ROUNDS {
-        for (name, expected, service, next, best) in &mut cases {
+    for _ in 0..rounds {
+        for (name, expected, service, next, times) in &mut cases {
             let requests: Vec<_> = (0..calls).map(|_| next()).collect();
             let start = std::time::Instant::now();
             for req in requests {
                 let res = run(async { service.ready().await.unwrap().call(req).await.unwrap() });
                 assert_eq!(res.status(), *expected, "{name}");
             }
-            *best = best.min(start.elapsed().as_nanos() as f64 / calls as f64);
+            times.push(start.elapsed().as_nanos() as f64 / calls as f64);
         }
     }
-    cases.into_iter().map(|(name, .., best)| (name, best)).collect()
+    let last: Vec<f64> = cases.last().map(|case| case.4.clone()).unwrap_or_default();
+    cases
+        .into_iter()
+        .map(|(name, .., times)| {
+            let mut ratios: Vec<f64> = times.iter().zip(&last).map(|(t, l)| t / l).collect();
+            let mut times = times;
+            Timing {
+                name,
+                fastest: times.iter().copied().fold(f64::MAX, f64::min),
+                median: median(&mut times),
+                to_last: median(&mut ratios),
+            }
+        })
+        .collect()
 }
 
 // `criterion_group!` defines an undocumented public function.
@@ -297,9 +328,16 @@ fn main() {
     // `LAYER_OVERHEAD_TIME=N layer_overhead CASE...`: the timing mode.
     if let Ok(calls) = std::env::var("LAYER_OVERHEAD_TIME") {
         let calls = calls.parse().expect("LAYER_OVERHEAD_TIME is a count");
+        let rounds = std::env::var("LAYER_OVERHEAD_ROUNDS").map_or(TIME_ROUNDS, |r| {
+            r.parse()
+                .ok()
+                .filter(|&r| r > 0)
+                .expect("LAYER_OVERHEAD_ROUNDS is a count")
+        });
         let names: Vec<String> = std::env::args().skip(1).collect();
-        for (name, best) in time(&names, calls) {
-            println!("{name}\t{best:.0}");
+        println!("case\tfastest ns\tmedian ns\tto last case (median of rounds)");
+        for t in time(&names, calls, rounds) {
+            println!("{}\t{:.0}\t{:.0}\t{:.3}", t.name, t.fastest, t.median, t.to_last);
         }
         return;
     }
