@@ -223,8 +223,10 @@ impl<L: Limits> Engine<L> {
         self.denied(headers, decision, p, is_grpc)
     }
 
-    /// The reply to a denied request. Not marked cold: under a flood,
-    /// denials are the common case.
+    /// The reply to a denied request. Not marked cold (under a flood,
+    /// denials are the common case), but kept out of the admitted path's
+    /// code.
+    #[inline(never)]
     fn denied(
         &self,
         headers: RateHeaders,
@@ -308,6 +310,7 @@ impl<L: Limits> Engine<L> {
         self.response_cost.count(op, result.is_ok());
     }
 
+    #[cold]
     fn key_error(&self, error: &KeyError, resource: &str, grpc: bool) -> Reply {
         let rejected: KeyRejected<'_> = self.context(error, b"", resource, grpc);
         match &self.on_key_error {
@@ -316,6 +319,7 @@ impl<L: Limits> Engine<L> {
         }
     }
 
+    #[cold]
     fn cost_error(&self, error: &CostError, key: &Key<'_>, resource: &str, grpc: bool) -> Reply {
         let rejected: CostRejected<'_> = self.context(error, key.as_bytes(), resource, grpc);
         match &self.on_cost_error {

@@ -178,45 +178,52 @@ impl RateHeaders {
         decision: &Decision,
         policy: impl FnOnce() -> (&'p str, &'p Policy),
     ) -> Self {
-        let reset = ceil_secs(decision.reset);
         match mode {
+            HeaderMode::Off => RateHeaders::None,
             HeaderMode::RateLimit | HeaderMode::Legacy => RateHeaders::Counts {
                 legacy: mode == HeaderMode::Legacy,
                 limit: decision.limit,
                 remaining: decision.remaining,
-                reset,
+                reset: ceil_secs(decision.reset),
             },
             HeaderMode::IetfDraft => {
                 let (name, policy) = policy();
-                let limits = policy.limits();
-                // Only a `Limits` that breaks its promise names a limit its
-                // policy does not have; the first then stands for it.
-                let bound = if decision.bound_by < limits.len() {
-                    decision.bound_by
-                } else {
-                    0
-                };
-                let compound = limits.len() > 1;
-                let item = name.len() + if compound { 29 } else { 24 };
-                let mut text = String::with_capacity((limits.len() + 1) * item);
-                for (i, limit) in limits.iter().enumerate() {
-                    if i > 0 {
-                        text.push_str(", ");
-                    }
-                    push_item_name(&mut text, name, compound.then_some(i));
-                    push_sf_param(&mut text, "q", limit.limit());
-                    push_sf_param(&mut text, "w", ceil_secs(limit.window()));
-                }
-                let split = text.len();
-                push_item_name(&mut text, name, compound.then_some(bound));
-                push_sf_param(&mut text, "r", decision.remaining);
-                push_sf_param(&mut text, "t", reset);
-                RateHeaders::Structured {
-                    text: text.into_boxed_str(),
-                    split,
-                }
+                Self::structured(decision, name, policy)
             }
-            HeaderMode::Off => RateHeaders::None,
+        }
+    }
+
+    /// The IETF draft's fields for `decision`, made under `policy` named
+    /// `name`. Kept out of line: the text is built in a loop that the
+    /// other modes' requests need not carry through the instruction cache.
+    #[inline(never)]
+    fn structured(decision: &Decision, name: &str, policy: &Policy) -> Self {
+        let limits = policy.limits();
+        // Only a `Limits` that breaks its promise names a limit its policy
+        // does not have; the first then stands for it.
+        let bound = if decision.bound_by < limits.len() {
+            decision.bound_by
+        } else {
+            0
+        };
+        let compound = limits.len() > 1;
+        let item = name.len() + if compound { 29 } else { 24 };
+        let mut text = String::with_capacity((limits.len() + 1) * item);
+        for (i, limit) in limits.iter().enumerate() {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            push_item_name(&mut text, name, compound.then_some(i));
+            push_sf_param(&mut text, "q", limit.limit());
+            push_sf_param(&mut text, "w", ceil_secs(limit.window()));
+        }
+        let split = text.len();
+        push_item_name(&mut text, name, compound.then_some(bound));
+        push_sf_param(&mut text, "r", decision.remaining);
+        push_sf_param(&mut text, "t", ceil_secs(decision.reset));
+        RateHeaders::Structured {
+            text: text.into_boxed_str(),
+            split,
         }
     }
 

@@ -111,6 +111,27 @@ where
                 None => {}
             }
         }
+        self.call_awaited(req)
+    }
+}
+
+impl<S, L> RateLimitService<S, L> {
+    /// The response future for a limiter that must be waited for: decides
+    /// in the future, then calls the inner service. Out of line, so that
+    /// the in-memory path's code in `call` stays short.
+    #[inline(never)]
+    fn call_awaited<ReqBody, ResBody>(
+        &mut self,
+        req: Request<ReqBody>,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        L: Limits,
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+        ReqBody: Send + 'static,
+        ResBody: ReplyBody + Send + 'static,
+    {
         let (parts, body) = req.into_parts();
         // The instance that was polled ready serves this request.
         let clone = self.inner.clone();

@@ -499,6 +499,14 @@ impl MemoryBinding {
             };
             return Decision::from_outcome(outcome, rate.limit, Tick::Nanos);
         }
+        self.check_all(key, cost)
+    }
+
+    /// [`Self::check`] for a compound policy: every limit's state held
+    /// together. Out of line, so that the single-limit path's code stays
+    /// short.
+    #[inline(never)]
+    fn check_all(&self, key: &[u8], cost: u64) -> Decision {
         let limits = &self.limits;
         self.update(key, |before, after, now| {
             let compound = strategy::decide_all(limits, before, after, now, cost);
