@@ -6,6 +6,9 @@
 //! limits (a compound policy), whose IETF fields list both; and with the
 //! optional work configured: a skip rule that does not hold, and a refund
 //! of server errors (each 200 response is looked at and settles nothing).
+//! A second baseline, "limiter in a bare layer", wraps the same in-memory
+//! limiter in the least a layer can do ([`Bare`]), which tells the cost
+//! of the limiter itself from that of the middleware's options.
 //!
 //! ```sh
 //! cargo bench -p tollgate-http --bench layer_overhead
@@ -49,7 +52,7 @@ use axum::Router;
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
 use tollgate::{Limit, Limiter, ManualClock, Policy, Strategy};
-use tollgate_http::{HeaderMode, RateLimit, Skip};
+use tollgate_http::{HeaderMode, IpGrouping, RateLimit, Skip};
 use tower::{Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
@@ -175,6 +178,78 @@ fn denied() -> Router {
     denied
 }
 
+/// The least a layer around tollgate's in-memory limiter can do, as a
+/// second baseline: the key from axum's `ConnectInfo` ([`IpGrouping`]'s
+/// text, as tollgate-http keys it), one [`Limiter::check`], and the inner
+/// service's future as the response future (429 when denied). What
+/// tollgate-http's layer costs beyond it is the price of its options
+/// (extractors, costs, resources, headers, replies, settling charges).
+#[derive(Clone)]
+struct Bare<S> {
+    inner: S,
+    limiter: Arc<Limiter>,
+}
+
+/// The response future of [`Bare`]: the inner service's, or a denial.
+enum BareFuture<F> {
+    Inner(F),
+    Denied,
+}
+
+impl<F: Future<Output = Result<Response<Body>, E>> + Unpin, E> Future for BareFuture<F> {
+    type Output = Result<Response<Body>, E>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            BareFuture::Inner(future) => std::pin::Pin::new(future).poll(cx),
+            BareFuture::Denied => {
+                let mut response = Response::new(Body::empty());
+                *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+                Poll::Ready(Ok(response))
+            }
+        }
+    }
+}
+
+impl<S> Service<Request<Body>> for Bare<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>>,
+    S::Future: Unpin,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BareFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let peer = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip());
+        let Some(peer) = peer else {
+            return BareFuture::Denied;
+        };
+        let key = IpGrouping::new().key(peer);
+        if self.limiter.check(key.as_bytes()).allowed {
+            BareFuture::Inner(self.inner.call(req))
+        } else {
+            BareFuture::Denied
+        }
+    }
+}
+
+/// The router behind [`Bare`] on the allowed case's limiter.
+fn bare() -> Router {
+    let limiter = Arc::new(limiter(GENEROUS, SECOND));
+    router().layer(tower::layer::layer_fn(move |inner| Bare {
+        inner,
+        limiter: limiter.clone(),
+    }))
+}
+
 /// A case: its name, the status each measured request gets, and how to
 /// build its router (only the case being run is built, so that no other
 /// case's limiter works in the background of a count).
@@ -187,7 +262,7 @@ fn configured(configure: fn(RateLimit<Limiter>) -> RateLimit<Limiter>) -> Router
 }
 
 /// Every case.
-fn cases() -> [Case; 11] {
+fn cases() -> [Case; 12] {
     [
         ("router alone", 200, router),
         ("tollgate, allowed, RateLimit-* headers", 200, || {
@@ -198,6 +273,7 @@ fn cases() -> [Case; 11] {
         }),
         ("tower_governor, allowed, headers", 200, || governor(true)),
         ("tower_governor, allowed, headers off", 200, || governor(false)),
+        ("limiter in a bare layer, allowed", 200, bare),
         ("tollgate, allowed, IETF draft headers", 200, || {
             tollgate(HeaderMode::IetfDraft, GENEROUS, SECOND)
         }),
