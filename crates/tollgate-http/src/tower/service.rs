@@ -125,10 +125,16 @@ impl<S, L> RateLimitService<S, L> {
         req: Request<ReqBody>,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
+        // The bounds of the `Service` implementation, which calls this.
+        S: Service<
+                Request<ReqBody>,
+                Response = Response<ResBody>,
+                Future: Send + 'static,
+                Error: Send + 'static,
+            > + Clone
+            + Send
+            + 'static,
         L: Limits,
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
         ReqBody: Send + 'static,
         ResBody: ReplyBody + Send + 'static,
     {
