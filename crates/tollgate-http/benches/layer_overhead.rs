@@ -328,7 +328,8 @@ fn count(name: &str, calls: u64) {
 /// Rounds of the timing mode unless `LAYER_OVERHEAD_ROUNDS` says otherwise.
 const TIME_ROUNDS: usize = 7;
 
-/// One case's result in the timing mode, in nanoseconds per request.
+/// One case's result in the timing mode: times in nanoseconds per
+/// request.
 struct Timing {
     name: &'static str,
     fastest: f64,
@@ -339,7 +340,7 @@ struct Timing {
 }
 
 /// The median of `values`, which it sorts.
-fn median(values: &mut [f64]) -> f64 {
+fn median_of(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
@@ -374,14 +375,15 @@ fn time(names: &[String], calls: u64, rounds: usize) -> Vec<Timing> {
     let last: Vec<f64> = cases.last().map(|case| case.4.clone()).unwrap_or_default();
     cases
         .into_iter()
-        .map(|(name, .., times)| {
+        .map(|(name, .., mut times)| {
+            // Paired by round, before the times are sorted.
             let mut ratios: Vec<f64> = times.iter().zip(&last).map(|(t, l)| t / l).collect();
-            let mut times = times;
+            let median = median_of(&mut times);
             Timing {
                 name,
-                fastest: times.iter().copied().fold(f64::MAX, f64::min),
-                median: median(&mut times),
-                to_last: median(&mut ratios),
+                fastest: times[0],
+                median,
+                to_last: median_of(&mut ratios),
             }
         })
         .collect()

@@ -172,7 +172,7 @@ impl<L: Limits> Engine<L> {
         })
     }
 
-    /// Whether [`Engine::decide_now`] decides (the limiter answers without
+    /// Whether [`Engine::verdict_now`] decides (the limiter answers without
     /// waiting, as in memory). Used by the tower service, which calls the
     /// inner service from `call` when it can.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
