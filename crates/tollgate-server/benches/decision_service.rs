@@ -159,6 +159,7 @@ async fn http_round(addr: SocketAddr, seconds: u64, redis: Option<u32>) -> Round
         Box::new(move |i: usize| {
             let request = client
                 .post(&url)
+                .header("content-type", "application/json")
                 .body(format!(r#"{{"resource": "api", "key": "user-{i}"}}"#));
             Box::pin(async move {
                 let response = request.send().await.unwrap();

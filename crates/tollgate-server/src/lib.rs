@@ -34,9 +34,14 @@
 //!   on every limit of the policy; `resource` optional: the default policy;
 //!   `cost` optional: 1): 204 when applied, 400 naming the field, 503 when
 //!   the store failed, 501 when it has no operations. They are open on a
-//!   loopback listener; with an admin token
-//!   file they need `Authorization: Bearer <token>`; the server refuses to
-//!   start with them open on another address.
+//!   loopback listener; with an admin token file they need
+//!   `Authorization: Bearer <token>` (the scheme in any case); the server
+//!   refuses to start with them open on another address.
+//! - The admin routes and `/v1/decide` refuse what a web page could send
+//!   them: a body that is not `application/json` (415), a request from
+//!   another origin (`Origin`, or `Sec-Fetch-Site`; 403), and on a
+//!   token-less loopback listener a `Host` that is not `localhost` or a
+//!   loopback address (421, against DNS rebinding).
 //!
 //! ## gRPC: Envoy's rate-limit service
 //!

@@ -114,7 +114,7 @@ fn serve_answers_and_drains_on_sigterm() {
     let body = r#"{"resource": "login", "key": "drained"}"#;
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let head = format!(
-        "POST /v1/decide HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();

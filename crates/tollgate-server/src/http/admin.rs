@@ -1,5 +1,6 @@
 //! Admin routes: what the service is configured with, and the per-key
-//! operations ([`operations`]). They are open on a loopback listener without a token; with
+//! operations ([`operations`]). They are open on a loopback listener without
+//! a token, to clients that are not web pages ([`guard`]); with
 //! `--admin-token-file` every admin request must carry
 //! `Authorization: Bearer <token>`, compared in constant time. The server
 //! refuses to start with admin routes open on any other address.
@@ -9,21 +10,21 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::middleware;
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
-use subtle::ConstantTimeEq;
 
 use crate::config_set::ConfigSet;
 use crate::envoy::config::Limit as EnvoyLimit;
 use crate::http::decide::ceil_millis;
-use crate::http::error::{json_response, ApiError};
+use crate::http::error::json_response;
+use crate::http::guard::{self, Route};
 use crate::http::operations::{self, OPERATIONS};
-use crate::shared::{AdminAccess, Shared};
+use crate::shared::Shared;
 
 /// The admin routes, listed in start-up errors.
 pub(crate) const ROUTES: &[&str] = &[
@@ -40,29 +41,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     for (path, kind) in OPERATIONS {
         router = router.route(path, operations::route(*kind));
     }
-    router.route_layer(middleware::from_fn_with_state(shared, check_access))
-}
-
-async fn check_access(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if let AdminAccess::Token(token) = &shared.admin {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-        let ok = given.is_some_and(|given| bool::from(given.ct_eq(token)));
-        if !ok {
-            let mut response = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "admin routes need `Authorization: Bearer <token>` with the token of --admin-token-file",
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
-        }
-    }
-    next.run(request).await
+    router.route_layer(middleware::from_fn_with_state(
+        (shared, Route::Admin),
+        guard::check,
+    ))
 }
 
 /// One limit of a policy.

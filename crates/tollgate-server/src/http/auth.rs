@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tollgate_http::{write_decision_headers, HeaderMode};
 
@@ -34,8 +34,24 @@ pub(crate) async fn handler(State(shared): State<Arc<Shared>>, headers: HeaderMa
     }
 }
 
+/// The value of header `name`, refusing one given more than once (`shown`
+/// is the header's name in errors): proxies and caches may keep the first
+/// or the last, so a duplicate could be decided as one key and logged as
+/// another.
+fn single<'h>(headers: &'h HeaderMap, name: &str, shown: &str) -> Result<Option<&'h HeaderValue>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::field(
+            shown,
+            "the header is given more than once; the proxy must send it once",
+        ));
+    }
+    Ok(first)
+}
+
 async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let key = match headers.get(KEY_HEADER) {
+    let key = match single(headers, KEY_HEADER, "X-Tollgate-Key")? {
         None => {
             return Err(ApiError::field(
                 "X-Tollgate-Key",
@@ -52,13 +68,13 @@ async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError>
         Some(value) => value.as_bytes(),
     };
     let resource =
-        match headers.get(RESOURCE_HEADER) {
+        match single(headers, RESOURCE_HEADER, "X-Tollgate-Resource")? {
             None => None,
             Some(value) => Some(value.to_str().map_err(|_| {
                 ApiError::field("X-Tollgate-Resource", "the header is not visible ASCII text")
             })?),
         };
-    let cost = match headers.get(COST_HEADER) {
+    let cost = match single(headers, COST_HEADER, "X-Tollgate-Cost")? {
         None => 1,
         Some(value) => {
             let text = String::from_utf8_lossy(value.as_bytes());

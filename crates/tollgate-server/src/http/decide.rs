@@ -193,20 +193,29 @@ pub(crate) fn object(bytes: &[u8], allowed: &[&str], example: &str) -> Result<Ma
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let value: Value = serde_json::from_slice(bytes).map_err(|err| {
+    let body: JsonBody = serde_json::from_slice(bytes).map_err(|err| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("the body is not JSON: {err}; send an object such as {example}"),
         )
     })?;
-    let Value::Object(fields) = value else {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "the body must be a JSON object with the fields {}, such as {example}",
-                expected()
-            ),
-        ));
+    let fields = match body {
+        JsonBody::Object(fields) => fields,
+        JsonBody::Duplicate(name) => {
+            return Err(ApiError::field(
+                &name,
+                format!("the field {name:?} is given more than once; give each field once"),
+            ))
+        }
+        JsonBody::Other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body must be a JSON object with the fields {}, such as {example}",
+                    expected()
+                ),
+            ))
+        }
     };
     if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(ApiError::field(
@@ -215,6 +224,76 @@ pub(crate) fn object(bytes: &[u8], allowed: &[&str], example: &str) -> Result<Ma
         ));
     }
     Ok(fields)
+}
+
+/// A request body as read: an object whose fields are each given once, an
+/// object with a field given twice (the first such name), or another JSON
+/// value. `serde_json::Value` keeps the last of duplicate fields, which
+/// would let `{"key": "a", "key": "b"}` mean one thing here and another to
+/// a proxy or log reader that keeps the first.
+enum JsonBody {
+    Object(Map<String, Value>),
+    Duplicate(String),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for JsonBody {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(BodyVisitor)
+    }
+}
+
+struct BodyVisitor;
+
+impl<'de> serde::de::Visitor<'de> for BodyVisitor {
+    type Value = JsonBody;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<JsonBody, A::Error> {
+        let mut fields = Map::new();
+        let mut duplicate = None;
+        while let Some(name) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            if fields.contains_key(&name) {
+                duplicate.get_or_insert(name);
+            } else {
+                fields.insert(name, value);
+            }
+        }
+        Ok(duplicate.map_or(JsonBody::Object(fields), JsonBody::Duplicate))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<JsonBody, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<JsonBody, E> {
+        Ok(JsonBody::Other)
+    }
 }
 
 /// The optional `resource` field: `None` picks the default policy.
@@ -275,6 +354,18 @@ pub(crate) fn whole_number(
         None if number.as_i64().is_some() => Err(ApiError::field(
             name,
             format!("{number} is negative; {what} is a whole number from 0 to {max}"),
+        )),
+        // Numbers beyond 64 bits (and exponent forms) arrive as floating
+        // point: say what is wrong with them rather than print their
+        // rounded value.
+        #[allow(clippy::cast_precision_loss)]
+        None if number.as_f64().is_some_and(|f| f > max as f64) => Err(ApiError::field(
+            name,
+            format!("the number is above {max}, the most {what} can be"),
+        )),
+        None if number.as_f64().is_some_and(|f| f <= -9_223_372_036_854_775_808.0) => Err(ApiError::field(
+            name,
+            format!("the number is negative; {what} is a whole number from 0 to {max}"),
         )),
         None => Err(ApiError::field(
             name,
@@ -361,6 +452,21 @@ mod tests {
         assert_eq!(field.as_deref(), Some("cots"));
         assert!(message.contains("\"cots\""), "{message}");
         assert_eq!(error("[1]").0, None);
+        assert_eq!(error("\"k\"").0, None);
+        for (body, field) in [
+            (r#"{"key": "a", "key": "b"}"#, "key"),
+            (r#"{"key": "k", "cost": 0, "cost": 3}"#, "cost"),
+            (r#"{"resource": "a", "key": "k", "resource": "a"}"#, "resource"),
+        ] {
+            let (named, message) = error(body);
+            assert_eq!(named.as_deref(), Some(field), "{body}: {message}");
+            assert!(message.contains("more than once"), "{body}: {message}");
+        }
+        for big in ["18446744073709551616", "1e30"] {
+            let (_, message) = error(&format!(r#"{{"key": "k", "cost": {big}}}"#));
+            assert!(message.contains("above 4611686018427387904"), "{big}: {message}");
+            assert!(!message.contains("e+"), "{big}: {message}");
+        }
         assert!(error("{").1.starts_with("the body is not JSON"));
     }
 

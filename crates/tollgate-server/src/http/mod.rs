@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod decide;
 pub(crate) mod error;
+pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod operations;
 
@@ -22,7 +23,13 @@ use crate::shared::Shared;
 /// Every route of the HTTP listener.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/v1/decide", post(decide::handler))
+        .route(
+            "/v1/decide",
+            post(decide::handler).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
         .route("/v1/auth", get(auth::handler))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -80,6 +80,7 @@ async fn decisions_match_a_limiter_of_the_same_policy() {
         .unwrap();
     let response = h2
         .post(server.url("/v1/decide"))
+        .header("content-type", "application/json")
         .body(r#"{"key": "h2"}"#)
         .send()
         .await
@@ -110,6 +111,13 @@ async fn malformed_requests_get_the_status_and_the_field() {
         (r#"{"key": "k", "cost": 4611686018427387905}"#, Some("cost")),
         (r#"{"key": "k", "cost": 99999999999999999999999}"#, Some("cost")),
         (r#"{"key": "k", "costs": 1}"#, Some("costs")),
+        // A field given twice: parsers disagree on which one counts.
+        (r#"{"key": "a", "key": "b"}"#, Some("key")),
+        (r#"{"key": "k", "cost": 0, "cost": 3}"#, Some("cost")),
+        (
+            r#"{"resource": "login", "key": "k", "resource": "other"}"#,
+            Some("resource"),
+        ),
     ];
     for (body, field) in cases {
         let (status, got) = decide(&client, &server, body).await;
@@ -123,6 +131,12 @@ async fn malformed_requests_get_the_status_and_the_field() {
             got["error"].as_str().is_some_and(|e| !e.is_empty()),
             "{body}: {got}"
         );
+    }
+    // A number beyond 64 bits is named as too large, not printed rounded.
+    for cost in ["18446744073709551616", "99999999999999999999999"] {
+        let (_, got) = decide(&client, &server, &format!(r#"{{"key": "k", "cost": {cost}}}"#)).await;
+        let error = got["error"].as_str().unwrap();
+        assert!(error.contains("above 4611686018427387904"), "{cost}: {error}");
     }
     // The body cap: 64 KiB is read, one byte more is refused, whether the
     // length is declared or streamed.
@@ -151,7 +165,7 @@ async fn chunked_post(addr: std::net::SocketAddr, body: &[u8]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head =
-        "POST /v1/decide HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+        "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
     let mut request = head.as_bytes().to_vec();
     request.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
     request.extend_from_slice(body);
@@ -215,6 +229,22 @@ async fn the_auth_endpoint_answers_proxies_with_headers() {
             (400, &Value::from("X-Tollgate-Cost")),
             "{cost}: {got}"
         );
+    }
+    // Each header once: a proxy or log may read another copy than this
+    // service would.
+    for (name, first, second) in [
+        ("X-Tollgate-Key", "a", "b"),
+        ("X-Tollgate-Resource", "login", "other"),
+        ("X-Tollgate-Cost", "0", "3"),
+    ] {
+        let mut request = client.get(server.url("/v1/auth"));
+        if name != "X-Tollgate-Key" {
+            request = request.header("X-Tollgate-Key", "k");
+        }
+        let request = request.header(name, first).header(name, second);
+        let (status, got) = json(request.send().await.unwrap()).await;
+        assert_eq!((status, &got["field"]), (400, &Value::from(name)), "{got}");
+        assert!(got["error"].as_str().unwrap().contains("more than once"), "{got}");
     }
     let empty = client
         .get(server.url("/v1/auth"))

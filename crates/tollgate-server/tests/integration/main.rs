@@ -4,6 +4,7 @@
 
 mod support;
 
+mod browser_safety;
 mod envoy_grpc;
 mod http_api;
 mod nginx;

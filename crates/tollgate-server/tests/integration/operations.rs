@@ -27,7 +27,10 @@ async fn post(
     body: &str,
     token: Option<&str>,
 ) -> (u16, String) {
-    let mut request = client.post(server.url(path)).body(body.to_owned());
+    let mut request = client
+        .post(server.url(path))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
     if let Some(token) = token {
         request = request.header("Authorization", format!("Bearer {token}"));
     }
@@ -273,6 +276,7 @@ async fn operations_need_the_admin_token_when_one_is_given() {
     let (status, got) = json(
         client
             .post(server.url("/v1/decide"))
+            .header("content-type", "application/json")
             .body(r#"{"resource": "login", "key": "k", "cost": 0}"#)
             .send()
             .await

@@ -39,6 +39,7 @@ async fn two_instances_on_one_redis_share_a_limit_exactly() {
             for _ in 0..25 {
                 let response = client
                     .post(&url)
+                    .header("content-type", "application/json")
                     .body(r#"{"resource": "api", "key": "shared"}"#)
                     .send()
                     .await

@@ -39,7 +39,13 @@ async fn a_reload_under_load_keeps_unchanged_state_and_fails_no_request() {
             let mut answered = 0;
             let deadline = Instant::now() + Duration::from_secs(2);
             while Instant::now() < deadline {
-                let response = client.post(&url).body(r#"{"key": "load"}"#).send().await.unwrap();
+                let response = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(r#"{"key": "load"}"#)
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(response.status(), 200);
                 answered += 1;
             }

@@ -100,6 +100,7 @@ pub async fn json(response: reqwest::Response) -> (u16, serde_json::Value) {
 pub async fn decide(client: &reqwest::Client, server: &Running, body: &str) -> (u16, serde_json::Value) {
     let response = client
         .post(server.url("/v1/decide"))
+        .header("content-type", "application/json")
         .body(body.to_owned())
         .send()
         .await
