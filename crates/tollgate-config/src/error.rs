@@ -68,6 +68,22 @@ impl ConfigFileError {
         }
     }
 
+    /// The file is not a regular file; `kind` says what it is.
+    pub(crate) fn not_regular(file: &str, kind: &str) -> Self {
+        Self {
+            kind: ErrorKind::Io,
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            field: String::new(),
+            message: format!(
+                "cannot read the file: it is {kind}, not a regular file; a configuration file must be \
+                 a regular file (a link to one is fine)"
+            ),
+            source: None,
+        }
+    }
+
     pub(crate) fn unknown_format(file: &str) -> Self {
         Self {
             kind: ErrorKind::UnknownFormat,

@@ -212,6 +212,26 @@ pub use settings::Settings;
 #[cfg(feature = "watch")]
 pub use watch::{PolicyWatcher, PolicyWatcherBuilder, DEFAULT_DEBOUNCE};
 
+/// The text of the configuration file at `path`, read as every file of
+/// this crate is: a regular file (after following links; a FIFO, device,
+/// socket or directory is refused without waiting on it), at most 16 MiB
+/// (no more is read), UTF-8.
+///
+/// This is blocking file I/O: call it from a thread that may block (such
+/// as tokio's `spawn_blocking`), not on an async runtime's worker.
+///
+/// # Errors
+///
+/// A [`ConfigFileError`] naming the file: unreadable, not a regular file,
+/// too large, or not UTF-8 (with the line and column of the first bad
+/// byte).
+pub fn read_config_file(path: impl AsRef<Path>) -> Result<String, ConfigFileError> {
+    let path = path.as_ref();
+    let origin = path.display().to_string();
+    let bytes = load::read(path, &origin)?;
+    load::decode(&bytes, &origin).map(str::to_owned)
+}
+
 /// Loads the policy file at `path` and builds its limiter: the same as
 /// [`PolicyFile::load`] followed by [`PolicyFile::build`].
 ///

@@ -37,9 +37,57 @@ pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The bytes of the file at `path`, named `file` in errors: at most
 /// [`MAX_FILE_BYTES`], or an error naming the file and the limit.
+///
+/// Only a regular file is read (after following links): a FIFO, a device
+/// or a socket could block the reader for ever or never end. The check is
+/// made on the opened file, which is opened without blocking, so a file
+/// replaced between a look and the open cannot slip through.
 pub(crate) fn read(path: &std::path::Path, file: &str) -> Result<Vec<u8>, ConfigFileError> {
-    let input = std::fs::File::open(path).map_err(|err| ConfigFileError::io(file, err))?;
+    let input = open_regular(path, file)?;
     read_at_most(input, MAX_FILE_BYTES, file)
+}
+
+/// `path` opened for reading, if it is a regular file.
+fn open_regular(path: &std::path::Path, file: &str) -> Result<std::fs::File, ConfigFileError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Opening a FIFO for reading waits for a writer unless non-blocking;
+    // the flag changes nothing for a regular file.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let input = options.open(path).map_err(|err| ConfigFileError::io(file, err))?;
+    let kind = input
+        .metadata()
+        .map_err(|err| ConfigFileError::io(file, err))?
+        .file_type();
+    if !kind.is_file() {
+        return Err(ConfigFileError::not_regular(file, file_kind(kind)));
+    }
+    Ok(input)
+}
+
+/// What a file that is not a regular file is, in words.
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+    }
+    "a special file"
 }
 
 /// All of `input` if it holds at most `max` bytes, reading at most `max + 1`.
@@ -60,7 +108,7 @@ fn read_at_most(input: impl Read, max: u64, file: &str) -> Result<Vec<u8>, Confi
             file,
             None,
             String::new(),
-            format!("the file is larger than {size}, the most a policy file may hold"),
+            format!("the file is larger than {size}, the most a configuration file may hold"),
         ));
     }
     Ok(bytes)
@@ -314,7 +362,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Invalid);
         assert_eq!(
             err.to_string(),
-            "big.yaml: the file is larger than 1000 bytes, the most a policy file may hold"
+            "big.yaml: the file is larger than 1000 bytes, the most a configuration file may hold"
         );
         assert_eq!(
             read_at_most(&[7u8; 1000][..], 1000, "f.yaml").unwrap().len(),
@@ -324,12 +372,13 @@ mod tests {
     }
 
     #[test]
-    fn an_endless_file_stops_at_the_limit() {
+    fn an_endless_device_is_refused_before_anything_is_read() {
         let err = read(std::path::Path::new("/dev/zero"), "/dev/zero").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Io);
         assert_eq!(
             err.to_string(),
-            "/dev/zero: the file is larger than 16 MiB (16777216 bytes), the most a policy file \
-             may hold"
+            "/dev/zero: cannot read the file: it is a character device, not a regular file; a \
+             configuration file must be a regular file (a link to one is fine)"
         );
     }
 

@@ -3,8 +3,9 @@
 //! swaps it in as a whole.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 use tollgate::{FailPolicy, Limiter, MemoryBackend, Policy, SharedClock, Strategy, DEFAULT_KEY_PREFIX};
@@ -16,9 +17,6 @@ use crate::error::ConfigError;
 
 /// The limiter type of every policy.
 pub(crate) type SharedLimiter = Arc<Limiter<AnyBackend>>;
-
-/// The most bytes a configuration file may hold (as for policy files).
-const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A loaded, validated configuration with its limiters.
 pub(crate) struct ConfigSet {
@@ -108,8 +106,9 @@ impl ConfigSet {
     ) -> Result<ConfigSet, ConfigError> {
         let mut policy_file: Option<PolicyFile> = None;
         let mut envoy = Vec::new();
-        for path in files {
-            match parse_file(path.as_ref())? {
+        let paths = files.iter().map(|f| f.as_ref().to_owned()).collect();
+        for (origin, parsed) in parse_files(paths).await? {
+            match parsed {
                 Parsed::Policy(file) => {
                     if let Some(first) = &policy_file {
                         return Err(ConfigError::new(
@@ -125,7 +124,7 @@ impl ConfigSet {
                     }
                     policy_file = Some(*file);
                 }
-                Parsed::Envoy(file) => envoy.push((path.as_ref().display().to_string(), file)),
+                Parsed::Envoy(file) => envoy.push((origin, file)),
             }
         }
         let storage = policy_file
@@ -344,38 +343,60 @@ fn envoy_prefix(prefix: &str) -> String {
     format!("{prefix}:envoy")
 }
 
+/// How long reading and parsing the configuration files may take before
+/// a load gives up: a file on a hung network mount must not hold a reload
+/// (or the start) for ever.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads and parses every file on a blocking thread, off the runtime that
+/// serves requests, within [`READ_TIMEOUT`].
+async fn parse_files(files: Vec<PathBuf>) -> Result<Vec<(String, Parsed)>, ConfigError> {
+    let first = files.first().map(|f| f.display().to_string()).unwrap_or_default();
+    let work = tokio::task::spawn_blocking(move || {
+        files
+            .iter()
+            .map(|path| Ok((path.display().to_string(), parse_file(path)?)))
+            .collect::<Result<Vec<_>, ConfigError>>()
+    });
+    match tokio::time::timeout(READ_TIMEOUT, work).await {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(join)) => Err(ConfigError::new(
+            &first,
+            None,
+            "",
+            format!("reading the configuration failed: {join}"),
+        )),
+        Err(_) => Err(ConfigError::new(
+            &first,
+            None,
+            "",
+            format!(
+                "reading and parsing the configuration files took longer than {} s; is one of them on \
+                 a mount that does not answer?",
+                READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
 /// Reads and parses one file: an Envoy file when its top level has
-/// `domain`, a tollgate policy file otherwise.
+/// `domain`, a tollgate policy file otherwise. The file is read once.
 fn parse_file(path: &Path) -> Result<Parsed, ConfigError> {
     let origin = path.display().to_string();
-    if Format::from_path(path) != Some(Format::Toml) {
-        let text = read(path, &origin)?;
+    let format = Format::from_path(path);
+    let text = tollgate_config::read_config_file(path)?;
+    if format != Some(Format::Toml) {
         let probe = serde_saphyr::from_str::<Probe>(&text);
         if matches!(probe, Ok(Probe { domain: Some(_) })) {
             return EnvoyFile::parse(&text, &origin).map(Parsed::Envoy);
         }
     }
-    Ok(Parsed::Policy(Box::new(PolicyFile::load(path)?)))
-}
-
-/// The text of the file at `path`: at most [`MAX_FILE_BYTES`] of UTF-8.
-fn read(path: &Path, origin: &str) -> Result<String, ConfigError> {
-    use std::io::Read;
-    let fail = |message: String| ConfigError::new(origin, None, "", message);
-    let file = std::fs::File::open(path).map_err(|err| fail(format!("cannot read the file: {err}")))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| fail(format!("cannot read the file: {err}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(fail(format!(
-            "the file is larger than {MAX_FILE_BYTES} bytes, the most a configuration file may hold"
-        )));
+    match format {
+        Some(format) => Ok(Parsed::Policy(Box::new(PolicyFile::from_str(
+            &text, format, &origin,
+        )?))),
+        // Not an Envoy file, and no policy file format: the loader's error,
+        // which names the extensions it reads.
+        None => Ok(Parsed::Policy(Box::new(PolicyFile::load(path)?))),
     }
-    String::from_utf8(bytes).map_err(|err| {
-        fail(format!(
-            "the file is not UTF-8 text (byte offset {})",
-            err.utf8_error().valid_up_to()
-        ))
-    })
 }

@@ -113,7 +113,7 @@ fn check_bytes(name: &str, bytes: &[u8]) -> (Option<i32>, String, String) {
 }
 
 #[test]
-fn check_refuses_an_endless_or_huge_file_at_once() {
+fn check_refuses_a_device_a_fifo_or_a_huge_file_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let zero = dir.path().join("zero.yaml");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
@@ -124,10 +124,24 @@ fn check_refuses_an_endless_or_huge_file_at_once() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         format!(
-            "error: {}: the file is larger than 16 MiB (16777216 bytes), the most a policy file \
-             may hold\n",
+            "error: {}: cannot read the file: it is a character device, not a regular file; a \
+             configuration file must be a regular file (a link to one is fine)\n",
             zero.display()
         )
+    );
+    // A FIFO nobody writes to would block the reader for ever.
+    let fifo = dir.path().join("fifo.yaml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = Tollgate::check(&fifo).run_within(limit);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("it is a FIFO (named pipe), not a regular file"),
+        "{stderr}"
     );
     // One byte over the limit is refused, the limit itself is not.
     let mut big = POLICIES.as_bytes().to_vec();
@@ -138,7 +152,7 @@ fn check_refuses_an_endless_or_huge_file_at_once() {
     let (code, _, stderr) = check_bytes("over.yaml", &big);
     assert_eq!(code, Some(1));
     assert!(
-        stderr.contains("over.yaml: the file is larger than 16 MiB"),
+        stderr.contains("over.yaml: the file is larger than 16 MiB (16777216 bytes), the most a configuration file may hold"),
         "{stderr}"
     );
     // /dev/zero itself has no policy file extension: refused before reading.

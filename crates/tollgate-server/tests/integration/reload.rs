@@ -114,3 +114,40 @@ async fn a_changed_file_is_reloaded_by_itself() {
     }
     server.stop().await;
 }
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_is_not_regular_is_refused_without_blocking_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", &policies(5));
+    let server = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    // The file becomes a FIFO nobody writes to: reading it would wait for
+    // ever. The reload is refused at once, naming the file and what it is.
+    std::fs::remove_file(&file).unwrap();
+    mkfifo(&file);
+    let reload = tokio::time::timeout(Duration::from_secs(5), server.reloader.reload());
+    let err = reload.await.expect("the reload returns").unwrap_err();
+    assert_eq!(err.file(), file.display().to_string());
+    assert!(err.message().contains("FIFO"), "{err}");
+    // At start, it, a link to it and a directory are refused alike.
+    let link = dir.path().join("link.yaml");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let subdir = dir.path().join("dir.yaml");
+    std::fs::create_dir(&subdir).unwrap();
+    for path in [&file, &link, &subdir] {
+        let start = tokio::time::timeout(Duration::from_secs(5), support::builder(&[path]).bind());
+        let err = start.await.expect("the start returns").unwrap_err().to_string();
+        assert!(err.starts_with(&path.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+    // The old configuration serves on.
+    let (status, b) = decide(&client, &server, r#"{"resource": "b", "key": "k"}"#).await;
+    assert_eq!((status, b["limit"].as_u64()), (200, Some(5)), "{b}");
+    server.stop().await;
+}
