@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -28,14 +29,19 @@ that several instances share their limits.
   GET  /v1/policies (admin): the effective policies
 Admin routes are open on a loopback address; with --admin-token-file they need
 `Authorization: Bearer <token>`, and without one the service refuses to listen elsewhere.
+Admin routes and /v1/decide read only `Content-Type: application/json` bodies (415), refuse
+requests from other origins (403) and, on a token-less loopback listener, a Host that is not
+localhost or a loopback address (421): web pages in a browser on the host cannot drive them.
 
 --grpc-listen serves envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
 
 SIGHUP, or a change to a --config file, reloads the configuration: a valid one replaces the
 old atomically (limits whose policy is unchanged keep their state), an invalid one is logged
-with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C stops
-accepting connections, lets requests in flight finish and exits with 0. The log goes to
-standard error (RUST_LOG sets its level, default info).";
+with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C drains:
+the listeners close, every request already received is answered (HTTP/1.1 with
+`Connection: close`), idle connections are closed, and the service exits with 0 once all
+are closed or --drain-timeout has passed; a second SIGTERM or Ctrl-C exits at once with 1.
+The log goes to standard error (RUST_LOG sets its level, default info).";
 
 /// Arguments of `serve`.
 #[derive(Debug, Args)]
@@ -55,6 +61,18 @@ pub struct ServeArgs {
     /// A file holding the bearer token the admin routes require.
     #[arg(long, value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// How long an HTTP/1.1 request head may take from its first byte; slower clients are disconnected.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a connection with no request in flight stays open.
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// The most connections open at once, HTTP and gRPC together; at the cap new ones wait.
+    #[arg(long, value_name = "N", default_value_t = tollgate_server::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// How long draining may take after SIGTERM before open connections are closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
 }
 
 /// Runs the service until SIGTERM or Ctrl-C.
@@ -73,7 +91,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
     runtime.block_on(async {
         let mut builder = tollgate_server::Server::builder()
             .listen(args.listen)
-            .auth_deny_status(args.auth_deny_status);
+            .auth_deny_status(args.auth_deny_status)
+            .header_read_timeout(args.header_read_timeout)
+            .idle_timeout(args.idle_timeout)
+            .max_connections(args.max_connections)
+            .drain_timeout(args.drain_timeout);
         for file in &args.config {
             builder = builder.config(file);
         }
@@ -89,7 +111,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
     })
 }
 
-/// Completes on SIGTERM or Ctrl-C.
+/// Completes on SIGTERM or Ctrl-C; a second one while the service drains
+/// exits the process at once, with status 1.
 async fn stop_signal() {
     #[cfg(unix)]
     {
@@ -99,12 +122,26 @@ async fn stop_signal() {
             return;
         };
         tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: draining"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining"),
+            _ = term.recv() => tracing::info!("SIGTERM: draining (a second SIGTERM or Ctrl-C exits at once)"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining (a second Ctrl-C or SIGTERM exits at once)"),
         }
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            tracing::warn!("second signal: exiting without draining");
+            std::process::exit(1);
+        });
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("interrupted: draining (a second Ctrl-C exits at once)");
+        tokio::spawn(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::warn!("second signal: exiting without draining");
+            std::process::exit(1);
+        });
     }
 }

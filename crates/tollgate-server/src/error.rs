@@ -122,6 +122,14 @@ pub enum ServerError {
         /// The error.
         source: std::io::Error,
     },
+    /// A connection limit or timeout is out of range.
+    #[error("{setting}: {message}")]
+    Limit {
+        /// The setting, as the command's flag.
+        setting: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// No `--config` file was given.
     #[error("no configuration file: give at least one --config FILE")]
     NoConfig,

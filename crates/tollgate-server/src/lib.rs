@@ -58,9 +58,11 @@
 //! unchanged; an invalid one is logged and the old set keeps serving.
 
 mod config_set;
+mod connection;
 mod envoy;
 mod error;
 mod http;
+mod listener;
 pub mod metrics;
 mod reload;
 mod server;
@@ -71,4 +73,7 @@ pub use http::auth::{COST_HEADER, KEY_HEADER, RESOURCE_HEADER};
 pub use http::decide::MAX_BODY_BYTES;
 pub use http::health::READY_TIMEOUT;
 pub use reload::{Reloader, DEBOUNCE};
-pub use server::{Server, ServerBuilder, DEFAULT_LISTEN};
+pub use server::{
+    Server, ServerBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
+};

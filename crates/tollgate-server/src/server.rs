@@ -5,6 +5,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::http::StatusCode;
@@ -14,10 +15,12 @@ use tokio::sync::watch;
 use tollgate::{Clock, SharedClock, SystemClock};
 
 use crate::config_set::ConfigSet;
+use crate::connection::Timeouts;
 use crate::envoy::service::EnvoyService;
 use crate::envoy::stripes::Stripes;
 use crate::error::ServerError;
 use crate::http::admin::ROUTES;
+use crate::listener::{self, Budget, Limits};
 use crate::reload::Reloader;
 use crate::shared::AdminAccess;
 use crate::shared::Shared;
@@ -38,6 +41,7 @@ pub struct ServerBuilder {
     clock: Option<SharedClock>,
     watch_files: bool,
     reload_on_sighup: bool,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -50,6 +54,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("admin_token_file", &self.admin_token_file)
             .field("watch_files", &self.watch_files)
             .field("reload_on_sighup", &self.reload_on_sighup)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -62,6 +67,7 @@ pub struct Server {
     grpc: Option<(TcpListener, SocketAddr)>,
     reloader: Reloader,
     background: Background,
+    limits: Limits,
 }
 
 /// Tasks that reload on signals and file changes, stopped when dropped.
@@ -87,7 +93,9 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// A builder with the defaults: HTTP on [`DEFAULT_LISTEN`], no gRPC
     /// listener, denials of `/v1/auth` answered 429, no admin token, the
-    /// system clock, reloads on `SIGHUP` and on file changes.
+    /// system clock, reloads on `SIGHUP` and on file changes, and the
+    /// limits [`DEFAULT_HEADER_READ_TIMEOUT`], [`DEFAULT_IDLE_TIMEOUT`],
+    /// [`DEFAULT_MAX_CONNECTIONS`] and [`DEFAULT_DRAIN_TIMEOUT`].
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             configs: Vec::new(),
@@ -98,6 +106,14 @@ impl Server {
             clock: None,
             watch_files: true,
             reload_on_sighup: true,
+            limits: Limits {
+                max_connections: DEFAULT_MAX_CONNECTIONS,
+                timeouts: Timeouts {
+                    header_read: DEFAULT_HEADER_READ_TIMEOUT,
+                    idle: DEFAULT_IDLE_TIMEOUT,
+                },
+                drain: DEFAULT_DRAIN_TIMEOUT,
+            },
         }
     }
 
@@ -116,12 +132,15 @@ impl Server {
         self.reloader.clone()
     }
 
-    /// Serves until `shutdown` completes, then stops accepting connections,
-    /// lets the requests in flight finish and returns.
+    /// Serves until `shutdown` completes, then drains: stops accepting
+    /// connections, answers every request already received (HTTP/1.1
+    /// responses then carry `Connection: close`; HTTP/2 clients get
+    /// GOAWAY), closes idle connections, and returns once all are closed or
+    /// the drain timeout has passed (closing those still open).
     ///
     /// # Errors
     ///
-    /// [`ServerError::Io`] when a listener fails.
+    /// [`ServerError::Io`] when the gRPC server fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
         let (stop_tx, stop_rx) = watch::channel(false);
         tokio::spawn(async move {
@@ -131,31 +150,41 @@ impl Server {
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
         };
+        let budget = Budget::new(self.limits.max_connections);
+        let drain = self.limits.drain;
         let grpc = self.grpc.map(|(listener, addr)| {
             let service = RateLimitServiceServer::new(EnvoyService {
                 shared: self.shared.clone(),
             });
-            let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = listener::grpc_incoming(listener, budget.clone(), stopped(stop_rx.clone()));
             let stop = stopped(stop_rx.clone());
             tracing::info!("serving Envoy's rate-limit gRPC API on {addr}");
+            let server = tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(60)))
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, stop);
+            let stop = stopped(stop_rx.clone());
             tokio::spawn(async move {
-                tonic::transport::Server::builder()
-                    .add_service(service)
-                    .serve_with_incoming_shutdown(incoming, stop)
-                    .await
-                    .map_err(|err| (addr, err))
+                tokio::pin!(server);
+                // Serving, then draining within the deadline.
+                tokio::select! {
+                    result = &mut server => return result.map_err(|err| (addr, err)),
+                    () = stop => {}
+                }
+                match tokio::time::timeout(drain, server).await {
+                    Ok(result) => result.map_err(|err| (addr, err)),
+                    Err(_) => {
+                        tracing::warn!(
+                            "gRPC connections were still open after the drain timeout of {drain:?}: closed"
+                        );
+                        Ok(())
+                    }
+                }
             })
         });
         tracing::info!("serving HTTP on http://{}", self.http_addr);
         let app = crate::http::router(self.shared.clone());
-        let http = axum::serve(self.http, app)
-            .with_graceful_shutdown(stopped(stop_rx))
-            .await
-            .map_err(|source| ServerError::Io {
-                what: "HTTP listener",
-                addr: self.http_addr,
-                source,
-            });
+        listener::serve_http(self.http, app, self.limits, budget, stopped(stop_rx)).await;
         if let Some(grpc) = grpc {
             match grpc.await {
                 Ok(Ok(())) => {}
@@ -177,7 +206,7 @@ impl Server {
         }
         drop(self.background);
         tracing::info!("stopped");
-        http
+        Ok(())
     }
 }
 
@@ -237,6 +266,39 @@ impl ServerBuilder {
         self
     }
 
+    /// How long an HTTP/1.1 request head may take to arrive, from its first
+    /// byte (from the connection's start for the first request; default
+    /// [`DEFAULT_HEADER_READ_TIMEOUT`]). A client that is slower is
+    /// disconnected.
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.timeouts.header_read = timeout;
+        self
+    }
+
+    /// How long a connection may stay open with no request in flight and
+    /// nothing received (default [`DEFAULT_IDLE_TIMEOUT`]); it is then
+    /// closed gracefully.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.timeouts.idle = timeout;
+        self
+    }
+
+    /// The most connections open at once, HTTP and gRPC listeners together
+    /// (default [`DEFAULT_MAX_CONNECTIONS`]). At the cap the listeners
+    /// accept no more until one closes, and the log says so.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.limits.max_connections = max;
+        self
+    }
+
+    /// How long draining may take once [`Server::run`]'s shutdown future
+    /// completes (default [`DEFAULT_DRAIN_TIMEOUT`]); connections still open
+    /// then are closed.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.drain = timeout;
+        self
+    }
+
     /// Loads the configuration, connects its store and binds the
     /// listeners.
     ///
@@ -253,6 +315,7 @@ impl ServerBuilder {
         if self.configs.is_empty() {
             return Err(ServerError::NoConfig);
         }
+        self.check_limits()?;
         // Before any limiter exists: limiters register their metrics with
         // the recorder installed when they are built.
         let metrics = crate::metrics::prometheus();
@@ -317,9 +380,67 @@ impl ServerBuilder {
             grpc,
             reloader,
             background: Background(background),
+            limits: self.limits,
         })
     }
+
+    /// Refuses limits that would make the service unusable.
+    fn check_limits(&self) -> Result<(), ServerError> {
+        let limits = &self.limits;
+        let refuse = |setting: &'static str, message: &str| {
+            Err(ServerError::Limit {
+                setting,
+                message: message.to_owned(),
+            })
+        };
+        if limits.max_connections == 0 {
+            return refuse("--max-connections", "must be at least 1");
+        }
+        if limits.max_connections > MAX_CONNECTIONS_CAP {
+            return refuse(
+                "--max-connections",
+                &format!("must be at most {MAX_CONNECTIONS_CAP}"),
+            );
+        }
+        for (setting, timeout) in [
+            ("--header-read-timeout", limits.timeouts.header_read),
+            ("--idle-timeout", limits.timeouts.idle),
+        ] {
+            if timeout.is_zero() {
+                return refuse(setting, "must be longer than 0");
+            }
+            if timeout > MAX_TIMEOUT {
+                return refuse(setting, "must be at most 1 day");
+            }
+        }
+        if limits.drain > MAX_TIMEOUT {
+            return refuse("--drain-timeout", "must be at most 1 day");
+        }
+        Ok(())
+    }
 }
+
+/// An HTTP/1.1 request head must arrive within 10 s of its first byte.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection with nothing in flight is closed after 75 s: longer than
+/// the idle timeouts of proxies' and clients' connection pools (nginx's
+/// upstream keep-alive is 60 s), so that the client, not the service,
+/// closes an idle connection and no request meets a connection being
+/// closed.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// At most 10,000 connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Draining may take 30 s.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest connection cap accepted: more than any process can open.
+const MAX_CONNECTIONS_CAP: usize = 1 << 24;
+
+/// The longest timeout accepted.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
 /// The admin token: the file's content without surrounding whitespace.
 fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {

@@ -194,3 +194,78 @@ fn serve_reports_a_mistake_with_its_file_line_and_field() {
     );
     assert_eq!(serve.wait_exit().code(), Some(1));
 }
+
+#[test]
+fn a_second_sigterm_exits_without_waiting_for_the_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, POLICIES).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut serve = Serve::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--drain-timeout",
+        "1h",
+    ]);
+    serve.wait_for_log("serving HTTP on");
+    // A request whose body never completes keeps the drain waiting.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+    stream.write_all(head.as_bytes()).unwrap();
+    assert!(get(port, "/healthz").starts_with("HTTP/1.1 200"));
+    serve.signal("TERM");
+    serve.wait_for_log("draining its connections");
+    let second = Instant::now();
+    serve.signal("TERM");
+    serve.wait_for_log("second signal: exiting without draining");
+    assert_eq!(serve.wait_exit().code(), Some(1));
+    assert!(second.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn the_connection_cap_pauses_accepting_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, POLICIES).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let serve = Serve::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--max-connections",
+        "2",
+    ]);
+    serve.wait_for_log("serving HTTP on");
+    let keep_alive = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+    let mut open: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            stream.write_all(keep_alive.as_bytes()).unwrap();
+            let mut buf = [0u8; 12];
+            stream.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, b"HTTP/1.1 200");
+            stream
+        })
+        .collect();
+    // The third waits in the backlog, unanswered, and the log says why.
+    let mut third = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    third.write_all(keep_alive.as_bytes()).unwrap();
+    let line = serve.wait_for_log("--max-connections");
+    assert!(
+        line.contains("2 connections are open, the most --max-connections allows"),
+        "{line}"
+    );
+    third.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buf = [0u8; 12];
+    assert!(third.read_exact(&mut buf).is_err(), "answered over the cap");
+    // One closes: the third is accepted and answered.
+    drop(open.pop());
+    third.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    third.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 200");
+}

@@ -149,6 +149,12 @@ fn too_large() -> ApiError {
     )
 }
 
+/// How much of a body over [`MAX_BODY_BYTES`] is read and thrown away
+/// before the 413 is sent: a client still writing its body when the answer
+/// comes would otherwise meet a closed connection and never read the
+/// answer. Larger bodies get the answer at once.
+const DISCARD_BYTES: usize = 1024 * 1024;
+
 /// The body, at most [`MAX_BODY_BYTES`] of it.
 pub(crate) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
     let declared = headers
@@ -156,16 +162,42 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        if declared.is_some_and(|n| n <= DISCARD_BYTES as u64) {
+            let _ = Limited::new(body, DISCARD_BYTES).collect().await;
+        }
         return Err(too_large());
     }
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes().to_vec()),
-        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Err(err) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body could not be read: {err}"),
-        )),
+    let mut body = Limited::new(body, MAX_BODY_BYTES + DISCARD_BYTES);
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() <= MAX_BODY_BYTES {
+                        bytes.extend_from_slice(&data);
+                    } else {
+                        // Over the cap: read on (up to the discard bound),
+                        // keep nothing.
+                        return discard_rest(body).await;
+                    }
+                }
+            }
+            Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+            Err(err) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body could not be read: {err}"),
+                ))
+            }
+        }
     }
+    Ok(bytes)
+}
+
+/// Reads what is left of a body over the cap, then answers 413.
+async fn discard_rest(mut body: Limited<Body>) -> Result<Vec<u8>, ApiError> {
+    while let Some(Ok(_)) = body.frame().await {}
+    Err(too_large())
 }
 
 /// Parses and validates a request body.

@@ -5,6 +5,7 @@
 mod support;
 
 mod browser_safety;
+mod connections;
 mod envoy_grpc;
 mod http_api;
 mod nginx;

@@ -1,0 +1,226 @@
+//! Accepting connections: at most [`Limits::max_connections`] open at once
+//! over both listeners, each HTTP connection served by [`connection`], and
+//! draining within [`Limits::drain`] when the service stops.
+//!
+//! At the cap, accepting pauses (new connections wait in the kernel's
+//! listen backlog) until one closes, and the service says so once in the
+//! log until the number falls again.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::connection::{self, Timeouts};
+
+/// What the listeners allow.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Open connections, both listeners together.
+    pub(crate) max_connections: usize,
+    /// How long clients may take.
+    pub(crate) timeouts: Timeouts,
+    /// How long draining may take before the connections still open are
+    /// closed.
+    pub(crate) drain: Duration,
+}
+
+/// The open-connection budget both listeners take from.
+#[derive(Clone)]
+pub(crate) struct Budget {
+    permits: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// A permit for one more connection, waiting (and saying so in the log,
+    /// once per time the cap is reached) while `max` are open.
+    async fn acquire(&self, listener: &str, full: &mut bool) -> OwnedSemaphorePermit {
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            *full = false;
+            return permit;
+        }
+        if !*full {
+            *full = true;
+            tracing::warn!(
+                "{} connections are open, the most --max-connections allows: the {listener} listener \
+                 accepts no more until one closes (they wait in the listen backlog)",
+                self.max
+            );
+        }
+        // The semaphore is never closed.
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the connection budget is never closed")
+    }
+}
+
+/// Accepts on `listener`, retrying after errors such as running out of
+/// file descriptors, which pass once connections close.
+async fn accept(listener: &TcpListener, what: &str) -> TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+            Err(err) => {
+                tracing::error!(
+                    "the {what} listener cannot accept a connection: {err}; trying again in 100 ms"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Serves HTTP on `listener` until `stop` completes, then closes the
+/// listener and drains: returns once every connection has closed, or at
+/// the drain deadline, closing those still open.
+pub(crate) async fn serve_http(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    budget: Budget,
+    stop: impl Future<Output = ()>,
+) {
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut full = false;
+    tokio::pin!(stop);
+    loop {
+        let accepted = async {
+            let permit = budget.acquire("HTTP", &mut full).await;
+            (accept(&listener, "HTTP").await, permit)
+        };
+        let (stream, permit) = tokio::select! {
+            accepted = accepted => accepted,
+            () = &mut stop => break,
+        };
+        let router = router.clone();
+        let drain = drain_rx.clone();
+        connections.spawn(async move {
+            connection::serve(stream, router, limits.timeouts, drain).await;
+            drop(permit);
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = drain_tx.send(true);
+    tracing::info!(
+        connections = connections.len(),
+        "HTTP listener closed; draining its connections"
+    );
+    let drained = tokio::time::timeout(limits.drain, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            "{} HTTP connections were still open after the drain timeout of {:?}: closed",
+            connections.len(),
+            limits.drain
+        );
+        connections.shutdown().await;
+    }
+}
+
+/// A stream of accepted gRPC connections, each holding a permit of
+/// `budget`, until `stop` completes.
+pub(crate) fn grpc_incoming(
+    listener: TcpListener,
+    budget: Budget,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> tokio_stream::wrappers::ReceiverStream<io::Result<Permitted>> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut full = false;
+        tokio::pin!(stop);
+        loop {
+            let accepted = async {
+                let permit = budget.acquire("gRPC", &mut full).await;
+                (accept(&listener, "gRPC").await, permit)
+            };
+            let (stream, permit) = tokio::select! {
+                accepted = accepted => accepted,
+                () = &mut stop => break,
+            };
+            let connection = Permitted {
+                stream,
+                _permit: permit,
+            };
+            if tx.send(Ok(connection)).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A TCP stream that holds its place in the connection budget until it is
+/// dropped.
+pub(crate) struct Permitted {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for Permitted {
+    type ConnectInfo = <TcpStream as tonic::transport::server::Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl AsyncRead for Permitted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Permitted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
