@@ -379,17 +379,31 @@ async fn parse_files(files: Vec<PathBuf>) -> Result<Vec<(String, Parsed)>, Confi
     }
 }
 
+/// Whether `text` is an Envoy file: its top level has `domain`. A file
+/// the probe cannot read (a duplicate key, too deep, an alias bomb) is one
+/// when a line starts with a `domain` key, so that the Envoy parser reports
+/// the mistake rather than the policy file parser an unknown field.
+fn is_envoy(text: &str) -> bool {
+    match serde_saphyr::from_str::<Probe>(text) {
+        Ok(probe) => probe.domain.is_some(),
+        Err(_) => text.lines().any(|line| {
+            let line = line.strip_prefix('\u{FEFF}').unwrap_or(line);
+            ["domain", "\"domain\"", "'domain'"].iter().any(|key| {
+                line.strip_prefix(key)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            })
+        }),
+    }
+}
+
 /// Reads and parses one file: an Envoy file when its top level has
 /// `domain`, a tollgate policy file otherwise. The file is read once.
 fn parse_file(path: &Path) -> Result<Parsed, ConfigError> {
     let origin = path.display().to_string();
     let format = Format::from_path(path);
     let text = tollgate_config::read_config_file(path)?;
-    if format != Some(Format::Toml) {
-        let probe = serde_saphyr::from_str::<Probe>(&text);
-        if matches!(probe, Ok(Probe { domain: Some(_) })) {
-            return EnvoyFile::parse(&text, &origin).map(Parsed::Envoy);
-        }
+    if format != Some(Format::Toml) && is_envoy(&text) {
+        return EnvoyFile::parse(&text, &origin).map(Parsed::Envoy);
     }
     match format {
         Some(format) => Ok(Parsed::Policy(Box::new(PolicyFile::from_str(

@@ -112,6 +112,28 @@ pub(crate) struct EnvoyFile {
     pub(crate) rules: Vec<RuleSpec>,
 }
 
+/// Where a limit is written, for the checks that need every limit: names
+/// and what they replace.
+struct Site {
+    name: Option<String>,
+    replaces: Vec<String>,
+    line: Option<usize>,
+    /// The descriptor's field path, such as `descriptors[1]`.
+    field: String,
+}
+
+/// The most descriptors a file may configure, at every level together:
+/// room for large deployments, and a bound on the memory a file takes.
+pub(crate) const MAX_DESCRIPTORS: usize = 100_000;
+
+/// The deepest nesting of maps and lists the YAML may have (as for policy
+/// files).
+const MAX_YAML_DEPTH: usize = 80;
+
+/// The most YAML nodes a file may hold: [`MAX_DESCRIPTORS`] descriptors of
+/// a few fields each.
+const MAX_YAML_NODES: usize = 20 * MAX_DESCRIPTORS;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
@@ -144,7 +166,7 @@ struct RawRateLimit {
     #[serde(default)]
     unit: Option<String>,
     #[serde(default)]
-    requests_per_unit: Option<u32>,
+    requests_per_unit: Option<RequestsPerUnit>,
     #[serde(default)]
     unlimited: bool,
     #[serde(default)]
@@ -164,7 +186,13 @@ impl EnvoyFile {
     pub(crate) fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let mut track = Track::new();
-        let raw: RawFile = serde_saphyr::with_deserializer_from_str(text, |de| {
+        let mut options = serde_saphyr::Options::default();
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_depth = MAX_YAML_DEPTH;
+        budget.flow_nesting_limit = MAX_YAML_DEPTH;
+        budget.max_nodes = MAX_YAML_NODES;
+        options.budget = Some(budget);
+        let raw: RawFile = serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
             RawFile::deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
         })
         .map_err(|err| {
@@ -190,7 +218,20 @@ impl EnvoyFile {
         };
         let mut path = Vec::new();
         let mut root = Level::default();
-        out.load_level(&mut root, raw.descriptors, "descriptors", &mut path, file)?;
+        let mut sites = Vec::new();
+        let mut count = 0;
+        out.load_level(
+            &mut root,
+            raw.descriptors,
+            "descriptors",
+            &mut path,
+            &mut Load {
+                file,
+                sites: &mut sites,
+                count: &mut count,
+            },
+        )?;
+        check_names(&sites, file)?;
         out.root = root;
         Ok(out)
     }
@@ -201,13 +242,24 @@ impl EnvoyFile {
         descriptors: Vec<RawDescriptor>,
         field: &str,
         path: &mut Vec<Step>,
-        file: &str,
+        load: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
+        let file = load.file;
         for (i, raw) in descriptors.into_iter().enumerate() {
             let field = format!("{field}[{i}]");
             let line = Some(raw.key.referenced.line() as usize).filter(|&l| l > 0);
             let error =
                 |sub: &str, message: String| ConfigError::new(file, line, format!("{field}{sub}"), message);
+            *load.count += 1;
+            if *load.count > MAX_DESCRIPTORS {
+                return Err(error(
+                    "",
+                    format!(
+                        "the file configures more than {MAX_DESCRIPTORS} descriptors, the most one file may \
+                         hold"
+                    ),
+                ));
+            }
             if raw.key.value.is_empty() {
                 return Err(error(".key", "must not be empty".to_owned()));
             }
@@ -220,6 +272,14 @@ impl EnvoyFile {
                 Some(rate) => Some(self.rule(rate, raw.shadow_mode, path, &error)?),
                 None => None,
             };
+            if let Some(rule) = &rule {
+                load.sites.push(Site {
+                    name: rule.name.clone(),
+                    replaces: rule.replaces.clone(),
+                    line,
+                    field: field.clone(),
+                });
+            }
             let mut node = Node {
                 rule: rule.clone(),
                 children: Level::default(),
@@ -229,7 +289,7 @@ impl EnvoyFile {
                 raw.descriptors,
                 &format!("{field}.descriptors"),
                 path,
-                file,
+                load,
             )?;
             path.pop();
             if !level.insert(&step, node) {
@@ -276,7 +336,13 @@ impl EnvoyFile {
             })?;
             let requests = raw
                 .requests_per_unit
-                .ok_or_else(|| error(".rate_limit.requests_per_unit", "is required".to_owned()))?;
+                .ok_or_else(|| {
+                    error(
+                        ".rate_limit.requests_per_unit",
+                        format!("is required: a whole number from 0 to {}", u32::MAX),
+                    )
+                })?
+                .0;
             Limit::PerUnit { unit, requests }
         };
         for (j, replaced) in raw.replaces.iter().enumerate() {
@@ -295,6 +361,143 @@ impl EnvoyFile {
             replaces: raw.replaces.into_iter().map(|r| r.name).collect(),
             shadow,
         })
+    }
+}
+
+/// What a file's load carries through the levels.
+struct Load<'a> {
+    file: &'a str,
+    sites: &'a mut Vec<Site>,
+    /// Descriptors seen so far.
+    count: &'a mut usize,
+}
+
+/// Limit names are unique, every `replaces` names a limit of the file, and
+/// no limit replaces itself through others.
+fn check_names(sites: &[Site], file: &str) -> Result<(), ConfigError> {
+    let mut named: std::collections::HashMap<&str, &Site> = std::collections::HashMap::new();
+    for site in sites {
+        let Some(name) = site.name.as_deref() else {
+            continue;
+        };
+        if let Some(first) = named.insert(name, site) {
+            return Err(ConfigError::new(
+                file,
+                site.line,
+                format!("{}.rate_limit.name", site.field),
+                format!(
+                    "the name {name:?} is given to {} already{}; limit names must be unique, since \
+                     `replaces` refers to them",
+                    first.field,
+                    first.line.map(|l| format!(" (line {l})")).unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    for site in sites {
+        for (j, replaced) in site.replaces.iter().enumerate() {
+            if !named.contains_key(replaced.as_str()) {
+                return Err(ConfigError::new(
+                    file,
+                    site.line,
+                    format!("{}.rate_limit.replaces[{j}].name", site.field),
+                    format!("no limit of the file is named {replaced:?}"),
+                ));
+            }
+        }
+    }
+    // A cycle: following `replaces` from a limit leads back to it.
+    for start in sites {
+        let Some(start_name) = start.name.as_deref() else {
+            continue;
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut next: Vec<&str> = start.replaces.iter().map(String::as_str).collect();
+        while let Some(name) = next.pop() {
+            if name == start_name {
+                return Err(ConfigError::new(
+                    file,
+                    start.line,
+                    format!("{}.rate_limit.replaces", start.field),
+                    format!(
+                        "the limit {start_name:?} replaces itself through the limits it replaces; \
+                         `replaces` must not form a cycle"
+                    ),
+                ));
+            }
+            if seen.insert(name) {
+                if let Some(site) = named.get(name) {
+                    next.extend(site.replaces.iter().map(String::as_str));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `requests_per_unit`: a whole number from 0 to `u32::MAX`, or an error
+/// naming that range.
+#[derive(Clone, Copy)]
+struct RequestsPerUnit(u32);
+
+impl<'de> Deserialize<'de> for RequestsPerUnit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RequestsPerUnit;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "a whole number from 0 to {}", u32::MAX)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<RequestsPerUnit, E> {
+                u32::try_from(n).map(RequestsPerUnit).map_err(|_| {
+                    E::custom(format!(
+                        "{n} is above {}, the most requests per unit a limit may allow",
+                        u32::MAX
+                    ))
+                })
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<RequestsPerUnit, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!(
+                        "{n} is negative; requests_per_unit is a whole number from 0 to {}",
+                        u32::MAX
+                    ))),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<RequestsPerUnit, E> {
+                Err(E::custom(format!(
+                    "{n} is not a whole number from 0 to {}",
+                    u32::MAX
+                )))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<RequestsPerUnit, E> {
+                // YAML reads a number too large for 64 bits as text.
+                if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(E::custom(format!(
+                        "{text} is above {}, the most requests per unit a limit may allow",
+                        u32::MAX
+                    )));
+                }
+                Err(E::custom(format!(
+                    "{text:?} is not a whole number from 0 to {}",
+                    u32::MAX
+                )))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<RequestsPerUnit, E> {
+                Err(E::custom(format!(
+                    "{b} is not a whole number from 0 to {}",
+                    u32::MAX
+                )))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -366,7 +569,8 @@ descriptors:
             (
                 "domain: d\ndescriptors:\n  - key: a\n  - key: b\n    descriptors:\n      - key: c\n        \
                  rate_limit: { unit: second }\n",
-                "rl.yaml:6: descriptors[1].descriptors[0].rate_limit.requests_per_unit: is required",
+                "rl.yaml:6: descriptors[1].descriptors[0].rate_limit.requests_per_unit: is required: a whole \
+                 number from 0 to 4294967295",
             ),
             (
                 "domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
@@ -402,6 +606,85 @@ descriptors:
         assert!(err.message().contains("rate_limt"), "{err}");
         let err = parse("descriptors: []\n").unwrap_err();
         assert!(err.message().contains("`domain` is required"), "{err}");
+    }
+
+    #[test]
+    fn requests_per_unit_errors_name_the_range() {
+        let rate = |requests: &str| {
+            parse(&format!(
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{ unit: second, requests_per_unit: {requests} }}\n"
+            ))
+        };
+        for bad in ["-1", "4294967296", "1.5", "many", "18446744073709551616"] {
+            let err = rate(bad).unwrap_err();
+            assert_eq!(
+                err.field(),
+                "descriptors[0].rate_limit.requests_per_unit",
+                "{bad}: {err}"
+            );
+            assert_eq!(err.line(), Some(4), "{bad}: {err}");
+            assert!(err.message().contains("4294967295"), "{bad}: {err}");
+        }
+        assert!(rate("4294967295").is_ok());
+        assert!(rate("0").is_ok());
+        let err =
+            parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second }\n").unwrap_err();
+        assert!(err.message().contains("from 0 to 4294967295"), "{err}");
+    }
+
+    #[test]
+    fn names_and_replaces_are_checked_at_load() {
+        let cases = [
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1, \
+                 replaces: [{ name: nowhere }] }\n",
+                "rl.yaml:3: descriptors[0].rate_limit.replaces[0].name: no limit of the file is named \"nowhere\"",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1, name: x }\n  \
+                 - key: b\n    rate_limit: { unit: second, requests_per_unit: 1, name: x }\n",
+                "rl.yaml:5: descriptors[1].rate_limit.name: the name \"x\" is given to descriptors[0] already \
+                 (line 3); limit names must be unique, since `replaces` refers to them",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1, name: x, \
+                 replaces: [{ name: y }] }\n  - key: b\n    rate_limit: { unit: second, requests_per_unit: 1, \
+                 name: y, replaces: [{ name: x }] }\n",
+                "rl.yaml:3: descriptors[0].rate_limit.replaces: the limit \"x\" replaces itself through the limits \
+                 it replaces; `replaces` must not form a cycle",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse(text).unwrap_err().to_string(), expected, "{text}");
+        }
+        // A chain without a cycle is fine.
+        parse(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1, name: x, \
+             replaces: [{ name: y }] }\n  - key: b\n    rate_limit: { unit: second, requests_per_unit: 1, name: y, \
+             replaces: [{ name: z }] }\n  - key: c\n    rate_limit: { unit: second, requests_per_unit: 1, name: z }\n",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_file_is_refused_past_the_descriptor_cap_and_the_parsers_limits() {
+        let mut text = String::from("domain: d\ndescriptors:\n");
+        for i in 0..=MAX_DESCRIPTORS {
+            text.push_str(&format!("  - {{ key: k{i} }}\n"));
+        }
+        let err = parse(&text).unwrap_err();
+        assert!(err.message().contains("more than 100000 descriptors"), "{err}");
+        assert_eq!(err.field(), format!("descriptors[{MAX_DESCRIPTORS}]"));
+        let duplicate = parse("domain: d\ndomain: e\ndescriptors: []\n").unwrap_err();
+        assert!(duplicate.message().contains("duplicate"), "{duplicate}");
+        let deep = format!("domain: d\ndescriptors: {}{}\n", "[".repeat(200), "]".repeat(200));
+        assert!(parse(&deep).is_err());
+        let mut bomb = String::from("domain: d\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = i - 1;
+            bomb.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
+        }
+        assert!(parse(&bomb).is_err());
     }
 
     #[test]

@@ -196,6 +196,8 @@ impl EnvoyService {
         // Charge in request order; at the first denial, give back what was
         // charged and report the rest as they stand.
         let mut charged: Vec<(&SharedLimiter, &[u8], u64)> = Vec::new();
+        // The outcomes of the charged descriptors, by index into `outcomes`.
+        let mut charged_at: Vec<usize> = Vec::new();
         let mut denied = false;
         let mut unrefundable = 0;
         for (i, rule, limiter) in &limited {
@@ -208,7 +210,7 @@ impl EnvoyService {
             let decision = match limiter.allow_n(key, cost).await {
                 Ok(decision) => decision,
                 Err(err) => {
-                    refund(&charged).await;
+                    let _ = refund(&charged).await;
                     return Err(unavailable(err));
                 }
             };
@@ -216,6 +218,7 @@ impl EnvoyService {
                 denied = true;
             } else if charges(&decision) {
                 charged.push((limiter, key, cost));
+                charged_at.push(*i);
             } else if decision.allowed && decision.fallback {
                 unrefundable += 1;
             }
@@ -225,8 +228,18 @@ impl EnvoyService {
             });
         }
         if denied {
-            refund(&charged).await;
+            let refunded = refund(&charged).await;
             metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(unrefundable);
+            // A refunded descriptor reports its state after the refund, as
+            // it stands (the contract: each limit's figures from its state
+            // after the decision): a refund right after a charge gives back
+            // exactly the units the charge took.
+            for ((i, (_, _, cost)), given_back) in charged_at.iter().zip(&charged).zip(refunded) {
+                if let (Some(outcome), true) = (&mut outcomes[*i], given_back) {
+                    let d = &mut outcome.decision;
+                    d.remaining = d.remaining.saturating_add(*cost).min(d.limit);
+                }
+            }
         }
         Ok(outcomes)
     }
@@ -400,13 +413,20 @@ fn charges(decision: &Decision) -> bool {
 /// Gives back every charge of a denied request, each exactly its cost. A
 /// refund that fails (the store failed in between) leaves that charge in
 /// place, counted in [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
-async fn refund(charged: &[(&SharedLimiter, &[u8], u64)]) {
+/// Whether each was given back is returned in order.
+async fn refund(charged: &[(&SharedLimiter, &[u8], u64)]) -> Vec<bool> {
+    let mut given_back = Vec::with_capacity(charged.len());
     for (limiter, key, cost) in charged {
-        if let Err(err) = limiter.refund(key, *cost).await {
-            tracing::warn!(%err, "a denied Envoy request's charge could not be given back");
-            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+        match limiter.refund(key, *cost).await {
+            Ok(()) => given_back.push(true),
+            Err(err) => {
+                tracing::warn!(%err, "a denied Envoy request's charge could not be given back");
+                metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+                given_back.push(false);
+            }
         }
     }
+    given_back
 }
 
 fn ok_status() -> DescriptorStatus {

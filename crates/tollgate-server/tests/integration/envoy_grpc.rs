@@ -177,6 +177,10 @@ async fn several_descriptors_are_all_or_nothing() {
     let response = envoy.ask("edge", user_first, 1).await;
     assert_eq!(response.overall_code, code(Code::OverLimit));
     assert_eq!(response.statuses[1].code, code(Code::OverLimit));
+    // Given back, the user's limit reports what it has, not what it had
+    // while charged.
+    assert_eq!(response.statuses[0].code, code(Code::Ok));
+    assert_eq!(response.statuses[0].limit_remaining, 2);
     assert_eq!(envoy.user_left("alice").await, 2);
     // The same key twice in one request counts twice: 2 + 2 fit in 5, a
     // third pair does not, and charges nothing.
@@ -188,10 +192,9 @@ async fn several_descriptors_are_all_or_nothing() {
     };
     assert_eq!(envoy.ask("edge", twice(), 1).await.overall_code, code(Code::Ok));
     assert_eq!(envoy.ask("edge", twice(), 1).await.overall_code, code(Code::Ok));
-    assert_eq!(
-        envoy.ask("edge", twice(), 1).await.overall_code,
-        code(Code::OverLimit)
-    );
+    let third = envoy.ask("edge", twice(), 1).await;
+    assert_eq!(third.overall_code, code(Code::OverLimit));
+    assert_eq!(third.statuses[0].limit_remaining, 1);
     assert_eq!(envoy.user_left("bob").await, 1);
     // A blocked descriptor (0 per unit) denies the whole request.
     let blocked = vec![
@@ -364,4 +367,26 @@ async fn a_replacing_limit_drops_the_replaced_one() {
         (code(Code::Ok), 1)
     );
     envoy.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_envoy_file_that_fails_to_parse_reports_its_own_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // A duplicate key, which the kind-of-file probe cannot read either.
+        ("domain: d\ndescriptors:\n  - key: a\n    key: b\n", "duplicate"),
+        ("domain: d\ndomain: e\n", "duplicate"),
+        // Too deep.
+        (
+            &*format!("domain: d\ndescriptors: {}{}\n", "[".repeat(200), "]".repeat(200)),
+            "",
+        ),
+    ];
+    for (text, wanted) in cases {
+        let file = support::write(dir.path(), "rl.yaml", text);
+        let err = support::builder(&[&file]).bind().await.unwrap_err().to_string();
+        assert!(!err.contains("unknown field"), "{text}: {err}");
+        assert!(!err.contains("tollgate"), "{text}: {err}");
+        assert!(err.contains(wanted), "{text}: {err}");
+    }
 }
