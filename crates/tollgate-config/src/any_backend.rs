@@ -105,4 +105,12 @@ impl Binding for AnyBinding {
             AnyBinding::Redis(binding) => binding.operate(key, op).await,
         }
     }
+
+    async fn reconnect(&self) -> Result<(), BackendError> {
+        match self {
+            AnyBinding::Memory(_) => Ok(()),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.reconnect().await,
+        }
+    }
 }

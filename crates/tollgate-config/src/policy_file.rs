@@ -102,11 +102,10 @@ impl PolicyFile {
             .default
             .policy(strategy)
             .map_err(|e| unlocated(e.within("tollgate.default")))?;
-        let settings = section
+        let mut file_wide = section
             .settings
             .resolve(strategy, "tollgate")
-            .map_err(unlocated)?
-            .file_wide();
+            .map_err(unlocated)?;
         let mut resources = BTreeMap::new();
         let mut own = BTreeMap::new();
         for (name, entry) in &section.resources {
@@ -133,6 +132,13 @@ impl PolicyFile {
             },
             (None, None, None) => Storage::Memory,
         };
+        // A remote store's denials are cached unless the file says not to:
+        // the cache changes no decision (SEMANTICS.md) and keeps an
+        // over-limit key from costing a round trip per request.
+        if storage != Storage::Memory {
+            file_wide.deny_cache_by_default();
+        }
+        let settings = file_wide.file_wide();
         Ok(Self {
             origin: origin.to_owned(),
             format,

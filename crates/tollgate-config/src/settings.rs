@@ -114,7 +114,16 @@ impl Own {
         *self == Own::default()
     }
 
-    /// The section's settings: what the file leaves out is off.
+    /// Turns the deny cache on, of [`DenyCache::new`]'s size, unless
+    /// `deny_cache` is given.
+    pub(crate) fn deny_cache_by_default(&mut self) {
+        if self.deny_cache.is_none() {
+            self.deny_cache = Some(Some(DenyCache::new()));
+        }
+    }
+
+    /// The section's settings: what the file leaves out is off (the deny
+    /// cache: see [`Own::deny_cache_by_default`]).
     pub(crate) fn file_wide(self) -> Settings {
         Settings {
             shadow: self.shadow.unwrap_or(false),

@@ -48,6 +48,7 @@ pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 #[derive(Clone)]
 struct Options {
     timeout: Duration,
+    connect_timeout: Duration,
     clock: Option<SharedClock>,
     expiry_grace: Duration,
 }
@@ -332,6 +333,13 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// The former name of [`caller_clock`](Self::caller_clock), kept for
+    /// one release.
+    #[deprecated(since = "0.2.0", note = "renamed to `caller_clock`")]
+    pub fn with_caller_clock(self, clock: impl Clock) -> Self {
+        self.caller_clock(clock)
+    }
+
     /// Extra time each state key is kept after its state has expired
     /// (default [`DEFAULT_EXPIRY_GRACE`], rounded up to whole milliseconds).
     ///
@@ -454,6 +462,7 @@ impl RedisBackendBuilder {
     fn options(&self) -> Options {
         Options {
             timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
             clock: self.clock.clone(),
             expiry_grace: self.expiry_grace,
         }
@@ -735,6 +744,7 @@ impl Backend for RedisBackend {
                 conn: self.conn.clone(),
                 functions: Arc::clone(&self.functions),
                 timeout: self.options.timeout,
+                connect_timeout: self.options.connect_timeout,
                 clock: self.options.clock.clone(),
                 script,
                 layout,
@@ -804,6 +814,8 @@ struct BindingShared {
     conn: Connection,
     functions: Arc<Functions>,
     timeout: Duration,
+    /// How long a reconnection may take, before a probe gives up on it.
+    connect_timeout: Duration,
     clock: Option<SharedClock>,
     script: LuaScript,
     layout: Layout,
@@ -901,6 +913,21 @@ impl RedisBinding {
     }
 
     /// Applies `op` to every state key of `key` in one script call.
+    /// See [`Binding::reconnect`].
+    async fn ping_twice(&self) -> Result<(), BackendError> {
+        let shared = &self.shared;
+        let ping = |within: Duration| async move {
+            tokio::time::timeout(within, shared.conn.query::<String>(&redis::cmd("PING")))
+                .await
+                .map_err(|_| BackendError::timeout(within))?
+                .map_err(backend_error)
+        };
+        if ping(shared.timeout).await.is_ok() {
+            return Ok(());
+        }
+        ping(shared.timeout.max(shared.connect_timeout)).await.map(drop)
+    }
+
     async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         let shared = &*self.shared;
         let (name, amount) = operation_amount(op)?;
@@ -1018,6 +1045,15 @@ impl Binding for RedisBinding {
     /// [per-key operations](crate::_documentation::operations#per-key-operations)).
     fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
         self.operate_keys(key, op)
+    }
+
+    /// A `PING`, and when it fails a second one: the first command on a
+    /// connection that an outage broke fails and starts the reconnection,
+    /// and the second waits for that attempt (within the connect timeout).
+    /// So the probe's decision that follows goes out on a live connection
+    /// as soon as the server accepts again.
+    fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.ping_twice()
     }
 }
 

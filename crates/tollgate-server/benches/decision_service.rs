@@ -13,6 +13,11 @@
 //! memory; every request is a decision on one of 10,000 keys under a limit
 //! high enough that all are admitted (each is still counted).
 //!
+//! Then one over-limit key (every request on `hot=abuser`, limited to 10 an
+//! hour) is measured against the admitted traffic on 10,000 keys, through
+//! Envoy's API, in memory and (below) on Redis, where the store's calls per
+//! decision on the hot key are counted from `INFO commandstats`.
+//!
 //! When `redis-server` is on the `PATH`, the bench then starts one and
 //! measures the JSON API with state on it against the raw round trip: 64
 //! tasks calling the same fixed-window script through `tollgate-redis`
@@ -172,7 +177,13 @@ async fn http_round(addr: SocketAddr, seconds: u64, redis: Option<u32>) -> Round
 }
 
 async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
-    load(seconds, None, move |_| async move {
+    grpc_load(addr, seconds, None, false).await
+}
+
+/// Envoy's API on `addr`: admitted requests on 10,000 keys, or (`hot`) every
+/// request on the one over-limit key `hot=abuser`.
+async fn grpc_load(addr: SocketAddr, seconds: u64, redis: Option<u32>, hot: bool) -> Round {
+    load(seconds, redis, move |_| async move {
         let client = RateLimitServiceClient::connect(format!("http://{addr}"))
             .await
             .unwrap();
@@ -181,9 +192,16 @@ async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
             let request = RateLimitRequest {
                 domain: "bench".to_owned(),
                 descriptors: vec![RateLimitDescriptor {
-                    entries: vec![Entry {
-                        key: "user".to_owned(),
-                        value: format!("user-{i}"),
+                    entries: vec![if hot {
+                        Entry {
+                            key: "hot".to_owned(),
+                            value: "abuser".to_owned(),
+                        }
+                    } else {
+                        Entry {
+                            key: "user".to_owned(),
+                            value: format!("user-{i}"),
+                        }
                     }],
                     ..Default::default()
                 }],
@@ -191,7 +209,9 @@ async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
             };
             Box::pin(async move {
                 let response = client.should_rate_limit(request).await.unwrap().into_inner();
-                assert_eq!(response.overall_code, Code::Ok as i32);
+                if !hot {
+                    assert_eq!(response.overall_code, Code::Ok as i32);
+                }
             }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
         }) as Sender
     })
@@ -299,6 +319,67 @@ impl Drop for Redis {
     }
 }
 
+/// The rate-limit calls `redis-server` on `port` has run so far (functions
+/// and scripts), from `INFO commandstats`.
+fn script_calls(port: u16) -> u64 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "commandstats"])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            [
+                "cmdstat_fcall:",
+                "cmdstat_fcall_ro:",
+                "cmdstat_evalsha:",
+                "cmdstat_eval:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// One over-limit key against admitted traffic on 10,000 keys, through
+/// Envoy's API in the same run, `rounds` times each; on Redis also the
+/// store's calls per decision on the hot key.
+async fn hot_key_rounds(
+    name: &str,
+    grpc: SocketAddr,
+    redis: Option<(u32, u16)>,
+    rounds: usize,
+    seconds: u64,
+) {
+    let (mut admitted, mut hot, mut calls) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        admitted.push(grpc_load(grpc, seconds, redis.map(|r| r.0), false).await);
+        let before = redis.map(|r| script_calls(r.1));
+        let round = grpc_load(grpc, seconds, redis.map(|r| r.0), true).await;
+        if let (Some(before), Some((_, port))) = (before, redis) {
+            // The warm-up second's requests are not counted in the round's.
+            let decisions = round.per_second * (seconds as f64 + 1.0);
+            calls.push((script_calls(port) - before) as f64 / decisions);
+        }
+        hot.push(round);
+    }
+    println!("{name}: one over-limit key against admitted requests on {KEYS} keys, Envoy's API:");
+    report_against("hot", "admitted", &hot, &admitted);
+    if !calls.is_empty() {
+        calls.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "hot   store calls per decision on the hot key: {:.4} (rounds: {})",
+            calls[calls.len() / 2],
+            calls
+                .iter()
+                .map(|c| format!("{c:.4}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
 /// The raw round trip: `CONNECTIONS` tasks deciding through the library
 /// on one backend (one multiplexed connection, as the service holds).
 async fn library_round(url: &str, seconds: u64, redis: Option<u32>) -> Round {
@@ -343,13 +424,15 @@ async fn redis_rounds(dir: &std::path::Path, rounds: usize, seconds: u64) {
     .unwrap();
     let server = tollgate_server::Server::builder()
         .config(&policies)
+        .config(envoy_file(dir))
         .listen("127.0.0.1:0".parse().unwrap())
+        .grpc_listen("127.0.0.1:0".parse().unwrap())
         .watch_files(false)
         .reload_on_sighup(false)
         .bind()
         .await
         .unwrap();
-    let http = server.local_addr();
+    let (http, grpc) = (server.local_addr(), server.grpc_local_addr().unwrap());
     tokio::spawn(server.run(std::future::pending()));
     let (mut service, mut raw) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
@@ -359,6 +442,20 @@ async fn redis_rounds(dir: &std::path::Path, rounds: usize, seconds: u64) {
     }
     println!("on Redis, against {CONNECTIONS} tasks calling the script through tollgate-redis:");
     report_against("JSON", "library", &service, &raw);
+    let port = redis.url.rsplit(':').next().unwrap().parse().unwrap();
+    hot_key_rounds("on Redis", grpc, Some((redis.child.id(), port)), rounds, seconds).await;
+}
+
+/// The Envoy file of the bench, written into `dir`: `user` admits every
+/// request, `hot` allows 10 an hour.
+fn envoy_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let envoy = dir.join("e.yaml");
+    std::fs::write(
+        &envoy,
+        "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: hot\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n",
+    )
+    .unwrap();
+    envoy
 }
 
 fn median(rounds: &[Round], f: impl Fn(&Round) -> f64) -> f64 {
@@ -419,12 +516,7 @@ fn main() {
             "tollgate:\n  default: { limit: 1000, window: 1m }\n  resources:\n    api: { limit: 1000000000, window: 1h, strategy: fixed_window }\n",
         )
         .unwrap();
-        let envoy = dir.path().join("e.yaml");
-        std::fs::write(
-            &envoy,
-            "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
-        )
-        .unwrap();
+        let envoy = envoy_file(dir.path());
         let server = tollgate_server::Server::builder()
             .config(&policies)
             .config(&envoy)
@@ -448,6 +540,7 @@ fn main() {
         println!("{CONNECTIONS} connections, {rounds} rounds of {seconds} s each, medians:");
         report("JSON", &hs, &hc);
         report("gRPC", &gs, &gc);
+        hot_key_rounds("in memory", grpc, None, rounds, seconds).await;
         redis_rounds(dir.path(), rounds, seconds).await;
     });
 }

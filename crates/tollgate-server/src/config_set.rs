@@ -235,11 +235,14 @@ impl ConfigSet {
         };
         let envoy_prefix = envoy_prefix(&prefix);
         // Envoy rules take the file-wide fallback (their fail policy is the
-        // file's), and nothing else of a policy file's settings.
+        // file's) and deny cache (on by default with a remote store), and
+        // nothing else of a policy file's settings.
         let mut envoy_settings = Settings::default();
-        envoy_settings.fallback = policy_file
-            .as_ref()
-            .and_then(|f| f.settings(Target::Default).fallback);
+        if let Some(file) = &policy_file {
+            let file_wide = file.settings(Target::Default);
+            envoy_settings.fallback = file_wide.fallback;
+            envoy_settings.deny_cache = file_wide.deny_cache;
+        }
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
             if let Some(other) = domains.get(&file.domain) {

@@ -145,6 +145,49 @@ fn every_setting_is_read_alike_in_every_format_file_wide_and_per_resource() {
 }
 
 #[test]
+fn a_remote_store_caches_denials_unless_the_file_says_not_to() {
+    let file = |storage: &str, cache: &str, login: &str| {
+        let text = format!(
+            "tollgate:\n{storage}{cache}  default: {{ limit: 1, window: 1s }}\n  resources:\n    login: {{ limit: 1, window: 1s{login} }}\n"
+        );
+        PolicyFile::from_str(&text, Format::Yaml, "p.yaml").unwrap()
+    };
+    let cache = |file: &PolicyFile, target| file.settings(target).deny_cache;
+    for storage in [
+        "  redis_url: redis://127.0.0.1:1\n",
+        "  redis_cluster: [redis://127.0.0.1:1]\n",
+        "  redis_sentinel: { master: m, urls: [redis://127.0.0.1:1] }\n",
+    ] {
+        let on = file(storage, "", "");
+        assert_eq!(cache(&on, Target::Default), Some(DenyCache::new()), "{storage}");
+        assert_eq!(
+            cache(&on, Target::Resource("login")),
+            Some(DenyCache::new()),
+            "{storage}"
+        );
+        let off = file(storage, "  deny_cache: false\n", "");
+        assert_eq!(cache(&off, Target::Default), None, "{storage}");
+        assert_eq!(cache(&off, Target::Resource("login")), None, "{storage}");
+        let one_off = file(storage, "", ", deny_cache: false");
+        assert_eq!(
+            cache(&one_off, Target::Default),
+            Some(DenyCache::new()),
+            "{storage}"
+        );
+        assert_eq!(cache(&one_off, Target::Resource("login")), None, "{storage}");
+        let sized = file(storage, "  deny_cache: { capacity: 7 }\n", "");
+        assert_eq!(
+            cache(&sized, Target::Default),
+            Some(DenyCache::new().capacity(7)),
+            "{storage}"
+        );
+    }
+    // In memory the store never fails nor costs a round trip: no cache
+    // unless asked for.
+    assert_eq!(cache(&file("", "", ""), Target::Default), None);
+}
+
+#[test]
 fn deny_cache_accepts_text_and_a_partial_map() {
     for (value, cache) in [
         ("\"true\"", Some(DenyCache::new())),

@@ -21,8 +21,10 @@
 //!   between) or it was made by a limiter's in-memory fallback, which a
 //!   refund does not reach: both are counted in
 //!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
-//! - Requests of this process that share a resource and key are still
-//!   serialized through [`Stripes`] for the whole step. With refunds the
+//! - Requests of several limited descriptors that share a resource and
+//!   key in this process are serialized through [`Stripes`] for the whole
+//!   step (a request of one limited descriptor takes no lock: it is one
+//!   decision). With refunds the
 //!   outcome is safe without it, but not exact: a request that only
 //!   overlaps a denied one in time could be denied by its passing charge.
 //!   Holding the stripes makes this process's Envoy requests decide as if
@@ -161,15 +163,24 @@ impl EnvoyService {
             .iter()
             .zip(&outcomes)
             .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.spec.shadow));
+        // One limited descriptor is one decision: the limiter alone makes it
+        // exact, and a hot key's requests must not queue behind each other's
+        // round trips. Several are serialized per key (see the module docs).
         let stripes = &self.shared.stripes;
-        let _guards = stripes
-            .lock(
-                limited
-                    .iter()
-                    .map(|(i, rule, _)| stripes.index(&rule.spec.resource, &planned[*i].key))
-                    .collect(),
+        let _guards = if limited.len() > 1 {
+            Some(
+                stripes
+                    .lock(
+                        limited
+                            .iter()
+                            .map(|(i, rule, _)| stripes.index(&rule.spec.resource, &planned[*i].key))
+                            .collect(),
+                    )
+                    .await,
             )
-            .await;
+        } else {
+            None
+        };
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
         if let [(i, _, limiter)] = limited[..] {
             if !blocked {

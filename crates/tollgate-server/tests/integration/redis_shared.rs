@@ -66,8 +66,16 @@ async fn two_instances_on_one_redis_share_a_limit_exactly() {
         (503, &serde_json::Value::Bool(false)),
         "{ready}"
     );
-    let (status, got) = decide(&client, &a, r#"{"resource": "api", "key": "shared"}"#).await;
+    let (status, got) = decide(&client, &a, r#"{"resource": "api", "key": "fresh"}"#).await;
     assert_eq!(status, 503, "{got}");
+    // A key the store denied is still answered by the deny cache (on by
+    // default with Redis): the store would deny it too.
+    let (status, got) = decide(&client, &a, r#"{"resource": "api", "key": "shared"}"#).await;
+    assert_eq!(
+        (status, &got["allowed"]),
+        (200, &serde_json::Value::Bool(false)),
+        "{got}"
+    );
     a.stop().await;
     b.stop().await;
 }

@@ -106,4 +106,23 @@ pub trait Binding: Send + Sync + 'static {
             format!("this backend has no per-key operations ({} was asked)", op.name()),
         )))
     }
+
+    /// Makes sure the store can be reached, re-establishing a lost
+    /// connection; a limiter calls it before a [circuit
+    /// breaker](crate::CircuitBreaker)'s probe, so that the probe's decision
+    /// meets a live connection instead of failing on the one the outage
+    /// broke (which would keep the store out for another cool-down although
+    /// it is back). It should take no longer than a decision's timeout plus
+    /// a connection attempt.
+    ///
+    /// The default does nothing: a backend whose every call connects anew,
+    /// or whose client reconnects before failing a call, needs nothing here.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the store still cannot be reached: the probe
+    /// is then counted as failed without a decision being sent.
+    fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }

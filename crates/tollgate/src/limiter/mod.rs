@@ -20,7 +20,7 @@ use crate::keylist::Probe;
 use crate::metrics::LimiterMetrics;
 use crate::operation::Operation;
 use crate::policy::Policy;
-use crate::protection::{Breaker, Gate, ProbeGuard, Protection};
+use crate::protection::{Breaker, Claim, Gate, Lookup, ProbeGuard, Protection, Settled};
 
 /// The key prefix used unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
@@ -175,15 +175,32 @@ impl<B: Backend> Limiter<B> {
     /// A decision with the deny cache in front of the store and the circuit
     /// breaker around it.
     async fn allow_protected(&self, p: &Protection, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let now = p.clock.now_nanos();
-        if cost > 0 {
-            if let Some(decision) = p.deny.as_ref().and_then(|cache| cache.get(key, now)) {
-                self.metrics.deny_cache_hit();
-                return Ok(decision);
+        let mut now = p.clock.now_nanos();
+        let mut claim = None;
+        if let (true, Some(cache)) = (cost > 0, &p.deny) {
+            loop {
+                match cache.lookup(key, now) {
+                    Lookup::Denied(decision) => {
+                        self.metrics.deny_cache_hit();
+                        return Ok(decision);
+                    }
+                    Lookup::Ask { claimed } => {
+                        claim = claimed.then(|| Claim::new(cache, key));
+                        break;
+                    }
+                    Lookup::Wait(answered) => {
+                        answered.await;
+                        now = p.clock.now_nanos();
+                    }
+                }
             }
         }
         let gate = p.breaker.as_ref().map_or(Gate::Closed, |b| b.gate(now));
         if let Gate::Open(wait) = gate {
+            // The waiters on the key meet the open breaker too, at once.
+            if let Some(claim) = claim {
+                claim.settle(Settled::Failed);
+            }
             self.metrics.circuit_open();
             let failures = p.breaker.as_ref().map_or(0, Breaker::failures);
             let err = BackendError::new(
@@ -197,16 +214,33 @@ impl<B: Backend> Limiter<B> {
             return self.on_failure(err, key, cost);
         }
         let probe = ProbeGuard::arm(gate, p.breaker.as_ref());
+        if gate == Gate::Probe {
+            if let Err(err) = self.binding.reconnect().await {
+                probe.disarm();
+                if let Some(breaker) = &p.breaker {
+                    breaker.record(gate, false, p.clock.now_nanos());
+                }
+                if let Some(claim) = claim {
+                    claim.settle(Settled::Failed);
+                }
+                return self.on_failure(err, key, cost);
+            }
+        }
         let started = self.start();
         let result = self.binding.apply(key, cost).await;
         probe.disarm();
         if let Some(breaker) = &p.breaker {
             breaker.record(gate, result.is_ok(), p.clock.now_nanos());
         }
-        if let (Ok(decision), Some(cache)) = (&result, &p.deny) {
+        if let Some(cache) = &p.deny {
             // Only a unit request's denial says when every request is denied.
-            if cost == 1 {
-                cache.insert(key, now, decision);
+            let settled = match &result {
+                Ok(decision) if cost == 1 && cache.insert(key, now, decision) => Settled::Cached,
+                Ok(_) => Settled::Decided,
+                Err(_) => Settled::Failed,
+            };
+            if let Some(claim) = claim {
+                claim.settle(settled);
             }
         }
         self.finish(result, started, key, cost)

@@ -11,9 +11,12 @@ use std::time::Duration;
 /// store and applies its fail policy at once. Then one request probes the
 /// store while the others still see the breaker open. A probe that succeeds
 /// closes the breaker; one that fails opens it again for twice the previous
-/// cool-down, up to [`max_cooldown`](Self::max_cooldown). So a store that
-/// comes back is used again within `max_cooldown` (plus the probe's own
-/// round trip).
+/// cool-down, up to [`max_cooldown`](Self::max_cooldown). Before its
+/// decision a probe re-establishes the backend's connection
+/// ([`Binding::reconnect`](crate::Binding::reconnect)), so a store that
+/// comes back is used again within `max_cooldown` of accepting connections
+/// (plus the reconnection and the probe's round trip), and after an idle
+/// spell the first request goes to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CircuitBreaker {
     failures: u32,
@@ -29,12 +32,13 @@ impl Default for CircuitBreaker {
 
 impl CircuitBreaker {
     /// Opens after 3 consecutive failures, for 100 ms at first, growing to
-    /// at most 1 s.
+    /// at most 500 ms: a store that is back decides again within half a
+    /// second, for a probe every 500 ms per limiter while it is down.
     pub const fn new() -> Self {
         Self {
             failures: 3,
             cooldown: Duration::from_millis(100),
-            max_cooldown: Duration::from_secs(1),
+            max_cooldown: Duration::from_millis(500),
         }
     }
 
@@ -190,7 +194,7 @@ mod tests {
         b.record(Gate::Probe, false, 100 * MS);
         assert_eq!(b.gate(299 * MS), Gate::Open(Duration::from_millis(1)));
         let mut now = 300 * MS;
-        for expected_ms in [400, 800, 1_000, 1_000] {
+        for expected_ms in [400, 500, 500] {
             assert_eq!(b.gate(now), Gate::Probe);
             b.record(Gate::Probe, false, now);
             assert_eq!(b.gate(now), Gate::Open(Duration::from_millis(expected_ms)));

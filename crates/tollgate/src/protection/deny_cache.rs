@@ -1,9 +1,11 @@
 //! The local deny cache: denied-until times of over-limit keys.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashTable;
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 
 use crate::decision::Decision;
 
@@ -25,6 +27,15 @@ use crate::decision::Decision;
 /// (expired entries are dropped first), so a flood of distinct keys costs
 /// round trips, never memory. Hits are counted in
 /// `tollgate_deny_cache_hits_total`.
+///
+/// When a cached denial runs out, one request of the key asks the store
+/// while the key's other requests in this process wait for its answer
+/// (single flight): a denial is cached again and answers them all; an
+/// admission lets the next waiting request ask, one at a time, until the
+/// store denies again. So an over-limit key costs about two store calls per
+/// admission however many callers it has, instead of one per caller. A
+/// failure of the store releases every waiting request to the store (and
+/// so to the fail policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DenyCache {
     capacity: usize,
@@ -89,6 +100,38 @@ struct Denial {
 struct Entry {
     key: Box<[u8]>,
     denial: Denial,
+    /// Set once the denial has run out: who asks the store for the key.
+    probe: Option<Probe>,
+}
+
+/// The single flight of an expired denial.
+struct Probe {
+    /// Wakes the requests waiting for the answer.
+    notify: Arc<Notify>,
+    /// A request is asking the store.
+    claimed: bool,
+}
+
+/// What a request of cost 1 or more does about the cache.
+pub(crate) enum Lookup {
+    /// Denied from the cache.
+    Denied(Decision),
+    /// Asks the store; `claimed` when it asks for the requests that wait on
+    /// its key, and must then [`DenyTable::settle`] (or drop a [`Claim`]).
+    Ask { claimed: bool },
+    /// Waits for the request that asks the store, then looks again.
+    Wait(OwnedNotified),
+}
+
+/// How a claimed request's store call ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Settled {
+    /// The store denied and the denial is cached: it answers the waiters.
+    Cached,
+    /// The store decided without a denial to cache: the next waiter asks.
+    Decided,
+    /// The store failed: every waiter asks it.
+    Failed,
 }
 
 const SHARDS: usize = 16;
@@ -120,38 +163,96 @@ impl DenyTable {
     }
 
     /// The cached denial of `key` at `now`, if one is still running.
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8], now: u64) -> Option<Decision> {
+        match self.lookup(key, now) {
+            Lookup::Denied(decision) => Some(decision),
+            Lookup::Ask { claimed: true } => {
+                self.settle(key, Settled::Decided);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// What a request of cost 1 or more for `key` at `now` does: take the
+    /// cached denial, ask the store (claiming the key's single flight when
+    /// its denial has just run out), or wait for the request that asks.
+    pub(crate) fn lookup(&self, key: &[u8], now: u64) -> Lookup {
         if key.len() > self.max_key_len || self.per_shard == 0 {
-            return None;
+            return Lookup::Ask { claimed: false };
         }
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
-        let entry = shard.find_entry(hash, |e| &*e.key == key).ok()?;
-        let denial = entry.get().denial;
-        if denial.until <= now {
-            entry.remove();
-            return None;
+        let Ok(mut entry) = shard.find_entry(hash, |e| &*e.key == key) else {
+            return Lookup::Ask { claimed: false };
+        };
+        let entry = entry.get_mut();
+        let denial = entry.denial;
+        if denial.until > now {
+            let mut decision = Decision::new(
+                false,
+                denial.limit,
+                0,
+                Duration::from_nanos(denial.reset_at.saturating_sub(now)),
+                Some(Duration::from_nanos(denial.until - now)),
+            );
+            decision.bound_by = denial.bound_by;
+            return Lookup::Denied(decision);
         }
-        let mut decision = Decision::new(
-            false,
-            denial.limit,
-            0,
-            Duration::from_nanos(denial.reset_at.saturating_sub(now)),
-            Some(Duration::from_nanos(denial.until - now)),
-        );
-        decision.bound_by = denial.bound_by;
-        Some(decision)
+        match &mut entry.probe {
+            None => {
+                entry.probe = Some(Probe {
+                    notify: Arc::new(Notify::new()),
+                    claimed: true,
+                });
+                Lookup::Ask { claimed: true }
+            }
+            Some(probe) if !probe.claimed => {
+                probe.claimed = true;
+                Lookup::Ask { claimed: true }
+            }
+            // Registered under the lock: a settle that follows wakes it.
+            Some(probe) => Lookup::Wait(probe.notify.clone().notified_owned()),
+        }
+    }
+
+    /// Ends the single flight a [`Lookup::Ask`] claimed for `key`.
+    pub(crate) fn settle(&self, key: &[u8], how: Settled) {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash);
+        let Ok(mut entry) = shard.find_entry(hash, |e| &*e.key == key) else {
+            return;
+        };
+        match how {
+            // `insert` has taken the probe and woken the waiters.
+            Settled::Cached => {}
+            Settled::Decided => {
+                if let Some(probe) = &mut entry.get_mut().probe {
+                    probe.claimed = false;
+                    probe.notify.notify_one();
+                }
+            }
+            Settled::Failed => {
+                if let Some(probe) = &entry.get().probe {
+                    probe.notify.notify_waiters();
+                }
+                entry.remove();
+            }
+        }
     }
 
     /// Remembers a denial the store made for a unit request of `key`, asked
     /// at `asked` (read before the request was sent, so the cached time
     /// never outlasts the store's own).
-    pub(crate) fn insert(&self, key: &[u8], asked: u64, decision: &Decision) {
+    ///
+    /// Returns whether the denial was cached.
+    pub(crate) fn insert(&self, key: &[u8], asked: u64, decision: &Decision) -> bool {
         let Some(retry) = decision.retry_after else {
-            return;
+            return false;
         };
         if decision.allowed || key.len() > self.max_key_len || self.per_shard == 0 {
-            return;
+            return false;
         }
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let denial = Denial {
@@ -163,12 +264,25 @@ impl DenyTable {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
         match shard.find_entry(hash, |e| &*e.key == key) {
-            Ok(mut entry) => entry.get_mut().denial = denial,
+            Ok(mut entry) => {
+                let entry = entry.get_mut();
+                entry.denial = denial;
+                // The waiters of an expired denial take the new one.
+                if let Some(probe) = entry.probe.take() {
+                    probe.notify.notify_waiters();
+                }
+            }
             Err(_) => {
                 if shard.len() >= self.per_shard {
-                    shard.retain(|e| e.denial.until > asked);
+                    shard.retain(|e| {
+                        let keep = e.denial.until > asked || e.probe.as_ref().is_some_and(|p| p.claimed);
+                        if let (false, Some(probe)) = (keep, &e.probe) {
+                            probe.notify.notify_waiters();
+                        }
+                        keep
+                    });
                     if shard.len() >= self.per_shard {
-                        return;
+                        return false;
                     }
                 }
                 let hasher = &self.hasher;
@@ -177,21 +291,26 @@ impl DenyTable {
                     Entry {
                         key: key.into(),
                         denial,
+                        probe: None,
                     },
                     |e| hasher.hash_one(&e.key),
                 );
             }
         }
+        true
     }
 
-    /// Forgets `key`'s denial (its state changed by an operation).
+    /// Forgets `key`'s denial (its state changed by an operation); requests
+    /// waiting on it ask the store.
     pub(crate) fn remove(&self, key: &[u8]) {
         let hash = self.hasher.hash_one(key);
         if let Ok(entry) = self.shard(hash).find_entry(hash, |e| &*e.key == key) {
+            if let Some(probe) = &entry.get().probe {
+                probe.notify.notify_waiters();
+            }
             entry.remove();
         }
     }
-
     /// The number of cached keys, expired or not.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -206,8 +325,43 @@ impl DenyTable {
     }
 }
 
+/// A claimed single flight, released for the next waiter if its request is
+/// dropped before the store answers.
+pub(crate) struct Claim<'a> {
+    table: &'a DenyTable,
+    key: &'a [u8],
+    armed: bool,
+}
+
+impl<'a> Claim<'a> {
+    /// The claim a [`Lookup::Ask`] with `claimed` made.
+    pub(crate) fn new(table: &'a DenyTable, key: &'a [u8]) -> Self {
+        Self {
+            table,
+            key,
+            armed: true,
+        }
+    }
+
+    /// Ends the single flight.
+    pub(crate) fn settle(mut self, how: Settled) {
+        self.armed = false;
+        self.table.settle(self.key, how);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.table.settle(self.key, Settled::Decided);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+
     use super::*;
 
     fn denied(retry_ms: u64) -> Decision {
@@ -229,7 +383,53 @@ mod tests {
         assert_eq!(hit.reset, Duration::from_millis(17));
         assert_eq!((hit.allowed, hit.remaining, hit.limit), (false, 0, 5));
         assert!(table.get(b"k", 11_000_000).is_none());
-        assert_eq!(table.len(), 0, "an expired entry leaves when read");
+    }
+
+    #[test]
+    fn one_request_asks_the_store_when_a_denial_runs_out() {
+        let table = DenyTable::new(DenyCache::new());
+        let claimed = |lookup: Lookup| matches!(lookup, Lookup::Ask { claimed: true });
+        let waits = |lookup: Lookup| matches!(lookup, Lookup::Wait(_));
+        // A key never denied: every request asks, none waits.
+        assert!(matches!(table.lookup(b"k", 0), Lookup::Ask { claimed: false }));
+        table.insert(b"k", 1_000_000, &denied(10));
+        // Run out: the first claims, the others wait.
+        assert!(claimed(table.lookup(b"k", 11_000_000)));
+        assert!(waits(table.lookup(b"k", 11_000_000)));
+        // Admitted: the next claims, one at a time.
+        table.settle(b"k", Settled::Decided);
+        assert!(claimed(table.lookup(b"k", 11_000_001)));
+        assert!(waits(table.lookup(b"k", 11_000_001)));
+        // Denied again and cached: the waiters are answered, and woken.
+        let Lookup::Wait(waiter) = table.lookup(b"k", 11_000_001) else {
+            panic!("not waiting")
+        };
+        assert!(table.insert(b"k", 11_000_001, &denied(10)));
+        table.settle(b"k", Settled::Cached);
+        let mut waiter = std::pin::pin!(waiter);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(
+            waiter.as_mut().poll(&mut cx).is_ready(),
+            "the waiter was not woken"
+        );
+        assert!(matches!(table.lookup(b"k", 11_000_002), Lookup::Denied(_)));
+        // A failure releases everyone: the entry is gone.
+        assert!(claimed(table.lookup(b"k", 30_000_000)));
+        let Lookup::Wait(waiter) = table.lookup(b"k", 30_000_000) else {
+            panic!("not waiting")
+        };
+        table.settle(b"k", Settled::Failed);
+        assert!(std::pin::pin!(waiter).poll(&mut cx).is_ready());
+        assert_eq!(table.len(), 0);
+        assert!(matches!(
+            table.lookup(b"k", 30_000_000),
+            Lookup::Ask { claimed: false }
+        ));
+        // A claim dropped unanswered passes to the next request.
+        table.insert(b"k", 40_000_000, &denied(1));
+        assert!(claimed(table.lookup(b"k", 42_000_000)));
+        drop(Claim::new(&table, b"k"));
+        assert!(claimed(table.lookup(b"k", 42_000_000)));
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod deny_cache;
 pub use circuit_breaker::CircuitBreaker;
 pub(crate) use circuit_breaker::{Breaker, Gate};
 pub use deny_cache::DenyCache;
-pub(crate) use deny_cache::DenyTable;
+pub(crate) use deny_cache::{Claim, DenyTable, Lookup, Settled};
 
 use crate::backend::memory::MemoryBinding;
 use crate::clock::SharedClock;

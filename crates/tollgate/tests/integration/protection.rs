@@ -290,3 +290,92 @@ fn fallback_settings_that_contradict_the_fail_policy_are_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("no fallback policy"), "{err}");
 }
+
+/// A store that lets other tasks run before each read, as a round trip
+/// would.
+struct Yielding(MapStore);
+
+impl Store for Yielding {
+    async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, BackendError> {
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        self.0.get(key).await
+    }
+
+    async fn set(&self, key: &[u8], value: Vec<u8>, ttl: Duration) -> Result<(), BackendError> {
+        self.0.set(key, value, ttl).await
+    }
+
+    async fn delete(&self, key: &[u8]) -> Result<(), BackendError> {
+        self.0.delete(key).await
+    }
+}
+
+/// Sixteen callers of one over-limit key, each time a unit comes back:
+/// admitted exactly as without the cache, and with how many store
+/// operations per admission.
+fn hot_key_rounds(strategy: Strategy, cache: bool) -> (u64, u64) {
+    let clock = ManualClock::new(Duration::from_secs(1_000_000));
+    let store = Arc::new(FlakyStore::new(Yielding(MapStore::with_manual_clock(&clock))));
+    let backend = StoreBackend::new(store.clone()).clock(clock.clone());
+    let policy = Policy::new(strategy, 10, Duration::from_secs(1)).unwrap();
+    let mut builder = Limiter::builder()
+        .policy(policy)
+        .backend(backend)
+        .local_clock(clock.clone());
+    if cache {
+        builder = builder.deny_cache(DenyCache::new());
+    }
+    let limiter = Arc::new(builder.build().unwrap());
+    let rt = rt();
+    // Use the key up.
+    for _ in 0..20 {
+        rt.block_on(limiter.allow("hot")).unwrap();
+    }
+    let before = store.operations();
+    let mut admitted = 0;
+    for _ in 0..50 {
+        // One unit comes back (the buckets), or a new window starts.
+        clock.advance(Duration::from_millis(if strategy == Strategy::FixedWindow {
+            1_000
+        } else {
+            100
+        }));
+        let callers: Vec<_> = (0..16)
+            .map(|_| {
+                let limiter = limiter.clone();
+                rt.spawn(async move { limiter.allow("hot").await.unwrap().allowed })
+            })
+            .collect();
+        for caller in callers {
+            admitted += u64::from(rt.block_on(caller).unwrap());
+        }
+    }
+    (admitted, store.operations() - before)
+}
+
+#[test]
+fn one_caller_per_key_asks_the_store_when_a_cached_denial_runs_out() {
+    for strategy in [
+        Strategy::TokenBucket,
+        Strategy::LeakyBucket,
+        Strategy::FixedWindow,
+    ] {
+        let (admitted, uncached_ops) = hot_key_rounds(strategy, false);
+        let (cached_admitted, ops) = hot_key_rounds(strategy, true);
+        assert_eq!(
+            cached_admitted, admitted,
+            "{strategy:?}: the cache changed admissions"
+        );
+        // Without the cache every caller asks: a read each, a write per
+        // admission. With it, the admitted requests one after another (a
+        // read and a write each), then the one denied and cached again.
+        assert!(uncached_ops >= 16 * 50, "{strategy:?}: {uncached_ops}");
+        let per_admission = ops as f64 / cached_admitted as f64;
+        assert!(
+            per_admission <= 3.0,
+            "{strategy:?}: {ops} store operations for {cached_admitted} admissions"
+        );
+    }
+}
