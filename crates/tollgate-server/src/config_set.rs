@@ -15,6 +15,15 @@ use crate::envoy::config::{EnvoyFile, Limit, RuleSpec};
 use crate::envoy::descriptors::Level;
 use crate::error::ConfigError;
 
+/// About how many shards the in-memory tables of all Envoy limits hold
+/// together, once there are more than `ENVOY_SHARDS / FEW_SHARDS` limits
+/// (each table keeps at least one).
+const ENVOY_SHARDS: usize = 16_384;
+
+/// The fewest shards [`MemoryBackend::new`] gives a table: below this, an
+/// Envoy limit's table gets fewer.
+const FEW_SHARDS: usize = 64;
+
 /// The limiter type of every policy.
 pub(crate) type SharedLimiter = Arc<Limiter<AnyBackend>>;
 
@@ -33,7 +42,8 @@ pub(crate) struct ConfigSet {
     /// The policy-file settings (shadow, lists, deny cache, fallback) each
     /// limiter was built with, by key prefix and resource, so that a reload
     /// keeps a limiter only when they are unchanged too.
-    settings: HashMap<(String, String), Settings>,
+    /// Shared: every Envoy limit has the same.
+    settings: HashMap<(String, String), Arc<Settings>>,
 }
 
 /// The limiters of a tollgate policy file: a resource's own, or the default.
@@ -99,9 +109,13 @@ impl ConfigSet {
     /// as they are; a changed one is built after the previous limiter of its
     /// resource and keeps the state of every limit whose strategy and window
     /// stay. A backend whose storage is unchanged is kept (no reconnect).
+    ///
+    /// Reading, parsing and building run on blocking threads: a load of tens
+    /// of thousands of limits takes no time from the threads that answer
+    /// requests. Only connecting a new store is done here.
     pub(crate) async fn load(
         files: &[impl AsRef<Path>],
-        previous: Option<&ConfigSet>,
+        previous: Option<Arc<ConfigSet>>,
         clock: Option<&SharedClock>,
     ) -> Result<ConfigSet, ConfigError> {
         let mut policy_file: Option<PolicyFile> = None;
@@ -130,7 +144,7 @@ impl ConfigSet {
         let storage = policy_file
             .as_ref()
             .map_or(Storage::Memory, |f| f.storage().clone());
-        let backend = match previous {
+        let backend = match &previous {
             Some(previous) if previous.storage == storage => previous.backend.clone(),
             _ => match (&policy_file, &storage) {
                 (_, Storage::Memory) => AnyBackend::Memory(match clock {
@@ -144,6 +158,23 @@ impl ConfigSet {
                 (None, _) => unreachable!("only a policy file names a store"),
             },
         };
+        let build = tokio::task::spawn_blocking(move || {
+            ConfigSet::build(policy_file, envoy, storage, backend, previous.as_deref())
+        });
+        build
+            .await
+            .map_err(|join| ConfigError::new("", None, "", format!("building the limiters failed: {join}")))?
+    }
+
+    /// Builds the limiters of the parsed files on `backend`, keeping those of
+    /// `previous` that are unchanged (see [`ConfigSet::load`]).
+    fn build(
+        policy_file: Option<PolicyFile>,
+        envoy: Vec<(String, EnvoyFile)>,
+        storage: Storage,
+        backend: AnyBackend,
+        previous: Option<&ConfigSet>,
+    ) -> Result<ConfigSet, ConfigError> {
         let kept = previous.map(ConfigSet::limiters).unwrap_or_default();
         // The previous limiter of each place, whatever its policy: a changed
         // policy is bound after it and keeps the state its limits allow.
@@ -163,11 +194,28 @@ impl ConfigSet {
             .as_ref()
             .map_or(DEFAULT_KEY_PREFIX, PolicyFile::key_prefix)
             .to_owned();
-        let mut settings_of: HashMap<(String, String), Settings> = HashMap::new();
+        let mut settings_of: HashMap<(String, String), Arc<Settings>> = HashMap::new();
+        // Envoy files may configure tens of thousands of limits, each with
+        // its own in-memory table: their tables get fewer shards, so that
+        // all of them together hold about ENVOY_SHARDS.
+        let envoy_limits: usize = envoy.iter().map(|(_, file)| file.rules.len()).sum();
+        let envoy_backend = match &backend {
+            AnyBackend::Memory(memory) => {
+                let shards = (ENVOY_SHARDS / envoy_limits.max(1)).max(1);
+                // A few limits keep the backend's own shard count.
+                AnyBackend::Memory(if shards < FEW_SHARDS {
+                    memory.clone().shards(shards)
+                } else {
+                    memory.clone()
+                })
+            }
+            other => other.clone(),
+        };
         let mut limiter = |resource: &str,
                            policy: Policy,
                            prefix: &str,
-                           settings: Settings|
+                           settings: Arc<Settings>,
+                           metrics: Option<&str>|
          -> Result<SharedLimiter, tollgate::Error> {
             let identity = Identity {
                 prefix: prefix.to_owned(),
@@ -176,13 +224,19 @@ impl ConfigSet {
                 fail,
             };
             let place = (prefix.to_owned(), resource.to_owned());
-            let unchanged = previous.is_some_and(|p| p.settings.get(&place) == Some(&settings));
+            let unchanged =
+                previous.is_some_and(|p| p.settings.get(&place).is_some_and(|s| **s == *settings));
             if let (Some(limiter), true) = (kept.get(&identity), unchanged) {
                 settings_of.insert(place, settings);
                 return Ok(limiter.clone());
             }
+            let on = if metrics.is_some() {
+                &envoy_backend
+            } else {
+                &backend
+            };
             let mut builder = Limiter::builder()
-                .backend(backend.clone())
+                .backend(on.clone())
                 .policy(policy)
                 .fail_policy(fail)
                 .key_prefix(prefix)
@@ -195,6 +249,9 @@ impl ConfigSet {
             }
             if let Some(fallback) = settings.fallback {
                 builder = builder.fallback(fallback);
+            }
+            if let Some(label) = metrics.filter(|label| *label != resource) {
+                builder = builder.metrics_resource(label);
             }
             let built = match before.get(&place) {
                 Some(previous) => builder.build_from(previous),
@@ -210,19 +267,26 @@ impl ConfigSet {
                     "",
                     *file.default_policy(),
                     &prefix,
-                    file.settings(Target::Default),
+                    Arc::new(file.settings(Target::Default)),
+                    None,
                 )
                 .map_err(|err| ConfigError::build(origin, "tollgate.default", err))?;
                 let mut resources = HashMap::new();
                 for (name, policy) in file.resources() {
-                    let built = limiter(name, *policy, &prefix, file.settings(Target::Resource(name)))
-                        .map_err(|err| {
-                            ConfigError::build(
-                                origin,
-                                &format!("tollgate.{}", tollgate::resource_path(name)),
-                                err,
-                            )
-                        })?;
+                    let built = limiter(
+                        name,
+                        *policy,
+                        &prefix,
+                        Arc::new(file.settings(Target::Resource(name))),
+                        None,
+                    )
+                    .map_err(|err| {
+                        ConfigError::build(
+                            origin,
+                            &format!("tollgate.{}", tollgate::resource_path(name)),
+                            err,
+                        )
+                    })?;
                     resources.insert(name.to_owned(), built);
                 }
                 Some(Policies {
@@ -243,6 +307,7 @@ impl ConfigSet {
             envoy_settings.fallback = file_wide.fallback;
             envoy_settings.deny_cache = file_wide.deny_cache;
         }
+        let envoy_settings = Arc::new(envoy_settings);
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
             if let Some(other) = domains.get(&file.domain) {
@@ -259,9 +324,20 @@ impl ConfigSet {
                         let policy =
                             Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
                                 .map_err(|err| ConfigError::build(&origin, &spec.resource, err.into()))?;
+                        let label = if spec.detailed_metric {
+                            spec.resource.clone()
+                        } else {
+                            format!("envoy:{}", file.domain)
+                        };
                         Some(
-                            limiter(&spec.resource, policy, &envoy_prefix, envoy_settings.clone())
-                                .map_err(|err| ConfigError::build(&origin, &spec.resource, err))?,
+                            limiter(
+                                &spec.resource,
+                                policy,
+                                &envoy_prefix,
+                                Arc::clone(&envoy_settings),
+                                Some(&label),
+                            )
+                            .map_err(|err| ConfigError::build(&origin, &spec.resource, err))?,
                         )
                     }
                     _ => None,
@@ -349,7 +425,7 @@ fn envoy_prefix(prefix: &str) -> String {
 /// How long reading and parsing the configuration files may take before
 /// a load gives up: a file on a hung network mount must not hold a reload
 /// (or the start) for ever.
-pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads and parses every file on a blocking thread, off the runtime that
 /// serves requests, within [`READ_TIMEOUT`].

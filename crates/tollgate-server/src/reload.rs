@@ -63,9 +63,12 @@ impl Reloader {
         let _running = self.inner.running.lock().await;
         let shared = &self.inner.shared;
         let previous = shared.config.load_full();
-        match ConfigSet::load(&self.inner.files, Some(&previous), Some(&shared.clock)).await {
+        match ConfigSet::load(&self.inner.files, Some(previous), Some(&shared.clock)).await {
             Ok(next) => {
-                shared.config.store(Arc::new(next));
+                let old = shared.config.swap(Arc::new(next));
+                // Freeing a large set takes time too: not on a request's
+                // thread (unless a request still holds it and drops it last).
+                tokio::task::spawn_blocking(move || drop(old));
                 metrics::counter!(crate::metrics::RELOADS, "outcome" => "applied").increment(1);
                 tracing::info!(files = ?self.inner.files, "configuration reloaded");
                 Ok(())

@@ -304,7 +304,7 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
                     resource,
                     policy,
                 };
-                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b)).map(Arc::new)
+                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b), None).map(Arc::new)
             };
         let default = limiter_for("", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());

@@ -101,6 +101,11 @@ pub(crate) struct RuleSpec {
     pub(crate) replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, but never OVER_LIMIT.
     pub(crate) shadow: bool,
+    /// `detailed_metric`: the limit's decisions are counted under its own
+    /// `resource` label; otherwise under its domain's (`envoy:DOMAIN`), so
+    /// that a file of thousands of descriptors does not make thousands of
+    /// series.
+    pub(crate) detailed_metric: bool,
 }
 
 /// A parsed and validated Envoy configuration file.
@@ -152,9 +157,8 @@ struct RawDescriptor {
     rate_limit: Option<RawRateLimit>,
     #[serde(default)]
     shadow_mode: bool,
-    /// Metrics detail in Envoy's service; accepted and ignored here.
+    /// Metrics of its own (see [`RuleSpec::detailed_metric`]).
     #[serde(default)]
-    #[allow(dead_code)]
     detailed_metric: bool,
     #[serde(default)]
     descriptors: Vec<RawDescriptor>,
@@ -269,7 +273,7 @@ impl EnvoyFile {
             };
             path.push(step.clone());
             let rule = match raw.rate_limit {
-                Some(rate) => Some(self.rule(rate, raw.shadow_mode, path, &error)?),
+                Some(rate) => Some(self.rule(rate, (raw.shadow_mode, raw.detailed_metric), path, &error)?),
                 None => None,
             };
             if let Some(rule) = &rule {
@@ -309,7 +313,7 @@ impl EnvoyFile {
     fn rule(
         &self,
         raw: RawRateLimit,
-        shadow: bool,
+        (shadow, detailed_metric): (bool, bool),
         path: &[Step],
         error: &dyn Fn(&str, String) -> ConfigError,
     ) -> Result<RuleSpec, ConfigError> {
@@ -360,6 +364,7 @@ impl EnvoyFile {
             name: raw.name.filter(|n| !n.is_empty()),
             replaces: raw.replaces.into_iter().map(|r| r.name).collect(),
             shadow,
+            detailed_metric,
         })
     }
 }

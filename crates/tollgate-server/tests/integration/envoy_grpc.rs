@@ -390,3 +390,46 @@ async fn an_envoy_file_that_fails_to_parse_reports_its_own_mistake() {
         assert!(err.contains(wanted), "{text}: {err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domains_limits_are_counted_together_unless_detailed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "m.yaml",
+        "domain: counted\ndescriptors:\n  - key: plain\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  \
+         - key: other\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: detailed\n    \
+         detailed_metric: true\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n",
+    );
+    let server = start(support::builder(&[&file]).grpc_listen(support::any_port())).await;
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", server.grpc.unwrap()))
+        .await
+        .unwrap();
+    for key in ["plain", "other", "detailed"] {
+        let request = RateLimitRequest {
+            domain: "counted".to_owned(),
+            descriptors: vec![descriptor(&[(key, "x")], None)],
+            hits_addend: 1,
+        };
+        client.should_rate_limit(request).await.unwrap();
+    }
+    let metrics = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let allowed = |resource: &str| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("tollgate_allowed_total{") && l.contains(&format!("resource=\"{resource}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum::<f64>()
+    };
+    assert_eq!(allowed("envoy:counted"), 2.0, "{metrics}");
+    assert_eq!(allowed("counted.detailed"), 1.0, "{metrics}");
+    assert!(!metrics.contains("resource=\"counted.plain\""), "{metrics}");
+    server.stop().await;
+}

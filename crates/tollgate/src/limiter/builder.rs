@@ -23,6 +23,7 @@ pub struct LimiterBuilder<B> {
     options: Options,
     prefix: String,
     resource: String,
+    metrics_resource: Option<String>,
 }
 
 impl Default for LimiterBuilder<MemoryBackend> {
@@ -36,6 +37,7 @@ impl Default for LimiterBuilder<MemoryBackend> {
             options: Options::default(),
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
             resource: String::new(),
+            metrics_resource: None,
         }
     }
 }
@@ -92,6 +94,17 @@ impl<B: Backend> LimiterBuilder<B> {
         self
     }
 
+    /// The `resource` label of this limiter's metrics (default: its
+    /// [`resource`](Self::resource)), so that many limiters can be counted
+    /// as one: the series of a label set are shared, and each limiter then
+    /// adds only its handles, not series of its own. A service with
+    /// thousands of small limits (one per Envoy descriptor, say) keeps the
+    /// number of series, and the memory each costs in the recorder, bounded.
+    pub fn metrics_resource(mut self, label: impl Into<String>) -> Self {
+        self.metrics_resource = Some(label.into());
+        self
+    }
+
     /// Replaces the backend.
     pub fn backend<C: Backend>(self, backend: C) -> LimiterBuilder<C> {
         LimiterBuilder {
@@ -103,6 +116,7 @@ impl<B: Backend> LimiterBuilder<B> {
             options: self.options,
             prefix: self.prefix,
             resource: self.resource,
+            metrics_resource: self.metrics_resource,
         }
     }
 
@@ -159,6 +173,12 @@ impl<B: Backend> LimiterBuilder<B> {
             resource: &self.resource,
             policy: &policy,
         };
-        Limiter::bind_after(&self.backend, &scope, &self.options, previous)
+        Limiter::bind_after(
+            &self.backend,
+            &scope,
+            &self.options,
+            previous,
+            self.metrics_resource.as_deref(),
+        )
     }
 }

@@ -51,8 +51,10 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     lists: Option<Box<options::Lists>>,
     shadow: bool,
     /// The options it was built with, to tell a changed limiter from an
-    /// unchanged one when policies are replaced at run time.
-    options: Options,
+    /// unchanged one when policies are replaced at run time (boxed: never
+    /// read by a decision, and a service may hold tens of thousands of
+    /// limiters).
+    options: Box<Options>,
 }
 
 impl<B: Backend> std::fmt::Debug for Limiter<B> {
@@ -75,11 +77,15 @@ impl Limiter {
 impl<B: Backend> Limiter<B> {
     /// Binds in place of `previous`, when there is one, keeping the state
     /// [`Backend::rebind`] keeps.
+    ///
+    /// The metrics are labelled with `metrics_resource`, or the scope's
+    /// resource without one.
     pub(crate) fn bind_after(
         backend: &B,
         scope: &Scope<'_>,
         options: &Options,
         previous: Option<&Limiter<B>>,
+        metrics_resource: Option<&str>,
     ) -> Result<Self, Error> {
         options.validate()?;
         let binding = match previous {
@@ -87,12 +93,12 @@ impl<B: Backend> Limiter<B> {
             None => backend.bind(scope)?,
         };
         Ok(Self {
-            options: options.clone(),
+            options: Box::new(options.clone()),
             binding,
             policy: *scope.policy,
             fail: options.fail,
             fail_open_events: AtomicU64::new(0),
-            metrics: LimiterMetrics::register(scope.resource, scope.policy),
+            metrics: LimiterMetrics::register(metrics_resource.unwrap_or(scope.resource), scope.policy),
             protection: options.protection(scope)?,
             lists: options.lists(),
             shadow: options.shadow,
@@ -349,7 +355,7 @@ impl<B: Backend> Limiter<B> {
 
     /// Whether `options` are the ones this limiter was built with.
     pub(crate) fn built_with(&self, options: &Options) -> bool {
-        self.options == *options
+        *self.options == *options
     }
 
     /// Whether the limiter is in shadow mode.
