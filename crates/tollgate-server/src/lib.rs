@@ -62,6 +62,7 @@ mod connection;
 mod envoy;
 mod error;
 mod http;
+mod io_delegate;
 mod listener;
 pub mod metrics;
 mod reload;
