@@ -50,6 +50,17 @@
 //! see the `envoy` module docs of the service implementation for exactly
 //! what is guaranteed when a request carries several descriptors.
 //!
+//! ## Connections
+//!
+//! An HTTP/1.1 request head must arrive within
+//! [`DEFAULT_HEADER_READ_TIMEOUT`] of its first byte; a connection with
+//! nothing in flight closes after [`DEFAULT_IDLE_TIMEOUT`]; at most
+//! [`DEFAULT_MAX_CONNECTIONS`] are open over both listeners (each settable
+//! on [`ServerBuilder`]). When [`Server::run`]'s shutdown future completes,
+//! the service drains: the listeners close, every request already received
+//! is answered (HTTP/1.1 with `Connection: close`, HTTP/2 after GOAWAY),
+//! and connections still open after [`DEFAULT_DRAIN_TIMEOUT`] are closed.
+//!
 //! ## Reloads
 //!
 //! `SIGHUP`, a change to a configuration file, or [`Reloader::reload`]
