@@ -39,11 +39,11 @@ pub(crate) struct ConfigSet {
     pub(crate) policies: Option<Policies>,
     /// The Envoy domains by name (the gRPC API).
     pub(crate) domains: HashMap<String, Domain>,
-    /// The policy-file settings (shadow, lists, deny cache, fallback) each
-    /// limiter was built with, by key prefix and resource, so that a reload
-    /// keeps a limiter only when they are unchanged too.
-    /// Shared: every Envoy limit has the same.
-    settings: HashMap<(String, String), Arc<Settings>>,
+    /// The policy-file settings (shadow, lists, deny cache, fallback; shared
+    /// by every Envoy limit) and the metrics label each limiter was built
+    /// with, by key prefix and resource, so that a reload keeps a limiter
+    /// only when they are unchanged too.
+    settings: HashMap<(String, String), (Arc<Settings>, Option<String>)>,
 }
 
 /// The limiters of a tollgate policy file: a resource's own, or the default.
@@ -194,7 +194,7 @@ impl ConfigSet {
             .as_ref()
             .map_or(DEFAULT_KEY_PREFIX, PolicyFile::key_prefix)
             .to_owned();
-        let mut settings_of: HashMap<(String, String), Arc<Settings>> = HashMap::new();
+        let mut settings_of: HashMap<(String, String), (Arc<Settings>, Option<String>)> = HashMap::new();
         // Envoy files may configure tens of thousands of limits, each with
         // its own in-memory table: their tables get fewer shards, so that
         // all of them together hold about ENVOY_SHARDS.
@@ -224,10 +224,14 @@ impl ConfigSet {
                 fail,
             };
             let place = (prefix.to_owned(), resource.to_owned());
-            let unchanged =
-                previous.is_some_and(|p| p.settings.get(&place).is_some_and(|s| **s == *settings));
+            let label = metrics.filter(|label| *label != resource).map(str::to_owned);
+            let unchanged = previous.is_some_and(|p| {
+                p.settings
+                    .get(&place)
+                    .is_some_and(|(s, l)| **s == *settings && *l == label)
+            });
             if let (Some(limiter), true) = (kept.get(&identity), unchanged) {
-                settings_of.insert(place, settings);
+                settings_of.insert(place, (settings, label));
                 return Ok(limiter.clone());
             }
             let on = if metrics.is_some() {
@@ -250,14 +254,14 @@ impl ConfigSet {
             if let Some(fallback) = settings.fallback {
                 builder = builder.fallback(fallback);
             }
-            if let Some(label) = metrics.filter(|label| *label != resource) {
-                builder = builder.metrics_resource(label);
+            if let Some(label) = &label {
+                builder = builder.metrics_resource(label.as_str());
             }
             let built = match before.get(&place) {
                 Some(previous) => builder.build_from(previous),
                 None => builder.build(),
             };
-            settings_of.insert(place, settings);
+            settings_of.insert(place, (settings, label));
             built.map(Arc::new)
         };
         let policies = match &policy_file {

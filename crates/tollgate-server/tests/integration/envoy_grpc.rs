@@ -431,5 +431,33 @@ async fn a_domains_limits_are_counted_together_unless_detailed() {
     assert_eq!(allowed("envoy:counted"), 2.0, "{metrics}");
     assert_eq!(allowed("counted.detailed"), 1.0, "{metrics}");
     assert!(!metrics.contains("resource=\"counted.plain\""), "{metrics}");
+    // Asking for detail on reload gives the limit its own series, and it
+    // keeps what it spent.
+    std::fs::write(
+        &file,
+        "domain: counted\ndescriptors:\n  - key: plain\n    detailed_metric: true\n    rate_limit: { unit: minute, \
+         requests_per_unit: 5 }\n",
+    )
+    .unwrap();
+    server.reloader.reload().await.unwrap();
+    let request = RateLimitRequest {
+        domain: "counted".to_owned(),
+        descriptors: vec![descriptor(&[("plain", "x")], None)],
+        hits_addend: 1,
+    };
+    let response = client.should_rate_limit(request).await.unwrap().into_inner();
+    assert_eq!(response.statuses[0].limit_remaining, 3);
+    let metrics = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let plain: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("tollgate_allowed_total{") && l.contains("resource=\"counted.plain\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(plain, 1.0, "{metrics}");
     server.stop().await;
 }
