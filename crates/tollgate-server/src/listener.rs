@@ -72,6 +72,20 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// The next connection on `listener` (named `what` in the log) with its
+    /// permit, taken first: at the cap, nothing is accepted.
+    async fn accept(
+        &self,
+        listener: &TcpListener,
+        what: &str,
+        full: &mut bool,
+    ) -> (TcpStream, OwnedSemaphorePermit) {
+        let permit = self.acquire(what, full).await;
+        (accept(listener, what).await, permit)
+    }
+}
+
 /// Accepts on `listener`, retrying after errors such as running out of
 /// file descriptors, which pass once connections close.
 async fn accept(listener: &TcpListener, what: &str) -> TcpStream {
@@ -106,12 +120,8 @@ pub(crate) async fn serve_http(
     let mut full = false;
     tokio::pin!(stop);
     loop {
-        let accepted = async {
-            let permit = budget.acquire("HTTP", &mut full).await;
-            (accept(&listener, "HTTP").await, permit)
-        };
         let (stream, permit) = tokio::select! {
-            accepted = accepted => accepted,
+            accepted = budget.accept(&listener, "HTTP", &mut full) => accepted,
             () = &mut stop => break,
         };
         let router = router.clone();
@@ -154,12 +164,8 @@ pub(crate) fn grpc_incoming(
         let mut full = false;
         tokio::pin!(stop);
         loop {
-            let accepted = async {
-                let permit = budget.acquire("gRPC", &mut full).await;
-                (accept(&listener, "gRPC").await, permit)
-            };
             let (stream, permit) = tokio::select! {
-                accepted = accepted => accepted,
+                accepted = budget.accept(&listener, "gRPC", &mut full) => accepted,
                 () = &mut stop => break,
             };
             let connection = Permitted {

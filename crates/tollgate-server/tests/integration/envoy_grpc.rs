@@ -391,6 +391,17 @@ async fn an_envoy_file_that_fails_to_parse_reports_its_own_mistake() {
     }
 }
 
+/// The requests admitted under the `resource` label, from the Prometheus
+/// text `metrics`.
+fn allowed(metrics: &str, resource: &str) -> f64 {
+    let label = format!("resource=\"{resource}\"");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("tollgate_allowed_total{") && l.contains(&label))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domains_limits_are_counted_together_unless_detailed() {
     let dir = tempfile::tempdir().unwrap();
@@ -419,17 +430,8 @@ async fn a_domains_limits_are_counted_together_unless_detailed() {
         .text()
         .await
         .unwrap();
-    let allowed = |resource: &str| {
-        metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("tollgate_allowed_total{") && l.contains(&format!("resource=\"{resource}\""))
-            })
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum::<f64>()
-    };
-    assert_eq!(allowed("envoy:counted"), 2.0, "{metrics}");
-    assert_eq!(allowed("counted.detailed"), 1.0, "{metrics}");
+    assert_eq!(allowed(&metrics, "envoy:counted"), 2.0, "{metrics}");
+    assert_eq!(allowed(&metrics, "counted.detailed"), 1.0, "{metrics}");
     assert!(!metrics.contains("resource=\"counted.plain\""), "{metrics}");
     // Asking for detail on reload gives the limit its own series, and it
     // keeps what it spent.
@@ -453,11 +455,6 @@ async fn a_domains_limits_are_counted_together_unless_detailed() {
         .text()
         .await
         .unwrap();
-    let plain: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("tollgate_allowed_total{") && l.contains("resource=\"counted.plain\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum();
-    assert_eq!(plain, 1.0, "{metrics}");
+    assert_eq!(allowed(&metrics, "counted.plain"), 1.0, "{metrics}");
     server.stop().await;
 }
