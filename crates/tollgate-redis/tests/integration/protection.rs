@@ -75,7 +75,10 @@ async fn a_flood_on_an_over_limit_key_makes_a_handful_of_script_calls() {
 }
 
 /// A limiter on a shared limit of 1,000 per minute with a fallback of 5 per
-/// minute per process, and a short timeout.
+/// minute per process, and a short timeout. The fallback is a token bucket,
+/// not a fixed window: these tests run on the real clock, and a window
+/// boundary inside a load would give every key a second 5 (one refilled
+/// token takes 12 s, longer than any load here).
 async fn with_fallback(server: &RedisServer) -> Arc<Limiter<RedisBackend>> {
     let backend = RedisBackend::builder()
         .timeout(Duration::from_millis(100))
@@ -86,7 +89,7 @@ async fn with_fallback(server: &RedisServer) -> Arc<Limiter<RedisBackend>> {
         Limiter::builder()
             .policy(Policy::new(Strategy::TokenBucket, 1_000, Duration::from_secs(60)).unwrap())
             .backend(backend)
-            .fallback(Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap())
+            .fallback(Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(60)).unwrap())
             .circuit_breaker(CircuitBreaker::new())
             .build()
             .unwrap(),
