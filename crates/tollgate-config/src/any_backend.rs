@@ -2,7 +2,7 @@
 //! without boxing.
 
 use tollgate::backend::memory::MemoryBinding;
-use tollgate::backend::Scope;
+use tollgate::backend::{BindingPart, Scope};
 use tollgate::{Backend, BackendError, Binding, Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
@@ -111,6 +111,32 @@ impl Binding for AnyBinding {
             AnyBinding::Memory(_) => Ok(()),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.reconnect().await,
+        }
+    }
+
+    /// Redis decides the parts together when they are all Redis's (see
+    /// [`RedisBinding`]'s own); in memory, one by one.
+    async fn apply_together(parts: &[BindingPart<'_, Self>]) -> Option<Result<Vec<Decision>, BackendError>> {
+        #[cfg(feature = "redis")]
+        {
+            let redis: Option<Vec<BindingPart<'_, RedisBinding>>> = parts
+                .iter()
+                .map(|p| match p.binding {
+                    AnyBinding::Redis(binding) => Some(BindingPart {
+                        binding,
+                        key: p.key,
+                        cost: p.cost,
+                        decisive: p.decisive,
+                    }),
+                    AnyBinding::Memory(_) => None,
+                })
+                .collect();
+            RedisBinding::apply_together(&redis?).await
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = parts;
+            None
         }
     }
 }

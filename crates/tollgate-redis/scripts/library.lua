@@ -1,5 +1,5 @@
 -- tollgate: the end of the function library, after the prelude, every
--- strategy file, single.lua, compound.lua and operate.lua. Loaded once per
+-- strategy file, single.lua, compound.lua, together.lua and operate.lua. Loaded once per
 -- server with FUNCTION LOAD, the library's local functions are created once
 -- instead of on every call, as a script's are. The last line, added when
 -- the library is built, calls `register` with the prefix of every
@@ -9,7 +9,8 @@
 --
 -- <prefix>fixed_window, <prefix>sliding_window, <prefix>gcra: a policy of
 -- one limit, as single.lua; <prefix>compound: several limits, as
--- compound.lua; <prefix>operate: a per-key operation, as operate.lua.
+-- compound.lua; <prefix>together: several parts of one request, as
+-- together.lua; <prefix>operate: a per-key operation, as operate.lua.
 
 local function register(prefix)
   redis.register_function(prefix .. 'fixed_window', function(keys, args)
@@ -22,6 +23,7 @@ local function register(prefix)
     return single(gcra, keys, args)
   end)
   redis.register_function(prefix .. 'compound', compound)
+  redis.register_function(prefix .. 'together', together)
   redis.register_function(prefix .. 'operate', operate)
 end
 

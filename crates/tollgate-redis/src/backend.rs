@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
 use redis::TlsCertificates;
-use tollgate::backend::{namespace, CompoundKeys, Scope};
+use tollgate::backend::{namespace, BindingPart, CompoundKeys, Scope};
 use tollgate::strategy::{self, LimitRate, Outcome, Rate};
 use tollgate::{
     Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, Operation,
@@ -912,6 +913,75 @@ impl RedisBinding {
         ))
     }
 
+    /// See [`Binding::apply_together`]: one call of the `together` entry
+    /// point when every part is served by one backend and, in a cluster,
+    /// every state key lives in one hash slot.
+    async fn together(
+        parts: &[BindingPart<'_, RedisBinding>],
+    ) -> Option<Result<Vec<Decision>, BackendError>> {
+        let first = &*parts.first()?.binding.shared;
+        // The bindings of one backend share its record of functions.
+        if !parts
+            .iter()
+            .all(|p| Arc::ptr_eq(&p.binding.shared.functions, &first.functions))
+        {
+            return None;
+        }
+        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
+        if first.conn.is_cluster() {
+            let slot = Slot::for_key(&state_keys[0]);
+            if !state_keys.iter().all(|k| Slot::for_key(k) == slot) {
+                return None;
+            }
+        }
+        Some(Self::call_together(first, parts, &state_keys).await)
+    }
+
+    async fn call_together(
+        first: &BindingShared,
+        parts: &[BindingPart<'_, RedisBinding>],
+        state_keys: &[Vec<u8>],
+    ) -> Result<Vec<Decision>, BackendError> {
+        let now = match &first.clock {
+            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
+            None => String::new(),
+        };
+        // Each part's cost and limit count, as sent.
+        let numbers: Vec<(String, String)> = parts
+            .iter()
+            .map(|p| {
+                let shared = &p.binding.shared;
+                (
+                    p.cost.min(shared.max_limit + 1).to_string(),
+                    shared.limits.len().to_string(),
+                )
+            })
+            .collect();
+        let count = parts.len().to_string();
+        let mut args: Vec<&[u8]> = vec![now.as_bytes(), first.grace_ms.as_bytes(), count.as_bytes()];
+        for (part, (cost, limits)) in parts.iter().zip(&numbers) {
+            args.extend([
+                cost.as_bytes(),
+                if part.decisive { b"1" } else { b"0" },
+                limits.as_bytes(),
+            ]);
+            args.extend(part.binding.shared.operation_args.iter().map(String::as_bytes));
+        }
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let deadline = tokio::time::Instant::now() + first.timeout;
+        let conn = first.conn.ready(deadline).await.map_err(|err| {
+            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
+        })?;
+        let reply = tokio::time::timeout_at(
+            deadline,
+            scripts::together().run(conn, &first.functions, &keys, &args),
+        )
+        .await
+        .map_err(|_| BackendError::timeout(first.timeout))?
+        .map_err(backend_error)?;
+        parse_together(&reply, parts)
+    }
+
     /// Applies `op` to every state key of `key` in one script call.
     /// See [`Binding::reconnect`].
     async fn ping_twice(&self) -> Result<(), BackendError> {
@@ -1055,6 +1125,55 @@ impl Binding for RedisBinding {
     fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
         self.ping_twice()
     }
+
+    /// One function call (or script) for the whole request, on a
+    /// standalone server, through Sentinel, or in a cluster when every
+    /// state key lives in one hash slot; `None` otherwise, and for parts of
+    /// different backends.
+    fn apply_together(
+        parts: &[BindingPart<'_, Self>],
+    ) -> impl Future<Output = Option<Result<Vec<Decision>, BackendError>>> + Send {
+        Self::together(parts)
+    }
+}
+
+/// The decisions of the parts of one request from the `together` entry
+/// point's reply: for each part the microseconds left of a block (0 for
+/// none), then four numbers per limit.
+fn parse_together(
+    reply: &[i64],
+    parts: &[BindingPart<'_, RedisBinding>],
+) -> Result<Vec<Decision>, BackendError> {
+    let bad = || {
+        BackendError::new(
+            BackendErrorKind::Protocol,
+            format!("unexpected reply from the rate-limit script: {reply:?}"),
+        )
+    };
+    let mut decisions = Vec::with_capacity(parts.len());
+    let mut rest = reply;
+    for part in parts {
+        let limits = &part.binding.shared.limits;
+        let len = 1 + 4 * limits.len();
+        if rest.len() < len {
+            return Err(bad());
+        }
+        let (fields, tail) = rest.split_at(len);
+        rest = tail;
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(&fields[1..], &mut outcomes[..limits.len()])?;
+        let blocked_for = u64::try_from(fields[0]).map_err(|_| bad())?;
+        decisions.push(if blocked_for > 0 {
+            let reset = outcomes.iter().map(|o| o.reset).max().unwrap_or(0);
+            Decision::blocked(blocked_for, reset, limits[0].rate.limit, Tick::Micros)
+        } else {
+            Decision::from_compound(strategy::combine(outcomes), limits, Tick::Micros)
+        });
+    }
+    if !rest.is_empty() {
+        return Err(bad());
+    }
+    Ok(decisions)
 }
 
 /// A placeholder for the outcomes a reply fills in.

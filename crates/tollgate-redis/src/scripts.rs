@@ -4,10 +4,11 @@
 //! `scripts/prelude.lua` holds the clock and the integer helpers; each
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
-//! shares `gcra.rs`); `single.lua`, `compound.lua` and `operate.lua` each
-//! define one entry point: a policy of one limit, several limits decided as
-//! one step (their states written only when all admit), and the per-key
-//! operations. The same functions decide in all, so a limit decides alike
+//! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua` and
+//! `operate.lua` each define one entry point: a policy of one limit, several
+//! limits decided as one step (their states written only when all admit),
+//! several parts of one request decided as one step (each a policy on its
+//! own key, charged only when no part denies), and the per-key operations. The same functions decide in all, so a limit decides alike
 //! alone and in a compound policy.
 //!
 //! **Function library.** The prelude, every strategy file, the entry points
@@ -53,6 +54,7 @@ const SLIDING_WINDOW: &str = include_str!("../scripts/sliding_window.lua");
 const GCRA: &str = include_str!("../scripts/gcra.lua");
 const SINGLE: &str = include_str!("../scripts/single.lua");
 const COMPOUND: &str = include_str!("../scripts/compound.lua");
+const TOGETHER: &str = include_str!("../scripts/together.lua");
 const OPERATE: &str = include_str!("../scripts/operate.lua");
 const LIBRARY: &str = include_str!("../scripts/library.lua");
 
@@ -83,7 +85,7 @@ fn library() -> &'static Library {
     static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
     LIBRARY_TEXT.get_or_init(|| {
         let body = format!(
-            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{OPERATE}{LIBRARY}"
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LIBRARY}"
         );
         let digest = redis::Script::new(&body).get_hash().to_owned();
         let name = format!("tollgate_{}", &digest[..16]);
@@ -117,6 +119,12 @@ impl Functions {
     }
 }
 
+/// The entry point deciding the parts of one request together, built once.
+pub(crate) fn together() -> &'static LuaScript {
+    static TOGETHER_SCRIPT: OnceLock<LuaScript> = OnceLock::new();
+    TOGETHER_SCRIPT.get_or_init(LuaScript::together)
+}
+
 /// One entry point: the library function that runs it and the script
 /// that does the same.
 #[derive(Clone, Debug)]
@@ -141,6 +149,14 @@ impl LuaScript {
         Self::new(
             "compound",
             format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}return compound(KEYS, ARGV)\n"),
+        )
+    }
+
+    /// What decides several parts of one request as one step.
+    pub(crate) fn together() -> Self {
+        Self::new(
+            "together",
+            format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{TOGETHER}return together(KEYS, ARGV)\n"),
         )
     }
 
@@ -284,6 +300,7 @@ mod tests {
             LuaScript::for_strategy(Strategy::SlidingWindow),
             LuaScript::for_strategy(Strategy::TokenBucket),
             LuaScript::compound(),
+            LuaScript::together(),
             LuaScript::operations(),
         ] {
             let suffix = entry.function.strip_prefix(&library.prefix).unwrap();

@@ -83,7 +83,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Listed, Tick};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
-pub use limiter::{FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
+pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
 pub use live::LiveLimiter;
 pub use operation::Operation;
 pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};

@@ -184,3 +184,53 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
     }
     assert_eq!(owners.len(), 3, "the keys spread over every primary");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_decided_in_one_call_only_within_one_slot() {
+    use tollgate::together::{decide, Part};
+    let cluster = Cluster::start(3, 0, 2_000);
+    let backend = RedisBackend::connect_cluster(&cluster.urls()).await.unwrap();
+    let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(3_600)).unwrap();
+    let limiter = |resource: &str| {
+        Limiter::builder()
+            .backend(backend.clone())
+            .policy(policy)
+            .resource(resource)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (limiter("a"), limiter("b"));
+    let slot = |limiter: &Limiter<RedisBackend>, key: &str| {
+        cluster.slot(&String::from_utf8(limiter.binding().state_keys(key.as_bytes())[0].clone()).unwrap())
+    };
+    let parts = |key: &'static str| {
+        [
+            Part {
+                limiter: &a,
+                key: key.as_bytes(),
+                cost: 1,
+                decisive: true,
+            },
+            Part {
+                limiter: &b,
+                key: key.as_bytes(),
+                cost: 1,
+                decisive: true,
+            },
+        ]
+    };
+    // A hash tag in the caller's key puts both limits' state in one slot.
+    assert_eq!(slot(&a, "{user-1}"), slot(&b, "{user-1}"));
+    let decisions = decide(&parts("{user-1}"))
+        .await
+        .expect("one slot: one call")
+        .unwrap();
+    assert!(decisions.iter().all(|d| d.allowed && d.remaining == 0));
+    // The second request is denied by both, and nothing is charged.
+    let decisions = decide(&parts("{user-1}")).await.unwrap().unwrap();
+    assert!(decisions.iter().all(|d| !d.allowed));
+    // Without one, the limits' state keys land in different slots: the
+    // caller is told to decide one by one.
+    assert_ne!(slot(&a, "user-1"), slot(&b, "user-1"));
+    assert!(decide(&parts("user-1")).await.is_none());
+}

@@ -20,3 +20,4 @@ mod sentinel;
 mod shared_limit;
 mod tcp;
 mod tls;
+mod together;

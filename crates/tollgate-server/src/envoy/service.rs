@@ -6,22 +6,31 @@
 //!
 //! - One limited descriptor: one decision, exact (charged only when
 //!   admitted).
-//! - Several: each is charged in request order (a decision with its cost,
-//!   against the charges of the request's earlier descriptors on the same
-//!   resource and key). At the first denial the descriptors already charged
-//!   get a refund of exactly the cost each was charged, which restores
-//!   their state exactly (a refund right after a charge undoes it, per
-//!   SEMANTICS.md's per-key operations); the descriptors after it are
-//!   reported from a peek, not charged. This holds with Redis shared by
-//!   several instances too: nothing is left charged whatever other
-//!   instances do in between. Between a charge and its refund another
-//!   request may see the charge and be denied when it would otherwise have
-//!   been admitted: conservative, never admitting more than the limits.
+//! - Several, on Redis (standalone, through Sentinel, or a Cluster when
+//!   every descriptor's key lives in one hash slot): one function call
+//!   decides them all, atomically across every instance sharing the store
+//!   ([`tollgate::together`]): in request order, each against the charges
+//!   of the request's earlier descriptors; when one denies, nothing is
+//!   charged, and every other descriptor reports what it alone would get,
+//!   uncharged. No other request ever sees a charge that is taken back.
+//! - Several elsewhere (in memory, across Cluster slots, while a circuit
+//!   breaker is open): each is charged in request order (a decision with
+//!   its cost, against the charges of the request's earlier descriptors on
+//!   the same resource and key). At the first denial the descriptors
+//!   already charged get a refund of exactly the cost each was charged,
+//!   which restores their state exactly (a refund right after a charge
+//!   undoes it, per SEMANTICS.md's per-key operations); the descriptors
+//!   after it are reported from a peek, not charged. This holds with Redis
+//!   shared by several instances too: nothing is left charged whatever
+//!   other instances do in between. Between a charge and its refund
+//!   another request may see the charge and be denied when it would
+//!   otherwise have been admitted: conservative, never admitting more than
+//!   the limits.
 //!   A charge stays only when its refund fails (the store failed in
 //!   between) or it was made by a limiter's in-memory fallback, which a
 //!   refund does not reach: both are counted in
 //!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
-//! - Requests of several limited descriptors that share a resource and
+//! - Requests of several limited descriptors decided one by one that share a resource and
 //!   key in this process are serialized through [`Stripes`] for the whole
 //!   step (a request of one limited descriptor takes no lock: it is one
 //!   decision). With refunds the
@@ -47,7 +56,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use tollgate::{Decision, Policy, Strategy};
+use tollgate::{together, Decision, Policy, Strategy};
+use tollgate_config::AnyBackend;
 use tollgate_http::{write_decision_headers, HeaderMode};
 use tonic::{Request, Response, Status};
 
@@ -163,6 +173,38 @@ impl EnvoyService {
             .iter()
             .zip(&outcomes)
             .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.spec.shadow));
+        let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
+        // Several limited descriptors in one step where the store can (see
+        // the module docs): no charge to give back, no lock.
+        if limited.len() > 1 && !blocked {
+            let parts: Vec<together::Part<'_, AnyBackend>> = limited
+                .iter()
+                .map(|(i, rule, limiter)| together::Part {
+                    limiter: limiter.as_ref(),
+                    key: &planned[*i].key,
+                    cost: planned[*i].cost,
+                    decisive: !rule.spec.shadow,
+                })
+                .collect();
+            if let Some(result) = together::decide(&parts).await {
+                let decisions = result.map_err(unavailable)?;
+                let denied = limited
+                    .iter()
+                    .zip(&decisions)
+                    .any(|((_, rule, _), d)| !d.allowed && !rule.spec.shadow);
+                for ((i, _, _), decision) in limited.iter().zip(decisions) {
+                    // A fallback's charge in a denied request stays.
+                    if denied && decision.allowed && decision.fallback {
+                        metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
+                    }
+                    outcomes[*i] = Some(Outcome {
+                        over: !decision.allowed,
+                        decision,
+                    });
+                }
+                return Ok(outcomes);
+            }
+        }
         // One limited descriptor is one decision: the limiter alone makes it
         // exact, and a hot key's requests must not queue behind each other's
         // round trips. Several are serialized per key (see the module docs).
@@ -181,7 +223,6 @@ impl EnvoyService {
         } else {
             None
         };
-        let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
         if let [(i, _, limiter)] = limited[..] {
             if !blocked {
                 let decision = limiter

@@ -79,3 +79,107 @@ async fn two_instances_on_one_redis_share_a_limit_exactly() {
     a.stop().await;
     b.stop().await;
 }
+
+/// An Envoy request of two descriptors whose second is over its limit, sent
+/// to one instance 32 at a time, never shows its first descriptor's charge
+/// to the other instance: a request there for the one unit left on that
+/// descriptor is admitted every time. Charged one by one and refunded, it
+/// was denied whenever it arrived between a charge and its refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_envoy_request_never_shows_a_charge_to_another_instance() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let policies = support::write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "tollgate:\n  redis_url: {}\n  key_prefix: envoy-shared\n  default: {{ limit: 1000, window: 1h }}\n",
+            redis.url()
+        ),
+    );
+    let envoy = support::write(
+        dir.path(),
+        "envoy.yaml",
+        "domain: edge
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: route
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+",
+    );
+    let serve = || support::builder(&[&policies, &envoy]).grpc_listen(support::any_port());
+    let (a, b) = (start(serve()).await, start(serve()).await);
+    let client = |server: &support::Running| {
+        RateLimitServiceClient::connect(format!("http://{}", server.grpc.unwrap()))
+    };
+    let (flood_client, mut other) = (client(&a).await.unwrap(), client(&b).await.unwrap());
+    let request = |entries: &[(&str, &str)]| RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: entries
+            .iter()
+            .map(|(key, value)| RateLimitDescriptor {
+                entries: vec![Entry {
+                    key: (*key).to_owned(),
+                    value: (*value).to_owned(),
+                }],
+                ..Default::default()
+            })
+            .collect(),
+        hits_addend: 1,
+    };
+    let ok = Code::Ok as i32;
+    // The route's one unit is taken: every request naming it is denied.
+    let first = other.should_rate_limit(request(&[("route", "r")])).await.unwrap();
+    assert_eq!(first.into_inner().overall_code, ok);
+    let mut admitted = 0;
+    for round in 0..20 {
+        let user = format!("u{round}");
+        let stop = Arc::new(AtomicBool::new(false));
+        let denials = Arc::new(AtomicU64::new(0));
+        let flood: Vec<_> = (0..32)
+            .map(|_| {
+                let (mut client, user) = (flood_client.clone(), user.clone());
+                let (stop, denials) = (stop.clone(), denials.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let response = client
+                            .should_rate_limit(request(&[("user", &user), ("route", "r")]))
+                            .await
+                            .unwrap()
+                            .into_inner();
+                        assert_ne!(response.overall_code, ok, "{response:?}");
+                        denials.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        while denials.load(Ordering::Relaxed) < 64 {
+            tokio::task::yield_now().await;
+        }
+        let response = other
+            .should_rate_limit(request(&[("user", &user)]))
+            .await
+            .unwrap();
+        admitted += u32::from(response.into_inner().overall_code == ok);
+        stop.store(true, Ordering::Relaxed);
+        for task in flood {
+            task.await.unwrap();
+        }
+    }
+    assert_eq!(
+        admitted, 20,
+        "requests for a free unit denied by another request's passing charge"
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -76,6 +76,30 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// One part of a request that a backend decides with the request's other
+/// parts as one step ([`Binding::apply_together`]).
+#[derive(Debug)]
+pub struct BindingPart<'a, B> {
+    /// The binding of the part's policy.
+    pub binding: &'a B,
+    /// The caller's key.
+    pub key: &'a [u8],
+    /// The units the part asks for.
+    pub cost: u64,
+    /// Whether the part's denial denies the request. A part that is not
+    /// decisive (in shadow mode) is decided and reported like the others,
+    /// and charged when it admits, but its denial denies nothing.
+    pub decisive: bool,
+}
+
+impl<B> Clone for BindingPart<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for BindingPart<'_, B> {}
+
 /// Makes decisions for one policy.
 pub trait Binding: Send + Sync + 'static {
     /// Applies one request of `cost` units for `key` to the stored state:
@@ -124,5 +148,32 @@ pub trait Binding: Send + Sync + 'static {
     /// is then counted as failed without a decision being sent.
     fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
         std::future::ready(Ok(()))
+    }
+
+    /// Decides the parts of one request as one step, atomically with
+    /// respect to every other request on their keys, as
+    /// [deciding together](crate::together) defines it: in order, each
+    /// against the state the earlier parts left; the first decisive part
+    /// that denies denies the request, and then nothing is charged (that
+    /// part reports its denial, every other part the decision it alone
+    /// would get, with its state uncharged when that admits). One decision
+    /// per part, in order.
+    ///
+    /// `None` when this backend cannot decide these parts in one step (the
+    /// default, and for instance keys on different Redis Cluster nodes):
+    /// the caller then decides them one by one.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the states could not be read or written;
+    /// nothing was then charged.
+    fn apply_together(
+        parts: &[BindingPart<'_, Self>],
+    ) -> impl Future<Output = Option<Result<Vec<Decision>, BackendError>>> + Send
+    where
+        Self: Sized,
+    {
+        let _ = parts;
+        std::future::ready(None)
     }
 }

@@ -3,6 +3,7 @@
 mod builder;
 mod options;
 mod setters;
+pub mod together;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

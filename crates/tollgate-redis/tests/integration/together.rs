@@ -1,0 +1,301 @@
+//! Deciding together ([`tollgate::together`]): on random requests of one to
+//! four parts over three policies and three keys (a policy and key named
+//! twice, shadow parts, costs above the limit), one Redis call makes
+//! exactly the decisions the contract derives from the pure functions, and
+//! leaves exactly the states it says; and concurrent requests on separate
+//! connections never see each other's passing charges.
+
+use crate::differential::{any_compound_policy, any_policy, Harness, START};
+use crate::support;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::strategy::{decide_all, LimitRate, State};
+use tollgate::together::{self, Part};
+use tollgate::{Clock, Decision, Limiter, Policy, Strategy, Tick, MAX_LIMITS};
+use tollgate_redis::RedisBackend;
+
+const POLICIES: usize = 3;
+const KEYS: usize = 3;
+
+/// One part: a policy index, a key index, a cost and whether it is decisive.
+type PlanPart = (usize, usize, u64, bool);
+
+fn request() -> impl proptest::strategy::Strategy<Value = (i64, Vec<PlanPart>)> {
+    (
+        prop_oneof![3 => 0i64..2_000_000, 2 => 0i64..2_000_000_000, 1 => -1_000i64..0],
+        prop::collection::vec(
+            (
+                0..POLICIES,
+                0..KEYS,
+                prop_oneof![30 => 0u64..5, 1 => Just(u64::MAX)],
+                prop_oneof![4 => Just(true), 1 => Just(false)],
+            ),
+            1..5,
+        ),
+    )
+}
+
+fn rates(policy: &Policy) -> Vec<LimitRate> {
+    policy
+        .limits()
+        .iter()
+        .map(|l| LimitRate {
+            strategy: l.strategy(),
+            rate: l.rate_micros(),
+        })
+        .collect()
+}
+
+type States = Vec<Vec<[Option<State>; MAX_LIMITS]>>;
+
+/// A part decided alone for `cost` against `state`: its decision and next
+/// state (charged only when it admits).
+fn alone(
+    limits: &[LimitRate],
+    state: &[Option<State>; MAX_LIMITS],
+    now: u64,
+    cost: u64,
+) -> (Decision, [Option<State>; MAX_LIMITS]) {
+    let n = limits.len();
+    let mut next = [None; MAX_LIMITS];
+    let outcome = decide_all(limits, &state[..n], &mut next[..n], now, cost);
+    (Decision::from_compound(outcome, limits, Tick::Micros), next)
+}
+
+/// The contract of [`tollgate::together`], from the pure functions: the
+/// decisions of `parts` at `now`, and `states` as the request leaves them.
+fn expected(limits: &[Vec<LimitRate>], states: &mut States, parts: &[PlanPart], now: u64) -> Vec<Decision> {
+    let mut current = states.clone();
+    let mut decisions = Vec::new();
+    let mut denial = None;
+    for (i, &(p, k, cost, decisive)) in parts.iter().enumerate() {
+        let (decision, next) = alone(&limits[p], &current[p][k], now, cost);
+        current[p][k] = next;
+        let denied = !decision.allowed;
+        decisions.push(decision);
+        if denied && decisive {
+            denial = Some(i);
+            break;
+        }
+    }
+    let Some(denial) = denial else {
+        *states = current;
+        return decisions;
+    };
+    // Nothing charged: each other part alone against the stored states,
+    // reported as a peek when it would be admitted.
+    let mut all = Vec::new();
+    for (i, &(p, k, cost, _)) in parts.iter().enumerate() {
+        if i == denial {
+            all.push(decisions[denial]);
+            continue;
+        }
+        let (decision, _) = alone(&limits[p], &states[p][k], now, cost);
+        all.push(if decision.allowed && cost > 0 {
+            alone(&limits[p], &states[p][k], now, 0).0
+        } else {
+            decision
+        });
+    }
+    for &(p, k, _, _) in parts {
+        let (_, next) = alone(&limits[p], &states[p][k], now, 0);
+        current[p][k] = next;
+    }
+    for &(p, k, _, _) in parts {
+        states[p][k] = current[p][k];
+    }
+    all
+}
+
+fn matches_the_contract(
+    h: &Harness,
+    policies: impl proptest::strategy::Strategy<Value = Policy>,
+    cases: u32,
+) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let plan = (
+        prop::collection::vec(policies, POLICIES),
+        prop::collection::vec(request(), 1..40),
+    );
+    runner
+        .run(&plan, |(policies, requests)| {
+            h.clock.set_nanos(START + 987_654_321);
+            let limiters: Vec<Limiter<RedisBackend>> = policies.iter().map(|p| h.limiter(*p)).collect();
+            let limits: Vec<Vec<LimitRate>> = policies.iter().map(rates).collect();
+            let mut states: States = vec![vec![[None; MAX_LIMITS]; KEYS]; POLICIES];
+            let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
+            for (r, (dt, plan)) in requests.iter().enumerate() {
+                let now = h.clock.now_nanos();
+                h.clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
+                let parts: Vec<Part<'_, RedisBackend>> = plan
+                    .iter()
+                    .map(|&(p, k, cost, decisive)| Part {
+                        limiter: &limiters[p],
+                        key: &keys[k],
+                        cost,
+                        decisive,
+                    })
+                    .collect();
+                let got =
+                    h.rt.block_on(together::decide(&parts))
+                        .ok_or_else(|| TestCaseError::fail("Redis did not decide together"))?
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let want = expected(&limits, &mut states, plan, h.clock.now_nanos() / 1_000);
+                prop_assert_eq!(&got, &want, "request {} {:?} of {:?}", r, plan, policies);
+            }
+            // What the requests left: a peek of every key agrees.
+            for (p, limiter) in limiters.iter().enumerate() {
+                for (k, key) in keys.iter().enumerate() {
+                    let got = h.rt.block_on(limiter.peek(key)).unwrap();
+                    let want = alone(&limits[p], &states[p][k], h.clock.now_nanos() / 1_000, 0).0;
+                    prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn one_call_decides_as_the_contract_says_on_single_limits() {
+    matches_the_contract(&Harness::new(), any_policy(), 96);
+}
+
+#[test]
+fn one_call_decides_as_the_contract_says_on_compound_policies() {
+    matches_the_contract(&Harness::new(), any_compound_policy(), 48);
+}
+
+#[test]
+fn scripts_decide_together_as_the_library_does() {
+    matches_the_contract(&Harness::with_scripts(), any_policy(), 24);
+}
+
+/// A request whose second part is over its limit never shows its first
+/// part's charge to anyone: with 32 such requests in flight on other
+/// connections, a request for the one unit left on the first part's key is
+/// admitted every time. Decided one by one with refunds, it is denied
+/// whenever it lands between a charge and its refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_never_shows_a_charge_to_others() {
+    let server = support::RedisServer::start();
+    let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(3_600)).unwrap();
+    let limiter = |backend: RedisBackend, resource: &str| {
+        Arc::new(
+            Limiter::builder()
+                .backend(backend)
+                .policy(policy)
+                .resource(resource)
+                .build()
+                .unwrap(),
+        )
+    };
+    let flood_backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let (shared, full) = (
+        limiter(flood_backend.clone(), "shared"),
+        limiter(flood_backend, "full"),
+    );
+    assert!(full.allow("f").await.unwrap().allowed);
+    let other = limiter(RedisBackend::connect(&server.url()).await.unwrap(), "shared");
+    let mut admitted = 0;
+    for round in 0..20 {
+        let key = format!("k{round}");
+        let stop = Arc::new(AtomicBool::new(false));
+        let denials = Arc::new(AtomicU64::new(0));
+        let flood: Vec<_> = (0..32)
+            .map(|_| {
+                let (shared, full, key) = (shared.clone(), full.clone(), key.clone());
+                let (stop, denials) = (stop.clone(), denials.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let parts = [
+                            Part {
+                                limiter: &*shared,
+                                key: key.as_bytes(),
+                                cost: 1,
+                                decisive: true,
+                            },
+                            Part {
+                                limiter: &*full,
+                                key: b"f",
+                                cost: 1,
+                                decisive: true,
+                            },
+                        ];
+                        let decisions = together::decide(&parts).await.unwrap().unwrap();
+                        assert!(!decisions[1].allowed, "{decisions:?}");
+                        denials.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        // The flood is running: every task has had time for a request.
+        while denials.load(Ordering::Relaxed) < 64 {
+            tokio::task::yield_now().await;
+        }
+        admitted += u32::from(other.allow(&key).await.unwrap().allowed);
+        stop.store(true, Ordering::Relaxed);
+        for task in flood {
+            task.await.unwrap();
+        }
+    }
+    assert_eq!(
+        admitted, 20,
+        "requests for a free unit denied by another request's passing charge"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_part_denies_the_request_and_charges_nothing() {
+    let server = support::RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let limiter = |resource: &str, limit: u64| {
+        Limiter::builder()
+            .backend(backend.clone())
+            .policy(Policy::new(Strategy::TokenBucket, limit, Duration::from_secs(3_600)).unwrap())
+            .resource(resource)
+            .build()
+            .unwrap()
+    };
+    let (free, blocked) = (limiter("free", 5), limiter("blocked", 5));
+    blocked.block("k", Duration::from_secs(60)).await.unwrap();
+    let part = |limiter, decisive| Part {
+        limiter,
+        key: b"k",
+        cost: 2,
+        decisive,
+    };
+    let decisions = together::decide(&[part(&free, true), part(&blocked, true)])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        decisions[0].allowed && decisions[0].remaining == 5,
+        "{decisions:?}"
+    );
+    let left = decisions[1].retry_after.unwrap();
+    assert!(
+        !decisions[1].allowed && left > Duration::from_secs(55),
+        "{decisions:?}"
+    );
+    assert_eq!(free.peek("k").await.unwrap().remaining, 5, "nothing charged");
+    // The block stays; a shadow part's block denies nothing.
+    let decisions = together::decide(&[part(&free, true), part(&blocked, false)])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        decisions[0].allowed && decisions[0].remaining == 3,
+        "{decisions:?}"
+    );
+    assert!(!decisions[1].allowed);
+    assert!(!blocked.allow("k").await.unwrap().allowed, "still blocked");
+}
