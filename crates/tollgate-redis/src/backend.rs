@@ -707,7 +707,7 @@ impl Backend for RedisBackend {
             Some(limit) => {
                 let rate = limits[0].rate;
                 (
-                    LuaScript::for_strategy(limit.strategy()),
+                    scripts::single(limit.strategy()),
                     Layout::Single(namespace(scope.prefix, scope.resource, limit.strategy())),
                     vec![
                         rate.limit.to_string(),
@@ -717,7 +717,7 @@ impl Backend for RedisBackend {
                 )
             }
             None => (
-                LuaScript::compound(),
+                scripts::compound(),
                 Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, policy.limits())),
                 Vec::new(),
             ),
@@ -753,7 +753,7 @@ impl Backend for RedisBackend {
                 limits: limits.into_boxed_slice(),
                 grace_ms: grace_ms.to_string(),
                 limit_args,
-                operations: LuaScript::operations(),
+                operations: scripts::operations(),
                 operation_args,
             }),
         })
@@ -818,7 +818,7 @@ struct BindingShared {
     /// How long a reconnection may take, before a probe gives up on it.
     connect_timeout: Duration,
     clock: Option<SharedClock>,
-    script: LuaScript,
+    script: &'static LuaScript,
     layout: Layout,
     limits: Box<[LimitRate]>,
     /// The largest `L` of the limits: every cost above it decides alike.
@@ -830,7 +830,7 @@ struct BindingShared {
     /// `T` of each limit for several.
     limit_args: Vec<String>,
     /// The script of per-key operations.
-    operations: LuaScript,
+    operations: &'static LuaScript,
     /// Each limit's strategy function, `L`, `W` and `T`, as the operations
     /// script takes them.
     operation_args: Vec<String>,
@@ -899,7 +899,7 @@ impl RedisBinding {
         // argument exact.
         let cost = cost.min(shared.max_limit + 1).to_string();
         let reply = self
-            .invoke(&shared.script, key, &cost, &shared.limit_args, None)
+            .invoke(shared.script, key, &cost, &shared.limit_args, None)
             .await?;
         if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
             return Ok(blocked);
@@ -1004,7 +1004,7 @@ impl RedisBinding {
         let amount = amount.to_string();
         let reply = self
             .invoke(
-                &shared.operations,
+                shared.operations,
                 key,
                 &amount,
                 &shared.operation_args,

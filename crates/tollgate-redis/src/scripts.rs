@@ -119,10 +119,53 @@ impl Functions {
     }
 }
 
-/// The entry point deciding the parts of one request together, built once.
+/// The entry points, each built once and shared by every binding: a
+/// script's text is kilobytes, and a service may bind tens of thousands of
+/// policies.
+struct Entries {
+    fixed_window: LuaScript,
+    sliding_window: LuaScript,
+    gcra: LuaScript,
+    compound: LuaScript,
+    together: LuaScript,
+    operations: LuaScript,
+}
+
+fn entries() -> &'static Entries {
+    static ENTRIES: OnceLock<Entries> = OnceLock::new();
+    ENTRIES.get_or_init(|| Entries {
+        fixed_window: LuaScript::for_strategy(Strategy::FixedWindow),
+        sliding_window: LuaScript::for_strategy(Strategy::SlidingWindow),
+        gcra: LuaScript::for_strategy(Strategy::TokenBucket),
+        compound: LuaScript::compound(),
+        together: LuaScript::together(),
+        operations: LuaScript::operations(),
+    })
+}
+
+/// What decides a policy of one limit of `strategy`.
+pub(crate) fn single(strategy: Strategy) -> &'static LuaScript {
+    let entries = entries();
+    match strategy {
+        Strategy::FixedWindow => &entries.fixed_window,
+        Strategy::SlidingWindow => &entries.sliding_window,
+        Strategy::TokenBucket | Strategy::LeakyBucket => &entries.gcra,
+    }
+}
+
+/// What decides a policy of several limits.
+pub(crate) fn compound() -> &'static LuaScript {
+    &entries().compound
+}
+
+/// What decides the parts of one request together.
 pub(crate) fn together() -> &'static LuaScript {
-    static TOGETHER_SCRIPT: OnceLock<LuaScript> = OnceLock::new();
-    TOGETHER_SCRIPT.get_or_init(LuaScript::together)
+    &entries().together
+}
+
+/// What applies per-key operations.
+pub(crate) fn operations() -> &'static LuaScript {
+    &entries().operations
 }
 
 /// One entry point: the library function that runs it and the script

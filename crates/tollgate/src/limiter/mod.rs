@@ -52,10 +52,10 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     lists: Option<Box<options::Lists>>,
     shadow: bool,
     /// The options it was built with, to tell a changed limiter from an
-    /// unchanged one when policies are replaced at run time (boxed: never
-    /// read by a decision, and a service may hold tens of thousands of
-    /// limiters).
-    options: Box<Options>,
+    /// unchanged one when policies are replaced at run time; `None` for the
+    /// defaults (boxed, and left out when default: never read by a
+    /// decision, and a service may hold tens of thousands of limiters).
+    options: Option<Box<Options>>,
 }
 
 impl<B: Backend> std::fmt::Debug for Limiter<B> {
@@ -94,13 +94,13 @@ impl<B: Backend> Limiter<B> {
             None => backend.bind(scope)?,
         };
         Ok(Self {
-            options: Box::new(options.clone()),
+            options: (*options != Options::default()).then(|| Box::new(options.clone())),
             binding,
             policy: *scope.policy,
             fail: options.fail,
             fail_open_events: AtomicU64::new(0),
             metrics: LimiterMetrics::register(metrics_resource.unwrap_or(scope.resource), scope.policy),
-            protection: options.protection(scope)?,
+            protection: options.protection()?,
             lists: options.lists(),
             shadow: options.shadow,
         })
@@ -171,7 +171,9 @@ impl<B: Backend> Limiter<B> {
                 let Some(fallback) = fallback else {
                     return Err(Error::Backend(err));
                 };
-                let mut decision = fallback.check(key, cost);
+                let Ok(mut decision) = fallback.check(key, cost) else {
+                    return Err(Error::Backend(err));
+                };
                 decision.fallback = true;
                 self.metrics.fell_back();
                 Ok(decision)
@@ -356,7 +358,10 @@ impl<B: Backend> Limiter<B> {
 
     /// Whether `options` are the ones this limiter was built with.
     pub(crate) fn built_with(&self, options: &Options) -> bool {
-        *self.options == *options
+        match &self.options {
+            Some(built) => **built == *options,
+            None => *options == Options::default(),
+        }
     }
 
     /// Whether the limiter is in shadow mode.

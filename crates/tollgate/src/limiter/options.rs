@@ -4,12 +4,11 @@
 use std::sync::Arc;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, Scope};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
 use crate::policy::Policy;
-use crate::protection::{Breaker, CircuitBreaker, DenyCache, DenyTable, Protection};
+use crate::protection::{Breaker, CircuitBreaker, DenyCache, DenyTable, Fallback, Protection};
 
 /// What a limiter does when its backend fails.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -105,8 +104,9 @@ impl Options {
         })
     }
 
-    /// The protection these options ask for, bound for `scope`.
-    pub(crate) fn protection(&self, scope: &Scope<'_>) -> Result<Option<Box<Protection>>, Error> {
+    /// The protection these options ask for (the fallback checked, and
+    /// bound by its first decision).
+    pub(crate) fn protection(&self) -> Result<Option<Box<Protection>>, Error> {
         let breaker = match (self.breaker, self.fail) {
             (Some(settings), _) => Some(settings),
             (None, FailPolicy::Fallback) => Some(CircuitBreaker::default()),
@@ -116,17 +116,14 @@ impl Options {
             return Ok(None);
         }
         let clock: SharedClock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let fallback = match &self.fallback {
+        let fallback = match self.fallback {
             Some(policy) => {
-                let scope = Scope { policy, ..*scope };
-                let binding = MemoryBackend::new()
-                    .shared_clock(clock.clone())
-                    .bind(&scope)
-                    .map_err(|e| match e {
-                        Error::Config(e) => Error::Config(e.within("fallback")),
-                        other => other,
-                    })?;
-                Some(binding)
+                let backend = MemoryBackend::new().shared_clock(clock.clone());
+                let fallback = Fallback::new(backend, policy).map_err(|e| match e {
+                    Error::Config(e) => Error::Config(e.within("fallback")),
+                    other => other,
+                })?;
+                Some(Box::new(fallback))
             }
             None => None,
         };

@@ -1,6 +1,6 @@
 //! The local deny cache: denied-until times of over-limit keys.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashTable;
@@ -137,9 +137,11 @@ pub(crate) enum Settled {
 const SHARDS: usize = 16;
 
 /// The cache itself: sharded tables of denials keyed by the caller's key,
-/// hashed with a randomly seeded hasher.
+/// hashed with a randomly seeded hasher. The shards are allocated by the
+/// first denial cached: a service may hold tens of thousands of limiters,
+/// most of which never deny.
 pub(crate) struct DenyTable {
-    shards: Box<[Mutex<HashTable<Entry>>]>,
+    shards: OnceLock<Box<[Mutex<HashTable<Entry>>]>>,
     hasher: ahash::RandomState,
     per_shard: usize,
     max_key_len: usize,
@@ -148,16 +150,30 @@ pub(crate) struct DenyTable {
 impl DenyTable {
     pub(crate) fn new(settings: DenyCache) -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
+            shards: OnceLock::new(),
             hasher: ahash::RandomState::new(),
             per_shard: settings.capacity.div_ceil(SHARDS),
             max_key_len: settings.max_key_len,
         }
     }
 
-    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, HashTable<Entry>> {
+    /// The shard of `hash`; `None` before any denial was cached.
+    fn shard(&self, hash: u64) -> Option<std::sync::MutexGuard<'_, HashTable<Entry>>> {
+        let shards = self.shards.get()?;
+        Some(Self::lock(shards, hash))
+    }
+
+    /// The shard of `hash`, allocating the shards first if need be.
+    fn shard_for_insert(&self, hash: u64) -> std::sync::MutexGuard<'_, HashTable<Entry>> {
+        let shards = self
+            .shards
+            .get_or_init(|| (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect());
+        Self::lock(shards, hash)
+    }
+
+    fn lock(shards: &[Mutex<HashTable<Entry>>], hash: u64) -> std::sync::MutexGuard<'_, HashTable<Entry>> {
         // Entries are plain data: a panic elsewhere cannot leave one torn.
-        self.shards[(hash >> 40) as usize % SHARDS]
+        shards[(hash >> 40) as usize % SHARDS]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -185,7 +201,9 @@ impl DenyTable {
             return Lookup::Ask { claimed: false };
         }
         let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
+        let Some(mut shard) = self.shard(hash) else {
+            return Lookup::Ask { claimed: false };
+        };
         let Ok(mut entry) = shard.find_entry(hash, |e| &*e.key == key) else {
             return Lookup::Ask { claimed: false };
         };
@@ -222,7 +240,9 @@ impl DenyTable {
     /// Ends the single flight a [`Lookup::Ask`] claimed for `key`.
     pub(crate) fn settle(&self, key: &[u8], how: Settled) {
         let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
+        let Some(mut shard) = self.shard(hash) else {
+            return;
+        };
         let Ok(mut entry) = shard.find_entry(hash, |e| &*e.key == key) else {
             return;
         };
@@ -264,7 +284,7 @@ impl DenyTable {
             bound_by: decision.bound_by,
         };
         let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
+        let mut shard = self.shard_for_insert(hash);
         match shard.find_entry(hash, |e| &*e.key == key) {
             Ok(mut entry) => {
                 let entry = entry.get_mut();
@@ -306,7 +326,10 @@ impl DenyTable {
     /// waiting on it ask the store.
     pub(crate) fn remove(&self, key: &[u8]) {
         let hash = self.hasher.hash_one(key);
-        if let Ok(entry) = self.shard(hash).find_entry(hash, |e| &*e.key == key) {
+        let Some(mut shard) = self.shard(hash) else {
+            return;
+        };
+        if let Ok(entry) = shard.find_entry(hash, |e| &*e.key == key) {
             if let Some(probe) = &entry.get().probe {
                 probe.notify.notify_waiters();
             }
@@ -316,14 +339,12 @@ impl DenyTable {
     /// The number of cached keys, expired or not.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        (0..SHARDS)
-            .map(|i| {
-                self.shards[i]
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .len()
-            })
-            .sum()
+        self.shards.get().map_or(0, |shards| {
+            shards
+                .iter()
+                .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+                .sum()
+        })
     }
 }
 
@@ -374,6 +395,21 @@ mod tests {
             Duration::from_millis(retry_ms * 2),
             Some(Duration::from_millis(retry_ms)),
         )
+    }
+
+    #[test]
+    fn the_shards_are_allocated_by_the_first_cached_denial() {
+        let table = DenyTable::new(DenyCache::new());
+        assert!(table.get(b"k", 0).is_none());
+        table.remove(b"k");
+        table.settle(b"k", Settled::Decided);
+        assert!(table.shards.get().is_none(), "looking up allocates nothing");
+        let mut admitted = denied(10);
+        admitted.allowed = true;
+        assert!(!table.insert(b"k", 0, &admitted));
+        assert!(table.shards.get().is_none(), "an admission is not cached");
+        assert!(table.insert(b"k", 0, &denied(10)));
+        assert_eq!(table.len(), 1);
     }
 
     #[test]

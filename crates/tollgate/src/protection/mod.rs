@@ -21,13 +21,14 @@
 
 mod circuit_breaker;
 mod deny_cache;
+mod fallback;
 
 pub use circuit_breaker::CircuitBreaker;
 pub(crate) use circuit_breaker::{Breaker, Gate};
 pub use deny_cache::DenyCache;
 pub(crate) use deny_cache::{Claim, DenyTable, Lookup, Settled};
+pub(crate) use fallback::Fallback;
 
-use crate::backend::memory::MemoryBinding;
 use crate::clock::SharedClock;
 
 /// What protects one limiter's store, built from the settings.
@@ -37,7 +38,7 @@ pub(crate) struct Protection {
     pub(crate) deny: Option<DenyTable>,
     pub(crate) breaker: Option<Breaker>,
     /// The in-memory limiter of [`FailPolicy::Fallback`](crate::FailPolicy::Fallback).
-    pub(crate) fallback: Option<MemoryBinding>,
+    pub(crate) fallback: Option<Box<Fallback>>,
 }
 
 /// Gives up a probe whose store call never finished: dropped with the
