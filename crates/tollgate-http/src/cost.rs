@@ -99,10 +99,25 @@ fn header_cost(req: &RequestInfo<'_>, name: &str, missing: u64) -> Result<u64, C
     })
 }
 
-/// A cost written as decimal digits only (leading zeros allowed): no sign,
-/// no spaces, no other base, no fraction, no exponent. The error says what
-/// is wrong.
-pub(crate) fn parse_cost(value: &[u8]) -> Result<u64, &'static str> {
+/// A cost written in a header, as the middleware's
+/// [`cost_header`](crate::RateLimit::cost_header) and `tollgate serve`'s
+/// `/v1/auth` read it: decimal digits only (leading zeros allowed), no
+/// sign, no spaces, no other base, no fraction, no exponent, at most
+/// `u64::MAX`. The error says what is wrong ("it has a sign", "it is too
+/// large", …), for a message naming the header.
+///
+/// ```
+/// use tollgate_http::parse_cost;
+///
+/// assert_eq!(parse_cost(b"007"), Ok(7));
+/// assert_eq!(parse_cost(b"+5"), Err("it has a sign"));
+/// assert!(parse_cost(b" 5 ").is_err());
+/// ```
+///
+/// # Errors
+///
+/// A short phrase naming the first problem found.
+pub fn parse_cost(value: &[u8]) -> Result<u64, &'static str> {
     let digits = |bytes: &[u8]| !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
     match value {
         [] => Err("it is empty"),

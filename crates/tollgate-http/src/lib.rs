@@ -164,6 +164,7 @@ pub mod actix;
 pub mod tower;
 
 pub use client_ip::{ClientIp, ForwardedHeader, InvalidNetwork};
+pub use cost::parse_cost;
 pub use cost_error::CostError;
 pub use decision_headers::write_decision_headers;
 pub use headers::HeaderMode;

@@ -77,11 +77,13 @@ async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError>
     let cost = match single(headers, COST_HEADER, "X-Tollgate-Cost")? {
         None => 1,
         Some(value) => {
-            let text = String::from_utf8_lossy(value.as_bytes());
-            let n = text.trim().parse::<u64>().map_err(|_| {
+            let n = tollgate_http::parse_cost(value.as_bytes()).map_err(|problem| {
                 ApiError::field(
                     "X-Tollgate-Cost",
-                    format!("{text:?} is not a whole number from 0 to {}", tollgate::MAX_LIMIT),
+                    format!(
+                        "must be one decimal integer from 0 to {} (digits only); {problem}",
+                        tollgate::MAX_LIMIT
+                    ),
                 )
             })?;
             check_cost(n).map_err(|e| ApiError::field("X-Tollgate-Cost", e))?

@@ -222,13 +222,24 @@ async fn the_auth_endpoint_answers_proxies_with_headers() {
         got["error"].as_str().unwrap().contains("proxy_set_header"),
         "{got}"
     );
-    for cost in ["-1", "x", "1.5", "4611686018427387905"] {
+    // Digits only, as the middleware's cost header reads them.
+    for (cost, problem) in [
+        ("-1", "negative"),
+        ("+5", "sign"),
+        ("x", "other than the digits"),
+        ("1 0", "other than the digits"),
+        ("1.5", "other than the digits"),
+        ("0x10", "other than the digits"),
+        ("18446744073709551616", "too large"),
+        ("4611686018427387905", "the largest limit"),
+    ] {
         let (status, got) = json(auth(cost).send().await.unwrap()).await;
         assert_eq!(
             (status, &got["field"]),
             (400, &Value::from("X-Tollgate-Cost")),
             "{cost}: {got}"
         );
+        assert!(got["error"].as_str().unwrap().contains(problem), "{cost}: {got}");
     }
     // Each header once: a proxy or log may read another copy than this
     // service would.
