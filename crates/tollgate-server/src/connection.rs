@@ -8,7 +8,10 @@
 //!   off, holding a connection for no longer than that.
 //! - **Idle timeout.** A connection with no request in flight and nothing
 //!   received for [`Timeouts::idle`] is closed gracefully (HTTP/2: GOAWAY).
-//!   Bytes that do not start a request (HTTP/2 pings) do not keep it open.
+//!   On HTTP/2 only requests count: frames that start none (pings,
+//!   settings, a request head trickled in but never finished) do not keep
+//!   it open, so a slow or idle HTTP/2 client holds its connection for at
+//!   most the idle timeout after its last response.
 //! - **Draining.** When the service stops, every response on an HTTP/1.1
 //!   connection carries `Connection: close`, so a connection closes after
 //!   its request in flight; a connection with no request in flight is
@@ -50,7 +53,8 @@ pub(crate) struct Timeouts {
 /// connection was accepted.
 #[derive(Default)]
 struct Activity {
-    /// When the last byte was received or the last response was done.
+    /// When the last response was done or, on HTTP/1.1, the last byte was
+    /// received.
     last: AtomicU64,
     /// When the first byte of a request head not yet complete arrived,
     /// plus one (0: none pending).
@@ -137,10 +141,17 @@ pub(crate) async fn serve(
             && !bytes_waiting(fd);
         if idle || drain_now {
             // An idle HTTP/1.1 connection closes at once, an HTTP/2 one
-            // after GOAWAY and its streams in flight.
+            // after GOAWAY and its streams in flight. The client has the
+            // header-read timeout to take part (HTTP/2 waits for the ack
+            // of a PING): one that ignores it is dropped then.
             connection.as_mut().graceful_shutdown();
-            if let Err(err) = connection.as_mut().await {
-                tracing::debug!("connection ended with an error: {err}");
+            match tokio::time::timeout(timeouts.header_read, connection.as_mut()).await {
+                Ok(Err(err)) => tracing::debug!("connection ended with an error: {err}"),
+                Ok(Ok(())) => {}
+                Err(_) => tracing::debug!(
+                    "the client did not close within {:?} of being asked to: connection dropped",
+                    timeouts.header_read
+                ),
             }
             return;
         }
@@ -155,7 +166,9 @@ fn next_check(activity: &Activity, timeouts: Timeouts, now: u64, stopping: bool)
         return now + 5;
     }
     let idle = activity.last.load(Ordering::Acquire) + millis(timeouts.idle);
+    // HTTP/2 has no head timeout (its idle timeout bounds slow heads).
     let head = match activity.head_since.load(Ordering::Acquire) {
+        _ if activity.http2.load(Ordering::Relaxed) => u64::MAX,
         0 => u64::MAX,
         since => since - 1 + millis(timeouts.header_read),
     };
@@ -218,7 +231,9 @@ impl Watched {
     fn received(&self, bytes: &[u8]) {
         let activity = &self.activity;
         let now = elapsed_ms(self.opened);
-        activity.last.store(now, Ordering::Release);
+        if !activity.http2.load(Ordering::Relaxed) {
+            activity.last.store(now, Ordering::Release);
+        }
         let sniffed = activity.sniffed.load(Ordering::Relaxed);
         if sniffed < H2_PREFIX.len() {
             let take = (H2_PREFIX.len() - sniffed).min(bytes.len());

@@ -257,3 +257,66 @@ async fn slow_headers_and_idle_connections_are_cut_off() {
     assert_eq!(status, 200);
     server.stop().await;
 }
+
+/// An HTTP/2 frame: its 9-byte header (length, type, flags, stream 0) and
+/// payload.
+fn h2_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut frame = vec![
+        (len >> 16) as u8,
+        (len >> 8) as u8,
+        len as u8,
+        kind,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    frame.extend_from_slice(payload);
+    frame
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_only_pings_is_closed_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let idle = Duration::from_millis(1_000);
+    // This client never acknowledges the service's PING of a graceful
+    // close either: it is dropped the header-read timeout later.
+    let grace = Duration::from_millis(500);
+    let server = start(
+        support::builder(&[&file])
+            .idle_timeout(idle)
+            .header_read_timeout(grace),
+    )
+    .await;
+    let mut stream = TcpStream::connect(server.http).await.unwrap();
+    let started = Instant::now();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    stream.write_all(&h2_frame(0x4, &[])).await.unwrap();
+    // A PING every 100 ms, reading what the service sends, until it closes.
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        assert!(
+            started.elapsed() < idle * 5,
+            "still open after {:?}",
+            started.elapsed()
+        );
+        if stream.write_all(&h2_frame(0x6, &[7; 8])).await.is_err() {
+            break started.elapsed();
+        }
+        match tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break started.elapsed(),
+            Ok(Ok(_)) | Err(_) => {}
+        }
+    };
+    assert!(
+        closed + SLACK >= idle && closed < (idle + grace) * 2,
+        "a pinging HTTP/2 client was closed after {closed:?}"
+    );
+    server.stop().await;
+}
