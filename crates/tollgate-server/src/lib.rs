@@ -52,9 +52,11 @@
 //!
 //! ## Connections
 //!
+//! Both listeners, HTTP and gRPC, serve their connections the same way.
 //! An HTTP/1.1 request head must arrive within
 //! [`DEFAULT_HEADER_READ_TIMEOUT`] of its first byte; a connection with
-//! nothing in flight closes after [`DEFAULT_IDLE_TIMEOUT`]; at most
+//! nothing in flight closes after [`DEFAULT_IDLE_TIMEOUT`] (on HTTP/2,
+//! counted from its last request: pings keep nothing open); at most
 //! [`DEFAULT_MAX_CONNECTIONS`] are open over both listeners (each settable
 //! on [`ServerBuilder`]). When [`Server::run`]'s shutdown future completes,
 //! the service drains: the listeners close, every request already received
@@ -73,7 +75,6 @@ mod connection;
 mod envoy;
 mod error;
 mod http;
-mod io_delegate;
 mod listener;
 pub mod metrics;
 mod reload;

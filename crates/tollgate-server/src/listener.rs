@@ -1,22 +1,19 @@
 //! Accepting connections: at most [`Limits::max_connections`] open at once
-//! over both listeners, each HTTP connection served by [`connection`], and
-//! draining within [`Limits::drain`] when the service stops.
+//! over both listeners, each connection (HTTP, or gRPC for the Envoy API)
+//! served by [`connection`], and draining within [`Limits::drain`] when the
+//! service stops.
 //!
 //! At the cap, accepting pauses (new connections wait in the kernel's
 //! listen backlog) until one closes, and the service says so once in the
 //! log until the number falls again.
 
 use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::connection::{self, Timeouts};
@@ -105,11 +102,13 @@ async fn accept(listener: &TcpListener, what: &str) -> TcpStream {
     }
 }
 
-/// Serves HTTP on `listener` until `stop` completes, then closes the
+/// Serves `router` on `listener` (named `what` in the log: HTTP, or gRPC
+/// for the Envoy API's routes) until `stop` completes, then closes the
 /// listener and drains: returns once every connection has closed, or at
 /// the drain deadline, closing those still open.
 pub(crate) async fn serve_http(
     listener: TcpListener,
+    what: &'static str,
     router: Router,
     limits: Limits,
     budget: Budget,
@@ -121,7 +120,7 @@ pub(crate) async fn serve_http(
     tokio::pin!(stop);
     loop {
         let (stream, permit) = tokio::select! {
-            accepted = budget.accept(&listener, "HTTP", &mut full) => accepted,
+            accepted = budget.accept(&listener, what, &mut full) => accepted,
             () = &mut stop => break,
         };
         let router = router.clone();
@@ -136,7 +135,7 @@ pub(crate) async fn serve_http(
     let _ = drain_tx.send(true);
     tracing::info!(
         connections = connections.len(),
-        "HTTP listener closed; draining its connections"
+        "{what} listener closed; draining its connections"
     );
     let drained = tokio::time::timeout(limits.drain, async {
         while connections.join_next().await.is_some() {}
@@ -144,65 +143,10 @@ pub(crate) async fn serve_http(
     .await;
     if drained.is_err() {
         tracing::warn!(
-            "{} HTTP connections were still open after the drain timeout of {:?}: closed",
+            "{} {what} connections were still open after the drain timeout of {:?}: closed",
             connections.len(),
             limits.drain
         );
         connections.shutdown().await;
     }
 }
-
-/// A stream of accepted gRPC connections, each holding a permit of
-/// `budget`, until `stop` completes.
-pub(crate) fn grpc_incoming(
-    listener: TcpListener,
-    budget: Budget,
-    stop: impl Future<Output = ()> + Send + 'static,
-) -> tokio_stream::wrappers::ReceiverStream<io::Result<Permitted>> {
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let mut full = false;
-        tokio::pin!(stop);
-        loop {
-            let (stream, permit) = tokio::select! {
-                accepted = budget.accept(&listener, "gRPC", &mut full) => accepted,
-                () = &mut stop => break,
-            };
-            let connection = Permitted {
-                stream,
-                _permit: permit,
-            };
-            if tx.send(Ok(connection)).await.is_err() {
-                break;
-            }
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
-/// A TCP stream that holds its place in the connection budget until it is
-/// dropped.
-pub(crate) struct Permitted {
-    stream: TcpStream,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl tonic::transport::server::Connected for Permitted {
-    type ConnectInfo = <TcpStream as tonic::transport::server::Connected>::ConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
-    }
-}
-
-impl AsyncRead for Permitted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-crate::io_delegate::write_through!(Permitted, stream);

@@ -151,50 +151,29 @@ impl Server {
             let _ = rx.wait_for(|stop| *stop).await;
         };
         let budget = Budget::new(self.limits.max_connections);
-        let drain = self.limits.drain;
         let grpc = self.grpc.map(|(listener, addr)| {
             let service = RateLimitServiceServer::new(EnvoyService {
                 shared: self.shared.clone(),
             });
-            let incoming = listener::grpc_incoming(listener, budget.clone(), stopped(stop_rx.clone()));
-            let stop = stopped(stop_rx.clone());
+            // Served by the same connection loop as HTTP: the same
+            // timeouts, cap and draining.
+            let routes = tonic::service::Routes::new(service).prepare().into_axum_router();
             tracing::info!("serving Envoy's rate-limit gRPC API on {addr}");
-            let server = tonic::transport::Server::builder()
-                .http2_keepalive_interval(Some(Duration::from_secs(60)))
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, stop);
-            let stop = stopped(stop_rx.clone());
-            tokio::spawn(async move {
-                tokio::pin!(server);
-                // Serving, then draining within the deadline.
-                tokio::select! {
-                    result = &mut server => return result.map_err(|err| (addr, err)),
-                    () = stop => {}
-                }
-                match tokio::time::timeout(drain, server).await {
-                    Ok(result) => result.map_err(|err| (addr, err)),
-                    Err(_) => {
-                        tracing::warn!(
-                            "gRPC connections were still open after the drain timeout of {drain:?}: closed"
-                        );
-                        Ok(())
-                    }
-                }
-            })
+            tokio::spawn(listener::serve_http(
+                listener,
+                "gRPC",
+                routes,
+                self.limits,
+                budget.clone(),
+                stopped(stop_rx.clone()),
+            ))
         });
         tracing::info!("serving HTTP on http://{}", self.http_addr);
         let app = crate::http::router(self.shared.clone());
-        listener::serve_http(self.http, app, self.limits, budget, stopped(stop_rx)).await;
+        listener::serve_http(self.http, "HTTP", app, self.limits, budget, stopped(stop_rx)).await;
         if let Some(grpc) = grpc {
             match grpc.await {
-                Ok(Ok(())) => {}
-                Ok(Err((addr, err))) => {
-                    return Err(ServerError::Io {
-                        what: "gRPC listener",
-                        addr,
-                        source: std::io::Error::other(err),
-                    })
-                }
+                Ok(()) => {}
                 Err(join) => {
                     return Err(ServerError::Io {
                         what: "gRPC listener",

@@ -277,6 +277,34 @@ fn h2_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     frame
 }
 
+/// Opens an HTTP/2 connection to `addr` and sends a PING every 100 ms
+/// (reading what comes, acknowledging nothing) until the service closes
+/// it: how long that took, at most `limit`.
+async fn pings_until_closed(addr: SocketAddr, limit: Duration) -> Duration {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let started = Instant::now();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    stream.write_all(&h2_frame(0x4, &[])).await.unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        assert!(
+            started.elapsed() < limit,
+            "still open after {:?}",
+            started.elapsed()
+        );
+        if stream.write_all(&h2_frame(0x6, &[7; 8])).await.is_err() {
+            return started.elapsed();
+        }
+        let read = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+        if let Ok(Ok(0) | Err(_)) = read {
+            return started.elapsed();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_client_that_only_pings_is_closed_when_idle() {
     let dir = tempfile::tempdir().unwrap();
@@ -291,33 +319,38 @@ async fn an_http2_client_that_only_pings_is_closed_when_idle() {
             .header_read_timeout(grace),
     )
     .await;
-    let mut stream = TcpStream::connect(server.http).await.unwrap();
-    let started = Instant::now();
-    stream
-        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .await
-        .unwrap();
-    stream.write_all(&h2_frame(0x4, &[])).await.unwrap();
-    // A PING every 100 ms, reading what the service sends, until it closes.
-    let mut buf = [0u8; 4096];
-    let closed = loop {
-        assert!(
-            started.elapsed() < idle * 5,
-            "still open after {:?}",
-            started.elapsed()
-        );
-        if stream.write_all(&h2_frame(0x6, &[7; 8])).await.is_err() {
-            break started.elapsed();
-        }
-        if let Ok(Ok(0) | Err(_)) =
-            tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await
-        {
-            break started.elapsed();
-        }
-    };
+    let closed = pings_until_closed(server.http, idle * 5).await;
     assert!(
         closed + SLACK >= idle && closed < (idle + grace) * 2,
         "a pinging HTTP/2 client was closed after {closed:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grpc_listener_cuts_off_silent_and_idle_clients_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let header = Duration::from_millis(600);
+    let idle = Duration::from_millis(1_000);
+    let server = start(
+        support::builder(&[&file])
+            .grpc_listen(support::any_port())
+            .header_read_timeout(header)
+            .idle_timeout(idle),
+    )
+    .await;
+    let grpc = server.grpc.unwrap();
+    // A client that connects and sends nothing.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(grpc).await.unwrap();
+    let closed = closed_after(&mut silent, started, Duration::from_secs(10)).await;
+    assert!(closed + SLACK >= header && closed < header * 4, "{closed:?}");
+    // A client that only pings.
+    let closed = pings_until_closed(grpc, idle * 5).await;
+    assert!(
+        closed + SLACK >= idle && closed < (idle + header) * 2,
+        "{closed:?}"
     );
     server.stop().await;
 }
