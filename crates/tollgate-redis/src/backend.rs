@@ -942,10 +942,7 @@ impl RedisBinding {
         parts: &[BindingPart<'_, RedisBinding>],
         state_keys: &[Vec<u8>],
     ) -> Result<Vec<Decision>, BackendError> {
-        let now = match &first.clock {
-            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
-            None => String::new(),
-        };
+        let now = first.now_arg();
         // Each part's cost and limit count, as sent.
         let numbers: Vec<(String, String)> = parts
             .iter()
@@ -968,21 +965,10 @@ impl RedisBinding {
             args.extend(part.binding.shared.operation_args.iter().map(String::as_bytes));
         }
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
-        let deadline = tokio::time::Instant::now() + first.timeout;
-        let conn = first.conn.ready(deadline).await.map_err(|err| {
-            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
-        })?;
-        let reply = tokio::time::timeout_at(
-            deadline,
-            scripts::together().run(conn, &first.functions, &keys, &args),
-        )
-        .await
-        .map_err(|_| BackendError::timeout(first.timeout))?
-        .map_err(backend_error)?;
+        let reply = first.call(scripts::together(), &keys, &args).await?;
         parse_together(&reply, parts)
     }
 
-    /// Applies `op` to every state key of `key` in one script call.
     /// See [`Binding::reconnect`].
     async fn ping_twice(&self) -> Result<(), BackendError> {
         let shared = &self.shared;
@@ -998,6 +984,7 @@ impl RedisBinding {
         ping(shared.timeout.max(shared.connect_timeout)).await.map(drop)
     }
 
+    /// Applies `op` to every state key of `key` in one script call.
     async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         let shared = &*self.shared;
         let (name, amount) = operation_amount(op)?;
@@ -1033,21 +1020,40 @@ impl RedisBinding {
         let shared = &*self.shared;
         let state_keys = self.state_keys(key);
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
-        let now = match &shared.clock {
-            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
-            None => String::new(),
-        };
+        let now = shared.now_arg();
         let mut args: Vec<&[u8]> = Vec::with_capacity(4 + limit_args.len());
         args.extend([now.as_bytes(), amount.as_bytes(), shared.grace_ms.as_bytes()]);
         args.extend(limit_args.iter().map(String::as_bytes));
         args.extend(last.map(str::as_bytes));
-        let deadline = tokio::time::Instant::now() + shared.timeout;
-        let conn = shared.conn.ready(deadline).await.map_err(|err| {
+        shared.call(script, &keys, &args).await
+    }
+}
+
+impl BindingShared {
+    /// The scripts' first argument: now in microseconds on the caller's
+    /// clock, or empty for the server's.
+    fn now_arg(&self) -> String {
+        match &self.clock {
+            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
+            None => String::new(),
+        }
+    }
+
+    /// Runs `script` on `keys` with `args` once the connection is ready,
+    /// all within the timeout.
+    async fn call(
+        &self,
+        script: &LuaScript,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<Vec<i64>, BackendError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let conn = self.conn.ready(deadline).await.map_err(|err| {
             BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
         })?;
-        tokio::time::timeout_at(deadline, script.run(conn, &shared.functions, &keys, &args))
+        tokio::time::timeout_at(deadline, script.run(conn, &self.functions, keys, args))
             .await
-            .map_err(|_| BackendError::timeout(shared.timeout))?
+            .map_err(|_| BackendError::timeout(self.timeout))?
             .map_err(backend_error)
     }
 }
