@@ -39,11 +39,12 @@ pub(crate) struct ConfigSet {
     pub(crate) policies: Option<Policies>,
     /// The Envoy domains by name (the gRPC API).
     pub(crate) domains: HashMap<String, Domain>,
-    /// The policy-file settings (shadow, lists, deny cache, fallback; shared
-    /// by every Envoy limit) and the metrics label each limiter was built
-    /// with, by key prefix and resource, so that a reload keeps a limiter
-    /// only when they are unchanged too.
-    settings: HashMap<(String, String), (Arc<Settings>, Option<String>)>,
+    /// The settings (shadow, lists, deny cache, fallback) each policy
+    /// file's limiter was built with, by resource, and those every Envoy
+    /// limit was built with, so that a reload keeps a limiter only when they
+    /// are unchanged too.
+    settings: HashMap<String, Arc<Settings>>,
+    envoy_settings: Arc<Settings>,
 }
 
 /// The limiters of a tollgate policy file: a resource's own, or the default.
@@ -65,13 +66,22 @@ impl Policies {
     }
 }
 
-/// One Envoy domain's descriptor tree.
+/// One Envoy domain: its descriptor tree and its limits.
 pub(crate) struct Domain {
     /// The file it comes from.
     pub(crate) file: String,
-    pub(crate) root: Level<Rule>,
-    /// Its limits in file order, for listing.
-    pub(crate) rules: Vec<RuleSpec>,
+    /// The tree; a node's rule is its index in `rules`.
+    root: Level<u32>,
+    /// Its limits in file order.
+    pub(crate) rules: Vec<Rule>,
+}
+
+impl Domain {
+    /// The limit that applies to a descriptor of `entries`, if any.
+    pub(crate) fn find<'e>(&self, entries: impl IntoIterator<Item = (&'e str, &'e str)>) -> Option<&Rule> {
+        let index = *self.root.find(entries)?;
+        self.rules.get(index as usize)
+    }
 }
 
 /// A configured Envoy limit and its limiter (none for `unlimited` and for
@@ -81,14 +91,16 @@ pub(crate) struct Rule {
     pub(crate) limiter: Option<SharedLimiter>,
 }
 
-/// What identifies a limiter's state: a reload keeps the limiter of an
-/// identity that is still configured.
+/// What identifies a limiter's state and how it reports: a reload keeps
+/// the limiter of an identity that is still configured.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Identity {
     prefix: String,
     resource: String,
     policy: Policy,
     fail: FailPolicy,
+    /// The metrics label, where it is not the resource.
+    label: Option<String>,
 }
 
 /// A parsed file of either kind.
@@ -194,7 +206,7 @@ impl ConfigSet {
             .as_ref()
             .map_or(DEFAULT_KEY_PREFIX, PolicyFile::key_prefix)
             .to_owned();
-        let mut settings_of: HashMap<(String, String), (Arc<Settings>, Option<String>)> = HashMap::new();
+        let mut settings_of: HashMap<String, Arc<Settings>> = HashMap::new();
         // Envoy files may configure tens of thousands of limits, each with
         // its own in-memory table: their tables get fewer shards, so that
         // all of them together hold about ENVOY_SHARDS.
@@ -211,29 +223,37 @@ impl ConfigSet {
             }
             other => other.clone(),
         };
+        // The first limiter built with each metrics label of its own.
+        let mut counted_as: HashMap<String, SharedLimiter> = HashMap::new();
         let mut limiter = |resource: &str,
                            policy: Policy,
                            prefix: &str,
                            settings: Arc<Settings>,
                            metrics: Option<&str>|
          -> Result<SharedLimiter, tollgate::Error> {
+            let label = metrics.filter(|label| *label != resource).map(str::to_owned);
             let identity = Identity {
                 prefix: prefix.to_owned(),
                 resource: resource.to_owned(),
                 policy,
                 fail,
+                label,
             };
-            let place = (prefix.to_owned(), resource.to_owned());
-            let label = metrics.filter(|label| *label != resource).map(str::to_owned);
-            let unchanged = previous.is_some_and(|p| {
-                p.settings
-                    .get(&place)
-                    .is_some_and(|(s, l)| **s == *settings && *l == label)
+            // Envoy limits (the ones with a metrics label of their own)
+            // share one set of settings.
+            let envoy = metrics.is_some();
+            let unchanged = previous.is_some_and(|p| match envoy {
+                true => *p.envoy_settings == *settings,
+                false => p.settings.get(resource).is_some_and(|s| **s == *settings),
             });
+            if !envoy {
+                settings_of.insert(resource.to_owned(), Arc::clone(&settings));
+            }
             if let (Some(limiter), true) = (kept.get(&identity), unchanged) {
-                settings_of.insert(place, (settings, label));
                 return Ok(limiter.clone());
             }
+            let place = (identity.prefix, identity.resource);
+            let label = identity.label;
             let on = if metrics.is_some() {
                 &envoy_backend
             } else {
@@ -256,13 +276,20 @@ impl ConfigSet {
             }
             if let Some(label) = &label {
                 builder = builder.metrics_resource(label.as_str());
+                // The limits counted as one share their metrics handles.
+                if let Some(first) = counted_as.get(label) {
+                    builder = builder.share_metrics(first);
+                }
             }
             let built = match before.get(&place) {
                 Some(previous) => builder.build_from(previous),
                 None => builder.build(),
-            };
-            settings_of.insert(place, (settings, label));
-            built.map(Arc::new)
+            }
+            .map(Arc::new)?;
+            if let Some(label) = label {
+                counted_as.entry(label).or_insert_with(|| Arc::clone(&built));
+            }
+            Ok(built)
         };
         let policies = match &policy_file {
             Some(file) => {
@@ -322,7 +349,8 @@ impl ConfigSet {
                     format!("domain {:?} is configured in {} already", file.domain, other.file),
                 ));
             }
-            let root = file.root.try_map(&mut |spec: RuleSpec| {
+            let mut rules = Vec::with_capacity(file.rules.len());
+            for spec in file.rules {
                 let limiter = match spec.limit {
                     Limit::PerUnit { unit, requests } if requests > 0 => {
                         let policy =
@@ -331,7 +359,7 @@ impl ConfigSet {
                         let label = if spec.detailed_metric {
                             spec.resource.clone()
                         } else {
-                            format!("envoy:{}", file.domain)
+                            envoy_label(&file.domain)
                         };
                         Some(
                             limiter(
@@ -346,14 +374,14 @@ impl ConfigSet {
                     }
                     _ => None,
                 };
-                Ok::<_, ConfigError>(Rule { spec, limiter })
-            })?;
+                rules.push(Rule { spec, limiter });
+            }
             domains.insert(
                 file.domain,
                 Domain {
                     file: origin,
-                    root,
-                    rules: file.rules,
+                    root: file.root,
+                    rules,
                 },
             );
         }
@@ -365,34 +393,37 @@ impl ConfigSet {
             policies,
             domains,
             settings: settings_of,
+            envoy_settings,
         })
     }
 
     /// Every limiter by identity.
     fn limiters(&self) -> HashMap<Identity, SharedLimiter> {
         let mut out = HashMap::new();
-        let mut add = |limiter: &SharedLimiter, prefix: String, resource: &str| {
+        let mut add = |limiter: &SharedLimiter, prefix: String, resource: &str, label: Option<String>| {
             let identity = Identity {
                 prefix,
                 resource: resource.to_owned(),
                 policy: *limiter.policy(),
                 fail: self.fail,
+                label,
             };
             out.insert(identity, limiter.clone());
         };
         if let Some(p) = &self.policies {
-            add(&p.default, self.prefix.clone(), "");
+            add(&p.default, self.prefix.clone(), "", None);
             for (name, limiter) in &p.resources {
-                add(limiter, self.prefix.clone(), name);
+                add(limiter, self.prefix.clone(), name, None);
             }
         }
         let envoy_prefix = envoy_prefix(&self.prefix);
-        for domain in self.domains.values() {
-            domain.root.for_each(&mut |rule: &Rule| {
+        for (name, domain) in &self.domains {
+            for rule in &domain.rules {
                 if let Some(limiter) = &rule.limiter {
-                    add(limiter, envoy_prefix.clone(), &rule.spec.resource);
+                    let label = (!rule.spec.detailed_metric).then(|| envoy_label(name));
+                    add(limiter, envoy_prefix.clone(), &rule.spec.resource, label);
                 }
-            });
+            }
         }
         out
     }
@@ -402,15 +433,10 @@ impl ConfigSet {
         if let Some(p) = &self.policies {
             return Some(p.default.clone());
         }
-        let mut found = None;
-        for domain in self.domains.values() {
-            domain.root.for_each(&mut |rule: &Rule| {
-                if found.is_none() {
-                    found = rule.limiter.clone();
-                }
-            });
-        }
-        found
+        self.domains
+            .values()
+            .flat_map(|d| &d.rules)
+            .find_map(|rule| rule.limiter.clone())
     }
 
     /// Whether state lives in this process.
@@ -422,6 +448,11 @@ impl ConfigSet {
 /// The key prefix of Envoy limits: the policy file's, followed by
 /// `:envoy` (escaped in keys), so that no resource of a policy file shares
 /// their state.
+/// The metrics label of a domain's limits that have none of their own.
+fn envoy_label(domain: &str) -> String {
+    format!("envoy:{domain}")
+}
+
 fn envoy_prefix(prefix: &str) -> String {
     format!("{prefix}:envoy")
 }

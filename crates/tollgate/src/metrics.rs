@@ -2,7 +2,10 @@
 //!
 //! Every limiter registers its handles once, when it is built, labelled by
 //! `resource` (empty for a default policy, shown as `default`) and
-//! `strategy` — never by key, whose cardinality clients control. Install the
+//! `strategy` — never by key, whose cardinality clients control. A limiter
+//! built to take over from another ([`crate::LimiterBuilder::build_from`]),
+//! or told to share another's ([`crate::LimiterBuilder::share_metrics`]),
+//! counts on that one's handles when their labels are the same. Install the
 //! recorder (Prometheus, StatsD, OpenTelemetry, …) before building limiters;
 //! without one, every handle is a no-op and a decision pays one untaken
 //! branch per counter.
@@ -25,7 +28,7 @@
 //! at a small fraction of that cost.
 
 use std::cell::Cell;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
 
@@ -37,6 +40,8 @@ pub const LATENCY_SAMPLE: u32 = 64;
 
 /// The handles of one limiter.
 pub(crate) struct LimiterMetrics {
+    /// The `resource` and `strategy` labels of every handle.
+    labels: [(&'static str, String); 2],
     allowed: Counter,
     denied: Counter,
     backend_errors: Counter,
@@ -46,6 +51,14 @@ pub(crate) struct LimiterMetrics {
     circuit_open: Counter,
     shadow_denied: Counter,
     latency: Histogram,
+}
+
+impl std::fmt::Debug for LimiterMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimiterMetrics")
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
+    }
 }
 
 thread_local! {
@@ -104,11 +117,11 @@ fn describe() {
 }
 
 impl LimiterMetrics {
-    /// Registers the handles of a limiter for `resource` and the strategy
-    /// of `policy` (the strategies of a compound policy joined by `+`, e.g.
-    /// `token_bucket+sliding_window`) with the recorder in effect now.
-    pub(crate) fn register(resource: &str, policy: &Policy) -> Self {
-        describe();
+    /// The handles of a limiter for `resource` and the strategy of `policy`
+    /// (the strategies of a compound policy joined by `+`, e.g.
+    /// `token_bucket+sliding_window`): those of `shared` when it has these
+    /// labels, otherwise new ones registered with the recorder in effect now.
+    pub(crate) fn for_limiter(shared: Option<&Arc<Self>>, resource: &str, policy: &Policy) -> Arc<Self> {
         let resource = if resource.is_empty() {
             "default".to_owned()
         } else {
@@ -116,6 +129,14 @@ impl LimiterMetrics {
         };
         let strategy: Vec<&str> = policy.limits().iter().map(|l| l.strategy().name()).collect();
         let labels = [("resource", resource), ("strategy", strategy.join("+"))];
+        match shared {
+            Some(shared) if shared.labels == labels => Arc::clone(shared),
+            _ => Arc::new(Self::register(labels)),
+        }
+    }
+
+    fn register(labels: [(&'static str, String); 2]) -> Self {
+        describe();
         Self {
             allowed: counter!("tollgate_allowed_total", &labels),
             denied: counter!("tollgate_denied_total", &labels),
@@ -126,6 +147,7 @@ impl LimiterMetrics {
             circuit_open: counter!("tollgate_circuit_open_total", &labels),
             shadow_denied: counter!("tollgate_shadow_denied_total", &labels),
             latency: histogram!("tollgate_decision_seconds", &labels),
+            labels,
         }
     }
 

@@ -19,11 +19,23 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 ///
 /// Build one with [`Limit::new`]; every instance is known to be valid. A
 /// [`Policy`] holds one limit or several decided together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     strategy: Strategy,
     limit: u64,
-    window: Duration,
+    /// `W` in nanoseconds: at most [`MAX_WINDOW`], so it fits, and 8 bytes
+    /// where a `Duration` takes 16 (a [`Policy`] holds [`MAX_LIMITS`]).
+    window_nanos: u64,
+}
+
+impl fmt::Debug for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limit")
+            .field("strategy", &self.strategy)
+            .field("limit", &self.limit)
+            .field("window", &self.window())
+            .finish()
+    }
 }
 
 impl Limit {
@@ -69,7 +81,8 @@ impl Limit {
         Ok(Self {
             strategy,
             limit,
-            window,
+            // At most MAX_WINDOW, checked above.
+            window_nanos: window.as_nanos() as u64,
         })
     }
 
@@ -85,25 +98,25 @@ impl Limit {
 
     /// `W`, the window.
     pub fn window(&self) -> Duration {
-        self.window
+        Duration::from_nanos(self.window_nanos)
     }
 
     /// The rate in nanosecond ticks (the in-memory clock unit).
     pub fn rate_nanos(&self) -> Rate {
         // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
-        Rate::new(self.limit, self.window.as_nanos() as u64)
+        Rate::new(self.limit, self.window_nanos)
     }
 
     /// The rate in microsecond ticks, rounding the window down to whole
     /// microseconds (used by backends whose clock counts microseconds).
     pub fn rate_micros(&self) -> Rate {
-        Rate::new(self.limit, self.window.as_micros() as u64)
+        Rate::new(self.limit, self.window_nanos / 1_000)
     }
 }
 
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} per {:?}", self.strategy, self.limit, self.window)
+        write!(f, "{} {} per {:?}", self.strategy, self.limit, self.window())
     }
 }
 
@@ -143,7 +156,7 @@ pub struct Policy {
 const UNUSED: Limit = Limit {
     strategy: Strategy::FixedWindow,
     limit: 1,
-    window: Duration::from_secs(1),
+    window_nanos: 1_000_000_000,
 };
 
 impl fmt::Debug for Policy {
@@ -188,14 +201,15 @@ impl Policy {
         for (i, limit) in limits.iter().enumerate() {
             if let Some(j) = limits[..i]
                 .iter()
-                .position(|l| l.strategy == limit.strategy && l.window == limit.window)
+                .position(|l| l.strategy == limit.strategy && l.window_nanos == limit.window_nanos)
             {
                 return Err(ConfigError::new(
                     format!("limits[{i}]"),
                     format!(
                         "has the same strategy and window as limits[{j}] ({} per {:?}); keep \
                          only the smaller limit, the larger could never deny",
-                        limit.strategy, limit.window
+                        limit.strategy,
+                        limit.window()
                     ),
                 ));
             }

@@ -304,7 +304,8 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
                     resource,
                     policy,
                 };
-                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b), None).map(Arc::new)
+                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b), (None, None))
+                    .map(Arc::new)
             };
         let default = limiter_for("", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());

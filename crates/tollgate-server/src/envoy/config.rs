@@ -112,8 +112,9 @@ pub(crate) struct RuleSpec {
 #[derive(Debug)]
 pub(crate) struct EnvoyFile {
     pub(crate) domain: String,
-    pub(crate) root: Level<RuleSpec>,
-    /// Every limit with its path, in file order, for listing.
+    /// The tree; a node's rule is its index in `rules`.
+    pub(crate) root: Level<u32>,
+    /// Every limit with its path, in file order.
     pub(crate) rules: Vec<RuleSpec>,
 }
 
@@ -130,6 +131,9 @@ struct Site {
 /// The most descriptors a file may configure, at every level together:
 /// room for large deployments, and a bound on the memory a file takes.
 pub(crate) const MAX_DESCRIPTORS: usize = 100_000;
+
+// A rule is named by its index as a `u32` in the tree.
+const _: () = assert!(MAX_DESCRIPTORS <= u32::MAX as usize);
 
 /// The deepest nesting of maps and lists the YAML may have (as for policy
 /// files).
@@ -242,7 +246,7 @@ impl EnvoyFile {
 
     fn load_level(
         &mut self,
-        level: &mut Level<RuleSpec>,
+        level: &mut Level<u32>,
         descriptors: Vec<RawDescriptor>,
         field: &str,
         path: &mut Vec<Step>,
@@ -276,35 +280,35 @@ impl EnvoyFile {
                 Some(rate) => Some(self.rule(rate, (raw.shadow_mode, raw.detailed_metric), path, &error)?),
                 None => None,
             };
-            if let Some(rule) = &rule {
-                load.sites.push(Site {
-                    name: rule.name.clone(),
-                    replaces: rule.replaces.clone(),
-                    line,
-                    field: field.clone(),
-                });
-            }
-            let mut node = Node {
-                rule: rule.clone(),
-                children: Level::default(),
+            let index = match rule {
+                Some(rule) => {
+                    load.sites.push(Site {
+                        name: rule.name.clone(),
+                        replaces: rule.replaces.clone(),
+                        line,
+                        field: field.clone(),
+                    });
+                    // At most MAX_DESCRIPTORS, checked above.
+                    self.rules.push(rule);
+                    Some((self.rules.len() - 1) as u32)
+                }
+                None => None,
             };
+            let mut children = Level::default();
             self.load_level(
-                &mut node.children,
+                &mut children,
                 raw.descriptors,
                 &format!("{field}.descriptors"),
                 path,
                 load,
             )?;
             path.pop();
-            if !level.insert(&step, node) {
+            if !level.insert(&step, Node::new(index, children)) {
                 let what = match &step.value {
                     Some(value) => format!("key {:?} with value {value:?}", step.key),
                     None => format!("key {:?} without a value", step.key),
                 };
                 return Err(error("", format!("{what} is configured twice at this level")));
-            }
-            if let Some(rule) = rule {
-                self.rules.push(rule);
             }
         }
         Ok(())
@@ -525,6 +529,12 @@ mod tests {
         EnvoyFile::parse(text, "rl.yaml")
     }
 
+    /// The rule that applies to a descriptor of `entries`.
+    fn find<'f>(file: &'f EnvoyFile, entries: &[(&str, &str)]) -> Option<&'f RuleSpec> {
+        let index = file.root.find(entries.iter().copied())?;
+        Some(&file.rules[*index as usize])
+    }
+
     #[test]
     fn a_nested_configuration_becomes_rules_with_resources() {
         let file = parse(
@@ -544,10 +554,7 @@ descriptors:
         )
         .unwrap();
         assert_eq!(file.domain, "messaging");
-        let found = file
-            .root
-            .find([("message_type", "marketing"), ("to_number", "1")])
-            .unwrap();
+        let found = find(&file, &[("message_type", "marketing"), ("to_number", "1")]).unwrap();
         assert_eq!(found.resource, "messaging.message_type=marketing.to_number");
         assert_eq!(
             found.limit,
@@ -556,11 +563,20 @@ descriptors:
                 requests: 5
             }
         );
-        let all = file.root.find([("to_number", "1")]).unwrap();
+        let all = find(&file, &[("to_number", "1")]).unwrap();
         assert!(all.shadow);
         assert_eq!(all.name.as_deref(), Some("all"));
-        assert_eq!(file.root.find([("ldap", "x")]).unwrap().limit, Limit::Unlimited);
-        assert_eq!(file.rules.len(), 3);
+        assert_eq!(find(&file, &[("ldap", "x")]).unwrap().limit, Limit::Unlimited);
+        // In file order.
+        let resources: Vec<&str> = file.rules.iter().map(|r| r.resource.as_str()).collect();
+        assert_eq!(
+            resources,
+            [
+                "messaging.message_type=marketing.to_number",
+                "messaging.to_number",
+                "messaging.ldap"
+            ]
+        );
     }
 
     #[test]

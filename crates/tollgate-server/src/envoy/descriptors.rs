@@ -83,19 +83,23 @@ impl<T> Default for Level<T> {
     }
 }
 
-/// A node: what applies when a descriptor ends here, and the next level.
+/// A node: what applies when a descriptor ends here, and the next level
+/// (boxed, and none for a leaf: most nodes of a large file are leaves).
 #[derive(Debug)]
 pub(crate) struct Node<T> {
     pub(crate) rule: Option<T>,
-    pub(crate) children: Level<T>,
+    children: Option<Box<Level<T>>>,
 }
 
 impl<T> Node<T> {
-    fn try_map<U, E>(self, f: &mut dyn FnMut(T) -> Result<U, E>) -> Result<Node<U>, E> {
-        Ok(Node {
-            rule: self.rule.map(&mut *f).transpose()?,
-            children: self.children.try_map(f)?,
-        })
+    /// A node with `rule` and the nodes of `children` below it.
+    pub(crate) fn new(rule: Option<T>, children: Level<T>) -> Self {
+        let empty =
+            children.exact.is_empty() && children.any_value.is_empty() && children.prefixes.is_empty();
+        Self {
+            rule,
+            children: (!empty).then(|| Box::new(children)),
+        }
     }
 }
 
@@ -138,41 +142,6 @@ impl<T> Level<T> {
         true
     }
 
-    /// The same tree with every rule replaced by `f(rule)`.
-    pub(crate) fn try_map<U, E>(self, f: &mut dyn FnMut(T) -> Result<U, E>) -> Result<Level<U>, E> {
-        let mut out = Level::default();
-        for (key, values) in self.exact {
-            let mut mapped = HashMap::with_capacity(values.len());
-            for (value, node) in values {
-                mapped.insert(value, node.try_map(f)?);
-            }
-            out.exact.insert(key, mapped);
-        }
-        for (key, node) in self.any_value {
-            out.any_value.insert(key, node.try_map(f)?);
-        }
-        for (key, prefix, node) in self.prefixes {
-            out.prefixes.push((key, prefix, node.try_map(f)?));
-        }
-        Ok(out)
-    }
-
-    /// Calls `f` on every rule of the tree.
-    pub(crate) fn for_each(&self, f: &mut impl FnMut(&T)) {
-        let nodes = self
-            .exact
-            .values()
-            .flat_map(HashMap::values)
-            .chain(self.any_value.values())
-            .chain(self.prefixes.iter().map(|(_, _, node)| node));
-        for node in nodes {
-            if let Some(rule) = &node.rule {
-                f(rule);
-            }
-            node.children.for_each(f);
-        }
-    }
-
     /// The node for one entry: exact value, then value prefix, then key
     /// alone.
     fn child(&self, key: &str, value: &str) -> Option<&Node<T>> {
@@ -191,12 +160,12 @@ impl<T> Level<T> {
     /// What applies to a descriptor of `entries`: the rule of the node its
     /// last entry reaches, if that node has one.
     pub(crate) fn find<'e>(&self, entries: impl IntoIterator<Item = (&'e str, &'e str)>) -> Option<&T> {
-        let mut level = self;
+        let mut level = Some(self);
         let mut reached = None;
         for (key, value) in entries {
-            let node = level.child(key, value)?;
+            let node = level?.child(key, value)?;
             reached = Some(node);
-            level = &node.children;
+            level = node.children.as_deref();
         }
         reached.and_then(|node| node.rule.as_ref())
     }
@@ -214,24 +183,19 @@ mod tests {
     }
 
     fn leaf(rule: &'static str) -> Node<&'static str> {
-        Node {
-            rule: Some(rule),
-            children: Level::default(),
-        }
+        Node::new(Some(rule), Level::default())
     }
 
     /// Envoy's "messaging" example: a nested per-number limit for marketing
     /// messages, a per-number limit for all, a blocked address.
     fn messaging() -> Level<&'static str> {
-        let mut marketing = Node {
-            rule: None,
-            children: Level::default(),
-        };
-        assert!(marketing
-            .children
-            .insert(&step("to_number", None), leaf("marketing per number")));
+        let mut marketing = Level::default();
+        assert!(marketing.insert(&step("to_number", None), leaf("marketing per number")));
         let mut root = Level::default();
-        assert!(root.insert(&step("message_type", Some("marketing")), marketing));
+        assert!(root.insert(
+            &step("message_type", Some("marketing")),
+            Node::new(None, marketing)
+        ));
         assert!(root.insert(&step("to_number", None), leaf("per number")));
         assert!(root.insert(&step("remote_address", None), leaf("per address")));
         assert!(root.insert(&step("remote_address", Some("50.0.0.5")), leaf("blocked")));

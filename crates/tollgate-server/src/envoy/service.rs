@@ -148,7 +148,7 @@ impl EnvoyService {
                     .map(|e| (e.key.as_str(), e.value.as_str()))
             };
             planned.push(Planned {
-                rule: domain.root.find(entries()),
+                rule: domain.find(entries()),
                 key: descriptor_key(descriptor.entries.iter().map(|e| e.value.as_str())),
                 cost,
             });

@@ -119,6 +119,7 @@ fn policies_body(config: &ConfigSet) -> PoliciesBody<'_> {
                 .rules
                 .iter()
                 .map(|rule| {
+                    let rule = &rule.spec;
                     let (unit, requests) = match rule.limit {
                         EnvoyLimit::Unlimited => (None, None),
                         EnvoyLimit::PerUnit { unit, requests } => (Some(unit), Some(requests)),

@@ -1,5 +1,6 @@
 //! The builder of a [`Limiter`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::options::{FailPolicy, Options};
@@ -9,6 +10,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
+use crate::metrics::LimiterMetrics;
 use crate::policy::Policy;
 use crate::strategy::Strategy;
 
@@ -24,6 +26,7 @@ pub struct LimiterBuilder<B> {
     prefix: String,
     resource: String,
     metrics_resource: Option<String>,
+    shared_metrics: Option<Arc<LimiterMetrics>>,
 }
 
 impl Default for LimiterBuilder<MemoryBackend> {
@@ -38,6 +41,7 @@ impl Default for LimiterBuilder<MemoryBackend> {
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
             resource: String::new(),
             metrics_resource: None,
+            shared_metrics: None,
         }
     }
 }
@@ -105,6 +109,18 @@ impl<B: Backend> LimiterBuilder<B> {
         self
     }
 
+    /// Counts this limiter's decisions on `other`'s metrics handles when
+    /// both have the same labels (the `resource` label, see
+    /// [`metrics_resource`](Self::metrics_resource), and the strategy);
+    /// otherwise it registers its own, as without this option. The series
+    /// are the same either way: what is saved is the handles' memory (a few
+    /// hundred bytes per limiter with a recorder installed), which counts
+    /// when thousands of limiters are counted as one.
+    pub fn share_metrics<C: Backend>(mut self, other: &Limiter<C>) -> Self {
+        self.shared_metrics = Some(Arc::clone(&other.metrics));
+        self
+    }
+
     /// Replaces the backend.
     pub fn backend<C: Backend>(self, backend: C) -> LimiterBuilder<C> {
         LimiterBuilder {
@@ -117,6 +133,7 @@ impl<B: Backend> LimiterBuilder<B> {
             prefix: self.prefix,
             resource: self.resource,
             metrics_resource: self.metrics_resource,
+            shared_metrics: self.shared_metrics,
         }
     }
 
@@ -178,7 +195,7 @@ impl<B: Backend> LimiterBuilder<B> {
             &scope,
             &self.options,
             previous,
-            self.metrics_resource.as_deref(),
+            (self.metrics_resource.as_deref(), self.shared_metrics.as_ref()),
         )
     }
 }

@@ -6,6 +6,7 @@ mod setters;
 pub mod together;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use builder::LimiterBuilder;
@@ -47,7 +48,8 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     policy: Policy,
     fail: FailPolicy,
     fail_open_events: AtomicU64,
-    metrics: LimiterMetrics,
+    /// Shared with the limiters that count on the same handles.
+    metrics: Arc<LimiterMetrics>,
     protection: Option<Box<Protection>>,
     lists: Option<Box<options::Lists>>,
     shadow: bool,
@@ -80,13 +82,14 @@ impl<B: Backend> Limiter<B> {
     /// [`Backend::rebind`] keeps.
     ///
     /// The metrics are labelled with `metrics_resource`, or the scope's
-    /// resource without one.
+    /// resource without one; the handles of `shared_metrics`, or else of
+    /// `previous`, are reused when their labels are the same.
     pub(crate) fn bind_after(
         backend: &B,
         scope: &Scope<'_>,
         options: &Options,
         previous: Option<&Limiter<B>>,
-        metrics_resource: Option<&str>,
+        (metrics_resource, shared_metrics): (Option<&str>, Option<&Arc<LimiterMetrics>>),
     ) -> Result<Self, Error> {
         options.validate()?;
         let binding = match previous {
@@ -99,7 +102,11 @@ impl<B: Backend> Limiter<B> {
             policy: *scope.policy,
             fail: options.fail,
             fail_open_events: AtomicU64::new(0),
-            metrics: LimiterMetrics::register(metrics_resource.unwrap_or(scope.resource), scope.policy),
+            metrics: LimiterMetrics::for_limiter(
+                shared_metrics.or(previous.map(|p| &p.metrics)),
+                metrics_resource.unwrap_or(scope.resource),
+                scope.policy,
+            ),
             protection: options.protection()?,
             lists: options.lists(),
             shadow: options.shadow,

@@ -138,3 +138,42 @@ async fn backend_errors_and_fail_open_admissions_are_counted() {
         "fail-open admissions are counted apart"
     );
 }
+
+#[test]
+fn limiters_sharing_metrics_count_under_their_own_labels() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let build = |resource: &str, strategy: Strategy, share: Option<&Limiter>| {
+        metrics::with_local_recorder(&recorder, || {
+            let mut builder = Limiter::builder()
+                .clock(clock.clone())
+                .strategy(strategy)
+                .limit(2)
+                .window(Duration::from_secs(60))
+                .resource(resource)
+                .metrics_resource("envoy:d");
+            if let Some(other) = share {
+                builder = builder.share_metrics(other);
+            }
+            builder.build().unwrap()
+        })
+    };
+    let first = build("d.a", Strategy::FixedWindow, None);
+    // Same labels: counted as one with the first.
+    let same = build("d.b", Strategy::FixedWindow, Some(&first));
+    // Another strategy: its own series, whatever it was told to share.
+    let other = build("d.c", Strategy::TokenBucket, Some(&first));
+    for limiter in [&first, &same, &other] {
+        for _ in 0..3 {
+            limiter.check("k");
+        }
+    }
+    let all = counters(&snapshotter);
+    let fixed = labels("envoy:d", "fixed_window");
+    let bucket = labels("envoy:d", "token_bucket");
+    assert_eq!(value(&all, "tollgate_allowed_total", &fixed), 4);
+    assert_eq!(value(&all, "tollgate_denied_total", &fixed), 2);
+    assert_eq!(value(&all, "tollgate_allowed_total", &bucket), 2);
+    assert_eq!(value(&all, "tollgate_denied_total", &bucket), 1);
+}
