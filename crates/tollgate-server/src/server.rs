@@ -17,7 +17,6 @@ use tollgate::{Clock, SharedClock, SystemClock};
 use crate::config_set::ConfigSet;
 use crate::connection::Timeouts;
 use crate::envoy::service::EnvoyService;
-use crate::envoy::stripes::Stripes;
 use crate::error::ServerError;
 use crate::http::admin::ROUTES;
 use crate::listener::{self, Budget, Limits};
@@ -335,7 +334,7 @@ impl ServerBuilder {
             auth_deny_status: deny,
             admin,
             metrics,
-            stripes: Stripes::default(),
+            envoy_locks: tollgate::backend::KeyLocks::new(ENVOY_LOCKS),
         });
         let reloader = Reloader::new(self.configs, shared.clone());
         let mut background = Vec::new();
@@ -420,6 +419,10 @@ const MAX_CONNECTIONS_CAP: usize = 1 << 24;
 
 /// The longest timeout accepted.
 const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// The key-sharded locks that serialize Envoy requests of several
+/// descriptors on shared keys: enough that unrelated keys rarely share one.
+const ENVOY_LOCKS: usize = 256;
 
 /// The admin token: the file's content without surrounding whitespace.
 fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {

@@ -7,7 +7,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tollgate::SharedClock;
 
 use crate::config_set::ConfigSet;
-use crate::envoy::stripes::Stripes;
 
 /// The state behind every listener.
 pub(crate) struct Shared {
@@ -21,8 +20,9 @@ pub(crate) struct Shared {
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.
     pub(crate) metrics: Option<PrometheusHandle>,
-    /// Serializes Envoy requests that touch the same keys.
-    pub(crate) stripes: Stripes,
+    /// Serializes Envoy requests of several descriptors that touch the
+    /// same keys (see [`crate::envoy::service`]).
+    pub(crate) envoy_locks: tollgate::backend::KeyLocks,
 }
 
 /// Who may call the admin routes.

@@ -4,4 +4,3 @@
 pub(crate) mod config;
 pub(crate) mod descriptors;
 pub(crate) mod service;
-pub(crate) mod stripes;

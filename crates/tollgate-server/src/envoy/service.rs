@@ -31,19 +31,19 @@
 //!   refund does not reach: both are counted in
 //!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
 //! - Requests of several limited descriptors decided one by one that share a resource and
-//!   key in this process are serialized through [`Stripes`] for the whole
+//!   key in this process are serialized through [`KeyLocks`] for the whole
 //!   step (a request of one limited descriptor takes no lock: it is one
 //!   decision). With refunds the
 //!   outcome is safe without it, but not exact: a request that only
 //!   overlaps a denied one in time could be denied by its passing charge.
-//!   Holding the stripes makes this process's Envoy requests decide as if
+//!   Holding the locks makes this process's Envoy requests decide as if
 //!   one after the other, so with in-memory state every answer is the one
 //!   a sequential replay gives; the cost is waiting only on requests that
-//!   share a key's stripe.
+//!   share a key's lock.
 //! - A descriptor limited to 0 requests per unit denies the request
 //!   without any charge; the others are reported from a peek.
 //!
-//! [`Stripes`]: crate::envoy::stripes::Stripes
+//! [`KeyLocks`]: tollgate::backend::KeyLocks
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -208,14 +208,14 @@ impl EnvoyService {
         // One limited descriptor is one decision: the limiter alone makes it
         // exact, and a hot key's requests must not queue behind each other's
         // round trips. Several are serialized per key (see the module docs).
-        let stripes = &self.shared.stripes;
+        let locks = &self.shared.envoy_locks;
         let _guards = if limited.len() > 1 {
             Some(
-                stripes
-                    .lock(
+                locks
+                    .lock_all(
                         limited
                             .iter()
-                            .map(|(i, rule, _)| stripes.index(&rule.spec.resource, &planned[*i].key))
+                            .map(|(i, rule, _)| locks.index((&rule.spec.resource, &planned[*i].key)))
                             .collect(),
                     )
                     .await,

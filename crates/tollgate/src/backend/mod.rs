@@ -5,6 +5,7 @@ mod blocks;
 mod cell;
 mod codec;
 mod janitor;
+mod key_locks;
 mod keys;
 pub mod memory;
 mod reclaim;
@@ -17,6 +18,7 @@ mod trim;
 use std::future::Future;
 
 pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
+pub use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 
 use crate::decision::Decision;

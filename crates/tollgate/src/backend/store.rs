@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::codec::{decode_record, encode_record, Record};
+use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
 use super::{Backend, Binding, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
@@ -73,8 +74,7 @@ impl<S: Store> Store for Arc<S> {
 /// What every binding of one adapter shares.
 struct Shared<S> {
     store: Arc<S>,
-    locks: Arc<[tokio::sync::Mutex<()>]>,
-    hasher: ahash::RandomState,
+    locks: Arc<KeyLocks>,
     clock: SharedClock,
     tick: Tick,
 }
@@ -84,7 +84,6 @@ impl<S> Clone for Shared<S> {
         Self {
             store: self.store.clone(),
             locks: self.locks.clone(),
-            hasher: self.hasher.clone(),
             clock: self.clock.clone(),
             tick: self.tick,
         }
@@ -106,10 +105,6 @@ impl<S> Clone for StoreBackend<S> {
     }
 }
 
-fn locks(count: usize) -> Arc<[tokio::sync::Mutex<()>]> {
-    (0..count).map(|_| tokio::sync::Mutex::new(())).collect()
-}
-
 impl<S: Store> StoreBackend<S> {
     /// An adapter over `store` on the system clock with [`DEFAULT_LOCKS`]
     /// locks and nanosecond ticks.
@@ -117,8 +112,7 @@ impl<S: Store> StoreBackend<S> {
         Self {
             shared: Shared {
                 store: Arc::new(store),
-                locks: locks(DEFAULT_LOCKS),
-                hasher: ahash::RandomState::new(),
+                locks: Arc::new(KeyLocks::new(DEFAULT_LOCKS)),
                 clock: Arc::new(SystemClock),
                 tick: Tick::Nanos,
             },
@@ -134,7 +128,7 @@ impl<S: Store> StoreBackend<S> {
     /// Uses `locks` key-sharded locks (rounded up to a power of two, at most
     /// 2^20).
     pub fn locks(mut self, count: usize) -> Self {
-        self.shared.locks = locks(count.clamp(1, 1 << 20).next_power_of_two());
+        self.shared.locks = Arc::new(KeyLocks::new(count));
         self
     }
 
@@ -214,8 +208,7 @@ impl<S: Store> StoreBinding<S> {
         let shared = &self.shared;
         let keys = self.keys(key);
         // All of a key's limits share the lock of its first state key.
-        let lock = &shared.locks[shared.hasher.hash_one(&keys[0]) as usize & (shared.locks.len() - 1)];
-        let _guard = lock.lock().await;
+        let _guard = shared.locks.lock(&keys[0]).await;
         let n = keys.len();
         let mut before = [Record::default(); MAX_LIMITS];
         for (i, full) in keys.iter().enumerate() {
