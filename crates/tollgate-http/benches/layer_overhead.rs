@@ -352,7 +352,7 @@ fn median_of(values: &mut [f64]) -> f64 {
 /// reaches the cases of one round alike, so the ratio of two cases within
 /// each round, over many short rounds, compares them far more steadily
 /// than criterion's estimates, taken one case after the other, do. The
-/// README quotes criterion.
+/// docs/performance.md quotes criterion.
 fn time(names: &[String], calls: u64, rounds: usize) -> Vec<Timing> {
     let mut cases: Vec<_> = names
         .iter()

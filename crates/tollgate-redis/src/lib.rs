@@ -95,7 +95,8 @@
 //! [`_documentation::operations`] is the guide to running it: key layout
 //! and eviction, Redis Cluster and hot keys, failover (Sentinel included)
 //! and restarts, the clock, timeouts, dead connections, the numeric bounds, the expiry grace and the Redis
-//! versions it needs. Measured latency and throughput are in the README.
+//! versions it needs. Measured latency and throughput are in
+//! [`tollgate::_documentation::performance`].
 
 /// Long-form documentation: the guide to operating limits on Redis.
 pub mod _documentation {
@@ -105,7 +106,7 @@ pub mod _documentation {
         #![doc = "[semantics]: tollgate::_documentation::semantics\n\
                   [key-layout]: tollgate::_documentation::semantics_notes#key-layout\n\
                   [expired-is-absent]: tollgate::_documentation::semantics_notes#expired-state-is-absent-state\n\
-                  [readme-redis-performance]: https://github.com/tollgate-rs/tollgate#redis-performance\n\n"]
+                  [redis-performance]: tollgate::_documentation::performance#redis\n\n"]
         #![doc = include_str!("../docs/redis.md")]
     }
 }

@@ -1,6 +1,6 @@
 //! Makes a given number of in-memory decisions through `Limiter::check`, for
 //! counting instructions per decision independently of the machine's load
-//! (the README's instruction counts):
+//! (the instruction counts in docs/performance.md):
 //!
 //! ```sh
 //! cargo build --release -p tollgate --example decide_loop

@@ -25,6 +25,8 @@
 //!
 //! ## Documentation
 //!
+//! - [The guide](_documentation::guide): every topic in reading order,
+//!   from the library to the service, operations and performance.
 //! - [Decision semantics](_documentation::semantics): the contract every
 //!   backend meets, strategy by strategy.
 //! - [Semantics notes](_documentation::semantics_notes): the choices the

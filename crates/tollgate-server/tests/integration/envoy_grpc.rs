@@ -14,7 +14,7 @@ use tonic::transport::Channel;
 
 use crate::support::{self, start, Running};
 
-/// The README's example configuration.
+/// The guide's example configuration (docs/service.md).
 fn example() -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve/ratelimit.yaml");
     std::fs::read_to_string(path).unwrap()

@@ -1,5 +1,5 @@
 //! `/v1/auth` behind a real nginx (`auth_request`), configured with the
-//! README's example file, examples/serve/nginx.conf.
+//! example file the guide shows (docs/service.md), examples/serve/nginx.conf.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
