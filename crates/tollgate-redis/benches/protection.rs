@@ -11,17 +11,14 @@
 //! cargo bench -p tollgate-redis --bench protection
 //! ```
 
-#[path = "../tests/integration/support/mod.rs"]
-mod support;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use support::RedisServer;
 use tokio::runtime::Runtime;
 use tollgate::{CircuitBreaker, DenyCache, Limiter, LimiterBuilder, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
 const OUTAGE: Duration = Duration::from_secs(2);

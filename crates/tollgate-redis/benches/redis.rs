@@ -27,19 +27,16 @@
 //! Criterion's arguments work as usual (e.g. a filter: `-- sequential`), but
 //! the table needs both groups.
 
-#[path = "../tests/integration/support/mod.rs"]
-mod support;
-
 use std::hint::black_box;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use support::RedisServer;
 use tokio::runtime::Runtime;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// Concurrent callers in the second group.
 const CALLERS: usize = 64;

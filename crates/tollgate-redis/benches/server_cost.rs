@@ -29,15 +29,12 @@
 //! `TOLLGATE_BENCH_CALLS` sets the decisions per measurement (default
 //! 20,000).
 
-#[path = "../tests/integration/support/mod.rs"]
-mod support;
-
 use std::time::Duration;
 
-use support::RedisServer;
 use tokio::runtime::Runtime;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// The minimal GCRA decision: one key holding the theoretical arrival time,
 /// read with `GET`, the server's clock read with `TIME`, the new time

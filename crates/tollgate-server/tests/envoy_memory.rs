@@ -2,44 +2,15 @@
 //! descriptor once loaded, and no more after a reload of the unchanged file
 //! (the previous set is freed).
 //!
-//! A test binary of its own: the counting allocator below counts every
-//! allocation of the process, so nothing else may run beside it. The
+//! A test binary of its own: the counting allocator installed below counts
+//! every allocation of the process, so nothing else may run beside it. The
 //! figures are printed:
 //!
 //! ```text
 //! cargo test -p tollgate-server --release --test envoy_memory -- --nocapture
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// The system allocator, counting the bytes allocated and not yet freed.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; only a
-// counter is updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract is the system allocator's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use tollgate_test_support::counting_alloc::Counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -49,6 +20,11 @@ const DESCRIPTORS: usize = 20_000;
 
 /// The most bytes a loaded descriptor may take.
 const BUDGET: usize = 1024;
+
+/// Heap bytes allocated and not yet freed, process-wide.
+fn live() -> usize {
+    usize::try_from(tollgate_test_support::counting_alloc::live()).unwrap_or(0)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loaded_envoy_descriptor_takes_at_most_a_kilobyte_and_a_reload_frees_the_old_set() {
@@ -62,7 +38,7 @@ async fn a_loaded_envoy_descriptor_takes_at_most_a_kilobyte_and_a_reload_frees_t
         ));
     }
     std::fs::write(&file, text).unwrap();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let server = tollgate_server::Server::builder()
         .config(&file)
         .listen("127.0.0.1:0".parse().unwrap())
@@ -72,7 +48,7 @@ async fn a_loaded_envoy_descriptor_takes_at_most_a_kilobyte_and_a_reload_frees_t
         .bind()
         .await
         .unwrap();
-    let loaded = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+    let loaded = live().saturating_sub(before);
     let per_descriptor = loaded / DESCRIPTORS;
     println!(
         "{DESCRIPTORS} descriptors: {:.1} MB allocated, {per_descriptor} bytes per descriptor",
@@ -90,7 +66,7 @@ async fn a_loaded_envoy_descriptor_takes_at_most_a_kilobyte_and_a_reload_frees_t
     let bound = loaded + DESCRIPTORS * BUDGET / 10;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let reloaded = loop {
-        let now = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let now = live().saturating_sub(before);
         if now <= bound || std::time::Instant::now() > deadline {
             break now;
         }

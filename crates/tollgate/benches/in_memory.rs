@@ -28,10 +28,7 @@ use criterion::{BenchmarkId, Criterion};
 use governor::{Quota, RateLimiter};
 use tollgate::{KeyList, Limit, Limiter, LimiterBuilder, MemoryBackend, Policy, Strategy};
 
-#[path = "../tests/support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{live, Counting};
+use tollgate_test_support::counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

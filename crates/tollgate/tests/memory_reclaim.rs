@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, ManualClock, MemoryBackend, Strategy};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{live, Counting};
+use tollgate_test_support::counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

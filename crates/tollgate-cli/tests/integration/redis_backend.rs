@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use crate::support::redis::RedisServer;
 use crate::support::*;
 use tollgate::Strategy;
+use tollgate_test_support::redis::RedisServer;
 
 /// Runs `simulate --strategy all` on `trace`, on Redis at `redis_url` when
 /// given; returns the summary and the four decisions files' contents.
@@ -97,7 +97,7 @@ fn an_unusable_redis_url_fails_naming_the_problem() {
     let trace = example("sample.csv");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.csv");
-    let port = crate::support::redis::free_port().to_string();
+    let port = tollgate_test_support::redis::free_port().to_string();
     let refused = format!("redis://127.0.0.1:{port}");
     for (url, fragments) in [
         (

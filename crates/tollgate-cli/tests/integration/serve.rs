@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::support::redis::free_port;
+use tollgate_test_support::redis::free_port;
 
 const POLICIES: &str = "tollgate:
   default: { limit: 100, window: 1m }

@@ -1,13 +1,11 @@
 //! Binding policies: what the scripts cannot compute exactly is rejected when
 //! the limiter is built, and clock readings out of range fail the decision.
 
-use crate::support;
-
 use std::time::Duration;
 
-use support::RedisServer;
 use tollgate::{BackendErrorKind, Error, Limiter, ManualClock, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 fn build(backend: &RedisBackend, strategy: Strategy, limit: u64, window: Duration) -> Result<(), Error> {
     Limiter::builder()

@@ -6,11 +6,12 @@ use crate::support;
 
 use std::time::Duration;
 
-use support::cluster::Cluster;
 use support::limiters::limiters;
-use support::{cli, window_count, RedisServer};
+use support::window_count;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::cluster::Cluster;
+use tollgate_test_support::redis::{cli, RedisServer};
 
 /// Each strategy alone with a limit of 10 per hour, and a compound policy
 /// whose sliding window (8 per hour) is tighter than its bucket (10).

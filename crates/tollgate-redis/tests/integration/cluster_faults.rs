@@ -3,16 +3,14 @@
 //! primary is killed so that its replica takes over. The same limiters keep
 //! deciding through both, and state that reached the new owner is kept.
 
-use crate::support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::cli;
-use support::cluster::Cluster;
 use tollgate::{Limiter, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::cli;
+use tollgate_test_support::redis::cluster::Cluster;
 
 const LIMIT: u64 = 100_000;
 

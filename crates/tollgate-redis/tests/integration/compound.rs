@@ -12,10 +12,11 @@ use crate::support;
 use std::time::Duration;
 
 use support::limiters::{connect_many, hammer, limiters};
-use support::{window_count, RedisServer};
+use support::window_count;
 use tollgate::backend::CompoundKeys;
 use tollgate::{BackendErrorKind, Error, Limit, Limiter, ManualClock, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 fn limit(strategy: Strategy, limit: u64, window: Duration) -> Limit {
     Limit::new(strategy, limit, window).unwrap()

@@ -1,15 +1,13 @@
 //! Connecting: URL forms that work (TCP with a database number, password,
 //! unix sockets) and clear errors at construction for those that cannot.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
-use support::{free_port, socket_path, RedisServer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tollgate::{BackendErrorKind, Limiter, Strategy};
 use tollgate_redis::{ConnectError, ConnectErrorKind, RedisBackend};
+use tollgate_test_support::redis::{free_port, socket_path, RedisServer};
 
 async fn limiter(backend: RedisBackend) -> Limiter<RedisBackend> {
     Limiter::builder()

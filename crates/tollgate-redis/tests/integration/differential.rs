@@ -4,8 +4,6 @@
 //! those of the in-memory backend where nanosecond and microsecond ticks
 //! agree.
 
-use crate::support;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,10 +11,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use support::RedisServer;
 use tollgate::strategy::{decide, decide_all, LimitRate, State};
 use tollgate::{Clock, Decision, Limit, Limiter, ManualClock, Policy, Strategy, Tick, MAX_LIMITS};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// 2023-11-14, in nanoseconds since the epoch.
 pub(crate) const START: u64 = 1_700_000_000_000_000_000;

@@ -1,14 +1,12 @@
 //! Faults with a real server: killed and restarted, frozen, script cache
 //! flushed.
 
-use crate::support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tollgate::{BackendErrorKind, Error, Limiter, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 fn limiter(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
     Limiter::builder()

@@ -11,8 +11,6 @@ mod compound;
 mod connect;
 mod differential;
 mod faults;
-#[path = "../../../tollgate/tests/support/operation_traces.rs"]
-mod operation_traces;
 mod operations;
 mod processes;
 mod protection;

@@ -2,8 +2,9 @@
 //! traces of decisions and operations, for policies of one limit and
 //! compound ones, replayed on a real redis-server with a caller clock and
 //! compared with the reference of the pure strategy functions at
-//! microsecond ticks (the core's `tests/support/operation_traces.rs`); and
-//! the errors for arguments beyond the scripts' exact range.
+//! microsecond ticks (`tollgate_test_support::operation_traces`, shared
+//! with the core's tests); and the errors for arguments beyond the scripts'
+//! exact range.
 
 use std::time::Duration;
 
@@ -11,10 +12,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tollgate::{BackendErrorKind, Clock, Error, Limiter, Policy, Strategy, Tick};
 use tollgate_redis::{RedisBackend, MAX_EXACT_OPERAND};
+use tollgate_test_support::operation_traces::{reference, trace, Step};
+use tollgate_test_support::redis::RedisServer;
 
 use crate::differential::{any_compound_policy, any_policy, Harness, START};
-use crate::operation_traces::{reference, trace, Step};
-use crate::support::RedisServer;
 
 /// Clock steps in nanoseconds: up to a millisecond, a second or four.
 fn gaps() -> impl proptest::strategy::Strategy<Value = u64> {

@@ -17,9 +17,10 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{window_count, RedisServer};
+use support::window_count;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// The environment variable that turns `worker_process` into a worker: the
 /// Redis URL to use.

@@ -2,14 +2,12 @@
 //! real server: script calls counted by the server itself, and outages made
 //! by killing and freezing it under load.
 
-use crate::support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tollgate::{CircuitBreaker, DenyCache, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// The number of decisions the server has run (`FCALL`, `EVALSHA` and
 /// `EVAL`).

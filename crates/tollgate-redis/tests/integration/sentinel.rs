@@ -2,14 +2,12 @@
 //! a failover to the promoted replica, and a wrong name or an unreachable
 //! sentinel is a clear error.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
-use support::sentinel::{wait_for, Sentinel, MASTER};
-use support::{free_port, RedisServer};
 use tollgate::{Limiter, Strategy};
 use tollgate_redis::{ConnectErrorKind, RedisBackend};
+use tollgate_test_support::redis::sentinel::{wait_for, Sentinel, MASTER};
+use tollgate_test_support::redis::{free_port, RedisServer};
 
 const LIMIT: u64 = 5;
 

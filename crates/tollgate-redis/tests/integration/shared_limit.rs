@@ -7,9 +7,9 @@ use crate::support;
 use std::time::Duration;
 
 use support::limiters::{connect_many, hammer, limiters};
-use support::RedisServer;
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 /// Windows long enough that nothing refills or rolls over during the test.
 /// The fixed window's buckets are aligned to the epoch, so a 50-year window

@@ -4,21 +4,19 @@
 //! add a rule (root), a connection whose packets are dropped is closed
 //! after the user timeout and replaced.
 
-use crate::support;
-
 use std::os::fd::{BorrowedFd, RawFd};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::cluster::Cluster;
-use support::sentinel::{Sentinel, MASTER};
-use support::RedisServer;
 use tollgate::{BackendErrorKind, Error, Limiter, Strategy};
 use tollgate_redis::redis::io::tcp::socket2::SockRef;
 use tollgate_redis::{
     ConnectErrorKind, RedisBackend, RedisBackendBuilder, DEFAULT_TCP_KEEPALIVE,
     DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_USER_TIMEOUT,
 };
+use tollgate_test_support::redis::cluster::Cluster;
+use tollgate_test_support::redis::sentinel::{Sentinel, MASTER};
+use tollgate_test_support::redis::RedisServer;
 
 /// The options a socket carries.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,15 +1,13 @@
 //! `rediss://`: TLS to a server with a private certificate authority.
 
-use crate::support;
-
 use std::path::Path;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use support::RedisServer;
 use tollgate::{Limiter, Strategy};
 use tollgate_redis::redis::TlsCertificates;
 use tollgate_redis::{ConnectErrorKind, RedisBackend};
+use tollgate_test_support::redis::RedisServer;
 
 /// Writes a CA and a server certificate for 127.0.0.1 into `dir`; returns
 /// the CA certificate in PEM.

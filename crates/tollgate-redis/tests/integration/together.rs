@@ -6,7 +6,6 @@
 //! connections never see each other's passing charges.
 
 use crate::differential::{any_compound_policy, any_policy, Harness, START};
-use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use tollgate::strategy::{decide_all, LimitRate, State};
 use tollgate::together::{self, Part};
 use tollgate::{Clock, Decision, Limiter, Policy, Strategy, Tick, MAX_LIMITS};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 const POLICIES: usize = 3;
 const KEYS: usize = 3;
@@ -186,7 +186,7 @@ fn scripts_decide_together_as_the_library_does() {
 /// whenever it lands between a charge and its refund.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_request_never_shows_a_charge_to_others() {
-    let server = support::RedisServer::start();
+    let server = RedisServer::start();
     let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(3_600)).unwrap();
     let limiter = |backend: RedisBackend, resource: &str| {
         Arc::new(
@@ -255,7 +255,7 @@ async fn a_denied_request_never_shows_a_charge_to_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_part_denies_the_request_and_charges_nothing() {
-    let server = support::RedisServer::start();
+    let server = RedisServer::start();
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     let limiter = |resource: &str, limit: u64| {
         Limiter::builder()

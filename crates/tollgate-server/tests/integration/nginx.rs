@@ -110,7 +110,7 @@ async fn nginx_auth_request_admits_up_to_the_limit() {
 ",
     );
     let server = start(support::builder(&[&file]).auth_deny_status(403)).await;
-    let port = support::redis::free_port();
+    let port = tollgate_test_support::redis::free_port();
     let _nginx = start_nginx(&binary, dir.path(), port, server.http);
     let client = reqwest::Client::new();
     let (mut ok, mut limited) = (0, 0);

@@ -1,7 +1,7 @@
 //! Two service instances on one Redis share a limit exactly.
 
-use crate::support::redis::RedisServer;
 use crate::support::{self, decide, start};
+use tollgate_test_support::redis::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_redis_share_a_limit_exactly() {

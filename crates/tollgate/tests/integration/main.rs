@@ -10,8 +10,6 @@ mod concurrency;
 mod limiter_api;
 mod live;
 mod metrics;
-#[path = "../support/operation_traces.rs"]
-mod operation_traces;
 mod operations;
 mod prometheus;
 mod protection;

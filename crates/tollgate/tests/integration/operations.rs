@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate_test_support::operation_traces::{self, Step};
 
-use crate::operation_traces::{self, Step};
 use crate::support;
 use tollgate::testing::MapStore;
 use tollgate::{

@@ -1,11 +1,9 @@
 //! Helpers shared by the integration tests: running the real binary
 //! ([`Tollgate`]), reading CSV output, recomputing decisions with the
-//! library, and the Redis servers of the Redis backend's own tests.
+//! library (the Redis servers are `tollgate_test_support::redis`'s).
 #![allow(dead_code)]
 
 mod command;
-#[path = "../../../../tollgate-redis/tests/integration/support/mod.rs"]
-pub mod redis;
 
 pub use command::Tollgate;
 

@@ -2,9 +2,6 @@
 //! their configuration.
 #![allow(dead_code)]
 
-#[path = "../../../../tollgate-redis/tests/integration/support/mod.rs"]
-pub mod redis;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -10,7 +10,7 @@ pub const MASTER: &str = "tollgate-primary";
 
 /// A running primary, replica and sentinel; killed when dropped.
 pub struct Sentinel {
-    /// The primary the sentinel starts with (`None` once killed).
+    /// The primary the sentinel starts with.
     pub primary: RedisServer,
     /// A replica of the primary, the one a failover promotes.
     pub replica: RedisServer,

@@ -3,7 +3,7 @@
 //! strategy functions give for a trace. Every backend must match the
 //! reference decision for decision; the core's tests replay the traces on
 //! the in-memory backend and the store adapter, the Redis backend's on a
-//! redis-server (this file is their module too).
+//! redis-server.
 
 use std::ops::Range;
 use std::time::Duration;
@@ -12,12 +12,12 @@ use proptest::prelude::*;
 use tollgate::strategy::{decide_all, penalty, refund, LimitRate, State};
 use tollgate::{Decision, Operation, Tick};
 
-/// The keys of a trace, by index.
-pub(crate) const KEYS: usize = 3;
+/// How many keys a trace uses; its steps name them by index, `0..KEYS`.
+pub const KEYS: usize = 3;
 
 /// One step of a trace on one key.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Step {
+pub enum Step {
     /// A decision of this cost.
     Decide(u64),
     /// An operation.
@@ -26,7 +26,7 @@ pub(crate) enum Step {
 
 /// Decisions (peeks and costs above the limit included) and operations,
 /// blocks of up to three seconds among them.
-pub(crate) fn step() -> impl Strategy<Value = Step> {
+pub fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         8 => (0u64..5).prop_map(Step::Decide),
         1 => (0u64..5).prop_map(|c| Step::Op(Operation::Refund(c))),
@@ -39,7 +39,7 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
 /// Traces of `len` steps: the clock moved forwards by `gaps` nanoseconds
 /// (a block that has ended is dropped by the next write), a key index and
 /// a [`step`].
-pub(crate) fn trace(
+pub fn trace(
     gaps: impl Strategy<Value = u64>,
     len: Range<usize>,
 ) -> impl Strategy<Value = Vec<(u64, usize, Step)>> {
@@ -49,7 +49,7 @@ pub(crate) fn trace(
 /// The decisions of `trace`, its clock starting at `start` nanoseconds, by
 /// the pure functions on `limits` at `tick`: per key, the state of every
 /// limit and the end of its block. `None` for an operation.
-pub(crate) fn reference(
+pub fn reference(
     limits: &[LimitRate],
     tick: Tick,
     start: u64,

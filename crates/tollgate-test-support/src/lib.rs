@@ -1,0 +1,17 @@
+//! Test support shared by the tollgate crates' integration tests and
+//! benchmarks, so that none of them includes another crate's files:
+//!
+//! - [`redis`]: real `redis-server` processes on free ports (standalone,
+//!   TLS, unix socket, a Redis Cluster, a primary and replica watched by a
+//!   Sentinel), killed when their handles are dropped;
+//! - [`counting_alloc`]: a global allocator that counts live heap bytes,
+//!   for memory tests and benchmarks;
+//! - [`operation_traces`]: random traces of decisions and per-key
+//!   operations, and the decisions the pure strategy functions give for
+//!   them, which every backend must match.
+//!
+//! Not published: a dev-dependency of the workspace's crates only.
+
+pub mod counting_alloc;
+pub mod operation_traces;
+pub mod redis;

@@ -1,0 +1,279 @@
+//! Real `redis-server` processes for tests: each test starts its own on a
+//! free port (never the machine's 6379), and the process is killed when the
+//! handle is dropped. [`RedisServer`] is one server (plain TCP, TLS, a unix
+//! socket beside its port, or a Sentinel); [`cluster`] and [`sentinel`]
+//! start groups of them. `redis-server` and `redis-cli` must be on the
+//! `PATH`.
+
+pub mod cluster;
+pub mod sentinel;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process on 127.0.0.1, with a temporary working
+/// directory of its own (no persistence); killed when dropped.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    extra: Vec<String>,
+    dir: tempfile::TempDir,
+    tls: bool,
+    /// A configuration file given before the other arguments (a sentinel's).
+    config: Option<PathBuf>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server on a free port with extra arguments
+    /// (e.g. `["--requirepass", "secret"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(free_port(), extra)
+    }
+
+    /// Starts a server on `port` with extra arguments.
+    pub fn start_on(port: u16, extra: &[&str]) -> Self {
+        Self::launch(port, extra, false)
+    }
+
+    /// Starts a server that serves TLS only, on a free port, with extra
+    /// arguments naming its certificate files.
+    pub fn start_tls(extra: &[&str]) -> Self {
+        let port = free_port();
+        let mut args = vec!["--tls-port".to_owned(), port.to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::launch(port, &args, true)
+    }
+
+    fn launch(port: u16, extra: &[&str], tls: bool) -> Self {
+        let mut server = Self {
+            child: None,
+            port,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            dir: tempfile::tempdir().expect("temporary directory"),
+            tls,
+            config: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts a Redis Sentinel on a free port with `config` (its `sentinel
+    /// monitor …` lines), written to `sentinel.conf` in its directory.
+    pub fn start_sentinel(config: &str) -> Self {
+        let port = free_port();
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("sentinel.conf");
+        std::fs::write(&path, config).expect("write sentinel.conf");
+        let mut server = Self {
+            child: None,
+            port,
+            extra: vec!["--sentinel".to_owned()],
+            dir,
+            tls: false,
+            config: Some(path),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let plain_port = if self.tls { 0 } else { self.port };
+        let child = Command::new("redis-server")
+            .args(self.config.iter())
+            .args(["--port", &plain_port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &self.dir.path().display().to_string()])
+            .args([
+                "--logfile",
+                &self.dir.path().join("redis.log").display().to_string(),
+            ])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed to run these tests");
+        self.child = Some(child);
+        self.wait_until_up();
+    }
+
+    fn wait_until_up(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!(
+                    "redis-server on port {} exited at start: {status}\n{}",
+                    self.port,
+                    self.log()
+                );
+            }
+            let up = if self.tls {
+                TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                ping(self.port)
+            };
+            if up {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING\n{}",
+            self.port,
+            self.log()
+        );
+    }
+
+    /// The port the server listens on (its TLS port for a TLS server).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's URL without credentials, `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's working directory (for unix sockets and cluster files).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
+    }
+
+    /// Kills the server with SIGKILL and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, with the same arguments.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        signal(self.pid(), "-STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        signal(self.pid(), "-CONT");
+    }
+
+    /// Runs `redis-cli` against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+
+    /// Creates the ACL user `scripts`, allowed every command but `FCALL`
+    /// and `FUNCTION`, and returns a URL that logs in as it: a backend
+    /// connected with it runs scripts instead of the function library.
+    pub fn url_without_functions(&self) -> String {
+        let ok = self.cli(&[
+            "ACL",
+            "SETUSER",
+            "scripts",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-fcall",
+            "-function",
+        ]);
+        assert_eq!(ok, "OK", "ACL SETUSER");
+        self.url().replace("redis://", "redis://scripts:pw@")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A paused server would ignore SIGTERM; SIGKILL works regardless.
+            signal(child.id(), "-CONT");
+        }
+        self.kill();
+    }
+}
+
+/// Runs `redis-cli -h 127.0.0.1 -p port args...` and returns its standard
+/// output, trimmed.
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli must be installed to run these tests");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+/// Whether something on `port` answers a RESP `PING` (any status or error
+/// reply counts, so password-protected servers are detected too).
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    matches!(stream.read(&mut buf), Ok(n) if n > 0 && (buf[0] == b'+' || buf[0] == b'-'))
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// A free port below 55536 whose cluster-bus port (+10000) is free too.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("address").port();
+        if port < 55536 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+        // Ephemeral ports above the range: pick one from below at random.
+        let candidate = 20_000 + (std::process::id() as u16 ^ port) % 30_000;
+        if TcpListener::bind(("127.0.0.1", candidate)).is_ok()
+            && TcpListener::bind(("127.0.0.1", candidate + 10000)).is_ok()
+        {
+            return candidate;
+        }
+    }
+}
+
+/// A path for a unix socket inside `dir`.
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("redis.sock")
+}
