@@ -254,11 +254,7 @@ impl ConfigSet {
             }
             let place = (identity.prefix, identity.resource);
             let label = identity.label;
-            let on = if metrics.is_some() {
-                &envoy_backend
-            } else {
-                &backend
-            };
+            let on = if envoy { &envoy_backend } else { &backend };
             let mut builder = Limiter::builder()
                 .backend(on.clone())
                 .policy(policy)
@@ -356,11 +352,7 @@ impl ConfigSet {
                         let policy =
                             Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
                                 .map_err(|err| ConfigError::build(&origin, &spec.resource, err.into()))?;
-                        let label = if spec.detailed_metric {
-                            spec.resource.clone()
-                        } else {
-                            envoy_label(&file.domain)
-                        };
+                        let label = envoy_label(&file.domain, &spec).unwrap_or_else(|| spec.resource.clone());
                         Some(
                             limiter(
                                 &spec.resource,
@@ -420,7 +412,7 @@ impl ConfigSet {
         for (name, domain) in &self.domains {
             for rule in &domain.rules {
                 if let Some(limiter) = &rule.limiter {
-                    let label = (!rule.spec.detailed_metric).then(|| envoy_label(name));
+                    let label = envoy_label(name, &rule.spec);
                     add(limiter, envoy_prefix.clone(), &rule.spec.resource, label);
                 }
             }
@@ -445,14 +437,16 @@ impl ConfigSet {
     }
 }
 
+/// The metrics label of an Envoy limit of `domain` when it is not the
+/// limit's own resource: the domain's (`envoy:DOMAIN`), unless the limit
+/// asks for `detailed_metric`.
+fn envoy_label(domain: &str, spec: &RuleSpec) -> Option<String> {
+    (!spec.detailed_metric).then(|| format!("envoy:{domain}"))
+}
+
 /// The key prefix of Envoy limits: the policy file's, followed by
 /// `:envoy` (escaped in keys), so that no resource of a policy file shares
 /// their state.
-/// The metrics label of a domain's limits that have none of their own.
-fn envoy_label(domain: &str) -> String {
-    format!("envoy:{domain}")
-}
-
 fn envoy_prefix(prefix: &str) -> String {
     format!("{prefix}:envoy")
 }
