@@ -91,14 +91,7 @@ fn main() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("big.yaml");
-        let mut text = String::from("domain: big\ndescriptors:\n");
-        for i in 0..descriptors {
-            text.push_str(&format!(
-                "  - key: k{i}\n    rate_limit: {{ unit: minute, requests_per_unit: {} }}\n",
-                1_000_000 + i
-            ));
-        }
-        std::fs::write(&file, text).unwrap();
+        tollgate_test_support::envoy_files::write_one_limit_per_descriptor(&file, "big", descriptors);
         let server = tollgate_server::Server::builder()
             .config(&file)
             .listen("127.0.0.1:0".parse().unwrap())

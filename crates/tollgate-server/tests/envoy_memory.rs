@@ -30,14 +30,7 @@ fn live() -> usize {
 async fn a_loaded_envoy_descriptor_takes_at_most_a_kilobyte_and_a_reload_frees_the_old_set() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("big.yaml");
-    let mut text = String::from("domain: big\ndescriptors:\n");
-    for i in 0..DESCRIPTORS {
-        text.push_str(&format!(
-            "  - key: k{i}\n    rate_limit: {{ unit: minute, requests_per_unit: {} }}\n",
-            1_000_000 + i
-        ));
-    }
-    std::fs::write(&file, text).unwrap();
+    tollgate_test_support::envoy_files::write_one_limit_per_descriptor(&file, "big", DESCRIPTORS);
     let before = live();
     let server = tollgate_server::Server::builder()
         .config(&file)

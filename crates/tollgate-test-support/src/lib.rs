@@ -6,6 +6,8 @@
 //!   Sentinel), killed when their handles are dropped;
 //! - [`counting_alloc`]: a global allocator that counts live heap bytes,
 //!   for memory tests and benchmarks;
+//! - [`envoy_files`]: large Envoy rate-limit files for the service's
+//!   memory and reload measurements;
 //! - [`operation_traces`]: random traces of decisions and per-key
 //!   operations, and the decisions the pure strategy functions give for
 //!   them, which every backend must match.
@@ -13,5 +15,6 @@
 //! Not published: a dev-dependency of the workspace's crates only.
 
 pub mod counting_alloc;
+pub mod envoy_files;
 pub mod operation_traces;
 pub mod redis;
