@@ -8,7 +8,9 @@ use tollgate::{
     Backend, Decision, Limit, Limiter, Listed, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX,
 };
 
-use crate::targets::{Replayed, Targets};
+use tollgate_config::Settings;
+
+use crate::targets::Targets;
 use crate::trace::{Request, Trace};
 
 /// How many keys [`Stats::most_denied`] names.
@@ -154,14 +156,11 @@ pub fn limiters<B: Backend + Clone>(
         .enumerate()
         .zip(&targets.settings)
         .map(|((i, (name, policy)), settings)| {
-            Limiter::builder()
+            settings
+                .configure(Limiter::builder().backend(backend.clone()))
                 .policy(*policy)
                 .key_prefix(prefix)
                 .resource(if i == 0 { "" } else { name.as_str() })
-                .shadow(settings.shadow)
-                .exempt(settings.exempt.clone())
-                .deny(settings.deny.clone())
-                .backend(backend.clone())
                 .build()
                 .map_err(|err| (i, err))
         })
@@ -237,7 +236,7 @@ struct Tally {
 impl Tally {
     /// An empty tally for a trace with `keys` keys, under `policy` with
     /// `settings`.
-    fn new(keys: usize, policy: Policy, settings: &Replayed) -> Self {
+    fn new(keys: usize, policy: Policy, settings: &Settings) -> Self {
         Self {
             policy,
             admitted_at: Vec::new(),
@@ -492,7 +491,7 @@ mod tests {
     fn ties_go_to_the_key_this_tally_saw_first() {
         let trace = crate::trace::csv::parse("time,key\n0,a\n0,b\n".as_bytes()).unwrap();
         let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(1)).unwrap();
-        let mut tally = Tally::new(2, policy, &Replayed::default());
+        let mut tally = Tally::new(2, policy, &Settings::default());
         let decision = |allowed| Decision::new(allowed, 1, 0, Duration::ZERO, None);
         // b comes first here, though a comes first in the trace.
         tally.record(&trace.requests[1], &decision(false));

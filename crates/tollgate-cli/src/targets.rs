@@ -12,8 +12,8 @@
 //! the policies; its deny cache and fallback are not: the replay's store
 //! never fails, and a deny cache never changes what the store decides.
 
-use tollgate::{KeyList, Limit, Policy};
-use tollgate_config::{PolicyFile, Target};
+use tollgate::{Limit, Policy};
+use tollgate_config::{PolicyFile, Settings, Target};
 
 use crate::trace::{Request, Trace};
 
@@ -28,8 +28,9 @@ pub struct Targets {
     /// Each target's name (the strategy; or `default`, or the resource) and
     /// policy.
     pub policies: Vec<(String, Policy)>,
-    /// Each target's lists and shadow mode, in the order of `policies`.
-    pub settings: Vec<Replayed>,
+    /// Each target's settings as replayed (see [`replayed`]), in the order
+    /// of `policies`.
+    pub settings: Vec<Settings>,
     /// For every resource of the trace (by index in [`Trace::resources`]),
     /// the index of its target in `policies`.
     of_resource: Vec<usize>,
@@ -41,7 +42,7 @@ impl Targets {
     pub fn one(limit: Limit) -> Self {
         Self {
             policies: vec![(limit.strategy().name().to_owned(), Policy::from(limit))],
-            settings: vec![Replayed::default()],
+            settings: vec![Settings::default()],
             of_resource: Vec::new(),
         }
     }
@@ -57,14 +58,7 @@ impl Targets {
         policies.extend(file.resources().map(|(name, policy)| (name.to_owned(), *policy)));
         let settings = std::iter::once(Target::Default)
             .chain(file.resources().map(|(name, _)| Target::Resource(name)))
-            .map(|target| {
-                let settings = file.settings(target);
-                Replayed {
-                    shadow: settings.shadow,
-                    exempt: settings.exempt,
-                    deny: settings.deny,
-                }
-            })
+            .map(|target| replayed(file.settings(target)))
             .collect();
         let of_resource = trace
             .resources
@@ -92,17 +86,13 @@ impl Targets {
     }
 }
 
-/// What of a policy file's settings a replay applies to one policy: the
-/// exempt and deny lists and shadow mode.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Replayed {
-    /// Shadow mode: every request allowed, those enforcement would deny
-    /// marked.
-    pub shadow: bool,
-    /// Keys allowed without counting.
-    pub exempt: KeyList,
-    /// Keys always denied.
-    pub deny: KeyList,
+/// What of a policy file's `settings` a replay applies to one policy: the
+/// exempt and deny lists and shadow mode; not the deny cache and the
+/// fallback (see the module's docs).
+pub fn replayed(mut settings: Settings) -> Settings {
+    settings.deny_cache = None;
+    settings.fallback = None;
+    settings
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@ pub enum ErrorKind {
     /// field, a value of the wrong type, an invalid value, or an unset
     /// environment variable.
     Invalid,
+    /// The files are valid but cannot be served: a store that cannot be
+    /// reached, a policy the store cannot hold.
+    Unservable,
 }
 
 /// A mistake in a policy file.
@@ -33,7 +36,14 @@ pub struct ConfigFileError {
     column: Option<usize>,
     field: String,
     message: String,
-    source: Option<std::io::Error>,
+    source: Option<Box<Source>>,
+}
+
+/// The error behind a [`ConfigFileError`], boxed to keep the error small.
+#[derive(Debug)]
+enum Source {
+    Io(std::io::Error),
+    Core(tollgate::Error),
 }
 
 impl ConfigFileError {
@@ -56,6 +66,47 @@ impl ConfigFileError {
         .explain_field_errors()
     }
 
+    /// A content error at `line` (1-based; no column) about `field`,
+    /// with `message` as it is.
+    pub(crate) fn at(
+        file: &str,
+        line: Option<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: ErrorKind::Invalid,
+            file: file.to_owned(),
+            line,
+            column: None,
+            field: field.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A file that cannot be served, with the core's error: a
+    /// configuration error names its field under `within` (such as
+    /// `tollgate`, giving `tollgate.resources.login.limit`).
+    pub(crate) fn unservable(file: &str, within: &str, err: tollgate::Error) -> Self {
+        let (field, message) = match &err {
+            tollgate::Error::Config(config) => {
+                let config = config.clone().within(within);
+                (config.field().to_owned(), config.reason().to_owned())
+            }
+            other => (String::new(), format!("cannot build the limiters: {other}")),
+        };
+        Self {
+            kind: ErrorKind::Unservable,
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            field,
+            message,
+            source: Some(Box::new(Source::Core(err))),
+        }
+    }
+
     pub(crate) fn io(file: &str, err: std::io::Error) -> Self {
         Self {
             kind: ErrorKind::Io,
@@ -64,7 +115,7 @@ impl ConfigFileError {
             column: None,
             field: String::new(),
             message: format!("cannot read the file: {err}"),
-            source: Some(err),
+            source: Some(Box::new(Source::Io(err))),
         }
     }
 
@@ -180,7 +231,7 @@ impl fmt::Display for ConfigFileError {
 /// Writes a mistake in a file as `FILE:LINE: FIELD: MESSAGE`, the way a
 /// [`ConfigFileError`] displays: without `:LINE` when the line is unknown,
 /// without `: FIELD` when the field is empty.
-pub fn write_located(
+pub(crate) fn write_located(
     f: &mut fmt::Formatter<'_>,
     file: &str,
     line: Option<usize>,
@@ -199,7 +250,10 @@ pub fn write_located(
 
 impl std::error::Error for ConfigFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
+        match self.source.as_deref()? {
+            Source::Io(err) => Some(err),
+            Source::Core(err) => Some(err),
+        }
     }
 }
 

@@ -141,6 +141,14 @@
 //! # }
 //! ```
 //!
+//! ## Sets of files, and Envoy's
+//!
+//! [`PolicySet`] loads a tollgate policy file together with any number of
+//! Envoy rate-limit files ([`envoy`]), each limit with its own limiter on
+//! the policy file's storage, as `tollgate serve` runs them;
+//! [`PolicySetWatcher`] keeps one up to date (the watcher behind
+//! [`PolicyWatcher`] too), with `SIGHUP` on request.
+//!
 //! ## Environment variables
 //!
 //! In every string value, `${VAR}` is replaced by the variable's value and
@@ -173,6 +181,7 @@
 
 mod any_backend;
 mod env;
+pub mod envoy;
 mod error;
 mod fallback_policy;
 mod fields;
@@ -181,36 +190,37 @@ mod limiter;
 mod load;
 mod policy_entry;
 mod policy_file;
+mod policy_set;
 mod raw_policy;
-#[cfg(feature = "watch")]
 mod reload_error;
 mod schema;
+mod set_files;
+#[cfg(feature = "watch")]
+mod set_watcher;
 mod setting_field;
 mod setting_values;
 mod settings;
 mod values;
 #[cfg(feature = "watch")]
 mod watch;
+#[cfg(feature = "watch")]
+mod watch_error;
 
 use std::path::Path;
-
-/// Helpers the other tollgate crates share with this one. Not public API:
-/// anything here may change or go away in any release.
-#[doc(hidden)]
-pub mod __private {
-    pub use crate::error::write_located;
-    pub use crate::load::field_path;
-}
 
 pub use any_backend::{AnyBackend, AnyBinding};
 pub use error::{ConfigFileError, ErrorKind, LoadError};
 pub use format::{Format, UnknownFormat};
 pub use policy_file::{PolicyFile, Storage, Target, DEFAULT_STRATEGY};
+pub use policy_set::{PolicySet, READ_TIMEOUT};
+pub use reload_error::ReloadError;
 #[cfg(feature = "watch")]
-pub use reload_error::{ReloadError, WatchError};
+pub use set_watcher::{PolicySetHandle, PolicySetWatcher, PolicySetWatcherBuilder, DEFAULT_DEBOUNCE};
 pub use settings::Settings;
 #[cfg(feature = "watch")]
-pub use watch::{PolicyWatcher, PolicyWatcherBuilder, DEFAULT_DEBOUNCE};
+pub use watch::{PolicyWatcher, PolicyWatcherBuilder};
+#[cfg(feature = "watch")]
+pub use watch_error::WatchError;
 
 /// The text of the configuration file at `path`, read as every file of
 /// this crate is: a regular file (after following links; a FIFO, device,

@@ -311,7 +311,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// `tollgate.resources.login.window`; keys that are empty or hold
 /// separators are quoted (`tollgate.resources.""`), list items indexed
 /// (`tollgate.redis_cluster[1]`).
-pub fn field_path(path: &Path) -> String {
+pub(crate) fn field_path(path: &Path) -> String {
     let mut out = String::new();
     for segment in path.iter() {
         match segment {

@@ -1,4 +1,4 @@
-//! Why a [`PolicyWatcher`](crate::PolicyWatcher) kept the policies it had:
+//! Why a [`PolicySetWatcher`](crate::PolicySetWatcher) kept the policies it had:
 //! the file is invalid, names another storage, cannot be served, or cannot
 //! be watched.
 
@@ -29,8 +29,11 @@ pub enum ReloadError {
         /// The storage the file names now.
         to: Box<Storage>,
     },
-    /// The new policies could not be built: the store refuses one of them
-    /// (the error names its field).
+    /// The new policies could not be built. No longer produced: a file
+    /// that cannot be served is a [`ReloadError::File`] of kind
+    /// [`ErrorKind::Unservable`](crate::ErrorKind::Unservable), which names
+    /// the file and the field like every other mistake.
+    #[deprecated(note = "reported as ReloadError::File of kind ErrorKind::Unservable")]
     Build {
         /// The file.
         file: String,
@@ -40,9 +43,44 @@ pub enum ReloadError {
     /// Changes can no longer be watched (events were lost, or the
     /// directory went away): [`reload`](crate::PolicyWatcher::reload)
     /// still applies the file on demand.
-    Watch(WatchError),
+    #[cfg(feature = "watch")]
+    Watch(crate::watch_error::WatchError),
 }
 
+#[allow(deprecated)]
+impl ReloadError {
+    /// The file the error is about, as it was given (the path that could
+    /// not be watched, for [`ReloadError::Watch`]).
+    pub fn file(&self) -> &str {
+        match self {
+            ReloadError::File(err) => err.file(),
+            ReloadError::StorageChanged { file, .. } | ReloadError::Build { file, .. } => file,
+            #[cfg(feature = "watch")]
+            ReloadError::Watch(err) => err.path(),
+        }
+    }
+
+    /// The line (1-based) of the mistake, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ReloadError::File(err) => err.line(),
+            _ => None,
+        }
+    }
+
+    /// The path of the offending field (`tollgate.resources.login.window`,
+    /// `descriptors[1].rate_limit.unit`), empty when the problem is not
+    /// about one field.
+    pub fn field(&self) -> &str {
+        match self {
+            ReloadError::File(err) => err.field(),
+            ReloadError::StorageChanged { field, .. } => field,
+            _ => "",
+        }
+    }
+}
+
+#[allow(deprecated)]
 impl fmt::Display for ReloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -58,16 +96,19 @@ impl fmt::Display for ReloadError {
                  move its state to another store, so the policies in effect stay until a restart"
             ),
             ReloadError::Build { file, error } => write!(f, "{file}: {error}"),
+            #[cfg(feature = "watch")]
             ReloadError::Watch(err) => err.fmt(f),
         }
     }
 }
 
+#[allow(deprecated)]
 impl std::error::Error for ReloadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ReloadError::File(err) => Some(err),
             ReloadError::Build { error, .. } => Some(error),
+            #[cfg(feature = "watch")]
             ReloadError::Watch(err) => Some(err),
             ReloadError::StorageChanged { .. } => None,
         }
@@ -77,40 +118,6 @@ impl std::error::Error for ReloadError {
 impl From<ConfigFileError> for ReloadError {
     fn from(err: ConfigFileError) -> Self {
         ReloadError::File(err)
-    }
-}
-
-/// The file system watcher failed: it could not start, or it reports an
-/// error (such as events lost because too many came at once).
-#[derive(Debug)]
-pub struct WatchError {
-    path: String,
-    source: notify_debouncer_mini::notify::Error,
-}
-
-impl WatchError {
-    pub(crate) fn new(path: &std::path::Path, source: notify_debouncer_mini::notify::Error) -> Self {
-        Self {
-            path: path.display().to_string(),
-            source,
-        }
-    }
-
-    /// The path watched (the policy file's directory).
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-}
-
-impl fmt::Display for WatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: cannot watch for changes: {}", self.path, self.source)
-    }
-}
-
-impl std::error::Error for WatchError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
     }
 }
 

@@ -3,7 +3,9 @@
 //! `deny`, `shadow`, `deny_cache` and `fallback`.
 
 use serde::de::MapAccess;
-use tollgate::{resource_path, ConfigError, DenyCache, KeyList, Policy, ResourceLimiterBuilder, Strategy};
+use tollgate::{
+    resource_path, ConfigError, DenyCache, KeyList, LimiterBuilder, Policy, ResourceLimiterBuilder, Strategy,
+};
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
@@ -176,11 +178,38 @@ impl Settings {
         settings
     }
 
+    /// Sets these settings on the builder of one limiter: shadow mode,
+    /// the exempt and deny lists, the deny cache and the fallback. This is
+    /// how a set's Envoy limits and `tollgate simulate` take a policy
+    /// file's settings.
+    ///
+    /// ```
+    /// # fn demo(file: &tollgate_config::PolicyFile) -> Result<(), tollgate::Error> {
+    /// use tollgate_config::Target;
+    ///
+    /// let settings = file.settings(Target::Resource("login"));
+    /// let limiter = settings
+    ///     .configure(tollgate::Limiter::builder())
+    ///     .policy(*file.policy("login"))
+    ///     .build()?;
+    /// # let _ = limiter;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn configure<B: tollgate::Backend>(&self, builder: LimiterBuilder<B>) -> LimiterBuilder<B> {
+        self.set_on(builder)
+    }
+
     /// Adds these settings, as the file-wide ones, to `builder`.
-    pub(crate) fn apply<B>(&self, mut builder: ResourceLimiterBuilder<B>) -> ResourceLimiterBuilder<B>
+    pub(crate) fn apply<B>(&self, builder: ResourceLimiterBuilder<B>) -> ResourceLimiterBuilder<B>
     where
         B: tollgate::Backend,
     {
+        self.set_on(builder)
+    }
+
+    /// The one mapping of these settings onto a builder's setters.
+    fn set_on<T: Configurable>(&self, mut builder: T) -> T {
         builder = builder
             .shadow(self.shadow)
             .exempt(self.exempt.clone())
@@ -194,6 +223,41 @@ impl Settings {
         builder
     }
 }
+
+/// A builder with the core's option setters (both builders have the same).
+trait Configurable: Sized {
+    fn shadow(self, shadow: bool) -> Self;
+    fn exempt(self, keys: KeyList) -> Self;
+    fn deny(self, keys: KeyList) -> Self;
+    fn deny_cache(self, cache: DenyCache) -> Self;
+    fn fallback(self, policy: Policy) -> Self;
+}
+
+/// Implements [`Configurable`] by the builder's own setters.
+macro_rules! configurable {
+    ($builder:ident) => {
+        impl<B: tollgate::Backend> Configurable for $builder<B> {
+            fn shadow(self, shadow: bool) -> Self {
+                $builder::shadow(self, shadow)
+            }
+            fn exempt(self, keys: KeyList) -> Self {
+                $builder::exempt(self, keys)
+            }
+            fn deny(self, keys: KeyList) -> Self {
+                $builder::deny(self, keys)
+            }
+            fn deny_cache(self, cache: DenyCache) -> Self {
+                $builder::deny_cache(self, cache)
+            }
+            fn fallback(self, policy: Policy) -> Self {
+                $builder::fallback(self, policy)
+            }
+        }
+    };
+}
+
+configurable!(LimiterBuilder);
+configurable!(ResourceLimiterBuilder);
 
 /// The message of a resource's `fallback` in a file without a file-wide
 /// one.

@@ -1,29 +1,18 @@
-//! [`PolicyWatcher`]: a running limiter kept up to date with its policy
-//! file, through the file system's change notifications (the `notify`
-//! crate) and on demand.
+//! [`PolicyWatcher`]: a running [`LiveLimiter`] kept up to date with its
+//! policy file, by a [`PolicySetWatcher`] of that one file.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
 use tollgate::LiveLimiter;
 
 use crate::any_backend::AnyBackend;
 use crate::error::LoadError;
-use crate::load;
 use crate::policy_file::PolicyFile;
-use crate::reload_error::{storage_field, ReloadError, WatchError};
-
-/// How long a file must stay unchanged before a change is applied, unless
-/// [`PolicyWatcherBuilder::debounce`] says otherwise: long enough for an
-/// editor's or a deployment's several writes to land together, short enough
-/// to feel immediate.
-pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// A callback of the watcher.
-type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
+use crate::policy_set::PolicySet;
+use crate::reload_error::ReloadError;
+use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DEBOUNCE};
 
 /// Keeps a [`LiveLimiter`] up to date with a policy file.
 ///
@@ -69,19 +58,21 @@ type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
 /// # }
 /// ```
 ///
-/// The callbacks run on the watcher's thread, one at a time; they should
-/// return quickly and must not panic (a panic stops the watching).
-/// Dropping the watcher stops the watching; the limiter keeps serving with
-/// the policies it has.
+/// It is a [`PolicySetWatcher`] of the one file that keeps its storage,
+/// whose every applied set is served by the [`LiveLimiter`]; start it on a
+/// tokio runtime, which runs the reloads and the callbacks, one at a time
+/// (they should return quickly). Dropping the watcher stops the watching;
+/// the limiter keeps serving with the policies it has.
 pub struct PolicyWatcher {
-    shared: Arc<Shared>,
-    _debouncer: Debouncer<RecommendedWatcher>,
+    path: PathBuf,
+    live: Arc<LiveLimiter<AnyBackend>>,
+    watcher: PolicySetWatcher,
 }
 
 impl std::fmt::Debug for PolicyWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyWatcher")
-            .field("path", &self.shared.path)
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
@@ -124,29 +115,52 @@ impl PolicyWatcher {
 
     /// The limiter, serving the policies in effect.
     pub fn limiter(&self) -> &Arc<LiveLimiter<AnyBackend>> {
-        &self.shared.live
+        &self.live
     }
 
     /// The policy file in effect: the last one applied.
     pub fn file(&self) -> Arc<PolicyFile> {
-        self.shared.lock().file.clone()
+        policy_file(&self.watcher.current())
     }
 
     /// The path watched, as given to [`PolicyWatcher::builder`].
     pub fn path(&self) -> &Path {
-        &self.shared.path
+        &self.path
     }
 
     /// Reads the file now and applies it, even when its bytes did not
     /// change; for a `SIGHUP` handler or an admin endpoint. The result is
-    /// returned, not passed to the callbacks.
+    /// returned, not passed to the callbacks. This reads the file on the
+    /// calling thread: from async code, call it through
+    /// `tokio::task::spawn_blocking`.
     ///
     /// # Errors
     ///
     /// A [`ReloadError`] when the file cannot be read, is invalid, names
     /// another storage or cannot be served; the policies in effect stay.
     pub fn reload(&self) -> Result<(), ReloadError> {
-        self.shared.refresh(Refresh::Always).map(drop)
+        self.watcher.handle().reload_blocking()?;
+        self.serve_current();
+        Ok(())
+    }
+
+    /// Serves the watcher's current set in the limiter.
+    fn serve_current(&self) {
+        serve(&self.live, &self.watcher.current());
+    }
+}
+
+/// The policy file of a set of a [`PolicyWatcher`], which always has one.
+fn policy_file(set: &PolicySet) -> Arc<PolicyFile> {
+    set.policy_file()
+        .cloned()
+        .expect("a PolicyWatcher's set holds its policy file")
+}
+
+/// Serves the policies of `set` in `live`.
+fn serve(live: &LiveLimiter<AnyBackend>, set: &PolicySet) {
+    if let Some(policies) = set.policies() {
+        live.store(policies.clone());
     }
 }
 
@@ -176,147 +190,65 @@ impl PolicyWatcherBuilder {
 
     /// Loads the file, builds its limiter (connecting its storage, as
     /// [`PolicyFile::build`] does, unless a [`backend`](Self::backend) was
-    /// given) and starts watching.
+    /// given) and starts watching. Must be called on a tokio runtime.
     ///
     /// # Errors
     ///
-    /// [`LoadError::File`] for a mistake in the file, [`LoadError::Build`]
-    /// when its limiter cannot be built, [`LoadError::Watch`] when its
-    /// directory cannot be watched.
+    /// [`LoadError::File`] for a mistake in the file (an Envoy file among
+    /// them) or a limiter that cannot be built, [`LoadError::Watch`] when
+    /// its directory cannot be watched.
     pub async fn start(self) -> Result<PolicyWatcher, LoadError> {
-        let (file, bytes) = PolicyFile::load_bytes(&self.path)?;
-        let backend = match self.backend {
-            Some(backend) => backend,
-            None => file.backend().await?,
-        };
-        let limiter = file.build_on(backend.clone())?;
-        let shared = Arc::new(Shared {
-            path: self.path,
-            live: Arc::new(LiveLimiter::new(limiter)),
-            backend,
-            state: Mutex::new(State {
-                file: Arc::new(file),
-                bytes,
-            }),
-            on_error: self.on_error,
-            on_reload: self.on_reload,
-        });
-        let events = shared.clone();
-        let mut debouncer = new_debouncer(self.debounce, move |result: DebounceEventResult| match result {
-            Ok(_) => events.refresh_and_report(),
-            Err(err) => (events.on_error)(&ReloadError::Watch(WatchError::new(&events.path, err))),
-        })
-        .map_err(|err| WatchError::new(&shared.path, err))?;
-        for dir in directories(&shared.path) {
-            debouncer
-                .watcher()
-                .watch(&dir, RecursiveMode::NonRecursive)
-                .map_err(|err| WatchError::new(&dir, err))?;
-        }
-        // A change between the first read and the start of the watch.
-        shared.refresh_and_report();
-        Ok(PolicyWatcher {
-            shared,
-            _debouncer: debouncer,
-        })
-    }
-}
-
-/// The directories to watch for changes of the file at `path`: its own,
-/// and its target's when it is a symbolic link into another.
-fn directories(path: &Path) -> Vec<PathBuf> {
-    let parent = |p: &Path| match p.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let mut dirs = vec![parent(path)];
-    if let Ok(target) = std::fs::canonicalize(path) {
-        let target_dir = parent(&target);
-        let same = std::fs::canonicalize(&dirs[0]).is_ok_and(|dir| dir == target_dir);
-        if !same {
-            dirs.push(target_dir);
-        }
-    }
-    dirs
-}
-
-/// Whether a refresh applies a file whose bytes did not change.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Refresh {
-    /// Only when the bytes changed (a directory event).
-    IfChanged,
-    /// Always ([`PolicyWatcher::reload`]).
-    Always,
-}
-
-/// What the watcher and its event handler share.
-struct Shared {
-    path: PathBuf,
-    live: Arc<LiveLimiter<AnyBackend>>,
-    /// The backend the limiter was built on, which every replacement keeps.
-    backend: AnyBackend,
-    state: Mutex<State>,
-    on_error: Callback<ReloadError>,
-    on_reload: Option<Callback<PolicyFile>>,
-}
-
-/// The file in effect and the bytes last read.
-struct State {
-    file: Arc<PolicyFile>,
-    /// The file's bytes when last read, applied or not: a directory event
-    /// that leaves them as they are changes nothing.
-    bytes: Vec<u8>,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A replacement either happened or not: the state stays whole.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Reads the file and applies it (see [`Refresh`]); returns the file
-    /// applied, if one was.
-    fn refresh(&self, when: Refresh) -> Result<Option<Arc<PolicyFile>>, ReloadError> {
-        let mut state = self.lock();
-        let bytes = load::read(&self.path, &self.path.display().to_string())?;
-        if when == Refresh::IfChanged && bytes == state.bytes {
-            return Ok(None);
-        }
-        state.bytes = bytes;
-        let file = PolicyFile::from_bytes(&self.path, &state.bytes)?;
-        let (from, to) = (state.file.storage(), file.storage());
-        if from != to {
-            return Err(ReloadError::StorageChanged {
-                file: file.origin().to_owned(),
-                field: storage_field(to).or(storage_field(from)).unwrap_or("tollgate"),
-                from: Box::new(from.clone()),
-                to: Box::new(to.clone()),
-            });
-        }
-        let built = file
-            .check_backend(&self.backend)
-            .and_then(|()| self.live.replace(file.limiter_builder(self.backend.clone())));
-        if let Err(error) = built {
-            return Err(ReloadError::Build {
-                file: file.origin().to_owned(),
-                error,
-            });
-        }
-        state.file = Arc::new(file);
-        Ok(Some(state.file.clone()))
-    }
-
-    /// Refreshes after a directory event and reports the outcome to the
-    /// callbacks (outside the lock, so that they may ask for the file).
-    fn refresh_and_report(&self) {
-        match self.refresh(Refresh::IfChanged) {
-            Ok(Some(file)) => {
-                if let Some(on_reload) = &self.on_reload {
-                    on_reload(&file);
+        // The limiter is made before the watcher starts, so that the first
+        // reload already has it; it is filled in at once below.
+        type Serving = (Arc<LiveLimiter<AnyBackend>>, PolicySetHandle);
+        let live: Arc<std::sync::OnceLock<Serving>> = Arc::default();
+        let on_reload = self.on_reload;
+        let serving = live.clone();
+        let mut builder = PolicySetWatcher::builder([self.path.clone()])
+            .policy_file_only()
+            .reconnect(false)
+            .debounce(self.debounce)
+            .on_error({
+                let on_error = self.on_error;
+                move |err| on_error(err)
+            })
+            .on_reload(move |set| {
+                // The set serving now: reports of two reloads may cross.
+                if let Some((live, handle)) = serving.get() {
+                    serve(live, &handle.current());
                 }
-            }
-            Ok(None) => {}
-            Err(err) => (self.on_error)(&err),
+                if let Some(on_reload) = &on_reload {
+                    on_reload(&policy_file(set));
+                }
+            });
+        if let Some(backend) = self.backend {
+            builder = builder.backend(backend);
         }
+        let watcher = builder.start().await.map_err(|err| match err {
+            ReloadError::File(err) => LoadError::File(err),
+            ReloadError::Watch(err) => LoadError::Watch(err),
+            // Nothing else stops a first load.
+            other => LoadError::File(crate::error::ConfigFileError::at(
+                other.file(),
+                None,
+                other.field(),
+                other.to_string(),
+            )),
+        })?;
+        let current = watcher.current();
+        let policies = current
+            .policies()
+            .cloned()
+            .expect("a PolicyWatcher's set holds its policy file");
+        let (limiter, _) = live
+            .get_or_init(|| (Arc::new(LiveLimiter::from_shared(policies)), watcher.handle()))
+            .clone();
+        // A reload that finished before the limiter was set.
+        serve(&limiter, &watcher.current());
+        Ok(PolicyWatcher {
+            path: self.path,
+            live: limiter,
+            watcher,
+        })
     }
 }

@@ -68,9 +68,11 @@
 //! `SIGHUP`, a change to a configuration file, or [`Reloader::reload`]
 //! load every file again; a valid set replaces the old one atomically,
 //! keeping the state of limits whose resource, policy and store are
-//! unchanged; an invalid one is logged and the old set keeps serving.
+//! unchanged; an invalid one is logged and the old set keeps serving. The
+//! files are read, built and watched by `tollgate-config`
+//! ([`tollgate_config::PolicySet`], [`tollgate_config::PolicySetWatcher`]);
+//! the service keeps only its protocols.
 
-mod config_set;
 mod connection;
 mod envoy;
 mod error;
@@ -81,10 +83,12 @@ mod reload;
 mod server;
 mod shared;
 
+#[allow(deprecated)]
 pub use error::{ConfigError, ServerError};
 pub use http::auth::{COST_HEADER, KEY_HEADER, RESOURCE_HEADER};
 pub use http::decide::MAX_BODY_BYTES;
 pub use http::health::READY_TIMEOUT;
+#[allow(deprecated)]
 pub use reload::{Reloader, DEBOUNCE};
 pub use server::{
     Server, ServerBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,

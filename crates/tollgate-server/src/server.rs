@@ -7,14 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use axum::http::StatusCode;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tollgate::{Clock, SharedClock, SystemClock};
 
-use crate::config_set::ConfigSet;
 use crate::connection::Timeouts;
 use crate::envoy::service::EnvoyService;
 use crate::error::ServerError;
@@ -65,19 +63,9 @@ pub struct Server {
     http_addr: SocketAddr,
     grpc: Option<(TcpListener, SocketAddr)>,
     reloader: Reloader,
-    background: Background,
+    /// Watches the files and `SIGHUP`; stops when the server is dropped.
+    _watcher: tollgate_config::PolicySetWatcher,
     limits: Limits,
-}
-
-/// Tasks that reload on signals and file changes, stopped when dropped.
-struct Background(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
 }
 
 impl std::fmt::Debug for Server {
@@ -182,7 +170,7 @@ impl Server {
                 }
             }
         }
-        drop(self.background);
+        drop(self._watcher);
         tracing::info!("stopped");
         Ok(())
     }
@@ -312,7 +300,13 @@ impl ServerBuilder {
             }
         };
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let config = ConfigSet::load(&self.configs, None, Some(&clock)).await?;
+        let watcher = crate::reload::start(
+            self.configs,
+            clock.clone(),
+            self.watch_files,
+            self.reload_on_sighup,
+        )
+        .await?;
         let bind = |what: &'static str, addr: SocketAddr| async move {
             let listener =
                 TcpListener::bind(addr)
@@ -329,35 +323,20 @@ impl ServerBuilder {
             None => None,
         };
         let shared = Arc::new(Shared {
-            config: ArcSwap::from_pointee(config),
+            config: watcher.handle(),
             clock,
             auth_deny_status: deny,
             admin,
             metrics,
             envoy_locks: tollgate::backend::KeyLocks::new(ENVOY_LOCKS),
         });
-        let reloader = Reloader::new(self.configs, shared.clone());
-        let mut background = Vec::new();
-        #[cfg(unix)]
-        if self.reload_on_sighup {
-            match reloader.on_sighup() {
-                Ok(task) => background.push(task),
-                Err(err) => tracing::warn!("cannot reload on SIGHUP: {err}"),
-            }
-        }
-        if self.watch_files {
-            match reloader.on_file_changes() {
-                Ok(task) => background.push(task),
-                Err(err) => tracing::warn!("configuration files are not watched for changes: {err}"),
-            }
-        }
         Ok(Server {
             shared,
             http,
             http_addr,
             grpc,
-            reloader,
-            background: Background(background),
+            reloader: Reloader::new(watcher.handle()),
+            _watcher: watcher,
             limits: self.limits,
         })
     }

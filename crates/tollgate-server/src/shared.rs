@@ -1,17 +1,15 @@
 //! What every request handler shares: the current configuration and the
 //! service's settings.
 
-use arc_swap::ArcSwap;
 use axum::http::StatusCode;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tollgate::SharedClock;
-
-use crate::config_set::ConfigSet;
+use tollgate_config::PolicySetHandle;
 
 /// The state behind every listener.
 pub(crate) struct Shared {
     /// The configuration, swapped whole by a reload.
-    pub(crate) config: ArcSwap<ConfigSet>,
+    pub(crate) config: PolicySetHandle,
     /// The clock of in-memory state (and of Envoy's blocked descriptors).
     pub(crate) clock: SharedClock,
     /// The status of a denial on `/v1/auth`.

@@ -85,6 +85,26 @@ impl<B: Backend> LiveLimiter<B> {
         Ok(())
     }
 
+    /// Serves `limiter` from now on, as it is: state is kept only as far as
+    /// it was built to keep it (with [`ResourceLimiterBuilder::build_from`]
+    /// the [`current`](Self::current) limiter). For a limiter built
+    /// elsewhere and shared, such as the policies of a
+    /// `tollgate_config::PolicySet`; [`replace`](Self::replace) builds and
+    /// stores in one step.
+    pub fn store(&self, limiter: std::sync::Arc<ResourceLimiter<B>>) {
+        let _one_at_a_time = self.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+        self.current.store(limiter);
+    }
+
+    /// Serves `limiter`, shared with its other owners, until it is
+    /// replaced.
+    pub fn from_shared(limiter: std::sync::Arc<ResourceLimiter<B>>) -> Self {
+        Self {
+            current: ArcSwap::new(limiter),
+            replacing: Mutex::new(()),
+        }
+    }
+
     /// Decides one request of cost 1 (see [`ResourceLimiter::allow`]).
     ///
     /// # Errors

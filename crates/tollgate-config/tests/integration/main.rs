@@ -10,6 +10,8 @@ mod memory;
 mod mistakes;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "watch")]
+mod set_watch;
 mod setting_mistakes;
 mod settings;
 #[cfg(feature = "watch")]

@@ -1,6 +1,5 @@
-//! Envoy's rate-limit service: its configuration files, the mapping of its
-//! descriptors onto tollgate resources and keys, and the gRPC service.
+//! Envoy's rate-limit service over gRPC. Its configuration files and the
+//! mapping of its descriptors onto tollgate resources and keys are
+//! `tollgate-config`'s ([`tollgate_config::envoy`]).
 
-pub(crate) mod config;
-pub(crate) mod descriptors;
 pub(crate) mod service;

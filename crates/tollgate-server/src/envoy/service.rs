@@ -57,14 +57,15 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tollgate::{together, Decision, Policy, Strategy};
+use tollgate_config::envoy::{descriptor_key, DomainRule as Rule, RateLimit as Limit, Unit};
 use tollgate_config::AnyBackend;
 use tollgate_http::{write_decision_headers, HeaderMode};
 use tonic::{Request, Response, Status};
 
-use crate::config_set::{Rule, SharedLimiter};
-use crate::envoy::config::{Limit, Unit};
-use crate::envoy::descriptors::descriptor_key;
 use crate::shared::Shared;
+
+/// The limiter of an Envoy limit.
+type SharedLimiter = std::sync::Arc<tollgate::Limiter<AnyBackend>>;
 
 /// The gRPC service.
 pub(crate) struct EnvoyService {
@@ -117,7 +118,7 @@ impl EnvoyService {
             ));
         }
         let config = self.shared.config.load();
-        let Some(domain) = config.domains.get(&request.domain) else {
+        let Some(domain) = config.domain(&request.domain) else {
             // An unknown domain limits nothing, as in Envoy's own service.
             return Ok(ok_response(request.descriptors.len()));
         };
@@ -165,14 +166,14 @@ impl EnvoyService {
             .enumerate()
             .filter_map(|(i, p)| {
                 let rule = p.rule?;
-                rule.limiter.as_ref().map(|l| (i, rule, l))
+                rule.limiter().map(|l| (i, rule, l))
             })
             .collect();
         let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|p| self.blocked(p)).collect();
         let blocked = planned
             .iter()
             .zip(&outcomes)
-            .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.spec.shadow));
+            .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.rule().shadow));
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
         // Several limited descriptors in one step where the store can (see
         // the module docs): no charge to give back, no lock.
@@ -183,7 +184,7 @@ impl EnvoyService {
                     limiter: limiter.as_ref(),
                     key: &planned[*i].key,
                     cost: planned[*i].cost,
-                    decisive: !rule.spec.shadow,
+                    decisive: !rule.rule().shadow,
                 })
                 .collect();
             if let Some(result) = together::decide(&parts).await {
@@ -191,7 +192,7 @@ impl EnvoyService {
                 let denied = limited
                     .iter()
                     .zip(&decisions)
-                    .any(|((_, rule, _), d)| !d.allowed && !rule.spec.shadow);
+                    .any(|((_, rule, _), d)| !d.allowed && !rule.rule().shadow);
                 for ((i, _, _), decision) in limited.iter().zip(decisions) {
                     // A fallback's charge in a denied request stays.
                     if denied && decision.allowed && decision.fallback {
@@ -215,7 +216,7 @@ impl EnvoyService {
                     .lock_all(
                         limited
                             .iter()
-                            .map(|(i, rule, _)| locks.index((&rule.spec.resource, &planned[*i].key)))
+                            .map(|(i, rule, _)| locks.index((&rule.rule().resource, &planned[*i].key)))
                             .collect(),
                     )
                     .await,
@@ -266,7 +267,7 @@ impl EnvoyService {
                     return Err(unavailable(err));
                 }
             };
-            if !decision.allowed && !rule.spec.shadow {
+            if !decision.allowed && !rule.rule().shadow {
                 denied = true;
             } else if charges(&decision) {
                 charged.push((limiter, key, cost));
@@ -300,7 +301,7 @@ impl EnvoyService {
     /// always over, until the end of the current unit.
     fn blocked(&self, planned: &Planned<'_>) -> Option<Outcome> {
         let rule = planned.rule?;
-        let Limit::PerUnit { unit, requests: 0 } = rule.spec.limit else {
+        let Limit::PerUnit { unit, requests: 0 } = rule.rule().limit else {
             return None;
         };
         let window = unit.window().as_nanos() as u64;
@@ -323,7 +324,7 @@ impl EnvoyService {
                 response.statuses.push(ok_status());
                 continue;
             };
-            let (unit, requests) = match rule.spec.limit {
+            let (unit, requests) = match rule.rule().limit {
                 Limit::Unlimited => {
                     response.statuses.push(DescriptorStatus {
                         code: Code::Ok as i32,
@@ -339,8 +340,8 @@ impl EnvoyService {
                 continue;
             };
             let mut code = if outcome.over { Code::OverLimit } else { Code::Ok };
-            if outcome.over && rule.spec.shadow {
-                metrics::counter!(crate::metrics::SHADOW_DENIED, "resource" => rule.spec.resource.clone())
+            if outcome.over && rule.rule().shadow {
+                metrics::counter!(crate::metrics::SHADOW_DENIED, "resource" => rule.rule().resource.clone())
                     .increment(1);
                 code = Code::Ok;
             }
@@ -354,7 +355,7 @@ impl EnvoyService {
             response.statuses.push(DescriptorStatus {
                 code: code as i32,
                 current_limit: Some(PbRateLimit {
-                    name: rule.spec.name.clone().unwrap_or_default(),
+                    name: rule.rule().name.clone().unwrap_or_default(),
                     requests_per_unit: requests,
                     unit: pb_unit(unit) as i32,
                 }),
@@ -377,9 +378,9 @@ impl EnvoyService {
                 }
             });
         if let Some((rule, decision, _)) = reported {
-            let policy = rule.limiter.as_ref().map_or_else(
+            let policy = rule.limiter().map_or_else(
                 || {
-                    let window = match rule.spec.limit {
+                    let window = match rule.rule().limit {
                         Limit::PerUnit { unit, .. } => unit.window(),
                         Limit::Unlimited => Duration::from_secs(1),
                     };
@@ -393,7 +394,7 @@ impl EnvoyService {
                 write_decision_headers(
                     HeaderMode::RateLimit,
                     decision,
-                    &rule.spec.resource,
+                    &rule.rule().resource,
                     &policy,
                     &mut headers,
                 );
@@ -417,14 +418,14 @@ fn drop_replaced(planned: &mut [Planned<'_>]) {
     let replaced: HashSet<&str> = planned
         .iter()
         .filter_map(|p| p.rule)
-        .flat_map(|r| r.spec.replaces.iter().map(String::as_str))
+        .flat_map(|r| r.rule().replaces.iter().map(String::as_str))
         .collect();
     if replaced.is_empty() {
         return;
     }
     for p in planned {
         if p.rule
-            .is_some_and(|r| r.spec.name.as_deref().is_some_and(|n| replaced.contains(n)))
+            .is_some_and(|r| r.rule().name.as_deref().is_some_and(|n| replaced.contains(n)))
         {
             p.rule = None;
         }

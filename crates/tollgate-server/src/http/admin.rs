@@ -17,9 +17,9 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
+use tollgate_config::envoy::RateLimit;
+use tollgate_config::PolicySet;
 
-use crate::config_set::ConfigSet;
-use crate::envoy::config::Limit as EnvoyLimit;
 use crate::http::decide::ceil_millis;
 use crate::http::error::json_response;
 use crate::http::guard::{self, Route};
@@ -107,22 +107,21 @@ fn policy_body(policy: &tollgate::Policy) -> PolicyBody {
     }
 }
 
-fn policies_body(config: &ConfigSet) -> PoliciesBody<'_> {
-    let policies = config.policies.as_ref();
+fn policies_body(config: &PolicySet) -> PoliciesBody<'_> {
+    let policies = config.policies();
     let mut envoy: Vec<EnvoyDomainBody<'_>> = config
-        .domains
-        .iter()
+        .domains()
         .map(|(name, domain)| EnvoyDomainBody {
             domain: name,
-            file: &domain.file,
+            file: domain.file(),
             rules: domain
-                .rules
+                .rules()
                 .iter()
                 .map(|rule| {
-                    let rule = &rule.spec;
+                    let rule = rule.rule();
                     let (unit, requests) = match rule.limit {
-                        EnvoyLimit::Unlimited => (None, None),
-                        EnvoyLimit::PerUnit { unit, requests } => (Some(unit), Some(requests)),
+                        RateLimit::Unlimited => (None, None),
+                        RateLimit::PerUnit { unit, requests } => (Some(unit), Some(requests)),
                     };
                     EnvoyRuleBody {
                         resource: &rule.resource,
@@ -140,14 +139,13 @@ fn policies_body(config: &ConfigSet) -> PoliciesBody<'_> {
         .collect();
     envoy.sort_by(|a, b| a.domain.cmp(b.domain));
     PoliciesBody {
-        storage: config.storage.to_string(),
-        file: policies.map(|p| p.file.as_str()),
-        default: policies.map(|p| policy_body(p.default.policy())),
+        storage: config.storage().to_string(),
+        file: config.policy_file().map(|f| f.origin()),
+        default: policies.map(|p| policy_body(p.default_limiter().policy())),
         resources: policies
             .map(|p| {
-                p.resources
-                    .iter()
-                    .map(|(name, limiter)| (name.as_str(), policy_body(limiter.policy())))
+                p.resources()
+                    .map(|(name, limiter)| (name, policy_body(limiter.policy())))
                     .collect()
             })
             .unwrap_or_default(),

@@ -11,9 +11,9 @@ use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tollgate::{Decision, Policy};
+use tollgate::{Decision, Limiter, Policy};
+use tollgate_config::{AnyBackend, PolicySet};
 
-use crate::config_set::{ConfigSet, SharedLimiter};
 use crate::http::error::{json_response, ApiError};
 use crate::shared::Shared;
 
@@ -33,14 +33,14 @@ pub(crate) struct DecideRequest {
 pub(crate) struct Decided<'a> {
     /// The resource's name, or `default`.
     pub(crate) name: &'a str,
-    pub(crate) limiter: &'a SharedLimiter,
+    pub(crate) limiter: &'a Limiter<AnyBackend>,
     pub(crate) decision: Decision,
 }
 
 /// Decides `request` with the policy file's limiters.
 pub(crate) async fn decide<'a>(
-    config: &'a ConfigSet,
-    resource: Option<&str>,
+    config: &'a PolicySet,
+    resource: Option<&'a str>,
     key: &[u8],
     cost: u64,
 ) -> Result<Decided<'a>, ApiError> {
@@ -59,17 +59,24 @@ pub(crate) async fn decide<'a>(
 /// The name (the resource, or `default`) and limiter of the policy file's
 /// policy for `resource`; 404 without a policy file.
 pub(crate) fn limiter<'a>(
-    config: &'a ConfigSet,
-    resource: Option<&str>,
-) -> Result<(&'a str, &'a SharedLimiter), ApiError> {
-    let Some(policies) = &config.policies else {
+    config: &'a PolicySet,
+    resource: Option<&'a str>,
+) -> Result<(&'a str, &'a Limiter<AnyBackend>), ApiError> {
+    let Some(policies) = config.policies() else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "no tollgate policy file is loaded: the HTTP API uses a policy file's policies (give \
              one with --config); Envoy files serve the gRPC API",
         ));
     };
-    Ok(policies.limiter(resource.unwrap_or("")))
+    let resource = resource.unwrap_or("");
+    let limiter = policies.limiter(resource);
+    let name = if std::ptr::eq(limiter, policies.default_limiter()) {
+        "default"
+    } else {
+        resource
+    };
+    Ok((name, limiter))
 }
 
 /// The JSON answer: the decision's figures in milliseconds (rounded up),

@@ -33,8 +33,8 @@ struct Ready {
 /// through the backend) answers within [`READY_TIMEOUT`] and was made by
 /// the store, not by a fail-open or fallback path.
 pub(crate) async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    let config = shared.config.load_full();
-    let storage = config.storage.to_string();
+    let config = shared.config.current();
+    let storage = config.storage().to_string();
     let error = if config.in_memory() {
         None
     } else {

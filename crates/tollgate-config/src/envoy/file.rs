@@ -5,117 +5,72 @@
 //! `name` and `replaces`), `shadow_mode`, `detailed_metric` and nested
 //! `descriptors`.
 
-use std::time::Duration;
-
 use serde::Deserialize;
 use serde_path_to_error::Track;
 use serde_saphyr::{MessageFormatter as _, Spanned};
-use tollgate_config::__private::field_path;
 
 use crate::envoy::descriptors::{resource_name, Level, Node, Step};
-use crate::error::ConfigError;
-
-/// The time unit of an Envoy limit, and the fixed window it becomes:
-/// windows are aligned to multiples of the unit since the Unix epoch (UTC),
-/// as in Envoy's own service, which also counts a month as 30 days and a
-/// year as 365 days (so a "month" window does not follow the calendar).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Unit {
-    /// One second.
-    Second,
-    /// 60 seconds.
-    Minute,
-    /// 3,600 seconds.
-    Hour,
-    /// 86,400 seconds (UTC days).
-    Day,
-    /// 7 days, starting on Thursdays (the epoch's weekday).
-    Week,
-    /// 30 days.
-    Month,
-    /// 365 days.
-    Year,
-}
-
-impl Unit {
-    /// The unit of a configuration's `unit`, in any case.
-    fn parse(text: &str) -> Option<Unit> {
-        Some(match text.to_ascii_lowercase().as_str() {
-            "second" => Unit::Second,
-            "minute" => Unit::Minute,
-            "hour" => Unit::Hour,
-            "day" => Unit::Day,
-            "week" => Unit::Week,
-            "month" => Unit::Month,
-            "year" => Unit::Year,
-            _ => return None,
-        })
-    }
-
-    /// The window's length.
-    pub fn window(self) -> Duration {
-        const DAY: u64 = 86_400;
-        Duration::from_secs(match self {
-            Unit::Second => 1,
-            Unit::Minute => 60,
-            Unit::Hour => 3_600,
-            Unit::Day => DAY,
-            Unit::Week => 7 * DAY,
-            Unit::Month => 30 * DAY,
-            Unit::Year => 365 * DAY,
-        })
-    }
-
-    /// The lower-case name used in configuration files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Second => "second",
-            Unit::Minute => "minute",
-            Unit::Hour => "hour",
-            Unit::Day => "day",
-            Unit::Week => "week",
-            Unit::Month => "month",
-            Unit::Year => "year",
-        }
-    }
-}
+use crate::envoy::unit::Unit;
+use crate::error::ConfigFileError;
+use crate::load::field_path;
 
 /// What a configured descriptor enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Limit {
+pub enum RateLimit {
     /// `unlimited: true`: always OK, nothing counted.
     Unlimited,
     /// `requests_per_unit` per `unit` (0: every request is over the limit).
-    PerUnit { unit: Unit, requests: u32 },
+    PerUnit {
+        /// The window: one `unit`.
+        unit: Unit,
+        /// `requests_per_unit`: how many requests each window admits.
+        requests: u32,
+    },
 }
 
 /// A configured limit: where it is, what it enforces and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RuleSpec {
-    /// The resource name of its state (see [`resource_name`]).
-    pub(crate) resource: String,
-    pub(crate) limit: Limit,
+#[non_exhaustive]
+pub struct Rule {
+    /// The resource name of its state: the domain and the descriptor's
+    /// path, escaped (see the [module](crate::envoy)).
+    pub resource: String,
+    /// What it enforces.
+    pub limit: RateLimit,
     /// `rate_limit.name`, which `replaces` of other limits refer to.
-    pub(crate) name: Option<String>,
+    pub name: Option<String>,
     /// The names of the limits this one replaces when both apply.
-    pub(crate) replaces: Vec<String>,
+    pub replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, but never OVER_LIMIT.
-    pub(crate) shadow: bool,
+    pub shadow: bool,
     /// `detailed_metric`: the limit's decisions are counted under its own
     /// `resource` label; otherwise under its domain's (`envoy:DOMAIN`), so
     /// that a file of thousands of descriptors does not make thousands of
     /// series.
-    pub(crate) detailed_metric: bool,
+    pub detailed_metric: bool,
 }
 
 /// A parsed and validated Envoy configuration file.
 #[derive(Debug)]
-pub(crate) struct EnvoyFile {
+pub struct EnvoyFile {
     pub(crate) domain: String,
     /// The tree; a node's rule is its index in `rules`.
     pub(crate) root: Level<u32>,
     /// Every limit with its path, in file order.
-    pub(crate) rules: Vec<RuleSpec>,
+    pub(crate) rules: Vec<Rule>,
+}
+
+impl EnvoyFile {
+    /// The file's `domain`.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// Every limit the file configures, in file order (a descriptor before
+    /// the descriptors nested in it).
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
 }
 
 /// Where a limit is written, for the checks that need every limit: names
@@ -130,7 +85,7 @@ struct Site {
 
 /// The most descriptors a file may configure, at every level together:
 /// room for large deployments, and a bound on the memory a file takes.
-pub(crate) const MAX_DESCRIPTORS: usize = 100_000;
+pub const MAX_DESCRIPTORS: usize = 100_000;
 
 // A rule is named by its index as a `u32` in the tree.
 const _: () = assert!(MAX_DESCRIPTORS <= u32::MAX as usize);
@@ -161,7 +116,7 @@ struct RawDescriptor {
     rate_limit: Option<RawRateLimit>,
     #[serde(default)]
     shadow_mode: bool,
-    /// Metrics of its own (see [`RuleSpec::detailed_metric`]).
+    /// Metrics of its own (see [`Rule::detailed_metric`]).
     #[serde(default)]
     detailed_metric: bool,
     #[serde(default)]
@@ -190,8 +145,14 @@ struct RawReplaces {
 }
 
 impl EnvoyFile {
-    /// Parses and validates `text`, the content of the file `file`.
-    pub(crate) fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+    /// Parses and validates `text`, the content of the file named `file`
+    /// (as errors name it). [`crate::PolicySet::load`] reads files this way.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] with the line and the field path
+    /// (`descriptors[1].rate_limit.unit`) of the first mistake.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigFileError> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let mut track = Track::new();
         let mut options = serde_saphyr::Options::default();
@@ -209,7 +170,7 @@ impl EnvoyFile {
                 .filter(|at| at.line() > 0)
                 .map(|at| at.line() as usize);
             let message = serde_saphyr::UserMessageFormatter.format_message(&err);
-            ConfigError::new(
+            ConfigFileError::at(
                 file,
                 line,
                 field_path(&track.path()),
@@ -217,7 +178,7 @@ impl EnvoyFile {
             )
         })?;
         if raw.domain.is_empty() {
-            return Err(ConfigError::new(file, None, "domain", "must not be empty"));
+            return Err(ConfigFileError::at(file, None, "domain", "must not be empty"));
         }
         let mut out = EnvoyFile {
             domain: raw.domain,
@@ -251,13 +212,14 @@ impl EnvoyFile {
         field: &str,
         path: &mut Vec<Step>,
         load: &mut Load<'_>,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), ConfigFileError> {
         let file = load.file;
         for (i, raw) in descriptors.into_iter().enumerate() {
             let field = format!("{field}[{i}]");
             let line = Some(raw.key.referenced.line() as usize).filter(|&l| l > 0);
-            let error =
-                |sub: &str, message: String| ConfigError::new(file, line, format!("{field}{sub}"), message);
+            let error = |sub: &str, message: String| {
+                ConfigFileError::at(file, line, format!("{field}{sub}"), message)
+            };
             *load.count += 1;
             if *load.count > MAX_DESCRIPTORS {
                 return Err(error(
@@ -319,8 +281,8 @@ impl EnvoyFile {
         raw: RawRateLimit,
         (shadow, detailed_metric): (bool, bool),
         path: &[Step],
-        error: &dyn Fn(&str, String) -> ConfigError,
-    ) -> Result<RuleSpec, ConfigError> {
+        error: &dyn Fn(&str, String) -> ConfigFileError,
+    ) -> Result<Rule, ConfigFileError> {
         let limit = if raw.unlimited {
             if raw.unit.is_some() || raw.requests_per_unit.is_some() {
                 return Err(error(
@@ -328,7 +290,7 @@ impl EnvoyFile {
                     "an unlimited rate limit takes no unit or requests_per_unit".to_owned(),
                 ));
             }
-            Limit::Unlimited
+            RateLimit::Unlimited
         } else {
             let unit = raw.unit.ok_or_else(|| {
                 error(
@@ -351,7 +313,7 @@ impl EnvoyFile {
                     )
                 })?
                 .0;
-            Limit::PerUnit { unit, requests }
+            RateLimit::PerUnit { unit, requests }
         };
         for (j, replaced) in raw.replaces.iter().enumerate() {
             let at = format!(".rate_limit.replaces[{j}].name");
@@ -362,7 +324,7 @@ impl EnvoyFile {
                 return Err(error(&at, "a limit cannot replace itself".to_owned()));
             }
         }
-        Ok(RuleSpec {
+        Ok(Rule {
             resource: resource_name(&self.domain, path),
             limit,
             name: raw.name.filter(|n| !n.is_empty()),
@@ -383,14 +345,14 @@ struct Load<'a> {
 
 /// Limit names are unique, every `replaces` names a limit of the file, and
 /// no limit replaces itself through others.
-fn check_names(sites: &[Site], file: &str) -> Result<(), ConfigError> {
+fn check_names(sites: &[Site], file: &str) -> Result<(), ConfigFileError> {
     let mut named: std::collections::HashMap<&str, &Site> = std::collections::HashMap::new();
     for site in sites {
         let Some(name) = site.name.as_deref() else {
             continue;
         };
         if let Some(first) = named.insert(name, site) {
-            return Err(ConfigError::new(
+            return Err(ConfigFileError::at(
                 file,
                 site.line,
                 format!("{}.rate_limit.name", site.field),
@@ -406,7 +368,7 @@ fn check_names(sites: &[Site], file: &str) -> Result<(), ConfigError> {
     for site in sites {
         for (j, replaced) in site.replaces.iter().enumerate() {
             if !named.contains_key(replaced.as_str()) {
-                return Err(ConfigError::new(
+                return Err(ConfigFileError::at(
                     file,
                     site.line,
                     format!("{}.rate_limit.replaces[{j}].name", site.field),
@@ -424,7 +386,7 @@ fn check_names(sites: &[Site], file: &str) -> Result<(), ConfigError> {
         let mut next: Vec<&str> = start.replaces.iter().map(String::as_str).collect();
         while let Some(name) = next.pop() {
             if name == start_name {
-                return Err(ConfigError::new(
+                return Err(ConfigFileError::at(
                     file,
                     start.line,
                     format!("{}.rate_limit.replaces", start.field),
@@ -523,14 +485,16 @@ fn explain(message: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
-    fn parse(text: &str) -> Result<EnvoyFile, ConfigError> {
+    fn parse(text: &str) -> Result<EnvoyFile, ConfigFileError> {
         EnvoyFile::parse(text, "rl.yaml")
     }
 
     /// The rule that applies to a descriptor of `entries`.
-    fn find<'f>(file: &'f EnvoyFile, entries: &[(&str, &str)]) -> Option<&'f RuleSpec> {
+    fn find<'f>(file: &'f EnvoyFile, entries: &[(&str, &str)]) -> Option<&'f Rule> {
         let index = file.root.find(entries.iter().copied())?;
         Some(&file.rules[*index as usize])
     }
@@ -558,7 +522,7 @@ descriptors:
         assert_eq!(found.resource, "messaging.message_type=marketing.to_number");
         assert_eq!(
             found.limit,
-            Limit::PerUnit {
+            RateLimit::PerUnit {
                 unit: Unit::Day,
                 requests: 5
             }
@@ -566,7 +530,7 @@ descriptors:
         let all = find(&file, &[("to_number", "1")]).unwrap();
         assert!(all.shadow);
         assert_eq!(all.name.as_deref(), Some("all"));
-        assert_eq!(find(&file, &[("ldap", "x")]).unwrap().limit, Limit::Unlimited);
+        assert_eq!(find(&file, &[("ldap", "x")]).unwrap().limit, RateLimit::Unlimited);
         // In file order.
         let resources: Vec<&str> = file.rules.iter().map(|r| r.resource.as_str()).collect();
         assert_eq!(

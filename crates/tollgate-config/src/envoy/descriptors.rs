@@ -1,21 +1,5 @@
-//! The one mapping from Envoy's descriptors to tollgate's resources and
-//! keys.
-//!
-//! An Envoy configuration is a tree per domain: each node is a descriptor
-//! key, optionally with a value, and a node may carry a rate limit. A
-//! request's descriptor is a list of `(key, value)` entries; it matches the
-//! node reached by following one entry per level, trying at each level the
-//! node for `key` with exactly that `value`, then a node whose value ends
-//! in `*` and is a prefix of the value, then the node for `key` alone. Only
-//! a node reached by the last entry applies its limit (a descriptor with
-//! more or fewer entries than the path of a limit does not match it).
-//!
-//! - The **resource** of a limit is its node's path: the domain, then each
-//!   level's `key` or `key=value`, joined by `.`, each part escaped so that
-//!   different paths never share a name (`messaging.message_type=marketing.to_number`).
-//! - The **key** of a request is the values of its entries, escaped and
-//!   joined by `.`: every distinct value gets its own counter, as in Envoy's
-//!   own service, also under a node that names no value.
+//! The descriptor tree of a domain and the names it gives resources and
+//! keys (see the [module](crate::envoy) for the rules).
 
 use std::collections::HashMap;
 
@@ -42,8 +26,10 @@ pub(crate) fn resource_name(domain: &str, path: &[Step]) -> String {
     out
 }
 
-/// The limiter key of a request descriptor: its values, escaped and joined.
-pub(crate) fn descriptor_key<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
+/// The limiter key of a request descriptor: its values, escaped (`\\`, `.`
+/// and `=` behind a backslash) and joined by `.`, so that different value
+/// lists never share a key.
+pub fn descriptor_key<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
     let mut out = String::new();
     for (i, value) in values.into_iter().enumerate() {
         if i > 0 {

@@ -1,0 +1,70 @@
+//! A loaded Envoy domain: its descriptor tree and a limiter per limit.
+
+use std::sync::Arc;
+
+use tollgate::Limiter;
+
+use crate::any_backend::AnyBackend;
+use crate::envoy::descriptors::Level;
+use crate::envoy::file::Rule;
+
+/// One Envoy domain of a [`PolicySet`](crate::PolicySet): its descriptor
+/// tree and its limits, each with its limiter.
+pub struct Domain {
+    /// The file it comes from.
+    pub(crate) file: String,
+    /// The tree; a node's rule is its index in `rules`.
+    pub(crate) root: Level<u32>,
+    /// Its limits in file order.
+    pub(crate) rules: Vec<DomainRule>,
+}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("file", &self.file)
+            .field("rules", &self.rules.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Domain {
+    /// The limit that applies to a descriptor of `entries` (`(key, value)`
+    /// pairs in order), if any (see the [module](crate::envoy) for the
+    /// matching rules).
+    pub fn find<'e>(&self, entries: impl IntoIterator<Item = (&'e str, &'e str)>) -> Option<&DomainRule> {
+        let index = *self.root.find(entries)?;
+        self.rules.get(index as usize)
+    }
+
+    /// The file the domain is configured in, as it was given.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Every limit of the domain, in file order.
+    pub fn rules(&self) -> &[DomainRule] {
+        &self.rules
+    }
+}
+
+/// A configured Envoy limit and the limiter that enforces it.
+#[derive(Debug)]
+pub struct DomainRule {
+    pub(crate) rule: Rule,
+    pub(crate) limiter: Option<Arc<Limiter<AnyBackend>>>,
+}
+
+impl DomainRule {
+    /// The limit as configured.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// Its limiter, a fixed window of `requests_per_unit` per `unit`; none
+    /// for `unlimited: true` (always OK) and for `requests_per_unit: 0`
+    /// (always over the limit), which need no state.
+    pub fn limiter(&self) -> Option<&Arc<Limiter<AnyBackend>>> {
+        self.limiter.as_ref()
+    }
+}

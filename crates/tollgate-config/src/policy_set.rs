@@ -1,0 +1,621 @@
+//! [`PolicySet`]: everything a set of configuration files configures (at
+//! most one tollgate policy file and any number of Envoy files), with a
+//! limiter per policy, built by the code that builds a library user's
+//! limiter.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{
+    FailPolicy, Limiter, MemoryBackend, Policy, ResourceLimiter, SharedClock, Strategy, DEFAULT_KEY_PREFIX,
+};
+
+use crate::any_backend::AnyBackend;
+use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit, Rule};
+use crate::error::ConfigFileError;
+use crate::policy_file::{PolicyFile, Storage, Target};
+use crate::reload_error::{storage_field, ReloadError};
+use crate::set_files::{self, Parsed, Read};
+use crate::settings::Settings;
+
+/// About how many shards the in-memory tables of all Envoy limits hold
+/// together, once there are more than `ENVOY_SHARDS / FEW_SHARDS` limits
+/// (each table keeps at least one).
+const ENVOY_SHARDS: usize = 16_384;
+
+/// The fewest shards [`MemoryBackend::new`] gives a table: below this, an
+/// Envoy limit's table gets fewer.
+const FEW_SHARDS: usize = 64;
+
+/// How long reading and parsing the files may take before a load gives
+/// up: a file on a hung network mount must not hold a reload (or the
+/// start) for ever.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The policies of a set of configuration files, ready to decide: the
+/// tollgate policy file's as a [`ResourceLimiter`] (built as
+/// [`PolicyFile::build`] builds it), and every Envoy domain with a
+/// fixed-window limiter per limit, all on the storage the policy file names
+/// (in memory without one).
+///
+/// `tollgate serve` runs on one; a [`PolicySetWatcher`](crate::PolicySetWatcher)
+/// keeps one up to date with its files. Envoy limits take the policy file's
+/// key prefix followed by `:envoy` (so that no resource of the policy file
+/// shares their state), its fail policy, and its file-wide `fallback` and
+/// `deny_cache`; nothing else of its settings.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let set = tollgate_config::PolicySet::load(&["policies.yaml", "envoy.yaml"]).await?;
+/// if let Some(policies) = set.policies() {
+///     let decision = policies.allow("login", "203.0.113.7").await?;
+/// #   let _ = decision;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct PolicySet {
+    storage: Storage,
+    backend: AnyBackend,
+    /// The key prefix and fail policy of every limiter (the policy file's).
+    prefix: String,
+    fail: FailPolicy,
+    file: Option<Arc<PolicyFile>>,
+    policies: Option<Arc<ResourceLimiter<AnyBackend>>>,
+    domains: HashMap<String, Domain>,
+    /// The settings every Envoy limit was built with, so that a reload
+    /// keeps an Envoy limiter only when they are unchanged too.
+    envoy_settings: Arc<Settings>,
+}
+
+impl std::fmt::Debug for PolicySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicySet")
+            .field("storage", &self.storage)
+            .field("file", &self.file.as_ref().map(|f| f.origin()))
+            .field("domains", &self.domains.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What identifies an Envoy limiter's state and how it reports: a reload
+/// keeps the limiter of an identity that is still configured.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Identity {
+    prefix: String,
+    resource: String,
+    policy: Policy,
+    fail: FailPolicy,
+    /// The metrics label, where it is not the resource.
+    label: Option<String>,
+}
+
+/// How a set is loaded: what it takes over from, and where its state
+/// lives when no file says.
+#[derive(Clone, Default)]
+pub(crate) struct LoadOptions {
+    /// The clock of in-memory state.
+    pub(crate) clock: Option<SharedClock>,
+    /// The backend every set is built on, whatever the files name (a
+    /// change of the files' storage is then refused).
+    pub(crate) backend: Option<AnyBackend>,
+    /// Whether a change of the files' storage is refused rather than
+    /// connected.
+    pub(crate) keep_storage: bool,
+    /// Whether the files must be one tollgate policy file.
+    pub(crate) policy_file_only: bool,
+}
+
+impl PolicySet {
+    /// Reads every file (off the async runtime, within [`READ_TIMEOUT`]),
+    /// connects the storage the policy file names and builds the limiters.
+    ///
+    /// At most one file may be a tollgate policy file; a file whose top
+    /// level has `domain` is an Envoy file, and no two Envoy files may
+    /// configure one domain.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the file, and where known the line and
+    /// field, of the first mistake; one of kind
+    /// [`ErrorKind::Unservable`](crate::ErrorKind::Unservable) when the
+    /// files are valid but cannot be served (a store that does not answer,
+    /// a policy it cannot hold).
+    pub async fn load(files: &[impl AsRef<Path>]) -> Result<PolicySet, ConfigFileError> {
+        let paths: Vec<PathBuf> = files.iter().map(|f| f.as_ref().to_owned()).collect();
+        let read = read_off_runtime(paths).await?;
+        match Self::load_read(&read, None, &LoadOptions::default()).await {
+            Ok(set) => Ok(set),
+            Err(ReloadError::File(err)) => Err(err),
+            // Without a previous set, no storage changes; nothing is watched.
+            Err(other) => Err(ConfigFileError::at(
+                &first_origin(&read),
+                None,
+                "",
+                other.to_string(),
+            )),
+        }
+    }
+
+    /// Builds the set of the files `read`, taking over from `previous`:
+    /// see [`PolicySet::build`]. A backend whose storage is unchanged is
+    /// kept (no reconnect); only connecting a new store is done on the
+    /// caller's task, the rest on a blocking thread.
+    pub(crate) async fn load_read(
+        read: &[Read],
+        previous: Option<Arc<PolicySet>>,
+        options: &LoadOptions,
+    ) -> Result<PolicySet, ReloadError> {
+        let parsed = parse_all(read, options)?;
+        let backend = match Self::reusable_backend(&parsed, previous.as_deref(), options)? {
+            Some(backend) => backend,
+            // Boxed: the connect futures of every store are deep types, and
+            // callers' futures would otherwise nest them all.
+            None => Box::pin(connect(&parsed)).await?,
+        };
+        let build = tokio::task::spawn_blocking(move || Self::build(parsed, backend, previous.as_deref()));
+        let built = build.await.map_err(|join| {
+            ConfigFileError::at(
+                &first_origin(read),
+                None,
+                "",
+                format!("building the limiters failed: {join}"),
+            )
+        })?;
+        Ok(built?)
+    }
+
+    /// Builds the set of the files `read` without waiting on anything but
+    /// the files' bytes: `None` when the files name a store that must be
+    /// connected first.
+    #[cfg(feature = "watch")]
+    pub(crate) fn load_read_blocking(
+        read: &[Read],
+        previous: Option<&PolicySet>,
+        options: &LoadOptions,
+    ) -> Result<Option<PolicySet>, ReloadError> {
+        let parsed = parse_all(read, options)?;
+        match Self::reusable_backend(&parsed, previous, options)? {
+            Some(backend) => Ok(Some(Self::build(parsed, backend, previous)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The backend to build on without connecting: the one of `options`
+    /// (when the files' storage is the one it was made for), the previous
+    /// set's when its storage is unchanged, a new in-memory one; `None`
+    /// when a store must be connected.
+    fn reusable_backend(
+        parsed: &ParsedSet,
+        previous: Option<&PolicySet>,
+        options: &LoadOptions,
+    ) -> Result<Option<AnyBackend>, ReloadError> {
+        let storage = parsed.storage();
+        if let Some(backend) = &options.backend {
+            return match previous {
+                Some(previous) if previous.storage != storage => Err(storage_changed(parsed, Some(previous))),
+                _ => Ok(Some(backend.clone())),
+            };
+        }
+        Ok(match previous {
+            Some(previous) if previous.storage == storage => Some(previous.backend.clone()),
+            Some(previous) if options.keep_storage => return Err(storage_changed(parsed, Some(previous))),
+            _ if storage == Storage::Memory => Some(AnyBackend::Memory(match &options.clock {
+                Some(clock) => MemoryBackend::new().shared_clock(clock.clone()),
+                None => MemoryBackend::new(),
+            })),
+            _ => None,
+        })
+    }
+
+    /// Builds the limiters of `parsed` on `backend`. The policy file's
+    /// policies are built after `previous`'s as
+    /// [`ResourceLimiterBuilder::build_from`](tollgate::ResourceLimiterBuilder::build_from)
+    /// does (a policy whose settings and limits are unchanged keeps its
+    /// limiter; a changed one keeps the state of every limit whose strategy
+    /// and window stay); so are Envoy limits, by resource.
+    fn build(
+        parsed: ParsedSet,
+        backend: AnyBackend,
+        previous: Option<&PolicySet>,
+    ) -> Result<PolicySet, ConfigFileError> {
+        let ParsedSet { policy_file, envoy } = parsed;
+        let storage = policy_file
+            .as_ref()
+            .map_or(Storage::Memory, |f| f.storage().clone());
+        let fail = policy_file
+            .as_ref()
+            .map_or(FailPolicy::Closed, |f| f.fail_policy());
+        let prefix = policy_file
+            .as_ref()
+            .map_or(DEFAULT_KEY_PREFIX, |f| f.key_prefix())
+            .to_owned();
+        let policies = match &policy_file {
+            Some(file) => {
+                let unservable = |err| ConfigFileError::unservable(file.origin(), "tollgate", err);
+                file.check_backend(&backend).map_err(unservable)?;
+                let builder = file.limiter_builder(backend.clone());
+                let built = match previous.and_then(|p| p.policies.as_deref()) {
+                    Some(before) => builder.build_from(before),
+                    None => builder.build(),
+                };
+                Some(Arc::new(built.map_err(unservable)?))
+            }
+            None => None,
+        };
+        // Envoy rules take the file-wide fallback (their fail policy is the
+        // file's) and deny cache (on by default with a remote store), and
+        // nothing else of a policy file's settings.
+        let mut envoy_settings = Settings::default();
+        if let Some(file) = &policy_file {
+            let file_wide = file.settings(Target::Default);
+            envoy_settings.fallback = file_wide.fallback;
+            envoy_settings.deny_cache = file_wide.deny_cache;
+        }
+        let envoy_settings = Arc::new(envoy_settings);
+        let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, previous, &envoy_settings, fail);
+        let envoy_prefix = envoy_prefix(&prefix);
+        let mut domains: HashMap<String, Domain> = HashMap::new();
+        for (origin, file) in envoy {
+            if let Some(other) = domains.get(&file.domain) {
+                return Err(ConfigFileError::at(
+                    &origin,
+                    None,
+                    "domain",
+                    format!("domain {:?} is configured in {} already", file.domain, other.file),
+                ));
+            }
+            let mut rules = Vec::with_capacity(file.rules.len());
+            for rule in file.rules {
+                let limiter = match rule.limit {
+                    RateLimit::PerUnit { unit, requests } if requests > 0 => {
+                        let unservable = |err| ConfigFileError::unservable(&origin, &rule.resource, err);
+                        let policy = Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
+                            .map_err(|err| unservable(err.into()))?;
+                        let label = envoy_label(&file.domain, &rule).unwrap_or_else(|| rule.resource.clone());
+                        Some(
+                            envoy_limits
+                                .limiter(&rule.resource, policy, &envoy_prefix, &label)
+                                .map_err(unservable)?,
+                        )
+                    }
+                    _ => None,
+                };
+                rules.push(DomainRule { rule, limiter });
+            }
+            domains.insert(
+                file.domain,
+                Domain {
+                    file: origin,
+                    root: file.root,
+                    rules,
+                },
+            );
+        }
+        Ok(PolicySet {
+            storage,
+            backend,
+            prefix,
+            fail,
+            file: policy_file.map(Arc::new),
+            policies,
+            domains,
+            envoy_settings,
+        })
+    }
+
+    /// The tollgate policy file of the set, if there is one.
+    pub fn policy_file(&self) -> Option<&Arc<PolicyFile>> {
+        self.file.as_ref()
+    }
+
+    /// The policy file's limiter (its default policy and one per
+    /// resource), if the set has a policy file.
+    pub fn policies(&self) -> Option<&Arc<ResourceLimiter<AnyBackend>>> {
+        self.policies.as_ref()
+    }
+
+    /// The Envoy domain called `name`, if one is configured.
+    pub fn domain(&self, name: &str) -> Option<&Domain> {
+        self.domains.get(name)
+    }
+
+    /// Every Envoy domain, by name, in no particular order.
+    pub fn domains(&self) -> impl Iterator<Item = (&str, &Domain)> {
+        self.domains.iter().map(|(name, domain)| (name.as_str(), domain))
+    }
+
+    /// Where state lives: the policy file's storage, in memory without one.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// The backend every limiter of the set decides on.
+    pub fn backend(&self) -> &AnyBackend {
+        &self.backend
+    }
+
+    /// Whether state lives in this process.
+    pub fn in_memory(&self) -> bool {
+        matches!(self.backend, AnyBackend::Memory(_))
+    }
+
+    /// A limiter to probe the store with (the default policy, or the first
+    /// Envoy limit with state), if the set has any.
+    pub fn probe(&self) -> Option<&Limiter<AnyBackend>> {
+        if let Some(policies) = &self.policies {
+            return Some(policies.default_limiter());
+        }
+        self.domains
+            .values()
+            .flat_map(|d| &d.rules)
+            .find_map(|rule| rule.limiter.as_deref())
+    }
+
+    /// Every Envoy limiter by identity.
+    fn envoy_limiters(&self) -> HashMap<Identity, Arc<Limiter<AnyBackend>>> {
+        let mut out = HashMap::new();
+        let envoy_prefix = envoy_prefix(&self.prefix);
+        for (name, domain) in &self.domains {
+            for rule in &domain.rules {
+                if let Some(limiter) = &rule.limiter {
+                    let identity = Identity {
+                        prefix: envoy_prefix.clone(),
+                        resource: rule.rule.resource.clone(),
+                        policy: *limiter.policy(),
+                        fail: self.fail,
+                        label: envoy_label(name, &rule.rule),
+                    };
+                    out.insert(identity, limiter.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The files of a set, parsed.
+pub(crate) struct ParsedSet {
+    policy_file: Option<PolicyFile>,
+    envoy: Vec<(String, EnvoyFile)>,
+}
+
+impl ParsedSet {
+    /// The storage the files name.
+    fn storage(&self) -> Storage {
+        self.policy_file
+            .as_ref()
+            .map_or(Storage::Memory, |f| f.storage().clone())
+    }
+}
+
+/// Parses every file read; at most one may be a tollgate policy file, and
+/// with `options.policy_file_only` there must be one and nothing else.
+fn parse_all(read: &[Read], options: &LoadOptions) -> Result<ParsedSet, ConfigFileError> {
+    let mut policy_file: Option<PolicyFile> = None;
+    let mut envoy = Vec::new();
+    for file in read {
+        match set_files::parse(file)? {
+            Parsed::Policy(file) => {
+                if let Some(first) = &policy_file {
+                    return Err(ConfigFileError::at(
+                        file.origin(),
+                        None,
+                        "",
+                        format!(
+                            "only one tollgate policy file may be given, and {} is one already; put \
+                             every resource in one file (Envoy files may be several)",
+                            first.origin()
+                        ),
+                    ));
+                }
+                policy_file = Some(*file);
+            }
+            Parsed::Envoy(parsed) => {
+                let origin = file.path.display().to_string();
+                if options.policy_file_only {
+                    return Err(ConfigFileError::at(
+                        &origin,
+                        None,
+                        "domain",
+                        "this is an Envoy rate-limit file (its top level has `domain`); a \
+                         PolicyWatcher watches a tollgate policy file, a PolicySetWatcher also \
+                         Envoy files",
+                    ));
+                }
+                envoy.push((origin, parsed));
+            }
+        }
+    }
+    Ok(ParsedSet { policy_file, envoy })
+}
+
+/// Connects the store the policy file of `parsed` names.
+async fn connect(parsed: &ParsedSet) -> Result<AnyBackend, ConfigFileError> {
+    match &parsed.policy_file {
+        Some(file) => file
+            .backend()
+            .await
+            .map_err(|err| ConfigFileError::unservable(file.origin(), "tollgate", err)),
+        // Only a policy file names a store.
+        None => Ok(AnyBackend::Memory(MemoryBackend::new())),
+    }
+}
+
+/// The error of a set whose storage is not the one it must keep.
+fn storage_changed(parsed: &ParsedSet, previous: Option<&PolicySet>) -> ReloadError {
+    let to = parsed.storage();
+    let from = previous.map_or(Storage::Memory, |p| p.storage.clone());
+    ReloadError::StorageChanged {
+        file: parsed
+            .policy_file
+            .as_ref()
+            .map_or_else(String::new, |f| f.origin().to_owned()),
+        field: storage_field(&to).or(storage_field(&from)).unwrap_or("tollgate"),
+        from: Box::new(from),
+        to: Box::new(to),
+    }
+}
+
+/// The Envoy limiters of a set being built, and what they are built after.
+struct EnvoyLimits<'a> {
+    /// The previous set's Envoy limiters by identity.
+    kept: HashMap<Identity, Arc<Limiter<AnyBackend>>>,
+    /// The previous limiter of each place, whatever its policy: a changed
+    /// policy is bound after it and keeps the state its limits allow.
+    before: HashMap<(String, String), Arc<Limiter<AnyBackend>>>,
+    /// Whether the previous set's Envoy limits had these settings.
+    unchanged: bool,
+    settings: &'a Arc<Settings>,
+    fail: FailPolicy,
+    backend: AnyBackend,
+    /// The first limiter built with each metrics label.
+    counted_as: HashMap<String, Arc<Limiter<AnyBackend>>>,
+}
+
+impl<'a> EnvoyLimits<'a> {
+    fn new(
+        backend: &AnyBackend,
+        envoy: &[(String, EnvoyFile)],
+        previous: Option<&PolicySet>,
+        settings: &'a Arc<Settings>,
+        fail: FailPolicy,
+    ) -> Self {
+        let kept = previous.map(PolicySet::envoy_limiters).unwrap_or_default();
+        let before = kept
+            .iter()
+            .map(|(identity, limiter)| {
+                (
+                    (identity.prefix.clone(), identity.resource.clone()),
+                    limiter.clone(),
+                )
+            })
+            .collect();
+        // Envoy files may configure tens of thousands of limits, each with
+        // its own in-memory table: their tables get fewer shards, so that
+        // all of them together hold about ENVOY_SHARDS.
+        let limits: usize = envoy.iter().map(|(_, file)| file.rules.len()).sum();
+        let backend = match backend {
+            AnyBackend::Memory(memory) => {
+                let shards = (ENVOY_SHARDS / limits.max(1)).max(1);
+                // A few limits keep the backend's own shard count.
+                AnyBackend::Memory(if shards < FEW_SHARDS {
+                    memory.clone().shards(shards)
+                } else {
+                    memory.clone()
+                })
+            }
+            #[allow(
+                unreachable_patterns,
+                reason = "without the redis feature, memory is the only backend"
+            )]
+            other => other.clone(),
+        };
+        Self {
+            kept,
+            before,
+            unchanged: previous.is_some_and(|p| *p.envoy_settings == **settings),
+            settings,
+            fail,
+            backend,
+            counted_as: HashMap::new(),
+        }
+    }
+
+    /// The limiter of the Envoy limit `resource`: the previous one when
+    /// nothing changed, else one built after it. Limits counted under one
+    /// metrics `label` share their metrics handles.
+    fn limiter(
+        &mut self,
+        resource: &str,
+        policy: Policy,
+        prefix: &str,
+        label: &str,
+    ) -> Result<Arc<Limiter<AnyBackend>>, tollgate::Error> {
+        let identity = Identity {
+            prefix: prefix.to_owned(),
+            resource: resource.to_owned(),
+            policy,
+            fail: self.fail,
+            label: (label != resource).then(|| label.to_owned()),
+        };
+        let shared = identity.label.is_some();
+        if let (Some(limiter), true) = (self.kept.get(&identity), self.unchanged) {
+            return Ok(limiter.clone());
+        }
+        let mut builder = self
+            .settings
+            .configure(Limiter::builder().backend(self.backend.clone()))
+            .policy(policy)
+            .fail_policy(self.fail)
+            .key_prefix(prefix)
+            .resource(resource);
+        if shared {
+            builder = builder.metrics_resource(label);
+            // The limits counted as one share their metrics handles.
+            if let Some(first) = self.counted_as.get(label) {
+                builder = builder.share_metrics(first);
+            }
+        }
+        let built = match self.before.get(&(identity.prefix, identity.resource)) {
+            Some(previous) => builder.build_from(previous),
+            None => builder.build(),
+        }
+        .map(Arc::new)?;
+        if shared {
+            self.counted_as
+                .entry(label.to_owned())
+                .or_insert_with(|| Arc::clone(&built));
+        }
+        Ok(built)
+    }
+}
+
+/// The metrics label of an Envoy limit of `domain` when it is not the
+/// limit's own resource: the domain's (`envoy:DOMAIN`), unless the limit
+/// asks for `detailed_metric`.
+fn envoy_label(domain: &str, rule: &Rule) -> Option<String> {
+    (!rule.detailed_metric).then(|| format!("envoy:{domain}"))
+}
+
+/// The key prefix of Envoy limits: the policy file's, followed by
+/// `:envoy` (escaped in keys), so that no resource of a policy file shares
+/// their state.
+fn envoy_prefix(prefix: &str) -> String {
+    format!("{prefix}:envoy")
+}
+
+/// The origin of the first file, for errors about the whole set.
+fn first_origin(read: &[Read]) -> String {
+    read.first()
+        .map(|r| r.path.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Reads every file on a blocking thread, off the runtime that serves
+/// requests, within [`READ_TIMEOUT`].
+pub(crate) async fn read_off_runtime(paths: Vec<PathBuf>) -> Result<Vec<Read>, ConfigFileError> {
+    let first = paths.first().map(|f| f.display().to_string()).unwrap_or_default();
+    let work = tokio::task::spawn_blocking(move || set_files::read_all(&paths));
+    match tokio::time::timeout(READ_TIMEOUT, work).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(join)) => Err(ConfigFileError::at(
+            &first,
+            None,
+            "",
+            format!("reading the configuration failed: {join}"),
+        )),
+        Err(_) => Err(ConfigFileError::at(
+            &first,
+            None,
+            "",
+            format!(
+                "reading the configuration files took longer than {} s; is one of them on a mount \
+                 that does not answer?",
+                READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}

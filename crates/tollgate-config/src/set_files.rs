@@ -1,0 +1,79 @@
+//! Reading the files of a [`PolicySet`](crate::PolicySet): each is read
+//! once, as [`read_config_file`](crate::read_config_file) reads (a regular
+//! file, at most 16 MiB), and is a tollgate policy file or an Envoy file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::envoy::EnvoyFile;
+use crate::error::ConfigFileError;
+use crate::format::Format;
+use crate::load;
+use crate::policy_file::PolicyFile;
+
+/// One file of a set as read: its path and its bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Read {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// A parsed file of either kind.
+pub(crate) enum Parsed {
+    Policy(Box<PolicyFile>),
+    Envoy(EnvoyFile),
+}
+
+/// The top-level key that marks an Envoy file.
+#[derive(Deserialize)]
+struct Probe {
+    domain: Option<serde::de::IgnoredAny>,
+}
+
+/// Reads every file (blocking file I/O: call from a thread that may block).
+pub(crate) fn read_all(paths: &[PathBuf]) -> Result<Vec<Read>, ConfigFileError> {
+    paths
+        .iter()
+        .map(|path| {
+            let origin = path.display().to_string();
+            Ok(Read {
+                path: path.clone(),
+                bytes: load::read(path, &origin)?,
+            })
+        })
+        .collect()
+}
+
+/// Parses a file read: an Envoy file when its top level has `domain`, a
+/// tollgate policy file otherwise.
+pub(crate) fn parse(read: &Read) -> Result<Parsed, ConfigFileError> {
+    let path: &Path = &read.path;
+    let origin = path.display().to_string();
+    let format = Format::from_path(path);
+    let text = load::decode(&read.bytes, &origin)?;
+    if format != Some(Format::Toml) && is_envoy(text) {
+        return EnvoyFile::parse(text, &origin).map(Parsed::Envoy);
+    }
+    // Not an Envoy file, and no policy file format: the error names the
+    // extensions a policy file may have.
+    let format = format.ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
+    PolicyFile::from_str(text, format, &origin).map(|file| Parsed::Policy(Box::new(file)))
+}
+
+/// Whether `text` is an Envoy file: its top level has `domain`. A file
+/// the probe cannot read (a duplicate key, too deep, an alias bomb) is one
+/// when a line starts with a `domain` key, so that the Envoy parser reports
+/// the mistake rather than the policy file parser an unknown field.
+fn is_envoy(text: &str) -> bool {
+    match serde_saphyr::from_str::<Probe>(text) {
+        Ok(probe) => probe.domain.is_some(),
+        Err(_) => text.lines().any(|line| {
+            let line = line.strip_prefix('\u{FEFF}').unwrap_or(line);
+            ["domain", "\"domain\"", "'domain'"].iter().any(|key| {
+                line.strip_prefix(key)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            })
+        }),
+    }
+}
