@@ -6,33 +6,19 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tollgate::{
     FailPolicy, Limiter, MemoryBackend, Policy, ResourceLimiter, SharedClock, Strategy, DEFAULT_KEY_PREFIX,
 };
 
 use crate::any_backend::AnyBackend;
-use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit, Rule};
+use crate::envoy::limiters::{envoy_label, envoy_prefix, EnvoyLimits, Previous};
+use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit};
 use crate::error::ConfigFileError;
 use crate::policy_file::{PolicyFile, Storage, Target};
 use crate::reload_error::{storage_field, ReloadError};
-use crate::set_files::{self, Parsed, Read};
+use crate::set_files::{self, read_off_runtime, Parsed, Read};
 use crate::settings::Settings;
-
-/// About how many shards the in-memory tables of all Envoy limits hold
-/// together, once there are more than `ENVOY_SHARDS / FEW_SHARDS` limits
-/// (each table keeps at least one).
-const ENVOY_SHARDS: usize = 16_384;
-
-/// The fewest shards [`MemoryBackend::new`] gives a table: below this, an
-/// Envoy limit's table gets fewer.
-const FEW_SHARDS: usize = 64;
-
-/// How long reading and parsing the files may take before a load gives
-/// up: a file on a hung network mount must not hold a reload (or the
-/// start) for ever.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The policies of a set of configuration files, ready to decide: the
 /// tollgate policy file's as a [`ResourceLimiter`] (built as
@@ -78,18 +64,6 @@ impl std::fmt::Debug for PolicySet {
             .field("domains", &self.domains.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
-}
-
-/// What identifies an Envoy limiter's state and how it reports: a reload
-/// keeps the limiter of an identity that is still configured.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Identity {
-    prefix: String,
-    resource: String,
-    policy: Policy,
-    fail: FailPolicy,
-    /// The metrics label, where it is not the resource.
-    label: Option<String>,
 }
 
 /// How a set is loaded: what it takes over from, and where its state
@@ -255,7 +229,13 @@ impl PolicySet {
             envoy_settings.deny_cache = file_wide.deny_cache;
         }
         let envoy_settings = Arc::new(envoy_settings);
-        let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, previous, &envoy_settings, fail);
+        let before = previous.map(|p| Previous {
+            domains: &p.domains,
+            prefix: &p.prefix,
+            fail: p.fail,
+            settings: &p.envoy_settings,
+        });
+        let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, before, &envoy_settings, fail);
         let envoy_prefix = envoy_prefix(&prefix);
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
@@ -353,27 +333,6 @@ impl PolicySet {
             .flat_map(|d| &d.rules)
             .find_map(|rule| rule.limiter.as_deref())
     }
-
-    /// Every Envoy limiter by identity.
-    fn envoy_limiters(&self) -> HashMap<Identity, Arc<Limiter<AnyBackend>>> {
-        let mut out = HashMap::new();
-        let envoy_prefix = envoy_prefix(&self.prefix);
-        for (name, domain) in &self.domains {
-            for rule in &domain.rules {
-                if let Some(limiter) = &rule.limiter {
-                    let identity = Identity {
-                        prefix: envoy_prefix.clone(),
-                        resource: rule.rule.resource.clone(),
-                        policy: *limiter.policy(),
-                        fail: self.fail,
-                        label: envoy_label(name, &rule.rule),
-                    };
-                    out.insert(identity, limiter.clone());
-                }
-            }
-        }
-        out
-    }
 }
 
 /// The files of a set, parsed.
@@ -459,163 +418,9 @@ fn storage_changed(parsed: &ParsedSet, previous: Option<&PolicySet>) -> ReloadEr
     }
 }
 
-/// The Envoy limiters of a set being built, and what they are built after.
-struct EnvoyLimits<'a> {
-    /// The previous set's Envoy limiters by identity.
-    kept: HashMap<Identity, Arc<Limiter<AnyBackend>>>,
-    /// The previous limiter of each place, whatever its policy: a changed
-    /// policy is bound after it and keeps the state its limits allow.
-    before: HashMap<(String, String), Arc<Limiter<AnyBackend>>>,
-    /// Whether the previous set's Envoy limits had these settings.
-    unchanged: bool,
-    settings: &'a Arc<Settings>,
-    fail: FailPolicy,
-    backend: AnyBackend,
-    /// The first limiter built with each metrics label.
-    counted_as: HashMap<String, Arc<Limiter<AnyBackend>>>,
-}
-
-impl<'a> EnvoyLimits<'a> {
-    fn new(
-        backend: &AnyBackend,
-        envoy: &[(String, EnvoyFile)],
-        previous: Option<&PolicySet>,
-        settings: &'a Arc<Settings>,
-        fail: FailPolicy,
-    ) -> Self {
-        let kept = previous.map(PolicySet::envoy_limiters).unwrap_or_default();
-        let before = kept
-            .iter()
-            .map(|(identity, limiter)| {
-                (
-                    (identity.prefix.clone(), identity.resource.clone()),
-                    limiter.clone(),
-                )
-            })
-            .collect();
-        // Envoy files may configure tens of thousands of limits, each with
-        // its own in-memory table: their tables get fewer shards, so that
-        // all of them together hold about ENVOY_SHARDS.
-        let limits: usize = envoy.iter().map(|(_, file)| file.rules.len()).sum();
-        let backend = match backend {
-            AnyBackend::Memory(memory) => {
-                let shards = (ENVOY_SHARDS / limits.max(1)).max(1);
-                // A few limits keep the backend's own shard count.
-                AnyBackend::Memory(if shards < FEW_SHARDS {
-                    memory.clone().shards(shards)
-                } else {
-                    memory.clone()
-                })
-            }
-            #[allow(
-                unreachable_patterns,
-                reason = "without the redis feature, memory is the only backend"
-            )]
-            other => other.clone(),
-        };
-        Self {
-            kept,
-            before,
-            unchanged: previous.is_some_and(|p| *p.envoy_settings == **settings),
-            settings,
-            fail,
-            backend,
-            counted_as: HashMap::new(),
-        }
-    }
-
-    /// The limiter of the Envoy limit `resource`: the previous one when
-    /// nothing changed, else one built after it. Limits counted under one
-    /// metrics `label` share their metrics handles.
-    fn limiter(
-        &mut self,
-        resource: &str,
-        policy: Policy,
-        prefix: &str,
-        label: &str,
-    ) -> Result<Arc<Limiter<AnyBackend>>, tollgate::Error> {
-        let identity = Identity {
-            prefix: prefix.to_owned(),
-            resource: resource.to_owned(),
-            policy,
-            fail: self.fail,
-            label: (label != resource).then(|| label.to_owned()),
-        };
-        let shared = identity.label.is_some();
-        if let (Some(limiter), true) = (self.kept.get(&identity), self.unchanged) {
-            return Ok(limiter.clone());
-        }
-        let mut builder = self
-            .settings
-            .configure(Limiter::builder().backend(self.backend.clone()))
-            .policy(policy)
-            .fail_policy(self.fail)
-            .key_prefix(prefix)
-            .resource(resource);
-        if shared {
-            builder = builder.metrics_resource(label);
-            // The limits counted as one share their metrics handles.
-            if let Some(first) = self.counted_as.get(label) {
-                builder = builder.share_metrics(first);
-            }
-        }
-        let built = match self.before.get(&(identity.prefix, identity.resource)) {
-            Some(previous) => builder.build_from(previous),
-            None => builder.build(),
-        }
-        .map(Arc::new)?;
-        if shared {
-            self.counted_as
-                .entry(label.to_owned())
-                .or_insert_with(|| Arc::clone(&built));
-        }
-        Ok(built)
-    }
-}
-
-/// The metrics label of an Envoy limit of `domain` when it is not the
-/// limit's own resource: the domain's (`envoy:DOMAIN`), unless the limit
-/// asks for `detailed_metric`.
-fn envoy_label(domain: &str, rule: &Rule) -> Option<String> {
-    (!rule.detailed_metric).then(|| format!("envoy:{domain}"))
-}
-
-/// The key prefix of Envoy limits: the policy file's, followed by
-/// `:envoy` (escaped in keys), so that no resource of a policy file shares
-/// their state.
-fn envoy_prefix(prefix: &str) -> String {
-    format!("{prefix}:envoy")
-}
-
 /// The origin of the first file, for errors about the whole set.
 fn first_origin(read: &[Read]) -> String {
     read.first()
         .map(|r| r.path.display().to_string())
         .unwrap_or_default()
-}
-
-/// Reads every file on a blocking thread, off the runtime that serves
-/// requests, within [`READ_TIMEOUT`].
-pub(crate) async fn read_off_runtime(paths: Vec<PathBuf>) -> Result<Vec<Read>, ConfigFileError> {
-    let first = paths.first().map(|f| f.display().to_string()).unwrap_or_default();
-    let work = tokio::task::spawn_blocking(move || set_files::read_all(&paths));
-    match tokio::time::timeout(READ_TIMEOUT, work).await {
-        Ok(Ok(read)) => read,
-        Ok(Err(join)) => Err(ConfigFileError::at(
-            &first,
-            None,
-            "",
-            format!("reading the configuration failed: {join}"),
-        )),
-        Err(_) => Err(ConfigFileError::at(
-            &first,
-            None,
-            "",
-            format!(
-                "reading the configuration files took longer than {} s; is one of them on a mount \
-                 that does not answer?",
-                READ_TIMEOUT.as_secs()
-            ),
-        )),
-    }
 }

@@ -3,6 +3,7 @@
 //! file, at most 16 MiB), and is a tollgate policy file or an Envoy file.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -11,6 +12,11 @@ use crate::error::ConfigFileError;
 use crate::format::Format;
 use crate::load;
 use crate::policy_file::PolicyFile;
+
+/// How long reading and parsing the files may take before a load gives
+/// up: a file on a hung network mount must not hold a reload (or the
+/// start) for ever.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One file of a set as read: its path and its bytes.
 #[derive(Clone, PartialEq, Eq)]
@@ -75,5 +81,31 @@ fn is_envoy(text: &str) -> bool {
                     .is_some_and(|rest| rest.trim_start().starts_with(':'))
             })
         }),
+    }
+}
+
+/// Reads every file on a blocking thread, off the runtime that serves
+/// requests, within [`READ_TIMEOUT`].
+pub(crate) async fn read_off_runtime(paths: Vec<PathBuf>) -> Result<Vec<Read>, ConfigFileError> {
+    let first = paths.first().map(|f| f.display().to_string()).unwrap_or_default();
+    let work = tokio::task::spawn_blocking(move || read_all(&paths));
+    match tokio::time::timeout(READ_TIMEOUT, work).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(join)) => Err(ConfigFileError::at(
+            &first,
+            None,
+            "",
+            format!("reading the configuration failed: {join}"),
+        )),
+        Err(_) => Err(ConfigFileError::at(
+            &first,
+            None,
+            "",
+            format!(
+                "reading the configuration files took longer than {} s; is one of them on a mount \
+                 that does not answer?",
+                READ_TIMEOUT.as_secs()
+            ),
+        )),
     }
 }

@@ -15,9 +15,9 @@ use tollgate::SharedClock;
 
 use crate::any_backend::AnyBackend;
 use crate::error::ConfigFileError;
-use crate::policy_set::{read_off_runtime, LoadOptions, PolicySet};
+use crate::policy_set::{LoadOptions, PolicySet};
 use crate::reload_error::ReloadError;
-use crate::set_files::{self, Read};
+use crate::set_files::{self, read_off_runtime, Read};
 use crate::watch_error::WatchError;
 
 /// How long the files' directories must stay quiet after a change before

@@ -30,6 +30,7 @@
 mod descriptors;
 mod domain;
 mod file;
+pub(crate) mod limiters;
 mod unit;
 
 pub use descriptors::descriptor_key;
