@@ -67,6 +67,17 @@ impl Backend for AnyBackend {
             _ => self.bind(scope),
         }
     }
+
+    /// In memory, yes (as [`MemoryBackend`]); on Redis, no. So a policy
+    /// file's in-memory limiter decides without waiting
+    /// ([`Limits::check_n`](tollgate::Limits::check_n)).
+    fn decides_now(&self) -> bool {
+        match self {
+            AnyBackend::Memory(backend) => backend.decides_now(),
+            #[cfg(feature = "redis")]
+            AnyBackend::Redis(backend) => backend.decides_now(),
+        }
+    }
 }
 
 /// One policy served by an [`AnyBackend`].
@@ -95,6 +106,25 @@ impl Binding for AnyBinding {
             AnyBinding::Memory(binding) => Ok(binding.check(key, cost)),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.apply(key, cost).await,
+        }
+    }
+
+    /// In memory, the in-memory binding's answer; on Redis, `None`.
+    #[inline]
+    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        match self {
+            AnyBinding::Memory(binding) => binding.apply_now(key, cost),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.apply_now(key, cost),
+        }
+    }
+
+    /// In memory, the in-memory binding's answer; on Redis, `None`.
+    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
+        match self {
+            AnyBinding::Memory(binding) => Binding::operate_now(binding, key, op),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.operate_now(key, op),
         }
     }
 

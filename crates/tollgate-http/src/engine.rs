@@ -12,13 +12,13 @@ use crate::headers::{write_denial, HeaderMode, RateHeaders};
 use crate::ip::IpGrouping;
 use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
 use crate::key_error::KeyError;
-use crate::limits::Limits;
 use crate::reply::{GrpcMode, Reply};
 use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
 use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 use crate::response_cost::{Charge, ResponseCost};
 use crate::skip::Skip;
+use tollgate::Limits;
 
 pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;

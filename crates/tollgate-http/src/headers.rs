@@ -173,10 +173,10 @@ impl RateHeaders {
     /// The headers for `decision` under `mode`. `policy` gives the policy's
     /// name and the policy the decision was made under, for the structured
     /// fields only. `Retry-After` is not among them: see [`write_denial`].
-    pub(crate) fn for_decision<'p>(
+    pub(crate) fn for_decision<'p, P: std::ops::Deref<Target = Policy>>(
         mode: HeaderMode,
         decision: &Decision,
-        policy: impl FnOnce() -> (&'p str, &'p Policy),
+        policy: impl FnOnce() -> (&'p str, P),
     ) -> Self {
         match mode {
             HeaderMode::Off => RateHeaders::None,
@@ -188,7 +188,7 @@ impl RateHeaders {
             },
             HeaderMode::IetfDraft => {
                 let (name, policy) = policy();
-                Self::structured(decision, name, policy)
+                Self::structured(decision, name, &policy)
             }
         }
     }

@@ -116,7 +116,8 @@
 //! a [`RateLimit`] and wraps services in a
 //! [`tower::RateLimitService`] (with `new`, `get_ref`, `get_mut` and
 //! `into_inner`), whose [`tower::ResponseFuture`] is pin-projected, not
-//! boxed, for an in-memory limiter. Its responses keep the inner service's
+//! boxed, for a limiter that decides at once ([`Limits::can_check`]: its
+//! backend is in memory, whatever its type). Its responses keep the inner service's
 //! body type, which writes replies through [`tower::ReplyBody`]; any other
 //! body type can be wrapped in a [`tower::RateLimitBody`].
 //! [`actix::RateLimitMiddleware`] is the
@@ -149,7 +150,6 @@ mod headers;
 mod ip;
 mod key;
 mod key_error;
-mod limits;
 mod rate_limit;
 mod reply;
 mod reply_context;
@@ -175,7 +175,6 @@ pub use ip::{IpGrouping, IpKey};
 pub use ipnet::IpNet;
 pub use key::{Key, KeyExtractor, MissingKey};
 pub use key_error::{KeyError, KeyErrorKind};
-pub use limits::Limits;
 pub use rate_limit::RateLimit;
 pub use reply::{GrpcMode, InvalidHeader, Reply};
 pub use reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyContext, ReplyFormat};
@@ -183,6 +182,9 @@ pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 pub use response_cost::Adjustments;
 pub use skip::Skip;
+/// The trait the middleware decides through, implemented by every tollgate
+/// limiter (re-exported from [`tollgate::Limits`], where it is defined).
+pub use tollgate::Limits;
 
 #[cfg(feature = "actix")]
 pub use crate::actix::RateLimitMiddleware;

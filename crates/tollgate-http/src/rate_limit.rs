@@ -9,13 +9,13 @@ use crate::engine::{CostErrorFn, DeniedFn, Engine, FailureFn, KeyErrorFn};
 use crate::headers::HeaderMode;
 use crate::ip::IpGrouping;
 use crate::key::{KeyExtractor, MissingKey};
-use crate::limits::Limits;
 use crate::reply::{GrpcMode, Reply};
 use crate::reply_context::{CostRejected, Denied, Failure, KeyRejected, ReplyFormat};
 use crate::request::{assert_header_name, RequestInfo};
 use crate::resource::ResourceExtractor;
 use crate::response_cost::{Adjustments, StatusFn};
 use crate::skip::Skip;
+use tollgate::Limits;
 
 /// A rate-limiting middleware configuration around a limiter.
 ///
@@ -57,8 +57,9 @@ impl<L> std::fmt::Debug for RateLimit<L> {
 }
 
 impl<L: Limits> RateLimit<L> {
-    /// Limits requests with `limiter` (a [`tollgate::Limiter`] or
-    /// [`tollgate::ResourceLimiter`] on any backend), keyed by peer address,
+    /// Limits requests with `limiter` (a [`tollgate::Limiter`],
+    /// [`tollgate::ResourceLimiter`] or [`tollgate::LiveLimiter`] on any
+    /// backend, or an `Arc` of one: any [`Limits`]), keyed by peer address,
     /// with resources taken from the matched route.
     pub fn new(limiter: L) -> Self {
         Self::shared(Arc::new(limiter))

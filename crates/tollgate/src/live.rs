@@ -70,6 +70,13 @@ impl<B: Backend> LiveLimiter<B> {
         self.current.load_full()
     }
 
+    /// Runs `f` on the limiter serving now, without taking a reference
+    /// count on it.
+    #[inline]
+    pub(crate) fn with_current<R>(&self, f: impl FnOnce(&ResourceLimiter<B>) -> R) -> R {
+        f(&self.current.load())
+    }
+
     /// Builds a limiter from `builder`, keeping state as
     /// [`ResourceLimiterBuilder::build_from`] does, and serves it from now
     /// on.

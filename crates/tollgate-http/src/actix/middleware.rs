@@ -7,8 +7,8 @@ use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::Error;
 
 use super::service::RateLimitService;
-use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
+use tollgate::Limits;
 
 /// An actix-web middleware that rate-limits requests; made with
 /// [`RateLimitMiddleware::new`] or [`RateLimit::actix`], added with

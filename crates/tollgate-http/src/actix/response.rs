@@ -7,9 +7,9 @@ use actix_web::HttpResponse;
 
 use crate::engine::Engine;
 use crate::headers::{FieldValue, RateHeaders};
-use crate::limits::Limits;
 use crate::reply::Reply;
 use crate::response_cost::Charge;
+use tollgate::Limits;
 
 /// Sets the rate-limit headers on an actix-web header map.
 pub(super) fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {

@@ -10,9 +10,9 @@ use actix_web::Error;
 
 use super::response::{settle, to_response, write_headers};
 use crate::engine::Verdict;
-use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
+use tollgate::Limits;
 
 /// A service that rate-limits requests before passing them to `S`; made by
 /// [`RateLimitMiddleware`](super::RateLimitMiddleware).

@@ -3,8 +3,8 @@
 use tower_layer::Layer;
 
 use super::service::RateLimitService;
-use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
+use tollgate::Limits;
 
 /// A tower layer that rate-limits requests to the services it wraps.
 ///

@@ -10,16 +10,18 @@ use super::future::{reply_response, ResponseFuture};
 use super::settle::{edit, Settle};
 use crate::engine::Verdict;
 use crate::headers::RateHeaders;
-use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
+use tollgate::Limits;
 
 /// A service that rate-limits requests before passing them to `S`.
 ///
-/// With an in-memory limiter each request is decided within `call`: an
-/// admitted one goes to the inner service at once, the one that was polled
-/// ready. A limiter that must be waited for (Redis) decides in the response
-/// future, which then calls a clone of the inner service.
+/// With a limiter that decides at once ([`Limits::can_check`]: its backend
+/// is in memory, whatever the backend's type) each request is decided
+/// within `call`: an admitted one goes to the inner service at once, the
+/// one that was polled ready. A limiter that must be waited for (Redis)
+/// decides in the response future, which then calls a clone of the inner
+/// service.
 pub struct RateLimitService<S, L> {
     inner: S,
     config: RateLimit<L>,
@@ -185,7 +187,7 @@ mod tests {
     use std::task::Waker;
     use std::time::Duration;
 
-    use tollgate::{Decision, Error, Limiter, Policy, Strategy};
+    use tollgate::{Decision, Error, Limiter, LiveLimiter, Policy, ResourceLimiter, Strategy};
 
     use super::*;
     use crate::tower::{PeerAddr, RateLimitBody};
@@ -235,8 +237,8 @@ mod tests {
             self.0.allow_n(key.to_vec(), cost)
         }
 
-        fn policy<'a>(&'a self, _: &'a str) -> (&'a str, &'a Policy) {
-            ("default", self.0.policy())
+        fn policy<'a>(&'a self, _: &'a str) -> (&'a str, std::borrow::Cow<'a, Policy>) {
+            ("default", std::borrow::Cow::Borrowed(self.0.policy()))
         }
     }
 
@@ -269,6 +271,51 @@ mod tests {
         assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 0);
         service.get_mut().calls = 0;
         assert_eq!(service.into_inner().calls, 0);
+    }
+
+    #[test]
+    fn an_in_memory_limiter_on_a_backend_chosen_at_run_time_calls_the_polled_service_without_cloning_it() {
+        // Another type than `MemoryBackend`, in memory at run time: the
+        // backend a policy file chooses.
+        let backend = tollgate_config::AnyBackend::Memory(tollgate::MemoryBackend::new());
+        let policy = Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap();
+        let limiter = Limiter::builder()
+            .policy(policy)
+            .backend(backend)
+            .build()
+            .unwrap();
+        assert!(Limits::can_check(&limiter));
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(limiter));
+        assert_eq!(
+            [status(&mut service), status(&mut service), status(&mut service)],
+            [200, 200, 429]
+        );
+        // Decided in `call`: the polled instance served both admissions.
+        assert_eq!(service.get_ref().calls, 2);
+        assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_shared_live_limiter_decides_in_call_and_follows_its_replacements() {
+        let per_minute = |limit| Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60)).unwrap();
+        let live = Arc::new(LiveLimiter::new(
+            ResourceLimiter::builder()
+                .default_policy(per_minute(2))
+                .build()
+                .unwrap(),
+        ));
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(live.clone()));
+        assert_eq!(
+            [status(&mut service), status(&mut service), status(&mut service)],
+            [200, 200, 429]
+        );
+        // The application replaces the policy through its own handle; the
+        // key keeps the two units it spent.
+        live.replace(ResourceLimiter::builder().default_policy(per_minute(3)))
+            .unwrap();
+        assert_eq!([status(&mut service), status(&mut service)], [200, 429]);
+        assert_eq!(service.get_ref().calls, 3);
+        assert_eq!(service.get_ref().clones.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::engine::Engine;
-use crate::limits::Limits;
 use crate::rate_limit::RateLimit;
 use crate::response_cost::Charge;
+use tollgate::Limits;
 
 /// The work left for a response, boxed in the response future only when a
 /// configuration asks for it.

@@ -162,6 +162,11 @@ impl Backend for MemoryBackend {
     ) -> Result<MemoryBinding, Error> {
         self.bind_keeping(scope, Some((previous, previous_policy)))
     }
+
+    /// In-memory state is decided on at once, and cannot fail.
+    fn decides_now(&self) -> bool {
+        true
+    }
 }
 
 impl MemoryBackend {
@@ -610,7 +615,8 @@ impl MemoryBinding {
 
     /// Applies a per-key operation synchronously; the in-memory backend
     /// cannot fail. The caller validates the argument
-    /// ([`Operation::validate`]).
+    /// ([`Operation::validate`]). [`Binding::operate_now`] is the same for
+    /// any binding, wrapped in the `Option<Result>` other bindings need.
     pub fn operate_now(&self, key: &[u8], op: Operation) {
         let limits = &self.limits;
         match op {
@@ -663,13 +669,23 @@ impl Binding for MemoryBinding {
         std::future::ready(Ok(self.check(key, cost)))
     }
 
+    #[inline]
+    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        Some(Ok(self.check(key, cost)))
+    }
+
     fn operate(
         &self,
         key: &[u8],
         op: Operation,
     ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
-        self.operate_now(key, op);
+        MemoryBinding::operate_now(self, key, op);
         std::future::ready(Ok(()))
+    }
+
+    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
+        MemoryBinding::operate_now(self, key, op);
+        Some(Ok(()))
     }
 }
 

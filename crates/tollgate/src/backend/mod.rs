@@ -76,6 +76,21 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (previous, previous_policy);
         self.bind(scope)
     }
+
+    /// Whether every binding this backend makes answers at once: its
+    /// [`Binding::apply_now`] and [`Binding::operate_now`] give an answer
+    /// (`Some`) for every call, so that a limiter on it can decide without
+    /// waiting ([`Limits::check_n`](crate::Limits::check_n), and
+    /// [`Limits::can_check`](crate::Limits::can_check) is true). A limiter
+    /// reads it once, when it binds a policy.
+    ///
+    /// `true` for the [`MemoryBackend`](memory::MemoryBackend), and for a
+    /// backend chosen at run time whose choice is in memory (such as
+    /// `tollgate_config::AnyBackend::Memory`); the default is `false`: every
+    /// decision is awaited through [`Binding::apply`].
+    fn decides_now(&self) -> bool {
+        false
+    }
 }
 
 /// One part of a request that a backend decides with the request's other
@@ -114,6 +129,21 @@ pub trait Binding: Send + Sync + 'static {
     /// A [`BackendError`] when the state could not be read or written.
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send;
 
+    /// [`Binding::apply`] without waiting, when this binding can answer at
+    /// once: `Some` with exactly the result `apply` would give (and the
+    /// state stored as `apply` stores it), or `None`, having done nothing,
+    /// when the answer must be awaited.
+    ///
+    /// A limiter asks it only when its backend
+    /// [decides now](Backend::decides_now), and such a backend's bindings
+    /// must answer every call. The in-memory binding always answers; the
+    /// default answers `None`, which is right for any store behind a
+    /// connection.
+    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        let _ = (key, cost);
+        None
+    }
+
     /// Applies a per-key operation to `key`'s state, atomically with
     /// respect to every decision on the same key, as [per-key
     /// operations](crate::_documentation::semantics#per-key-operations)
@@ -131,6 +161,19 @@ pub trait Binding: Send + Sync + 'static {
             BackendErrorKind::Unsupported,
             format!("this backend has no per-key operations ({} was asked)", op.name()),
         )))
+    }
+
+    /// [`Binding::operate`] without waiting, when this binding can apply it
+    /// at once: `Some` with exactly the result `operate` would give, or
+    /// `None`, having done nothing, when it must be awaited. The argument
+    /// has passed [`Operation::validate`].
+    ///
+    /// As for [`Binding::apply_now`]: a backend that [decides
+    /// now](Backend::decides_now) answers every call; the default answers
+    /// `None`.
+    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
+        let _ = (key, op);
+        None
     }
 
     /// Makes sure the store can be reached, re-establishing a lost

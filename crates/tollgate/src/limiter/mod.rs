@@ -14,7 +14,7 @@ pub use options::FailPolicy;
 pub(crate) use options::Options;
 pub(crate) use setters::{option_setters, summary};
 
-use crate::backend::memory::{MemoryBackend, MemoryBinding};
+use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Binding, Scope};
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, ConfigError, Error};
@@ -22,7 +22,7 @@ use crate::keylist::Probe;
 use crate::metrics::LimiterMetrics;
 use crate::operation::Operation;
 use crate::policy::Policy;
-use crate::protection::{Breaker, Claim, Gate, Lookup, ProbeGuard, Protection, Settled};
+use crate::protection::{Breaker, Claim, DenyTable, Gate, Lookup, ProbeGuard, Protection, Settled};
 
 /// The key prefix used unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
@@ -53,6 +53,9 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     protection: Option<Box<Protection>>,
     lists: Option<Box<options::Lists>>,
     shadow: bool,
+    /// Whether the backend answers every call at once
+    /// ([`Backend::decides_now`]), read when the policy was bound.
+    decides_now: bool,
     /// The options it was built with, to tell a changed limiter from an
     /// unchanged one when policies are replaced at run time; `None` for the
     /// defaults (boxed, and left out when default: never read by a
@@ -110,6 +113,7 @@ impl<B: Backend> Limiter<B> {
             protection: options.protection()?,
             lists: options.lists(),
             shadow: options.shadow,
+            decides_now: backend.decides_now(),
         })
     }
 
@@ -195,22 +199,87 @@ impl<B: Backend> Limiter<B> {
         let mut claim = None;
         if let (true, Some(cache)) = (cost > 0, &p.deny) {
             loop {
-                match cache.lookup(key, now) {
-                    Lookup::Denied(decision) => {
-                        self.metrics.deny_cache_hit();
-                        return Ok(decision);
-                    }
-                    Lookup::Ask { claimed } => {
-                        claim = claimed.then(|| Claim::new(cache, key));
+                match self.look_up(cache, key, now) {
+                    Looked::Denied(decision) => return Ok(decision),
+                    Looked::Ask(claimed) => {
+                        claim = claimed;
                         break;
                     }
-                    Lookup::Wait(answered) => {
+                    Looked::Wait(answered) => {
                         answered.await;
                         now = p.clock.now_nanos();
                     }
                 }
             }
         }
+        let passage = match self.pass_breaker(p, now, claim, key, cost) {
+            Ok(passage) => passage,
+            Err(answer) => return answer,
+        };
+        if passage.gate == Gate::Probe {
+            if let Err(err) = self.binding.reconnect().await {
+                return self.probe_unreachable(p, passage, err, key, cost);
+            }
+        }
+        let started = self.start();
+        let result = self.binding.apply(key, cost).await;
+        self.record_store(p, passage, result, started, key, cost)
+    }
+
+    /// [`Limiter::allow_protected`] on a backend that decides now, without
+    /// waiting: the same steps, except that a request finding another one
+    /// of its key asking the store (the deny cache's single flight) asks
+    /// the store itself, which answers at once, and that a probe of the
+    /// circuit breaker does not reconnect first (such a backend keeps no
+    /// connection). `None`, with nothing charged, when the binding does not
+    /// answer at once after all.
+    fn allow_protected_now(&self, p: &Protection, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
+        let now = p.clock.now_nanos();
+        let mut claim = None;
+        if let (true, Some(cache)) = (cost > 0, &p.deny) {
+            match self.look_up(cache, key, now) {
+                Looked::Denied(decision) => return Some(Ok(decision)),
+                Looked::Ask(claimed) => claim = claimed,
+                Looked::Wait(_) => {}
+            }
+        }
+        let passage = match self.pass_breaker(p, now, claim, key, cost) {
+            Ok(passage) => passage,
+            Err(answer) => return Some(answer),
+        };
+        let started = self.start();
+        // Returning early drops the passage: its probe is given back and
+        // its claim released.
+        let result = self.binding.apply_now(key, cost)?;
+        Some(self.record_store(p, passage, result, started, key, cost))
+    }
+
+    /// What the deny cache says of a request of cost 1 or more for `key` at
+    /// `now`, a cached denial counted as a hit.
+    #[inline]
+    fn look_up<'c>(&self, cache: &'c DenyTable, key: &'c [u8], now: u64) -> Looked<'c> {
+        match cache.lookup(key, now) {
+            Lookup::Denied(decision) => {
+                self.metrics.deny_cache_hit();
+                Looked::Denied(decision)
+            }
+            Lookup::Ask { claimed } => Looked::Ask(claimed.then(|| Claim::new(cache, key))),
+            Lookup::Wait(answered) => Looked::Wait(answered),
+        }
+    }
+
+    /// Takes a request that the deny cache sends to the store (holding
+    /// `claim`, when it asks for its key's waiters) through the circuit
+    /// breaker: the passage to the store, or the fail policy's answer when
+    /// the breaker is open.
+    fn pass_breaker<'p>(
+        &self,
+        p: &'p Protection,
+        now: u64,
+        claim: Option<Claim<'p>>,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Passage<'p>, Result<Decision, Error>> {
         let gate = p.breaker.as_ref().map_or(Gate::Closed, |b| b.gate(now));
         if let Gate::Open(wait) = gate {
             // The waiters on the key meet the open breaker too, at once.
@@ -227,35 +296,61 @@ impl<B: Backend> Limiter<B> {
                     wait.as_millis()
                 ),
             );
-            return self.on_failure(err, key, cost);
+            return Err(self.on_failure(err, key, cost));
         }
-        let probe = ProbeGuard::arm(gate, p.breaker.as_ref());
-        if gate == Gate::Probe {
-            if let Err(err) = self.binding.reconnect().await {
-                probe.disarm();
-                if let Some(breaker) = &p.breaker {
-                    breaker.record(gate, false, p.clock.now_nanos());
-                }
-                if let Some(claim) = claim {
-                    claim.settle(Settled::Failed);
-                }
-                return self.on_failure(err, key, cost);
-            }
-        }
-        let started = self.start();
-        let result = self.binding.apply(key, cost).await;
-        probe.disarm();
+        Ok(Passage {
+            now,
+            gate,
+            probe: ProbeGuard::arm(gate, p.breaker.as_ref()),
+            claim,
+        })
+    }
+
+    /// A probe whose store could not be reached again: counted as failed
+    /// without a decision being sent, and answered by the fail policy.
+    #[cold]
+    fn probe_unreachable(
+        &self,
+        p: &Protection,
+        passage: Passage<'_>,
+        err: BackendError,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        passage.probe.disarm();
         if let Some(breaker) = &p.breaker {
-            breaker.record(gate, result.is_ok(), p.clock.now_nanos());
+            breaker.record(passage.gate, false, p.clock.now_nanos());
+        }
+        if let Some(claim) = passage.claim {
+            claim.settle(Settled::Failed);
+        }
+        self.on_failure(err, key, cost)
+    }
+
+    /// Records the store's answer to a request that went through `passage`
+    /// (in the circuit breaker, and in the deny cache when it is a denial
+    /// of a unit request), then applies the fail policy to it and counts it.
+    fn record_store(
+        &self,
+        p: &Protection,
+        passage: Passage<'_>,
+        result: Result<Decision, BackendError>,
+        started: Option<u64>,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        passage.probe.disarm();
+        if let Some(breaker) = &p.breaker {
+            breaker.record(passage.gate, result.is_ok(), p.clock.now_nanos());
         }
         if let Some(cache) = &p.deny {
             // Only a unit request's denial says when every request is denied.
             let settled = match &result {
-                Ok(decision) if cost == 1 && cache.insert(key, now, decision) => Settled::Cached,
+                Ok(decision) if cost == 1 && cache.insert(key, passage.now, decision) => Settled::Cached,
                 Ok(_) => Settled::Decided,
                 Err(_) => Settled::Failed,
             };
-            if let Some(claim) = claim {
+            if let Some(claim) = passage.claim {
                 claim.settle(settled);
             }
         }
@@ -297,6 +392,50 @@ impl<B: Backend> Limiter<B> {
             }
         };
         result.map(|decision| self.conclude(decision))
+    }
+
+    /// Whether the backend answers every decision at once
+    /// ([`Backend::decides_now`]), so that [`Limits::check_n`] decides
+    /// without waiting.
+    ///
+    /// [`Limits::check_n`]: crate::Limits::check_n
+    pub fn decides_now(&self) -> bool {
+        self.decides_now
+    }
+
+    /// [`Limiter::allow_n`] without waiting, step for step (the lists, the
+    /// deny cache, the circuit breaker, the fail policy, shadow mode and
+    /// the metrics), when the backend [decides now](Backend::decides_now);
+    /// `None`, with nothing done, otherwise.
+    pub(crate) fn decide_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
+        if !self.decides_now {
+            return None;
+        }
+        if let Some(decision) = self.listed(key) {
+            return Some(Ok(self.conclude(decision)));
+        }
+        let result = match &self.protection {
+            Some(protection) => self.allow_protected_now(protection, key, cost)?,
+            None => {
+                let started = self.start();
+                let result = self.binding.apply_now(key, cost)?;
+                self.finish(result, started, key, cost)
+            }
+        };
+        Some(result.map(|decision| self.conclude(decision)))
+    }
+
+    /// [`Limiter::operate`] without waiting, when the backend [decides
+    /// now](Backend::decides_now); `None`, with nothing done, otherwise.
+    pub(crate) fn operate_at_once(&self, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+        if !self.decides_now {
+            return None;
+        }
+        if let Err(err) = op.validate() {
+            return Some(Err(err.into()));
+        }
+        self.forget_denial(key);
+        Some(self.binding.operate_now(key, op)?.map_err(Error::Backend))
     }
 
     /// Applies a per-key operation to `key` on every limit of the policy
@@ -414,17 +553,19 @@ impl Limiter<MemoryBackend> {
         self.check_n(key, 1)
     }
 
-    /// Decides one request of `cost` units synchronously (in-memory only).
+    /// Decides one request of `cost` units synchronously (in-memory only),
+    /// exactly as [`Limiter::allow_n`] does: through the lists, the deny
+    /// cache and the circuit breaker when there are any, shadow mode and the
+    /// metrics. [`Limits::check_n`](crate::Limits::check_n) is the same for
+    /// any backend that decides now.
     #[inline]
     pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        let key = key.as_ref();
-        if let Some(decision) = self.listed(key) {
-            return self.conclude(decision);
+        match self.decide_now(key.as_ref(), cost) {
+            Some(Ok(decision)) => decision,
+            // The in-memory store answers every call and never fails, so
+            // neither its breaker opens nor its fail policy applies.
+            Some(Err(_)) | None => unreachable!("the in-memory backend decides at once and cannot fail"),
         }
-        let started = self.start();
-        let decision = MemoryBinding::check(&self.binding, key, cost);
-        self.metrics.finish_sample(started);
-        self.conclude(decision)
     }
 
     /// Applies a per-key operation synchronously (in-memory only), exactly
@@ -436,12 +577,36 @@ impl Limiter<MemoryBackend> {
     /// out of range ([`Operation::validate`]); the in-memory store itself
     /// cannot fail.
     pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        op.validate()?;
-        let key = key.as_ref();
-        self.forget_denial(key);
-        self.binding.operate_now(key, op);
-        Ok(())
+        match self.operate_at_once(key.as_ref(), op) {
+            Some(result) => result,
+            None => unreachable!("the in-memory backend applies operations at once"),
+        }
     }
+}
+
+/// A protected request on its way to the store, past the deny cache and
+/// the circuit breaker.
+struct Passage<'p> {
+    /// When the request was looked up in the deny cache.
+    now: u64,
+    /// What the circuit breaker let it through as.
+    gate: Gate,
+    /// Gives the probe back unless the store's answer is recorded.
+    probe: ProbeGuard<'p>,
+    /// The deny cache's single flight of the key, when this request asks
+    /// for its waiters.
+    claim: Option<Claim<'p>>,
+}
+
+/// What the deny cache says of a request (a [`Lookup`] with the claim made
+/// and a hit counted).
+enum Looked<'c> {
+    /// Denied from the cache.
+    Denied(Decision),
+    /// Asks the store, for the key's waiters too when claimed.
+    Ask(Option<Claim<'c>>),
+    /// Another request asks the store: wait for its answer, then look again.
+    Wait(tokio::sync::futures::OwnedNotified),
 }
 
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {

@@ -8,6 +8,7 @@ mod backends_agree;
 mod compound;
 mod concurrency;
 mod limiter_api;
+mod limits;
 mod live;
 mod metrics;
 mod operations;

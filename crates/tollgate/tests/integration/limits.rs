@@ -1,0 +1,317 @@
+//! `tollgate::Limits`, the trait callers decide through: a backend that
+//! decides now (in memory under a type of its own, as a backend chosen at
+//! run time is) gets the synchronous path, whose decisions, state and
+//! metrics are exactly those of the awaited path; one that does not gets
+//! none; and `Arc`s and live limiters decide through it too.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::MetricKind;
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+use crate::support;
+use tollgate::backend::memory::MemoryBinding;
+use tollgate::backend::{Backend, Binding, Scope};
+use tollgate::{
+    BackendError, Decision, DenyCache, Error, FailPolicy, KeyList, Limiter, Limits, LiveLimiter, ManualClock,
+    MemoryBackend, Operation, Policy, ResourceLimiter, Strategy, DEFAULT_POLICY_NAME,
+};
+
+/// The in-memory backend under another type, as a backend chosen at run
+/// time is when its choice is memory; `now` says whether it owns up to
+/// deciding now.
+#[derive(Clone, Debug)]
+struct Elsewhere {
+    memory: MemoryBackend,
+    now: bool,
+}
+
+struct ElsewhereBinding {
+    memory: MemoryBinding,
+    now: bool,
+}
+
+impl Backend for Elsewhere {
+    type Binding = ElsewhereBinding;
+
+    fn bind(&self, scope: &Scope<'_>) -> Result<ElsewhereBinding, Error> {
+        Ok(ElsewhereBinding {
+            memory: self.memory.bind(scope)?,
+            now: self.now,
+        })
+    }
+
+    fn decides_now(&self) -> bool {
+        self.now
+    }
+}
+
+impl Binding for ElsewhereBinding {
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        self.memory.apply(key, cost)
+    }
+
+    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        self.now.then(|| self.memory.apply_now(key, cost)).flatten()
+    }
+
+    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
+        Binding::operate(&self.memory, key, op)
+    }
+
+    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
+        self.now
+            .then(|| Binding::operate_now(&self.memory, key, op))
+            .flatten()
+    }
+}
+
+fn elsewhere(clock: &ManualClock, now: bool) -> Elsewhere {
+    Elsewhere {
+        memory: MemoryBackend::new().clock(clock.clone()).reclaim(false),
+        now,
+    }
+}
+
+/// The output of a future that must not wait (an in-memory decision).
+fn ready<T>(future: impl Future<Output = T>) -> T {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("an in-memory decision waited"),
+    }
+}
+
+fn per_minute(limit: u64) -> Policy {
+    Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60)).unwrap()
+}
+
+#[test]
+fn a_limiter_on_another_backend_type_that_decides_now_checks_without_waiting() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = Limiter::builder()
+        .policy(per_minute(2))
+        .backend(elsewhere(&clock, true))
+        .build()
+        .unwrap();
+    assert!(limiter.decides_now());
+    assert!(Limits::can_check(&limiter));
+    let remaining: Vec<_> = (0..3)
+        .map(|_| Limits::check(&limiter, "", b"k").map(|d| (d.allowed, d.remaining)))
+        .collect();
+    assert_eq!(remaining, [Some((true, 1)), Some((true, 0)), Some((false, 0))]);
+    // An operation applies at once too, and the awaited path sees it.
+    assert_eq!(
+        Limits::operate_now(&limiter, "", b"k", Operation::Reset).map(|r| r.is_ok()),
+        Some(true)
+    );
+    assert_eq!(ready(limiter.allow("k")).unwrap().remaining, 1);
+    // A refund too large is refused at once, as `operate` refuses it.
+    let refused = Limits::operate_now(&limiter, "", b"k", Operation::Refund(u64::MAX));
+    assert!(matches!(refused, Some(Err(Error::Config(_)))), "{refused:?}");
+
+    let resources = ResourceLimiter::builder()
+        .default_policy(per_minute(5))
+        .resource("login", per_minute(1))
+        .backend(elsewhere(&clock, true))
+        .build()
+        .unwrap();
+    assert!(Limits::can_check(&resources));
+    assert_eq!(
+        Limits::check(&resources, "login", b"k").map(|d| d.remaining),
+        Some(0)
+    );
+    assert_eq!(
+        Limits::check(&resources, "search", b"k").map(|d| d.remaining),
+        Some(4)
+    );
+    let live = Arc::new(LiveLimiter::new(resources));
+    assert!(Limits::can_check(&live));
+    assert_eq!(
+        Limits::check(&live, "login", b"k").map(|d| d.allowed),
+        Some(false)
+    );
+}
+
+#[test]
+fn a_limiter_on_a_backend_that_must_be_awaited_checks_nothing_and_charges_nothing() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = Limiter::builder()
+        .policy(per_minute(2))
+        .deny_cache(DenyCache::new())
+        .backend(elsewhere(&clock, false))
+        .build()
+        .unwrap();
+    assert!(!limiter.decides_now());
+    assert!(!Limits::can_check(&limiter));
+    assert_eq!(Limits::check_n(&limiter, "", b"k", 1), None);
+    assert!(Limits::operate_now(&limiter, "", b"k", Operation::Penalty(2)).is_none());
+    // Neither the check nor the operation touched the key.
+    assert_eq!(ready(limiter.allow("k")).unwrap().remaining, 1);
+
+    let live = LiveLimiter::new(
+        ResourceLimiter::builder()
+            .default_policy(per_minute(2))
+            .backend(elsewhere(&clock, false))
+            .build()
+            .unwrap(),
+    );
+    assert!(!Limits::can_check(&live));
+    assert_eq!(Limits::check(&live, "", b"k"), None);
+}
+
+#[test]
+fn a_live_limiter_names_and_copies_the_policy_serving_now() {
+    let live = Arc::new(LiveLimiter::new(
+        ResourceLimiter::builder()
+            .default_policy(per_minute(5))
+            .resource("login", per_minute(1))
+            .build()
+            .unwrap(),
+    ));
+    let (name, policy) = Limits::policy(&live, "login");
+    assert_eq!((name, policy.limits()[0].limit()), ("login", 1));
+    assert!(
+        matches!(policy, Cow::Owned(_)),
+        "a live policy can be replaced: it is copied"
+    );
+    assert_eq!(Limits::policy(&live, "search").0, DEFAULT_POLICY_NAME);
+    assert!(ready(Limits::allow(&live, "login", b"k")).unwrap().allowed);
+    assert!(!Limits::check(&live, "login", b"k").unwrap().allowed);
+    // Replaced, the resource is gone: its requests fall to the default.
+    live.replace(ResourceLimiter::builder().default_policy(per_minute(3)))
+        .unwrap();
+    let (name, policy) = Limits::policy(&live, "login");
+    assert_eq!((name, policy.limits()[0].limit()), (DEFAULT_POLICY_NAME, 3));
+    assert_eq!(Limits::check(&live, "login", b"k").unwrap().remaining, 2);
+    // Borrowed where nothing can replace it.
+    let limiter = Limiter::builder().policy(per_minute(1)).build().unwrap();
+    assert!(matches!(
+        Limits::policy(&limiter, "x"),
+        ("default", Cow::Borrowed(_))
+    ));
+}
+
+/// Every counter of `snapshotter` with its value, sorted (histograms are
+/// sampled per thread, so not compared).
+fn counters(snapshotter: &Snapshotter) -> Vec<(String, u64)> {
+    let mut out: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match (key.kind(), value) {
+            (MetricKind::Counter, DebugValue::Counter(v)) => Some((key.key().name().to_owned(), v)),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// One step of a caller: a request or an operation on one of the keys,
+/// after the clock has moved on.
+#[derive(Clone, Debug)]
+enum Step {
+    Decide { key: usize, cost: u64 },
+    Operate { key: usize, op: Operation },
+}
+
+/// The keys: plain ones, one on the exempt list, one in the deny list's
+/// network.
+const KEYS: [&str; 4] = ["alice", "bob", "exempt", "10.1.2.3"];
+
+fn step() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
+    let decide = (0..KEYS.len(), 0u64..4).prop_map(|(key, cost)| Step::Decide { key, cost });
+    let op = prop_oneof![
+        (0u64..3).prop_map(Operation::Refund),
+        (0u64..3).prop_map(Operation::Penalty),
+        (0u64..3_000).prop_map(|ms| Operation::Block(Duration::from_millis(ms))),
+        Just(Operation::Reset),
+    ];
+    let operate = (0..KEYS.len(), op).prop_map(|(key, op)| Step::Operate { key, op });
+    (0u64..1_500, prop_oneof![6 => decide, 1 => operate])
+}
+
+/// A limiter of `policy` on `backend`, with the options of `variant`: none;
+/// a deny cache; shadow mode with a deny cache; the lists, a deny cache
+/// and a fallback behind a circuit breaker.
+fn twin<B: Backend>(backend: B, clock: &ManualClock, policy: Policy, variant: u8) -> Limiter<B> {
+    let builder = Limiter::builder()
+        .policy(policy)
+        .backend(backend)
+        .local_clock(clock.clone());
+    let builder = match variant {
+        0 => builder,
+        1 => builder.deny_cache(DenyCache::new()),
+        2 => builder.deny_cache(DenyCache::new()).shadow(true),
+        _ => builder
+            .deny_cache(DenyCache::new())
+            .exempt(KeyList::parse("exempt", ["exempt"]).unwrap())
+            .deny(KeyList::parse("deny", ["10.0.0.0/8"]).unwrap())
+            .fail_policy(FailPolicy::Fallback)
+            .fallback(per_minute(1)),
+    };
+    builder.build().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The same requests and operations, checked at once on a limiter over
+    /// another backend type that decides now, awaited on a twin in memory,
+    /// and checked through `Limiter<MemoryBackend>::check_n` on a third:
+    /// the same decisions, and the same counts in the metrics (deny cache
+    /// hits, shadow denials, admissions and denials).
+    #[test]
+    fn checking_at_once_decides_as_awaiting_on_a_twin(
+        policy in support::policy(support::limit(1..6, 500..5_000), 1..4),
+        variant in 0u8..4,
+        steps in prop::collection::vec(step(), 1..80),
+    ) {
+        let clocks = [(); 3].map(|_| ManualClock::new(Duration::from_secs(1_000)));
+        let recorders = [(); 3].map(|_| DebuggingRecorder::new());
+        let memory = |clock: &ManualClock| MemoryBackend::new().clock(clock.clone()).reclaim(false);
+        let checked = metrics::with_local_recorder(&recorders[0], || {
+            twin(elsewhere(&clocks[0], true), &clocks[0], policy, variant)
+        });
+        let awaited = metrics::with_local_recorder(&recorders[1], || {
+            twin(memory(&clocks[1]), &clocks[1], policy, variant)
+        });
+        let in_memory = metrics::with_local_recorder(&recorders[2], || {
+            twin(memory(&clocks[2]), &clocks[2], policy, variant)
+        });
+        prop_assert!(Limits::can_check(&checked));
+        for (i, (advance_ms, step)) in steps.iter().enumerate() {
+            for clock in &clocks {
+                clock.advance(Duration::from_millis(*advance_ms));
+            }
+            match step {
+                Step::Decide { key, cost } => {
+                    let key = KEYS[*key];
+                    let now = Limits::check_n(&checked, "", key.as_bytes(), *cost);
+                    let later = ready(awaited.allow_n(key, *cost)).unwrap();
+                    let direct = in_memory.check_n(key, *cost);
+                    prop_assert_eq!(now, Some(later), "step {}: {:?}", i, step);
+                    prop_assert_eq!(direct, later, "step {}: {:?}", i, step);
+                }
+                Step::Operate { key, op } => {
+                    let key = KEYS[*key];
+                    let now = Limits::operate_now(&checked, "", key.as_bytes(), *op);
+                    let later = ready(awaited.operate(key, *op));
+                    let direct = in_memory.operate_now(key, *op);
+                    prop_assert_eq!(now.map(|r| r.is_ok()), Some(later.is_ok()), "step {}", i);
+                    prop_assert_eq!(direct.is_ok(), later.is_ok(), "step {}", i);
+                }
+            }
+        }
+        let [checked, awaited, in_memory] = recorders.map(|r| counters(&r.snapshotter()));
+        prop_assert_eq!(&checked, &awaited);
+        prop_assert_eq!(&in_memory, &awaited);
+    }
+}
