@@ -112,18 +112,22 @@ pub mod _documentation {
 }
 
 mod backend;
+mod binding;
+mod builder;
 mod connection;
 mod error;
+mod exact;
 mod handshake;
+mod reply;
 mod scripts;
 mod sentinel;
 mod tcp;
 
-pub use backend::{
-    RedisBackend, RedisBackendBuilder, RedisBinding, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EXPIRY_GRACE,
-    DEFAULT_TIMEOUT, MAX_EXACT_OPERAND, MAX_SLIDING_PRODUCT,
-};
+pub use backend::RedisBackend;
+pub use binding::RedisBinding;
+pub use builder::{RedisBackendBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EXPIRY_GRACE, DEFAULT_TIMEOUT};
 pub use error::{ConnectError, ConnectErrorKind};
+pub use exact::{MAX_EXACT_OPERAND, MAX_SLIDING_PRODUCT};
 pub use redis;
 pub use tcp::{
     DEFAULT_TCP_KEEPALIVE, DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES,

@@ -1,0 +1,449 @@
+//! [`RedisBinding`]: one policy on a [`RedisBackend`](crate::RedisBackend),
+//! its state keys, and its decisions and per-key operations as script
+//! calls.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::cluster_routing::Slot;
+use tollgate::backend::{namespace, BindingPart, CompoundKeys, Scope};
+use tollgate::strategy::{self, LimitRate};
+use tollgate::{
+    BackendError, BackendErrorKind, Binding, Decision, Error, Operation, SharedClock, Tick, MAX_LIMITS,
+};
+
+use crate::connection::Connection;
+use crate::error::backend_error;
+use crate::exact::{check_exact, MAX_EXACT_OPERAND};
+use crate::reply::{parse_blocked, parse_reply, parse_together, NO_OUTCOME};
+use crate::scripts::{self, Functions, LuaScript};
+
+/// The settings a [`RedisBackend`](crate::RedisBackend) hands to each of
+/// its bindings, from its [builder](crate::RedisBackendBuilder).
+#[derive(Clone)]
+pub(crate) struct Options {
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) clock: Option<SharedClock>,
+    pub(crate) expiry_grace: Duration,
+}
+
+/// Where a binding's state keys live.
+enum Layout {
+    /// One limit: its namespace followed by the caller's key.
+    Single(Vec<u8>),
+    /// Several limits: one key each, all in one hash slot.
+    Compound(CompoundKeys),
+}
+
+struct BindingShared {
+    conn: Connection,
+    functions: Arc<Functions>,
+    timeout: Duration,
+    /// How long a reconnection may take, before a probe gives up on it.
+    connect_timeout: Duration,
+    clock: Option<SharedClock>,
+    script: &'static LuaScript,
+    layout: Layout,
+    limits: Box<[LimitRate]>,
+    /// The largest `L` of the limits: every cost above it decides alike.
+    max_limit: u64,
+    /// The expiry grace in milliseconds, as sent.
+    grace_ms: String,
+    /// The limits' arguments, as sent after now, the cost and the grace:
+    /// `L`, `W` and `T` for one limit; the strategy function, `L`, `W` and
+    /// `T` of each limit for several.
+    limit_args: Vec<String>,
+    /// The script of per-key operations.
+    operations: &'static LuaScript,
+    /// Each limit's strategy function, `L`, `W` and `T`, as the operations
+    /// script takes them.
+    operation_args: Vec<String>,
+}
+
+/// One policy served by a [`RedisBackend`](crate::RedisBackend). Cheap to clone.
+#[derive(Clone)]
+pub struct RedisBinding {
+    shared: Arc<BindingShared>,
+}
+
+impl std::fmt::Debug for RedisBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys' pattern, `*` standing for the caller's key.
+        let keys: Vec<String> = self
+            .state_keys(b"*")
+            .iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        f.debug_struct("RedisBinding")
+            .field("state_keys", &keys)
+            .field("limits", &self.shared.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBinding {
+    /// The binding of `scope`'s policy on `conn`: its keys, its scripts and
+    /// their arguments, once the policy is found to stay within exact
+    /// arithmetic ([`check_exact`]).
+    pub(crate) fn new(
+        conn: &Connection,
+        functions: &Arc<Functions>,
+        options: &Options,
+        scope: &Scope<'_>,
+    ) -> Result<Self, Error> {
+        let policy = scope.policy;
+        let mut limits = Vec::with_capacity(policy.limits().len());
+        for (i, limit) in policy.limits().iter().enumerate() {
+            let rate = limit.rate_micros();
+            check_exact(limit.strategy(), &rate).map_err(|err| {
+                if policy.is_compound() {
+                    err.within(format!("limits[{i}]"))
+                } else {
+                    err
+                }
+            })?;
+            limits.push(LimitRate {
+                strategy: limit.strategy(),
+                rate,
+            });
+        }
+        let (script, layout, limit_args) = match policy.single() {
+            Some(limit) => {
+                let rate = limits[0].rate;
+                (
+                    scripts::single(limit.strategy()),
+                    Layout::Single(namespace(scope.prefix, scope.resource, limit.strategy())),
+                    vec![
+                        rate.limit.to_string(),
+                        rate.window.to_string(),
+                        rate.interval.to_string(),
+                    ],
+                )
+            }
+            None => (
+                scripts::compound(),
+                Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, policy.limits())),
+                Vec::new(),
+            ),
+        };
+        let operation_args: Vec<String> = limits
+            .iter()
+            .flat_map(|l| {
+                [
+                    scripts::function_name(l.strategy).to_owned(),
+                    l.rate.limit.to_string(),
+                    l.rate.window.to_string(),
+                    l.rate.interval.to_string(),
+                ]
+            })
+            .collect();
+        let grace_ms = options.expiry_grace.as_nanos().div_ceil(1_000_000);
+        // A compound policy's decision arguments are the operations' ones.
+        let limit_args = if limit_args.is_empty() {
+            operation_args.clone()
+        } else {
+            limit_args
+        };
+        Ok(Self {
+            shared: Arc::new(BindingShared {
+                conn: conn.clone(),
+                functions: Arc::clone(functions),
+                timeout: options.timeout,
+                connect_timeout: options.connect_timeout,
+                clock: options.clock.clone(),
+                script,
+                layout,
+                max_limit: limits.iter().map(|l| l.rate.limit).max().unwrap_or(1),
+                limits: limits.into_boxed_slice(),
+                grace_ms: grace_ms.to_string(),
+                limit_args,
+                operations: scripts::operations(),
+                operation_args,
+            }),
+        })
+    }
+
+    /// The Redis keys that hold the state of `key`, one per limit of the
+    /// policy, in its order: `{prefix}:{resource}:{strategy}:{key}` for a
+    /// policy of one limit, `{prefix}:{{resource}:{key}}:{strategy}:{window}`
+    /// for each limit of a compound policy (all in one Redis Cluster hash
+    /// slot). The [key layout](tollgate::_documentation::semantics_notes#key-layout)
+    /// describes both.
+    pub fn state_keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        match &self.shared.layout {
+            Layout::Single(namespace) => vec![[namespace.as_slice(), key].concat()],
+            Layout::Compound(keys) => (0..keys.len()).map(|i| keys.key(i, key)).collect(),
+        }
+    }
+
+    /// The policy's limits with their rates in microsecond ticks, as the
+    /// scripts see them.
+    pub fn limits(&self) -> &[LimitRate] {
+        &self.shared.limits
+    }
+
+    /// The SHA-1 of the script that decides for this policy where the
+    /// server has no functions, as `EVALSHA` names it (for `SCRIPT EXISTS`,
+    /// or to run it by hand).
+    pub fn script_sha(&self) -> &str {
+        self.shared.script.sha()
+    }
+
+    /// The name of the library function that decides for this policy, as
+    /// `FCALL` names it (`tollgate_<digest>_<entry point>`; `FUNCTION LIST`
+    /// shows its library). See the
+    /// [function library](crate::_documentation::operations#scripts-and-the-function-library).
+    pub fn function_name(&self) -> &str {
+        self.shared.script.function()
+    }
+
+    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let shared = &*self.shared;
+        // Every cost above a limit decides alike for it (denied, nothing
+        // charged, no retry), so clamping above the largest keeps the
+        // argument exact.
+        let cost = cost.min(shared.max_limit + 1).to_string();
+        let reply = self
+            .invoke(shared.script, key, &cost, &shared.limit_args, None)
+            .await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(blocked);
+        }
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
+        Ok(Decision::from_compound(
+            strategy::combine(outcomes),
+            &shared.limits,
+            Tick::Micros,
+        ))
+    }
+
+    /// See [`Binding::apply_together`]: one call of the `together` entry
+    /// point when every part is served by one backend and, in a cluster,
+    /// every state key lives in one hash slot.
+    async fn together(
+        parts: &[BindingPart<'_, RedisBinding>],
+    ) -> Option<Result<Vec<Decision>, BackendError>> {
+        let first = &*parts.first()?.binding.shared;
+        // The bindings of one backend share its record of functions.
+        if !parts
+            .iter()
+            .all(|p| Arc::ptr_eq(&p.binding.shared.functions, &first.functions))
+        {
+            return None;
+        }
+        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
+        if first.conn.is_cluster() {
+            let slot = Slot::for_key(&state_keys[0]);
+            if !state_keys.iter().all(|k| Slot::for_key(k) == slot) {
+                return None;
+            }
+        }
+        Some(Self::call_together(first, parts, &state_keys).await)
+    }
+
+    async fn call_together(
+        first: &BindingShared,
+        parts: &[BindingPart<'_, RedisBinding>],
+        state_keys: &[Vec<u8>],
+    ) -> Result<Vec<Decision>, BackendError> {
+        let now = first.now_arg();
+        // Each part's cost and limit count, as sent.
+        let numbers: Vec<(String, String)> = parts
+            .iter()
+            .map(|p| {
+                let shared = &p.binding.shared;
+                (
+                    p.cost.min(shared.max_limit + 1).to_string(),
+                    shared.limits.len().to_string(),
+                )
+            })
+            .collect();
+        let count = parts.len().to_string();
+        let mut args: Vec<&[u8]> = vec![now.as_bytes(), first.grace_ms.as_bytes(), count.as_bytes()];
+        for (part, (cost, limits)) in parts.iter().zip(&numbers) {
+            args.extend([
+                cost.as_bytes(),
+                if part.decisive { b"1" } else { b"0" },
+                limits.as_bytes(),
+            ]);
+            args.extend(part.binding.shared.operation_args.iter().map(String::as_bytes));
+        }
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let reply = first.call(scripts::together(), &keys, &args).await?;
+        parse_together(&reply, parts.iter().map(|p| p.binding.limits()))
+    }
+
+    /// See [`Binding::reconnect`].
+    async fn ping_twice(&self) -> Result<(), BackendError> {
+        let shared = &self.shared;
+        let ping = |within: Duration| async move {
+            tokio::time::timeout(within, shared.conn.query::<String>(&redis::cmd("PING")))
+                .await
+                .map_err(|_| BackendError::timeout(within))?
+                .map_err(backend_error)
+        };
+        if ping(shared.timeout).await.is_ok() {
+            return Ok(());
+        }
+        ping(shared.timeout.max(shared.connect_timeout)).await.map(drop)
+    }
+
+    /// Applies `op` to every state key of `key` in one script call.
+    async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
+        let shared = &*self.shared;
+        let (name, amount) = operation_amount(op)?;
+        let amount = amount.to_string();
+        let reply = self
+            .invoke(
+                shared.operations,
+                key,
+                &amount,
+                &shared.operation_args,
+                Some(name),
+            )
+            .await?;
+        if reply != [0] {
+            return Err(BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the operations script: {reply:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `script` on the state keys of `key` with now, `amount`, the
+    /// grace, `limit_args` and `last` as arguments, within the timeout.
+    async fn invoke(
+        &self,
+        script: &LuaScript,
+        key: &[u8],
+        amount: &str,
+        limit_args: &[String],
+        last: Option<&str>,
+    ) -> Result<Vec<i64>, BackendError> {
+        let shared = &*self.shared;
+        let state_keys = self.state_keys(key);
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let now = shared.now_arg();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(4 + limit_args.len());
+        args.extend([now.as_bytes(), amount.as_bytes(), shared.grace_ms.as_bytes()]);
+        args.extend(limit_args.iter().map(String::as_bytes));
+        args.extend(last.map(str::as_bytes));
+        shared.call(script, &keys, &args).await
+    }
+}
+
+impl BindingShared {
+    /// The scripts' first argument: now in microseconds on the caller's
+    /// clock, or empty for the server's.
+    fn now_arg(&self) -> String {
+        match &self.clock {
+            Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
+            None => String::new(),
+        }
+    }
+
+    /// Runs `script` on `keys` with `args` once the connection is ready,
+    /// all within the timeout.
+    async fn call(
+        &self,
+        script: &LuaScript,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<Vec<i64>, BackendError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let conn = self.conn.ready(deadline).await.map_err(|err| {
+            BackendError::new(BackendErrorKind::Unavailable, err.to_string()).with_source(err)
+        })?;
+        tokio::time::timeout_at(deadline, script.run(conn, &self.functions, keys, args))
+            .await
+            .map_err(|_| BackendError::timeout(self.timeout))?
+            .map_err(backend_error)
+    }
+}
+
+/// The operations script's name of `op` and its amount: the cost of a
+/// refund or penalty, the length of a block in microseconds (rounded down,
+/// as the store adapter's ticks are), 0 for a reset.
+///
+/// # Errors
+///
+/// A cost above [`MAX_EXACT_OPERAND`], beyond which the script's arithmetic
+/// would not be exact, as [`BackendErrorKind::Unsupported`]. (The limiter
+/// has already refused costs and blocks beyond the core's bounds; a block of
+/// at most 100 years stays exact.)
+fn operation_amount(op: Operation) -> Result<(&'static str, u64), BackendError> {
+    match op {
+        Operation::Reset => Ok(("reset", 0)),
+        Operation::Block(d) => Ok((
+            "block",
+            Tick::Micros.from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )),
+        Operation::Refund(cost) | Operation::Penalty(cost) if cost > MAX_EXACT_OPERAND => {
+            Err(BackendError::new(
+                BackendErrorKind::Unsupported,
+                format!(
+                    "{} cost {cost} exceeds 2^51 = {MAX_EXACT_OPERAND}, the largest cost of a \
+                     per-key operation on the Redis backend, within which its scripts compute \
+                     exactly (Lua numbers are doubles)",
+                    op.name()
+                ),
+            ))
+        }
+        Operation::Refund(cost) => Ok(("refund", cost)),
+        Operation::Penalty(cost) => Ok(("penalty", cost)),
+        _ => Err(BackendError::new(
+            BackendErrorKind::Unsupported,
+            format!("the Redis backend does not know the operation {}", op.name()),
+        )),
+    }
+}
+
+impl Binding for RedisBinding {
+    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        self.run(key, cost)
+    }
+
+    /// One atomic script call for every limit of the policy (see
+    /// [per-key operations](crate::_documentation::operations#per-key-operations)).
+    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.operate_keys(key, op)
+    }
+
+    /// A `PING`, and when it fails a second one: the first command on a
+    /// connection that an outage broke fails and starts the reconnection,
+    /// and the second waits for that attempt (within the connect timeout).
+    /// So the probe's decision that follows goes out on a live connection
+    /// as soon as the server accepts again.
+    fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.ping_twice()
+    }
+
+    /// One function call (or script) for the whole request, on a
+    /// standalone server, through Sentinel, or in a cluster when every
+    /// state key lives in one hash slot; `None` otherwise, and for parts of
+    /// different backends.
+    fn apply_together(
+        parts: &[BindingPart<'_, Self>],
+    ) -> impl Future<Output = Option<Result<Vec<Decision>, BackendError>>> + Send {
+        Self::together(parts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_beyond_exact_costs_are_refused_and_blocks_round_down() {
+        let err = operation_amount(Operation::Refund(MAX_EXACT_OPERAND + 1)).unwrap_err();
+        assert_eq!(err.kind(), BackendErrorKind::Unsupported);
+        assert_eq!(
+            operation_amount(Operation::Block(Duration::from_nanos(2_999))).unwrap(),
+            ("block", 2)
+        );
+    }
+}
