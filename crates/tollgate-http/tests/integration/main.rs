@@ -15,3 +15,4 @@ mod redis_backend;
 mod response_cost;
 mod skip;
 mod trusted_proxies;
+mod watched_file;

@@ -101,7 +101,7 @@ async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError>
         HeaderMode::RateLimit,
         &decided.decision,
         decided.name,
-        decided.limiter.policy(),
+        &decided.policy,
         response.headers_mut(),
     );
     Ok(response)

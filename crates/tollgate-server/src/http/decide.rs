@@ -1,6 +1,7 @@
 //! `POST /v1/decide`: one decision for a JSON request
 //! `{"resource": "login", "key": "user-1", "cost": 1}`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tollgate::{Decision, Limiter, Policy};
+use tollgate::{Decision, Limits, Policy, ResourceLimiter};
 use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
@@ -33,50 +34,41 @@ pub(crate) struct DecideRequest {
 pub(crate) struct Decided<'a> {
     /// The resource's name, or `default`.
     pub(crate) name: &'a str,
-    pub(crate) limiter: &'a Limiter<AnyBackend>,
+    pub(crate) policy: Cow<'a, Policy>,
     pub(crate) decision: Decision,
 }
 
-/// Decides `request` with the policy file's limiters.
+/// Decides `request` with the policy file's limiters, through the core's
+/// caller trait, as the middleware decides.
 pub(crate) async fn decide<'a>(
     config: &'a PolicySet,
     resource: Option<&'a str>,
     key: &[u8],
     cost: u64,
 ) -> Result<Decided<'a>, ApiError> {
-    let (name, limiter) = limiter(config, resource)?;
-    let decision = limiter
-        .allow_n(key, cost)
+    let policies = policies(config)?;
+    let resource = resource.unwrap_or("");
+    let decision = Limits::allow_n(policies, resource, key, cost)
         .await
         .map_err(|err| ApiError::backend(&err))?;
+    let (name, policy) = Limits::policy(policies, resource);
     Ok(Decided {
         name,
-        limiter,
+        policy,
         decision,
     })
 }
 
-/// The name (the resource, or `default`) and limiter of the policy file's
-/// policy for `resource`; 404 without a policy file.
-pub(crate) fn limiter<'a>(
-    config: &'a PolicySet,
-    resource: Option<&'a str>,
-) -> Result<(&'a str, &'a Limiter<AnyBackend>), ApiError> {
-    let Some(policies) = config.policies() else {
-        return Err(ApiError::new(
+/// The policy file's limiter; 404 without a policy file.
+pub(crate) fn policies(config: &PolicySet) -> Result<&ResourceLimiter<AnyBackend>, ApiError> {
+    match config.policies() {
+        Some(policies) => Ok(policies),
+        None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "no tollgate policy file is loaded: the HTTP API uses a policy file's policies (give \
              one with --config); Envoy files serve the gRPC API",
-        ));
-    };
-    let resource = resource.unwrap_or("");
-    let limiter = policies.limiter(resource);
-    let name = if std::ptr::eq(limiter, policies.default_limiter()) {
-        "default"
-    } else {
-        resource
-    };
-    Ok((name, limiter))
+        )),
+    }
 }
 
 /// The JSON answer: the decision's figures in milliseconds (rounded up),
@@ -143,7 +135,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     let request = parse(&bytes)?;
     let config = shared.config.load();
     let decided = decide(&config, request.resource.as_deref(), &request.key, request.cost).await?;
-    let answer = self::body(decided.name, decided.limiter.policy(), &decided.decision);
+    let answer = self::body(decided.name, &decided.policy, &decided.decision);
     Ok(json_response(StatusCode::OK, &answer))
 }
 

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tollgate::{BackendErrorKind, Error, Operation};
+use tollgate::{BackendErrorKind, Error, Limits, Operation};
 
 use crate::http::decide::{cost, key, object, read_body, resource, whole_number};
 use crate::http::error::ApiError;
@@ -114,8 +114,10 @@ async fn run(kind: Kind, shared: &Shared, headers: &HeaderMap, body: Body) -> Re
     let key = key(&fields)?;
     let op = kind.operation(&fields)?;
     let config = shared.config.load();
-    let (name, limiter) = crate::http::decide::limiter(&config, resource.as_deref())?;
-    match limiter.operate(&key, op).await {
+    let policies = crate::http::decide::policies(&config)?;
+    let resource = resource.as_deref().unwrap_or("");
+    let (name, _) = Limits::policy(policies, resource);
+    match Limits::operate(policies, resource, &key, op).await {
         Ok(()) => {
             tracing::info!(
                 operation = op.name(),
