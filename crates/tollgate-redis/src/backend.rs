@@ -8,11 +8,11 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
 use redis::TlsCertificates;
-use tollgate::backend::{namespace, BindingPart, CompoundKeys, Scope};
+use tollgate::backend::{namespace, Backend, Binding, BindingPart, CompoundKeys, Scope, Tick};
 use tollgate::strategy::{self, LimitRate, Outcome, Rate};
 use tollgate::{
-    Backend, BackendError, BackendErrorKind, Binding, Clock, ConfigError, Decision, Error, Operation,
-    SharedClock, Strategy, Tick, MAX_LIMITS,
+    BackendError, BackendErrorKind, Clock, ConfigError, Decision, Error, Operation, SharedClock, Strategy,
+    MAX_LIMITS,
 };
 
 use crate::connection::{Connection, Endpoint};
