@@ -2,8 +2,8 @@
 //! without boxing.
 
 use tollgate::backend::memory::MemoryBinding;
-use tollgate::backend::{BindingPart, Scope};
-use tollgate::{Backend, BackendError, Binding, Decision, Error, MemoryBackend, Operation, Policy};
+use tollgate::backend::{Backend, Binding, BindingPart, Scope};
+use tollgate::{BackendError, Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
 

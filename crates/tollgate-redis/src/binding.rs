@@ -7,11 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
-use tollgate::backend::{namespace, BindingPart, CompoundKeys, Scope};
+use tollgate::backend::{namespace, Binding, BindingPart, CompoundKeys, Scope, Tick};
 use tollgate::strategy::{self, LimitRate};
-use tollgate::{
-    BackendError, BackendErrorKind, Binding, Decision, Error, Operation, SharedClock, Tick, MAX_LIMITS,
-};
+use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
 use crate::connection::Connection;
 use crate::error::backend_error;

@@ -1,8 +1,9 @@
 //! The scripts' replies read as decisions: a reply that is not what the
 //! scripts send is a [`BackendErrorKind::Protocol`] error.
 
+use tollgate::backend::Tick;
 use tollgate::strategy::{self, LimitRate, Outcome};
-use tollgate::{BackendError, BackendErrorKind, Decision, Tick, MAX_LIMITS};
+use tollgate::{BackendError, BackendErrorKind, Decision, MAX_LIMITS};
 
 /// The decision of a blocked key when `reply` is `{-1, left_us, reset_us}`
 /// (`limit`: the policy's first limit's); `None` for any other reply.

@@ -9,8 +9,9 @@ use std::ops::Range;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide_all, penalty, refund, LimitRate, State};
-use tollgate::{Decision, Operation, Tick};
+use tollgate::{Decision, Operation};
 
 /// How many keys a trace uses; its steps name them by index, `0..KEYS`.
 pub const KEYS: usize = 3;

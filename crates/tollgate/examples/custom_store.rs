@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tollgate::{BackendError, Limiter, Store, StoreBackend, Strategy};
+use tollgate::backend::store::{Store, StoreBackend};
+use tollgate::{BackendError, Limiter, Strategy};
 
 /// Values with their expiry deadlines, ordered by key.
 type Entries = BTreeMap<Vec<u8>, (Vec<u8>, Instant)>;

@@ -23,6 +23,16 @@
 //! Every strategy is a pure function in [`strategy`]; backends only keep the
 //! state between calls, so all of them make the same decisions.
 //!
+//! ## What is where
+//!
+//! The crate's root holds what a caller of the library uses: the limiters
+//! ([`Limiter`], [`ResourceLimiter`], [`LiveLimiter`]) and [`Limits`], the
+//! trait they all decide through; policies, decisions, errors, operations,
+//! the in-memory backend, clocks and the options that protect a store.
+//! What a backend implementer needs (the [`backend::Backend`] and
+//! [`backend::Binding`] traits, the [`backend::store::Store`] adapter,
+//! [`backend::Tick`]) is in [`backend`].
+//!
 //! ## Documentation
 //!
 //! - [The guide](_documentation::guide): every topic in reading order,
@@ -44,7 +54,8 @@
 //! ## Features
 //!
 //! - `testing`: compiles the module `tollgate::testing`, stores for tests
-//!   and examples: `MapStore`, a reference [`Store`] on a hash map, and
+//!   and examples: `MapStore`, a reference [`backend::store::Store`] on a
+//!   hash map, and
 //!   `FlakyStore`, which wraps a store and fails on demand to exercise fail
 //!   policies. Enable it on a dev-dependency only.
 
@@ -80,10 +91,8 @@ pub mod __private {
 struct ReadmeDoctests;
 
 pub use backend::memory::MemoryBackend;
-pub use backend::store::{Store, StoreBackend};
-pub use backend::{Backend, Binding};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
-pub use decision::{Decision, Listed, Tick};
+pub use decision::{Decision, Listed};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
 pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
@@ -94,3 +103,34 @@ pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
 pub use protection::{CircuitBreaker, DenyCache};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};
+
+// The backend implementer's names, at the root until 0.1 (deprecated for
+// one release). Types are deprecated aliases, which warn where they are
+// used; a trait cannot be aliased, and rustc does not warn on the use of a
+// deprecated re-export (rust-lang/rust#30827), so the traits' old paths
+// keep compiling silently.
+
+/// Moved to [`backend::Backend`].
+#[deprecated(note = "use tollgate::backend::Backend")]
+#[doc(hidden)]
+pub use backend::Backend;
+
+/// Moved to [`backend::Binding`].
+#[deprecated(note = "use tollgate::backend::Binding")]
+#[doc(hidden)]
+pub use backend::Binding;
+
+/// Moved to [`backend::store::Store`].
+#[deprecated(note = "use tollgate::backend::store::Store")]
+#[doc(hidden)]
+pub use backend::store::Store;
+
+/// Moved to [`backend::store::StoreBackend`].
+#[deprecated(note = "use tollgate::backend::store::StoreBackend")]
+#[doc(hidden)]
+pub type StoreBackend<S> = backend::store::StoreBackend<S>;
+
+/// Moved to [`backend::Tick`].
+#[deprecated(note = "use tollgate::backend::Tick")]
+#[doc(hidden)]
+pub type Tick = backend::Tick;

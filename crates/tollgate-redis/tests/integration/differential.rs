@@ -11,8 +11,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide, decide_all, LimitRate, State};
-use tollgate::{Clock, Decision, Limit, Limiter, ManualClock, Policy, Strategy, Tick, MAX_LIMITS};
+use tollgate::{Clock, Decision, Limit, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

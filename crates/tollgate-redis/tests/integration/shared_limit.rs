@@ -102,7 +102,7 @@ async fn state_keys_follow_the_layout_and_expire_with_their_state() {
 }
 
 /// Unit requests until one is denied; the number admitted.
-async fn flood(limiter: &Limiter<impl tollgate::Backend>, key: &str) -> u64 {
+async fn flood(limiter: &Limiter<impl tollgate::backend::Backend>, key: &str) -> u64 {
     let mut admitted = 0;
     while limiter.allow(key).await.unwrap().allowed {
         admitted += 1;

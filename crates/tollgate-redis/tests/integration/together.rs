@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide_all, LimitRate, State};
 use tollgate::together::{self, Part};
-use tollgate::{Clock, Decision, Limiter, Policy, Strategy, Tick, MAX_LIMITS};
+use tollgate::{Clock, Decision, Limiter, Policy, Strategy, MAX_LIMITS};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -14,7 +14,7 @@ use tokio::sync::{Mutex, MutexGuard};
 /// them with [`lock_all`](Self::lock_all), in ascending order, so two
 /// holders never wait for each other in a cycle.
 ///
-/// The [`StoreBackend`](crate::StoreBackend) adapter holds one; a service
+/// The [`StoreBackend`](crate::backend::store::StoreBackend) adapter holds one; a service
 /// that needs several keys decided as one step in its process can hold
 /// another.
 #[derive(Debug)]

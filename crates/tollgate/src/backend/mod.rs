@@ -17,6 +17,7 @@ mod trim;
 
 use std::future::Future;
 
+pub use crate::decision::Tick;
 pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
 pub use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};

@@ -2,7 +2,7 @@
 //! circuit breaker with an in-memory fallback limiter behind it.
 //!
 //! Both are per limiter and matter for remote backends (Redis, a custom
-//! [`Store`](crate::Store)), where every decision is a round trip:
+//! [`Store`](crate::backend::store::Store)), where every decision is a round trip:
 //!
 //! - The [`DenyCache`] remembers, for a key the store denied a unit request,
 //!   until when it stays denied (`retry_after` is exact), and answers that

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
+use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide, State};
 use tollgate::testing::MapStore;
-use tollgate::{Decision, Limiter, ManualClock, Policy, StoreBackend, Strategy, Tick};
+use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
 
 /// (time step in ns, key index, cost)
 fn trace() -> impl proptest::strategy::Strategy<Value = Vec<(u64, usize, u64)>> {

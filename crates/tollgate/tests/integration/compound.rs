@@ -14,9 +14,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use crate::support;
+use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide, Outcome, State};
 use tollgate::testing::MapStore;
-use tollgate::{Decision, Limit, Limiter, ManualClock, Policy, StoreBackend, Strategy, Tick, MAX_LIMITS};
+use tollgate::{Decision, Limit, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
 
 const START: u64 = 1_700_000_000_000_000_000;
 const KEYS: usize = 3;

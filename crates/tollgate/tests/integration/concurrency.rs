@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate::backend::store::StoreBackend;
 use tollgate::testing::MapStore;
-use tollgate::{Limiter, ManualClock, StoreBackend, Strategy};
+use tollgate::{Limiter, ManualClock, Strategy};
 
 const THREADS: usize = 8;
 const PER_THREAD: u64 = 2_000;

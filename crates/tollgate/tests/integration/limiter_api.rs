@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate::backend::store::{Store, StoreBackend};
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
-    BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Store, StoreBackend,
-    Strategy, MAX_LIMIT, MAX_WINDOW,
+    BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Strategy, MAX_LIMIT,
+    MAX_WINDOW,
 };
 
 fn config_field(result: Result<impl std::fmt::Debug, Error>) -> String {
@@ -400,7 +401,7 @@ fn without_reclaim_nothing_is_ever_deleted() {
 /// A backend that serves only limits up to 100.
 struct SmallLimitsOnly(tollgate::MemoryBackend);
 
-impl tollgate::Backend for SmallLimitsOnly {
+impl tollgate::backend::Backend for SmallLimitsOnly {
     type Binding = tollgate::backend::memory::MemoryBinding;
 
     fn bind(&self, scope: &tollgate::backend::Scope<'_>) -> Result<Self::Binding, Error> {

@@ -5,10 +5,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tollgate::backend::store::StoreBackend;
 use tollgate::testing::MapStore;
-use tollgate::{
-    Limit, LiveLimiter, ManualClock, Policy, ResourceLimiter, ResourceLimiterBuilder, StoreBackend, Strategy,
-};
+use tollgate::{Limit, LiveLimiter, ManualClock, Policy, ResourceLimiter, ResourceLimiterBuilder, Strategy};
 
 fn hourly(strategy: Strategy, limit: u64) -> Policy {
     Policy::new(strategy, limit, Duration::from_secs(3_600)).unwrap()

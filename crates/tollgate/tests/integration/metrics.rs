@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
+use tollgate::backend::store::StoreBackend;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Limiter, ManualClock, Policy, ResourceLimiter, StoreBackend, Strategy};
+use tollgate::{Limiter, ManualClock, Policy, ResourceLimiter, Strategy};
 
 /// Label (name, value) pairs, sorted.
 type Labels = Vec<(String, String)>;

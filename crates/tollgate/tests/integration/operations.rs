@@ -11,11 +11,10 @@ use proptest::prelude::*;
 use tollgate_test_support::operation_traces::{self, Step};
 
 use crate::support;
+use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Tick;
 use tollgate::testing::MapStore;
-use tollgate::{
-    BackendErrorKind, Decision, Error, KeyList, Limiter, Listed, ManualClock, Policy, StoreBackend, Strategy,
-    Tick,
-};
+use tollgate::{BackendErrorKind, Decision, Error, KeyList, Limiter, Listed, ManualClock, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 
@@ -33,7 +32,7 @@ fn reference(policy: &Policy, trace: &[(u64, usize, Step)]) -> Vec<Option<Decisi
     operation_traces::reference(&policy.limit_rates(Tick::Nanos), Tick::Nanos, START, trace)
 }
 
-async fn replay<B: tollgate::Backend>(
+async fn replay<B: tollgate::backend::Backend>(
     limiter: &Limiter<B>,
     clock: &ManualClock,
     trace: &[(u64, usize, Step)],
@@ -179,14 +178,14 @@ struct Plain(tollgate::MemoryBackend);
 
 struct PlainBinding(tollgate::backend::memory::MemoryBinding);
 
-impl tollgate::Backend for Plain {
+impl tollgate::backend::Backend for Plain {
     type Binding = PlainBinding;
     fn bind(&self, scope: &tollgate::backend::Scope<'_>) -> Result<PlainBinding, Error> {
         self.0.bind(scope).map(PlainBinding)
     }
 }
 
-impl tollgate::Binding for PlainBinding {
+impl tollgate::backend::Binding for PlainBinding {
     async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, tollgate::BackendError> {
         Ok(self.0.check(key, cost))
     }

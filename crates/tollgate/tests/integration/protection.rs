@@ -10,10 +10,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use crate::support;
+use tollgate::backend::store::{Store, StoreBackend};
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
     BackendError, CircuitBreaker, Decision, DenyCache, FailPolicy, Limit, Limiter, ManualClock, Policy,
-    Store, StoreBackend, Strategy,
+    Strategy,
 };
 
 type Shared = Arc<FlakyStore<MapStore>>;

@@ -10,8 +10,9 @@ pub use command::Tollgate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tollgate::backend::Tick;
 use tollgate::strategy::{decide_all, State};
-use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy, Tick};
+use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
 
 /// The header row of a decisions file (one more column, `bound_by`, when a
 /// policy of the replay is compound).
