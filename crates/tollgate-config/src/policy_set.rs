@@ -83,7 +83,7 @@ pub(crate) struct LoadOptions {
 }
 
 impl PolicySet {
-    /// Reads every file (off the async runtime, within [`READ_TIMEOUT`]),
+    /// Reads every file (off the async runtime, within [`READ_TIMEOUT`](crate::READ_TIMEOUT)),
     /// connects the storage the policy file names and builds the limiters.
     ///
     /// At most one file may be a tollgate policy file; a file whose top
