@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use tollgate::{
-    Backend, Decision, Limit, Limiter, Listed, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX,
-};
+use tollgate::backend::Backend;
+use tollgate::{Decision, Limit, Limiter, Listed, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX};
 
 use tollgate_config::Settings;
 

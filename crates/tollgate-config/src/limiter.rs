@@ -1,8 +1,8 @@
 //! From a policy file to a running limiter: connecting its storage and
 //! binding every policy.
 
-use tollgate::backend::Scope;
-use tollgate::{Backend, ConfigError, Error, MemoryBackend, ResourceLimiter, ResourceLimiterBuilder};
+use tollgate::backend::{Backend, Scope};
+use tollgate::{ConfigError, Error, MemoryBackend, ResourceLimiter, ResourceLimiterBuilder};
 
 use crate::any_backend::AnyBackend;
 use crate::policy_file::{PolicyFile, Storage, Target};

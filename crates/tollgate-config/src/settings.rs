@@ -144,7 +144,7 @@ impl Own {
         mut builder: ResourceLimiterBuilder<B>,
     ) -> ResourceLimiterBuilder<B>
     where
-        B: tollgate::Backend,
+        B: tollgate::backend::Backend,
     {
         if let Some(shadow) = self.shadow {
             builder = builder.resource_shadow(name, shadow);
@@ -196,14 +196,14 @@ impl Settings {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn configure<B: tollgate::Backend>(&self, builder: LimiterBuilder<B>) -> LimiterBuilder<B> {
+    pub fn configure<B: tollgate::backend::Backend>(&self, builder: LimiterBuilder<B>) -> LimiterBuilder<B> {
         self.set_on(builder)
     }
 
     /// Adds these settings, as the file-wide ones, to `builder`.
     pub(crate) fn apply<B>(&self, builder: ResourceLimiterBuilder<B>) -> ResourceLimiterBuilder<B>
     where
-        B: tollgate::Backend,
+        B: tollgate::backend::Backend,
     {
         self.set_on(builder)
     }
@@ -236,7 +236,7 @@ trait Configurable: Sized {
 /// Implements [`Configurable`] by the builder's own setters.
 macro_rules! configurable {
     ($builder:ident) => {
-        impl<B: tollgate::Backend> Configurable for $builder<B> {
+        impl<B: tollgate::backend::Backend> Configurable for $builder<B> {
             fn shadow(self, shadow: bool) -> Self {
                 $builder::shadow(self, shadow)
             }
