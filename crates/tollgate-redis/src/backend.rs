@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::backend::Scope;
-use tollgate::{Backend, Error};
+use tollgate::backend::{Backend, Scope};
+use tollgate::Error;
 
 use crate::binding::{Options, RedisBinding};
-use crate::builder::RedisBackendBuilder;
 use crate::connection::Connection;
-use crate::error::ConnectError;
 use crate::scripts::Functions;
 
 /// Rate-limit state in Redis, shared by every process and host that uses the
@@ -53,79 +51,10 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Options for connecting: timeouts and the time source.
-    pub fn builder() -> RedisBackendBuilder {
-        RedisBackendBuilder::default()
-    }
-
-    /// Connects to one Redis server with the default options.
-    ///
-    /// `url` is `redis://[user:password@]host[:port][/db]`, `rediss://…` for
-    /// TLS, or `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (also
-    /// `unix://`). The server must answer `PING` within
-    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT).
-    ///
-    /// # Errors
-    ///
-    /// A [`ConnectError`] naming the problem: unparseable URL, refused
-    /// connection, rejected credentials, a port that does not speak Redis,
-    /// or no answer in time.
-    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
-        Self::builder().connect(url).await
-    }
-
-    /// Connects to a Redis Cluster through one or more seed nodes with the
-    /// default options.
-    ///
-    /// # Errors
-    ///
-    /// As for [`RedisBackend::connect`]; a cluster that is not ready (no
-    /// slots served) is reported as a server error.
-    pub async fn connect_cluster<S: AsRef<str>>(seeds: &[S]) -> Result<Self, ConnectError> {
-        Self::builder().connect_cluster(seeds).await
-    }
-
-    /// Connects to the primary that Redis Sentinel names `master`, asking
-    /// the sentinels at `sentinels` (`redis://host:port` URLs of sentinels,
-    /// not of servers), with the default options; after a failover,
-    /// decisions go to the new primary (see
-    /// [`RedisBackendBuilder::connect_sentinel`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`RedisBackend::connect`]; a [`ConnectError`] of kind
-    /// [`NoPrimary`](crate::ConnectErrorKind::NoPrimary) when no sentinel
-    /// knows a healthy primary by that name, and of kind
-    /// [`Unreachable`](crate::ConnectErrorKind::Unreachable) naming the
-    /// sentinels when none answers.
-    pub async fn connect_sentinel<S: AsRef<str>>(
-        master: &str,
-        sentinels: &[S],
-    ) -> Result<Self, ConnectError> {
-        Self::builder().connect_sentinel(master, sentinels).await
-    }
-
-    /// Returns at once and connects to one Redis server in the background,
-    /// with the default options (see
-    /// [`RedisBackendBuilder::connect_in_background`]).
-    ///
-    /// # Errors
-    ///
-    /// A [`ConnectError`] of kind
-    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
-    /// not parse; nothing else fails here.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a Tokio runtime, which the background task needs.
-    pub fn connect_in_background(url: &str) -> Result<Self, ConnectError> {
-        Self::builder().connect_in_background(url)
-    }
-
     /// Whether decisions can be sent: always for a backend from
     /// [`connect`](Self::connect), [`connect_cluster`](Self::connect_cluster)
     /// or [`connect_sentinel`](Self::connect_sentinel);
-    /// for one [connecting in the background](RedisBackendBuilder::connect_in_background),
+    /// for one [connecting in the background](crate::RedisBackendBuilder::connect_in_background),
     /// once an attempt has succeeded. A connection, once made, may still be
     /// lost and is then re-established by the next decision.
     pub fn is_connected(&self) -> bool {

@@ -28,6 +28,80 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// (see [`RedisBackendBuilder::expiry_grace`]): one second, the clock-step
 /// tolerance of the in-memory backend's sweeps.
 pub const DEFAULT_EXPIRY_GRACE: Duration = Duration::from_secs(1);
+/// The ways to a [`RedisBackend`]: its builder, and connecting with the
+/// default options (here, beside the builder they use, so that the backend
+/// does not depend on its builder).
+impl RedisBackend {
+    /// Options for connecting: timeouts and the time source.
+    pub fn builder() -> RedisBackendBuilder {
+        RedisBackendBuilder::default()
+    }
+
+    /// Connects to one Redis server with the default options.
+    ///
+    /// `url` is `redis://[user:password@]host[:port][/db]`, `rediss://…` for
+    /// TLS, or `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (also
+    /// `unix://`). The server must answer `PING` within
+    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] naming the problem: unparseable URL, refused
+    /// connection, rejected credentials, a port that does not speak Redis,
+    /// or no answer in time.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::builder().connect(url).await
+    }
+
+    /// Connects to a Redis Cluster through one or more seed nodes with the
+    /// default options.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect`]; a cluster that is not ready (no
+    /// slots served) is reported as a server error.
+    pub async fn connect_cluster<S: AsRef<str>>(seeds: &[S]) -> Result<Self, ConnectError> {
+        Self::builder().connect_cluster(seeds).await
+    }
+
+    /// Connects to the primary that Redis Sentinel names `master`, asking
+    /// the sentinels at `sentinels` (`redis://host:port` URLs of sentinels,
+    /// not of servers), with the default options; after a failover,
+    /// decisions go to the new primary (see
+    /// [`RedisBackendBuilder::connect_sentinel`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisBackend::connect`]; a [`ConnectError`] of kind
+    /// [`NoPrimary`](crate::ConnectErrorKind::NoPrimary) when no sentinel
+    /// knows a healthy primary by that name, and of kind
+    /// [`Unreachable`](crate::ConnectErrorKind::Unreachable) naming the
+    /// sentinels when none answers.
+    pub async fn connect_sentinel<S: AsRef<str>>(
+        master: &str,
+        sentinels: &[S],
+    ) -> Result<Self, ConnectError> {
+        Self::builder().connect_sentinel(master, sentinels).await
+    }
+
+    /// Returns at once and connects to one Redis server in the background,
+    /// with the default options (see
+    /// [`RedisBackendBuilder::connect_in_background`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] of kind
+    /// [`InvalidUrl`](crate::ConnectErrorKind::InvalidUrl) when `url` does
+    /// not parse; nothing else fails here.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the background task needs.
+    pub fn connect_in_background(url: &str) -> Result<Self, ConnectError> {
+        Self::builder().connect_in_background(url)
+    }
+}
+
 /// Configures and connects a [`RedisBackend`].
 ///
 /// ```no_run
