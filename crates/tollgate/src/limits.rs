@@ -214,13 +214,7 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
     }
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
-        let limiter = self.limiter(resource);
-        let name = if std::ptr::eq(limiter, self.default_limiter()) {
-            DEFAULT_POLICY_NAME
-        } else {
-            resource
-        };
-        (name, Cow::Borrowed(limiter.policy()))
+        (policy_name(self, resource), Cow::Borrowed(self.policy(resource)))
     }
 
     /// Every policy is bound on the same backend: the default limiter's
@@ -248,6 +242,16 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
     }
 }
 
+/// The name of the policy `limiter` applies to `resource`: the resource's
+/// own name, or [`DEFAULT_POLICY_NAME`] when the default policy applies.
+fn policy_name<'a, B: Backend>(limiter: &ResourceLimiter<B>, resource: &'a str) -> &'a str {
+    if std::ptr::eq(limiter.limiter(resource), limiter.default_limiter()) {
+        DEFAULT_POLICY_NAME
+    } else {
+        resource
+    }
+}
+
 /// Each call is made wholly on the limiter serving when it starts
 /// ([`LiveLimiter::current`]).
 impl<B: Backend> Limits for LiveLimiter<B> {
@@ -263,13 +267,10 @@ impl<B: Backend> Limits for LiveLimiter<B> {
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
         self.with_current(|current| {
-            let limiter = current.limiter(resource);
-            let name = if std::ptr::eq(limiter, current.default_limiter()) {
-                DEFAULT_POLICY_NAME
-            } else {
-                resource
-            };
-            (name, Cow::Owned(*limiter.policy()))
+            (
+                policy_name(current, resource),
+                Cow::Owned(*current.policy(resource)),
+            )
         })
     }
 
