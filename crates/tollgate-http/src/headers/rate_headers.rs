@@ -1,151 +1,13 @@
-//! One mapping from a decision to response headers, for every framework.
+//! The rate-limit headers of one decision, kept small until written.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tollgate::{Decision, Policy};
 
-/// Which rate-limit headers go on every decided response.
-///
-/// The figures are those of the decision: for a compound policy (several
-/// limits on one request), `remaining` is the least any limit has left,
-/// `reset` the longest any takes to be fresh, and the limit is that of the
-/// limit that bound the decision ([`Decision::bound_by`]), so a client
-/// reading only `RateLimit-Limit`/`X-RateLimit-Limit` sees the limit that
-/// matters now. Only [`HeaderMode::IetfDraft`] lists every limit.
-///
-/// Whatever the mode, a 429 carries `Retry-After` (delay-seconds, rounded
-/// up) when waiting helps: not when the request's cost exceeds a limit of
-/// the policy, which no delay can admit. A response that was not decided
-/// (a backend error, a missing key, an invalid cost) and a request admitted
-/// under fail-open carry none of these headers. Delays are whole seconds
-/// rounded up, so a client that waits the advertised time is never early.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HeaderMode {
-    /// `RateLimit-Limit: 100`, `RateLimit-Remaining: 42`,
-    /// `RateLimit-Reset: 17` (seconds until the key's state is fresh).
-    #[default]
-    RateLimit,
-    /// The structured fields of the IETF draft
-    /// (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` lists the
-    /// policy's limits, each with its quota `q` and window `w` in seconds,
-    /// and `RateLimit` names the one that bound the decision, with what
-    /// remains (`r`) and the seconds until the key's state is fresh (`t`):
-    ///
-    /// ```text
-    /// RateLimit-Policy: "default";q=100;w=60
-    /// RateLimit: "default";r=42;t=17
-    /// ```
-    ///
-    /// The name is the resource's for a resource with its own policy,
-    /// otherwise `default`. Each limit of a compound policy is named by the
-    /// policy's name and its index in [`Policy::limits`], as in the path
-    /// `limits[1]` of a policy file, so the names differ and say which
-    /// limit they are:
-    ///
-    /// ```text
-    /// RateLimit-Policy: "api[0]";q=10;w=1, "api[1]";q=1000;w=3600
-    /// RateLimit: "api[1]";r=0;t=3
-    /// ```
-    ///
-    /// `r` and `t` are the decision's, as in the other modes: the least any
-    /// limit has left and the longest any takes to be fresh.
-    IetfDraft,
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
-    /// (seconds until reset, like `RateLimit-Reset`).
-    Legacy,
-    /// No rate-limit headers (a 429 still carries `Retry-After`).
-    Off,
-}
-
-/// A header this crate sets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Field {
-    Limit,
-    Remaining,
-    Reset,
-    RetryAfter,
-    Policy,
-    RateLimit,
-    LegacyLimit,
-    LegacyRemaining,
-    LegacyReset,
-}
-
-impl Field {
-    /// The header name, in lower case.
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Field::Limit => "ratelimit-limit",
-            Field::Remaining => "ratelimit-remaining",
-            Field::Reset => "ratelimit-reset",
-            Field::RetryAfter => "retry-after",
-            Field::Policy => "ratelimit-policy",
-            Field::RateLimit => "ratelimit",
-            Field::LegacyLimit => "x-ratelimit-limit",
-            Field::LegacyRemaining => "x-ratelimit-remaining",
-            Field::LegacyReset => "x-ratelimit-reset",
-        }
-    }
-
-    /// The position of this field in declaration order.
-    pub(crate) const fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// The `http` names of the fields, in declaration order.
-static HTTP_NAMES: [http::HeaderName; 9] = [
-    http::HeaderName::from_static(Field::Limit.name()),
-    http::HeaderName::from_static(Field::Remaining.name()),
-    http::HeaderName::from_static(Field::Reset.name()),
-    http::HeaderName::from_static(Field::RetryAfter.name()),
-    http::HeaderName::from_static(Field::Policy.name()),
-    http::HeaderName::from_static(Field::RateLimit.name()),
-    http::HeaderName::from_static(Field::LegacyLimit.name()),
-    http::HeaderName::from_static(Field::LegacyRemaining.name()),
-    http::HeaderName::from_static(Field::LegacyReset.name()),
-];
-
-/// Numbers below this have a preallocated header value.
-const SMALL_INTS: u64 = 1000;
-
-/// The header values `0` to `999`, sliced from one string made once, so
-/// that the common numbers cost neither an allocation nor a reference count.
-static SMALL_INT_VALUES: LazyLock<Vec<http::HeaderValue>> = LazyLock::new(|| {
-    let mut text = String::new();
-    let mut ends = Vec::with_capacity(SMALL_INTS as usize);
-    for n in 0..SMALL_INTS {
-        text.push_str(&n.to_string());
-        ends.push(text.len());
-    }
-    let text: &'static str = Box::leak(text.into_boxed_str());
-    let mut start = 0;
-    ends.into_iter()
-        .map(|end| {
-            let value = http::HeaderValue::from_static(&text[start..end]);
-            start = end;
-            value
-        })
-        .collect()
-});
-
-/// `n` as a header value.
-fn int_value(n: u64) -> http::HeaderValue {
-    match SMALL_INT_VALUES.get(n as usize) {
-        Some(value) if n < SMALL_INTS => value.clone(),
-        _ => http::HeaderValue::from(n),
-    }
-}
-
-/// A header value: a number, or structured-field text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum FieldValue {
-    Int(u64),
-    Text(Bytes),
-}
+use super::field::{http_name, int_value, Field, FieldValue};
+use super::structured_field::{push_item_name, push_sf_param};
+use super::HeaderMode;
 
 /// The rate-limit headers for one decision under one [`HeaderMode`], kept
 /// as the figures they are made of: small (they travel in the response
@@ -306,10 +168,6 @@ fn count_fields(legacy: bool) -> [Field; 3] {
     }
 }
 
-fn http_name(field: Field) -> http::HeaderName {
-    HTTP_NAMES[field.index()].clone()
-}
-
 /// The seconds a denied client is told to wait (`Retry-After`), rounded
 /// up; none for an admitted request or a denial that never ends.
 pub(crate) fn retry_after_secs(decision: &Decision) -> Option<u64> {
@@ -331,46 +189,6 @@ pub(crate) fn write_denial(headers: RateHeaders, decision: &Decision, map: &mut 
 /// Whole seconds, rounded up (saturating at `u64::MAX`).
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
-}
-
-/// The largest integer a structured field can carry (RFC 8941 §3.3.1).
-const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
-
-/// Appends the name of a policy item as a structured-field string (RFC 8941
-/// §4.1.6): `name`, followed by `[index]` for a limit of a compound policy,
-/// between double quotes, with `"` and `\` escaped by a backslash, and every
-/// character a string cannot hold (anything but printable ASCII) replaced
-/// by `?`.
-fn push_item_name(out: &mut String, name: &str, index: Option<usize>) {
-    use std::fmt::Write;
-    out.push('"');
-    for c in name.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push('?'),
-        }
-    }
-    if let Some(index) = index {
-        // Writing to a `String` cannot fail.
-        let _ = write!(out, "[{index}]");
-    }
-    out.push('"');
-}
-
-/// Appends the parameter `;key=n` (RFC 8941 §4.1.1.2) with `n` as a
-/// structured-field integer (§4.1.4), clamped into its range. `key` must
-/// be a valid key (a lower-case letter here).
-fn push_sf_param(out: &mut String, key: &str, n: u64) {
-    use std::fmt::Write;
-    out.push(';');
-    out.push_str(key);
-    out.push('=');
-    // Writing to a `String` cannot fail.
-    let _ = write!(out, "{}", n.min(SF_INTEGER_MAX));
 }
 
 #[cfg(test)]
@@ -660,13 +478,6 @@ mod tests {
         assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
         assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
         assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
-    }
-
-    #[test]
-    fn numbers_become_the_same_header_values_with_or_without_the_table() {
-        for n in [0, 1, 9, 10, 99, 100, 998, 999, 1000, 12_345, u64::MAX] {
-            assert_eq!(int_value(n), http::HeaderValue::from(n), "{n}");
-        }
     }
 
     #[test]
