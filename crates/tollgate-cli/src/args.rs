@@ -34,6 +34,9 @@ pub enum Command {
     /// Run the rate-limit decision service (HTTP JSON API, proxy auth, Envoy's gRPC API).
     #[command(long_about = crate::serve::SERVE_ABOUT)]
     Serve(crate::serve::ServeArgs),
+    /// Print a shell completion script for tollgate.
+    #[command(long_about = crate::completions::COMPLETIONS_ABOUT)]
+    Completions(crate::completions::CompletionsArgs),
 }
 
 /// The long help of `check`.

@@ -103,7 +103,8 @@ pub enum CliError {
         /// What went wrong.
         source: crate::plot::PlotError,
     },
-    /// The summary could not be written.
+    /// Standard output could not be written: the summary, a check's
+    /// report or a completion script.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),
 }

@@ -4,15 +4,18 @@
 //! log) through one or all of the rate-limiting strategies, or through a
 //! policy file's limiter, on the trace's own clock, and reports what each
 //! policy admitted. `tollgate check` validates a policy file. `tollgate
-//! serve` runs the decision service of `tollgate-server`.
+//! serve` runs the decision service of `tollgate-server`. `tollgate
+//! completions` prints a shell's completion script.
 
 mod args;
 mod check;
 mod checks;
-
+mod completions;
 mod described;
 mod error;
 mod output;
+#[cfg(test)]
+mod packaging;
 mod plot;
 mod policies;
 mod progress;
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Check(args) => check::check(&args.file),
         Command::Serve(args) => serve::serve(&args),
+        Command::Completions(args) => completions::print(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

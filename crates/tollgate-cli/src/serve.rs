@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::error::CliError;
 
@@ -41,7 +41,9 @@ with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C
 the listeners close, every request already received is answered (HTTP/1.1 with
 `Connection: close`), idle connections are closed, and the service exits with 0 once all
 are closed or --drain-timeout has passed; a second SIGTERM or Ctrl-C exits at once with 1.
-The log goes to standard error (RUST_LOG sets its level, default info).";
+The log goes to standard error, one line per event: text by default, or with --log-format json
+one JSON object per line ({\"timestamp\", \"level\", \"target\", \"message\" and the event's fields}),
+for log shippers. RUST_LOG sets the level and filters (default info).";
 
 /// Arguments of `serve`.
 #[derive(Debug, Args)]
@@ -73,17 +75,24 @@ pub struct ServeArgs {
     /// How long draining may take after SIGTERM before open connections are closed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// How log lines on standard error are written.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How `serve` writes its log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people: time, level, target and message.
+    #[default]
+    Text,
+    /// One JSON object per line, the event's fields at the top level.
+    Json,
 }
 
 /// Runs the service until SIGTERM or Ctrl-C.
 pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    init_log(args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -109,6 +118,27 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         server.run(stop_signal()).await?;
         Ok(())
     })
+}
+
+/// Installs the log on standard error in `format`, filtered by `RUST_LOG`
+/// (`info` when unset or invalid).
+fn init_log(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    // A subscriber installed before (only in tests) is kept.
+    let _ = match format {
+        LogFormat::Text => log.try_init(),
+        LogFormat::Json => log
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
 }
 
 /// Completes on SIGTERM or Ctrl-C; a second one while the service drains

@@ -4,10 +4,12 @@
 mod support;
 
 mod access_log;
+mod completions;
 mod compound;
 mod config;
 mod decisions;
 mod errors;
+mod package;
 mod plot;
 mod progress;
 mod readme;

@@ -2,103 +2,19 @@
 //! SIGTERM finishes the requests in flight and exits with 0; it refuses to
 //! open the admin routes to the network without a token.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tollgate_test_support::redis::free_port;
+
+use crate::support::{get, Serve};
 
 const POLICIES: &str = "tollgate:
   default: { limit: 100, window: 1m }
   resources:
     login: { limit: 5, window: 1m, strategy: fixed_window }
 ";
-
-/// The process, killed if a test fails before it exits.
-struct Serve {
-    child: Child,
-    /// Lines of its standard error, as they come.
-    log: mpsc::Receiver<String>,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, log) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Serve { child, log }
-    }
-
-    /// Waits for a log line containing `text`.
-    fn wait_for_log(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(err) => panic!("no log line with {text:?}: {err}"),
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the process did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// One HTTP/1.1 exchange over a new connection: the answer's text.
-fn http(port: u16, request: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
-}
-
-fn get(port: u16, path: &str) -> String {
-    http(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"),
-    )
-}
 
 #[test]
 fn serve_answers_and_drains_on_sigterm() {

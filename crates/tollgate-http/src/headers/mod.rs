@@ -8,6 +8,7 @@ mod mode;
 mod rate_headers;
 mod structured_field;
 
+#[cfg(feature = "actix")]
 pub(crate) use field::FieldValue;
 pub use mode::HeaderMode;
 pub(crate) use rate_headers::{ceil_secs, write_denial, RateHeaders};

@@ -1,11 +1,13 @@
 //! Helpers shared by the integration tests: running the real binary
-//! ([`Tollgate`]), reading CSV output, recomputing decisions with the
+//! ([`Tollgate`]) and its service ([`Serve`]), reading CSV output, recomputing decisions with the
 //! library (the Redis servers are `tollgate_test_support::redis`'s).
 #![allow(dead_code)]
 
 mod command;
+mod serve;
 
 pub use command::Tollgate;
+pub use serve::{get, http, Serve};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
