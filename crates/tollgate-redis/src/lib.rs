@@ -123,6 +123,12 @@ mod scripts;
 mod sentinel;
 mod tcp;
 
+/// The crate's README (its page on crates.io): its code blocks, compiled
+/// and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
+
 pub use backend::RedisBackend;
 pub use binding::RedisBinding;
 pub use builder::{RedisBackendBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EXPIRY_GRACE, DEFAULT_TIMEOUT};

@@ -85,6 +85,12 @@ pub mod __private {
     pub use crate::redact::redact_url;
 }
 
+/// The crate's README (its page on crates.io): its code blocks, compiled
+/// and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
+
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
