@@ -31,13 +31,25 @@ pub(crate) fn prometheus() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            PrometheusBuilder::new()
+            let handle = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(DURATION.to_owned()), BUCKETS)
                 .ok()?
                 .install_recorder()
-                .ok()
+                .ok()?;
+            register_rare();
+            Some(handle)
         })
         .clone()
+}
+
+/// Registers the service's counters of rare events at zero, so that they
+/// are exported from the start: a dashboard or an alert on them sees 0, not
+/// "no data", until the first event.
+fn register_rare() {
+    for outcome in ["applied", "rejected"] {
+        metrics::counter!(RELOADS, "outcome" => outcome).increment(0);
+    }
+    metrics::counter!(PARTIAL_CHARGES).increment(0);
 }
 
 /// Records one answered request.

@@ -184,6 +184,11 @@ fn the_debian_package_installs_a_working_service() {
         }
     }
 
+    // The Grafana dashboard, as the repository has it.
+    let dashboard = std::fs::read(root.join("usr/share/doc/tollgate/grafana/tollgate.json")).unwrap();
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/tollgate.json");
+    assert_eq!(dashboard, std::fs::read(repository).unwrap());
+
     // The unit: verified by systemd, and its command line serves the
     // packaged configuration.
     let unit_path = unit_file(&root);

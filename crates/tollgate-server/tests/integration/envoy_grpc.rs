@@ -21,7 +21,7 @@ fn example() -> String {
 }
 
 /// A descriptor of `entries`, with its own hits when given.
-fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
+pub(crate) fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries
             .iter()
@@ -35,15 +35,16 @@ fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescripto
     }
 }
 
-struct Envoy {
-    server: Running,
+/// A service with the guide's Envoy file and a gRPC client of it.
+pub(crate) struct Envoy {
+    pub(crate) server: Running,
     client: RateLimitServiceClient<Channel>,
     clock: ManualClock,
     _dir: tempfile::TempDir,
 }
 
 /// A server on a clock `offset` after a day boundary.
-async fn envoy(offset: Duration) -> Envoy {
+pub(crate) async fn envoy(offset: Duration) -> Envoy {
     let dir = tempfile::tempdir().unwrap();
     let file = support::write(dir.path(), "edge.yaml", &example());
     let clock = ManualClock::new(Duration::from_secs(20_000 * 86_400) + offset);
@@ -65,7 +66,7 @@ async fn envoy(offset: Duration) -> Envoy {
 }
 
 impl Envoy {
-    async fn ask(
+    pub(crate) async fn ask(
         &mut self,
         domain: &str,
         descriptors: Vec<RateLimitDescriptor>,
@@ -79,7 +80,7 @@ impl Envoy {
         self.client.should_rate_limit(request).await.unwrap().into_inner()
     }
 
-    async fn one(&mut self, entries: &[(&str, &str)], hits: u32) -> RateLimitResponse {
+    pub(crate) async fn one(&mut self, entries: &[(&str, &str)], hits: u32) -> RateLimitResponse {
         self.ask("edge", vec![descriptor(entries, None)], hits).await
     }
 

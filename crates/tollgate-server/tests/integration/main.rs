@@ -6,6 +6,7 @@ mod support;
 
 mod browser_safety;
 mod connections;
+mod dashboard;
 mod envoy_grpc;
 mod http_api;
 mod nginx;
