@@ -4,10 +4,9 @@
 
 use std::io::Write;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
-use crate::args::Cli;
 use crate::error::CliError;
 
 /// The long help of `completions`.
@@ -28,18 +27,18 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-/// Writes the completion script of `args.shell` to standard output.
-pub fn print(args: &CompletionsArgs) -> Result<(), CliError> {
-    let script = script(args.shell);
+/// Writes the completion script of `args.shell` for `command` (the whole
+/// command line, `Cli::command()`) to standard output.
+pub fn print(args: &CompletionsArgs, command: clap::Command) -> Result<(), CliError> {
+    let script = script(args.shell, command);
     let mut out = std::io::stdout().lock();
     out.write_all(&script)
         .and_then(|()| out.flush())
         .map_err(CliError::Stdout)
 }
 
-/// The completion script of `shell` for the `tollgate` command.
-pub fn script(shell: Shell) -> Vec<u8> {
-    let mut command = Cli::command();
+/// The completion script of `shell` for `command`, named `tollgate`.
+pub fn script(shell: Shell, mut command: clap::Command) -> Vec<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "tollgate", &mut script);
     script

@@ -31,7 +31,7 @@ mod trace;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use crate::args::{Cli, Command};
 use crate::error::CliError;
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::simulate(&args),
         Command::Check(args) => check::check(&args.file),
         Command::Serve(args) => serve::serve(&args),
-        Command::Completions(args) => completions::print(&args),
+        Command::Completions(args) => completions::print(&args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -42,7 +42,10 @@ fn generated() -> BTreeMap<String, Vec<u8>> {
         files.insert(format!("man/{name}"), std::fs::read(&path).unwrap());
     }
     for (shell, name) in COMPLETIONS {
-        files.insert(format!("completions/{name}"), crate::completions::script(shell));
+        files.insert(
+            format!("completions/{name}"),
+            crate::completions::script(shell, Cli::command()),
+        );
     }
     files
 }
