@@ -1,7 +1,7 @@
 //! A policy file's settings beside its policies, in words, as `check` and
 //! `simulate --config` show them.
 
-use tollgate::DenyCache;
+use tollgate::{DenyCache, TopKeys};
 use tollgate_config::Settings;
 
 /// Whether the words are for a replay, which applies only the lists and
@@ -39,6 +39,11 @@ pub fn describe_settings(settings: &Settings, replay: Replay) -> String {
                 cache.get_max_key_len()
             )),
             None => {}
+        }
+        match settings.top_keys {
+            Some(top) if top == TopKeys::new() => {}
+            Some(top) => parts.push(format!("top keys ({} per metric)", top.get_capacity())),
+            None => parts.push("no top keys".to_owned()),
         }
         if let Some(fallback) = &settings.fallback {
             let limits: Vec<String> = fallback

@@ -27,6 +27,10 @@ that several instances share their limits.
                    Retry-After when denied
   GET  /healthz, /readyz (the store answers), /metrics (Prometheus)
   GET  /v1/policies (admin): the effective policies
+  GET  /v1/top?resource=login&by=denied&n=20 (admin): the keys with the most denied requests
+                   (or admitted units, shadow-denied requests) in the last minute, with what is left
+  GET  /ui: a page for operators (decisions per second, most denied keys, policies, the store)
+
 Admin routes are open on a loopback address; with --admin-token-file they need
 `Authorization: Bearer <token>`, and without one the service refuses to listen elsewhere.
 Admin routes and /v1/decide read only `Content-Type: application/json` bodies (415), refuse

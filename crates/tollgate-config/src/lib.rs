@@ -40,7 +40,7 @@
 //! | `redis_sentinel` | the primary Redis Sentinel names, followed through failovers: `{ master: NAME, urls: [sentinel URLs] }` (`urls` also one comma-separated string; both empty: state in memory), and optionally the primary's `password` (typically `${REDIS_PASSWORD}`; never shown), ACL `username` (with `password`) and database number `db` (default 0); a sentinel's own password goes in its URL; exclusive with `redis_url` and `redis_cluster` |
 //! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built; `true` and `fallback` are mutually exclusive |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
-//! | `exempt`, `deny`, `shadow`, `deny_cache`, `fallback` | settings beside the policies, file-wide here and per resource (see below) |
+//! | `exempt`, `deny`, `shadow`, `deny_cache`, `top_keys`, `fallback` | settings beside the policies, file-wide here and per resource (see below) |
 //!
 //! A policy is `{ limit, window, strategy }`: `limit` a whole number of at
 //! least 1, `window` a duration with a unit (`250ms`, `1s`, `1m`, `1h`,
@@ -99,6 +99,7 @@
 //! | `deny` | keys always denied (no `retry_after`), winning over `exempt`; written and combined like `exempt` |
 //! | `shadow` | `true`: every request is allowed, and those enforcement would deny are marked [`shadow_denied`](tollgate::Decision::shadow_denied), with state kept as if enforced (deny-listed keys too); to try a policy on live traffic. A resource's `shadow` replaces the file-wide one |
 //! | `deny_cache` | `true`: a local cache of denied keys answers them until their `retry_after` without asking the store ([`tollgate::DenyCache::new`], 10,000 keys of up to 256 bytes); `false`: none; or a map `{ capacity, max_key_len }` (each optional, at least 1) for another size. On by default when state lives in Redis (`redis_url`, `redis_cluster`, `redis_sentinel`): it changes no decision and spares the store the requests of over-limit keys; `false` turns it off. A resource's replaces the file-wide one, so `deny_cache: false` turns it off for one resource |
+//! | `top_keys` | `true`, the default: the limiter keeps the keys with the most denied requests, admitted units and shadow-denied requests over the last minute, [`tollgate::TopKeys::new`]'s 1,000 keys per metric (what `tollgate serve` answers at `GET /v1/top`); `false`: none; or a map `{ capacity }` (1 to 1,000,000) for another size. It changes no decision; memory is bounded by the capacity whatever the number of keys. A resource's replaces the file-wide one |
 //! | `fallback` | the policy (`{ limit, window, strategy }`, or `{ limits: [...] }`) an in-memory limiter of each process enforces while the store fails or its circuit breaker is open; it gives the file the fail policy [`FailPolicy::Fallback`](tollgate::FailPolicy::Fallback) (which brings the default circuit breaker), and, like `fail_open: true`, lets the limiter start while Redis is down. A resource's replaces the file-wide one, which it requires: the fail policy is the whole file's |
 //!
 //! `fail_open: true` beside a `fallback` is an error naming both (a

@@ -35,6 +35,7 @@ impl Beside for RawSettings {
         "deny",
         "shadow",
         "deny_cache",
+        "top_keys",
         "fallback",
     ];
 

@@ -256,10 +256,14 @@ impl PolicyFile {
     }
 
     /// Whether the file gives any setting beside the policies (`exempt`,
-    /// `deny`, `shadow`, `deny_cache`, `fallback`), file-wide or for a
-    /// resource.
+    /// `deny`, `shadow`, `deny_cache`, `top_keys`, `fallback`), file-wide
+    /// or for a resource; top keys kept by default do not count.
     pub fn has_settings(&self) -> bool {
-        self.settings != Settings::default() || !self.own.is_empty()
+        let untouched = Settings {
+            top_keys: Some(tollgate::TopKeys::new()),
+            ..Settings::default()
+        };
+        self.settings != untouched || !self.own.is_empty()
     }
 
     /// The file-wide settings, for the limiter builder.

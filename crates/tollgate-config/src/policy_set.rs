@@ -29,8 +29,9 @@ use crate::settings::Settings;
 /// `tollgate serve` runs on one; a [`PolicySetWatcher`](crate::PolicySetWatcher)
 /// keeps one up to date with its files. Envoy limits take the policy file's
 /// key prefix followed by `:envoy` (so that no resource of the policy file
-/// shares their state), its fail policy, and its file-wide `fallback` and
-/// `deny_cache`; nothing else of its settings.
+/// shares their state), its fail policy, and its file-wide `fallback`,
+/// `deny_cache` and `top_keys` (kept without a policy file too); nothing
+/// else of its settings.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -220,13 +221,19 @@ impl PolicySet {
             None => None,
         };
         // Envoy rules take the file-wide fallback (their fail policy is the
-        // file's) and deny cache (on by default with a remote store), and
-        // nothing else of a policy file's settings.
-        let mut envoy_settings = Settings::default();
+        // file's), deny cache (on by default with a remote store) and top
+        // keys, and nothing else of a policy file's settings. Top keys are
+        // kept as a policy file keeps them by default, or as its file-wide
+        // `top_keys` says.
+        let mut envoy_settings = Settings {
+            top_keys: Some(tollgate::TopKeys::new()),
+            ..Settings::default()
+        };
         if let Some(file) = &policy_file {
             let file_wide = file.settings(Target::Default);
             envoy_settings.fallback = file_wide.fallback;
             envoy_settings.deny_cache = file_wide.deny_cache;
+            envoy_settings.top_keys = file_wide.top_keys;
         }
         let envoy_settings = Arc::new(envoy_settings);
         let before = previous.map(|p| Previous {

@@ -1,5 +1,5 @@
 //! The names of the settings beside the policies: `exempt`, `deny`,
-//! `shadow`, `deny_cache` and `fallback`.
+//! `shadow`, `deny_cache`, `top_keys` and `fallback`.
 
 /// The settings a policy file may give file-wide and per resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -8,6 +8,7 @@ pub(crate) enum SettingField {
     Deny,
     Shadow,
     DenyCache,
+    TopKeys,
     Fallback,
 }
 
@@ -19,6 +20,7 @@ impl SettingField {
             "deny" => SettingField::Deny,
             "shadow" => SettingField::Shadow,
             "deny_cache" => SettingField::DenyCache,
+            "top_keys" => SettingField::TopKeys,
             "fallback" => SettingField::Fallback,
             _ => return None,
         })

@@ -1,12 +1,12 @@
 //! The values of the settings beside the policies: the `exempt` and `deny`
-//! lists and `deny_cache`, each expanded (`${VAR}`) and validated as it is
+//! lists, `deny_cache` and `top_keys`, each expanded (`${VAR}`) and validated as it is
 //! read, so that a mistake is reported at its line (`exempt[2]`).
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
-use tollgate::{DenyCache, KeyList};
+use tollgate::{DenyCache, KeyList, TopKeys};
 
 use crate::fields::deserialize_any_with;
 use crate::values::{expanded, shown};
@@ -86,9 +86,9 @@ deserialize_any_with!(DenyCacheSetting, DenyCacheVisitor);
 #[serde(deny_unknown_fields)]
 struct DenyCacheFields {
     #[serde(default)]
-    capacity: Option<Size>,
+    capacity: Option<Size<DENY_CACHE>>,
     #[serde(default)]
-    max_key_len: Option<Size>,
+    max_key_len: Option<Size<DENY_CACHE>>,
 }
 
 struct DenyCacheVisitor;
@@ -129,39 +129,112 @@ impl<'de> Visitor<'de> for DenyCacheVisitor {
     }
 }
 
-/// `deny_cache.capacity` and `deny_cache.max_key_len`: a whole number of
-/// at least 1 (or a string holding one).
-struct Size(usize);
-deserialize_any_with!(Size, SizeVisitor);
+/// `top_keys`: `true` (top keys of [`TopKeys::new`]'s capacity), `false`
+/// (none), or a map with `capacity`.
+pub(crate) struct TopKeysSetting(pub(crate) Option<TopKeys>);
+deserialize_any_with!(TopKeysSetting, TopKeysVisitor);
 
-struct SizeVisitor;
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopKeysFields {
+    #[serde(default)]
+    capacity: Option<Size<TOP_KEYS>>,
+}
 
-impl Visitor<'_> for SizeVisitor {
-    type Value = Size;
+struct TopKeysVisitor;
+
+impl<'de> Visitor<'de> for TopKeysVisitor {
+    type Value = TopKeysSetting;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("true, false, or a map with `capacity` (keys per metric and minute)")
+    }
+
+    fn visit_bool<E: de::Error>(self, on: bool) -> Result<TopKeysSetting, E> {
+        Ok(TopKeysSetting(on.then(TopKeys::new)))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<TopKeysSetting, E> {
+        let text = expanded(raw)?;
+        match text.trim() {
+            "true" => self.visit_bool(true),
+            "false" => self.visit_bool(false),
+            _ => Err(E::custom(format!(
+                "{} is not true or false (nor a map with `capacity`)",
+                shown(raw, &text)
+            ))),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TopKeysSetting, A::Error> {
+        let fields = TopKeysFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let mut top = TopKeys::new();
+        if let Some(Size(capacity)) = fields.capacity {
+            top = top.capacity(capacity);
+        }
+        Ok(TopKeysSetting(Some(top)))
+    }
+}
+
+/// [`Size`] of `deny_cache`.
+const DENY_CACHE: u8 = 0;
+/// [`Size`] of `top_keys`.
+const TOP_KEYS: u8 = 1;
+
+/// A size in the map of `deny_cache` (`capacity`, `max_key_len`) or of
+/// `top_keys` (`capacity`), which setting being `OF`: a whole number of at
+/// least 1 and at most the setting's largest (or a string holding one).
+struct Size<const OF: u8>(usize);
+
+impl<'de, const OF: u8> Deserialize<'de> for Size<OF> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SizeVisitor::<OF>)
+    }
+}
+
+struct SizeVisitor<const OF: u8>;
+
+impl<const OF: u8> SizeVisitor<OF> {
+    /// The setting's name and its largest size.
+    fn setting() -> (&'static str, u64) {
+        match OF {
+            TOP_KEYS => ("top_keys", TopKeys::MAX_CAPACITY as u64),
+            _ => ("deny_cache", u64::try_from(usize::MAX).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+impl<const OF: u8> Visitor<'_> for SizeVisitor<OF> {
+    type Value = Size<OF>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a whole number, at least 1 (such as 10000)")
     }
 
-    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Size, E> {
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Size<OF>, E> {
+        let (setting, max) = Self::setting();
         if n == 0 {
-            return Err(E::custom(
-                "must be at least 1; to turn the cache off, write `deny_cache: false`",
-            ));
+            let what = if OF == TOP_KEYS { "top keys" } else { "the cache" };
+            return Err(E::custom(format!(
+                "must be at least 1; to turn {what} off, write `{setting}: false`"
+            )));
+        }
+        if n > max {
+            return Err(E::custom(format!("must be at most {max}")));
         }
         usize::try_from(n)
             .map(Size)
             .map_err(|_| E::custom(format!("must be at most {}", usize::MAX)))
     }
 
-    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Size, E> {
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Size<OF>, E> {
         match u64::try_from(n) {
             Ok(n) => self.visit_u64(n),
             Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
         }
     }
 
-    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Size, E> {
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Size<OF>, E> {
         let text = expanded(raw)?;
         match text.trim().parse::<u64>() {
             Ok(n) => self.visit_u64(n),

@@ -1,16 +1,17 @@
 //! The settings beside the policies, file-wide (under `tollgate`, where
 //! they also apply to the default policy) and per resource: `exempt`,
-//! `deny`, `shadow`, `deny_cache` and `fallback`.
+//! `deny`, `shadow`, `deny_cache`, `top_keys` and `fallback`.
 
 use serde::de::MapAccess;
 use tollgate::{
     resource_path, ConfigError, DenyCache, KeyList, LimiterBuilder, Policy, ResourceLimiterBuilder, Strategy,
+    TopKeys,
 };
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
 use crate::setting_field::SettingField;
-use crate::setting_values::{DenyCacheSetting, KeyEntries};
+use crate::setting_values::{DenyCacheSetting, KeyEntries, TopKeysSetting};
 use crate::values::Flag;
 
 /// The settings of the `tollgate` section or of one resource, as written.
@@ -20,6 +21,7 @@ pub(crate) struct RawSettings {
     deny: Option<KeyEntries>,
     shadow: Option<Flag>,
     deny_cache: Option<DenyCacheSetting>,
+    top_keys: Option<TopKeysSetting>,
     pub(crate) fallback: Option<FallbackPolicy>,
 }
 
@@ -38,6 +40,7 @@ impl RawSettings {
             SettingField::Deny => self.deny = Some(next(map, &self.deny, |_| None)?),
             SettingField::Shadow => self.shadow = Some(next(map, &self.shadow, |_| None)?),
             SettingField::DenyCache => self.deny_cache = Some(next(map, &self.deny_cache, |_| None)?),
+            SettingField::TopKeys => self.top_keys = Some(next(map, &self.top_keys, |_| None)?),
             SettingField::Fallback => {
                 self.fallback = Some(next(map, &self.fallback, move |_| fallback_conflict)?);
             }
@@ -71,6 +74,7 @@ impl RawSettings {
             exempt: list(&self.exempt, "exempt")?,
             deny: list(&self.deny, "deny")?,
             deny_cache: self.deny_cache.as_ref().map(|c| c.0),
+            top_keys: self.top_keys.as_ref().map(|t| t.0),
             fallback,
         })
     }
@@ -97,6 +101,10 @@ pub struct Settings {
     /// The in-memory policy that decides while the store fails
     /// (`fallback`), if any.
     pub fallback: Option<Policy>,
+    /// The keys with the most denied requests, admitted units and
+    /// shadow-denied requests over the last minute (`top_keys`), if kept.
+    /// A policy file keeps them unless it says `top_keys: false`.
+    pub top_keys: Option<TopKeys>,
 }
 
 /// The settings one resource (or the `tollgate` section) gives itself:
@@ -107,6 +115,7 @@ pub(crate) struct Own {
     exempt: KeyList,
     deny: KeyList,
     deny_cache: Option<Option<DenyCache>>,
+    top_keys: Option<Option<TopKeys>>,
     fallback: Option<Policy>,
 }
 
@@ -125,7 +134,9 @@ impl Own {
     }
 
     /// The section's settings: what the file leaves out is off (the deny
-    /// cache: see [`Own::deny_cache_by_default`]).
+    /// cache: see [`Own::deny_cache_by_default`]), but top keys, kept of
+    /// [`TopKeys::new`]'s capacity unless `top_keys: false`: they change
+    /// no decision and answer who is limited.
     pub(crate) fn file_wide(self) -> Settings {
         Settings {
             shadow: self.shadow.unwrap_or(false),
@@ -133,6 +144,7 @@ impl Own {
             deny: self.deny,
             deny_cache: self.deny_cache.flatten(),
             fallback: self.fallback,
+            top_keys: self.top_keys.unwrap_or(Some(TopKeys::new())),
         }
     }
 
@@ -161,6 +173,9 @@ impl Own {
         if let Some(fallback) = self.fallback {
             builder = builder.resource_fallback(name, fallback);
         }
+        if let Some(top) = self.top_keys {
+            builder = builder.resource_top_keys(name, top);
+        }
         builder
     }
 }
@@ -175,11 +190,13 @@ impl Settings {
         settings.deny.extend(&own.deny);
         settings.deny_cache = own.deny_cache.unwrap_or(self.deny_cache);
         settings.fallback = own.fallback.or(self.fallback);
+        settings.top_keys = own.top_keys.unwrap_or(self.top_keys);
         settings
     }
 
     /// Sets these settings on the builder of one limiter: shadow mode,
-    /// the exempt and deny lists, the deny cache and the fallback. This is
+    /// the exempt and deny lists, the deny cache, the fallback and the top
+    /// keys. This is
     /// how a set's Envoy limits and `tollgate simulate` take a policy
     /// file's settings.
     ///
@@ -220,6 +237,9 @@ impl Settings {
         if let Some(fallback) = self.fallback {
             builder = builder.fallback(fallback);
         }
+        if let Some(top) = self.top_keys {
+            builder = builder.top_keys(top);
+        }
         builder
     }
 }
@@ -231,6 +251,7 @@ trait Configurable: Sized {
     fn deny(self, keys: KeyList) -> Self;
     fn deny_cache(self, cache: DenyCache) -> Self;
     fn fallback(self, policy: Policy) -> Self;
+    fn top_keys(self, top: TopKeys) -> Self;
 }
 
 /// Implements [`Configurable`] by the builder's own setters.
@@ -251,6 +272,9 @@ macro_rules! configurable {
             }
             fn fallback(self, policy: Policy) -> Self {
                 $builder::fallback(self, policy)
+            }
+            fn top_keys(self, top: TopKeys) -> Self {
+                $builder::top_keys(self, top)
             }
         }
     };

@@ -27,7 +27,9 @@
 //!   second), `GET /metrics` (Prometheus text: the library's metrics and
 //!   the service's, see [`metrics`]).
 //! - Admin routes, `GET /v1/policies` (every policy with its limits, and
-//!   the Envoy domains) and the per-key operations `POST /v1/reset`
+//!   the Envoy domains), `GET /v1/top` (who is limited right now: the keys
+//!   of one policy with the most denied requests, admitted units or
+//!   shadow-denied requests over the last minute) and the per-key operations `POST /v1/reset`
 //!   `{"resource", "key"}`, `POST /v1/block` `{"resource", "key",
 //!   "duration_ms"}`, `POST /v1/refund` and (an extension) `POST
 //!   /v1/penalty` `{"resource", "key", "cost"}` ([`tollgate::Operation`]

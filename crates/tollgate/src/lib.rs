@@ -77,6 +77,7 @@ mod resources;
 pub mod strategy;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod top;
 
 /// Helpers the other tollgate crates share with this one. Not public API:
 /// anything here may change or go away in any release.
@@ -109,6 +110,7 @@ pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
 pub use protection::{CircuitBreaker, DenyCache};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};
+pub use top::{TopKey, TopKeys, TopList, TopMetric};
 
 // The backend implementer's names, at the root until 0.1 (deprecated for
 // one release). Types are deprecated aliases, which warn where they are

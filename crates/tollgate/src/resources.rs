@@ -13,6 +13,7 @@ use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_
 use crate::operation::Operation;
 use crate::policy::Policy;
 use crate::protection::DenyCache;
+use crate::top::TopKeys;
 
 /// Enforces a default policy plus named per-resource overrides.
 ///
@@ -147,6 +148,7 @@ struct Override {
     fallback: Option<Policy>,
     deny_cache: Option<Option<DenyCache>>,
     shadow: Option<bool>,
+    top_keys: Option<Option<TopKeys>>,
     exempt: KeyList,
     deny: KeyList,
 }
@@ -192,6 +194,13 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
     /// Shadow mode for resource `name`, in place of the builder's.
     pub fn resource_shadow(mut self, name: impl Into<String>, shadow: bool) -> Self {
         self.overrides.entry(name.into()).or_default().shadow = Some(shadow);
+        self
+    }
+
+    /// The top keys of resource `name` (`None`: none), in place of the
+    /// builder's [`top_keys`](Self::top_keys).
+    pub fn resource_top_keys(mut self, name: impl Into<String>, top: Option<TopKeys>) -> Self {
+        self.overrides.entry(name.into()).or_default().top_keys = Some(top);
         self
     }
 
@@ -262,7 +271,7 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         {
             return Err(ConfigError::new(
                 resource_path(name),
-                "has settings (fallback, deny cache, shadow, exempt or deny) but no policy",
+                "has settings (fallback, deny cache, shadow, top keys, exempt or deny) but no policy",
             )
             .into());
         }
@@ -277,6 +286,9 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
                 }
                 if let Some(shadow) = o.shadow {
                     options.shadow = shadow;
+                }
+                if let Some(top) = o.top_keys {
+                    options.top_keys = top;
                 }
                 options.exempt.extend(&o.exempt);
                 options.deny.extend(&o.deny);

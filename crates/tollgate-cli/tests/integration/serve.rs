@@ -66,7 +66,7 @@ fn serve_refuses_open_admin_routes_on_a_public_address() {
     assert_eq!(
         line,
         format!(
-            "error: refusing to serve the admin routes (GET /v1/policies, POST /v1/reset, POST /v1/block, \
+            "error: refusing to serve the admin routes (GET /v1/policies, GET /v1/top, POST /v1/reset, POST /v1/block, \
              POST /v1/refund, POST /v1/penalty) on {listen}, which is not a \
              loopback address, without a token: give --admin-token-file FILE (clients then send \
              `Authorization: Bearer <token>`), or listen on a loopback address such as 127.0.0.1"

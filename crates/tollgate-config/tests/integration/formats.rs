@@ -25,6 +25,7 @@ fn settings(target: Target<'_>) -> Settings {
     settings.deny = keys(&["192.0.2.66"]);
     settings.deny_cache = Some(DenyCache::new());
     settings.fallback = Some(policy(Strategy::SlidingWindow, 25, Duration::from_secs(60)));
+    settings.top_keys = Some(tollgate::TopKeys::new());
     match target {
         Target::Resource("login") => settings.deny = keys(&["192.0.2.66", "198.51.100.0/24"]),
         Target::Resource("search") => settings.deny_cache = None,

@@ -601,3 +601,42 @@ fn a_fallback_whose_limits_repeat_once_tollgate_strategy_fills_in_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn a_top_keys_capacity_out_of_range_names_the_field() {
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    api:\n      limit: 1\n      window: 1s\n      top_keys:\n        capacity: 0\n",
+                8,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.resources.api]\nlimit = 1\nwindow = \"1s\"\n[tollgate.resources.api.top_keys]\ncapacity = 0\n",
+                7,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"resources\": {\"api\": {\"limit\": 1, \"window\": \"1s\",\n\"top_keys\": {\n\"capacity\": 0}}}}}",
+                4,
+            ),
+        ],
+        "tollgate.resources.api.top_keys.capacity",
+        "must be at least 1; to turn top keys off, write `top_keys: false`",
+    );
+    rejects(
+        Format::Yaml,
+        "tollgate:\n  top_keys: { capacity: 1000001 }\n  default: { limit: 1, window: 1s }\n",
+        2,
+        "tollgate.top_keys.capacity",
+        "must be at most 1000000",
+    );
+    rejects(
+        Format::Yaml,
+        "tollgate:\n  top_keys: sometimes\n  default: { limit: 1, window: 1s }\n",
+        2,
+        "tollgate.top_keys",
+        "is not true or false (nor a map with `capacity`)",
+    );
+}

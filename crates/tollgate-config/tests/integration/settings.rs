@@ -1,10 +1,12 @@
 //! The settings beside the policies (`exempt`, `deny`, `shadow`,
-//! `deny_cache`, `fallback`): read alike in YAML, TOML and JSON, file-wide
+//! `deny_cache`, `top_keys`, `fallback`): read alike in YAML, TOML and JSON, file-wide
 //! and per resource, and applied by the limiters built from the file.
 
 use std::time::Duration;
 
-use tollgate::{DenyCache, FailPolicy, KeyList, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy};
+use tollgate::{
+    DenyCache, FailPolicy, KeyList, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy, TopKeys,
+};
 use tollgate_config::{AnyBackend, Format, PolicyFile, Settings, Target};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -29,11 +31,12 @@ tollgate:
       exempt: [ops]
       deny: [203.0.113.9, 12345]
       deny_cache: { capacity: 500, max_key_len: 64 }
+      top_keys: { capacity: 50 }
       fallback:
         limits:
           - { limit: 2, window: 1s }
           - { limit: 50, window: 1h, strategy: fixed_window }
-    login: { limit: 2, window: 1h, strategy: fixed_window, deny_cache: false }
+    login: { limit: 2, window: 1h, strategy: fixed_window, deny_cache: false, top_keys: false }
 "#;
 
 const TOML: &str = r#"
@@ -54,6 +57,7 @@ shadow = true
 exempt = ["ops"]
 deny = ["203.0.113.9", 12345]
 deny_cache = { capacity = 500, max_key_len = 64 }
+top_keys = { capacity = 50 }
 fallback = { limits = [{ limit = 2, window = "1s" }, { limit = 50, window = "1h", strategy = "fixed_window" }] }
 
 [tollgate.resources.login]
@@ -61,6 +65,7 @@ limit = 2
 window = "1h"
 strategy = "fixed_window"
 deny_cache = false
+top_keys = false
 "#;
 
 const JSON: &str = r#"{"tollgate": {
@@ -78,9 +83,10 @@ const JSON: &str = r#"{"tollgate": {
       "exempt": ["ops"],
       "deny": ["203.0.113.9", 12345],
       "deny_cache": {"capacity": 500, "max_key_len": 64},
+      "top_keys": {"capacity": 50},
       "fallback": {"limits": [{"limit": 2, "window": "1s"}, {"limit": 50, "window": "1h", "strategy": "fixed_window"}]}
     },
-    "login": {"limit": 2, "window": "1h", "strategy": "fixed_window", "deny_cache": false}
+    "login": {"limit": 2, "window": "1h", "strategy": "fixed_window", "deny_cache": false, "top_keys": false}
   }
 }}"#;
 
@@ -96,12 +102,15 @@ fn expected(target: Target<'_>) -> Settings {
     settings.deny = keys(&["2001:db8::/32"]);
     settings.deny_cache = Some(DenyCache::new());
     settings.fallback = Some(Policy::new(Strategy::TokenBucket, 25, MINUTE).unwrap());
+    // Kept unless the file says otherwise.
+    settings.top_keys = Some(TopKeys::new());
     match target {
         Target::Resource("api") => {
             settings.shadow = true;
             settings.exempt = keys(&["10.0.0.0/8", "health-checker", "ops"]);
             settings.deny = keys(&["2001:db8::/32", "203.0.113.9", "12345"]);
             settings.deny_cache = Some(DenyCache::new().capacity(500).max_key_len(64));
+            settings.top_keys = Some(TopKeys::new().capacity(50));
             settings.fallback = Some(
                 Policy::compound([
                     Limit::new(Strategy::TokenBucket, 2, SECOND).unwrap(),
@@ -110,7 +119,10 @@ fn expected(target: Target<'_>) -> Settings {
                 .unwrap(),
             );
         }
-        Target::Resource("login") => settings.deny_cache = None,
+        Target::Resource("login") => {
+            settings.deny_cache = None;
+            settings.top_keys = None;
+        }
         _ => {}
     }
     settings
@@ -140,7 +152,11 @@ fn every_setting_is_read_alike_in_every_format_file_wide_and_per_resource() {
     )
     .unwrap();
     assert!(!plain.has_settings());
-    assert_eq!(plain.settings(Target::Default), Settings::default());
+    // Top keys are kept unless the file turns them off: they change no
+    // decision.
+    let mut kept = Settings::default();
+    kept.top_keys = Some(TopKeys::new());
+    assert_eq!(plain.settings(Target::Default), kept);
     assert_eq!(plain.fail_policy(), FailPolicy::Closed);
 }
 

@@ -24,11 +24,13 @@ use crate::http::decide::ceil_millis;
 use crate::http::error::json_response;
 use crate::http::guard::{self, Route};
 use crate::http::operations::{self, OPERATIONS};
+use crate::http::top;
 use crate::shared::Shared;
 
 /// The admin routes, listed in start-up errors.
 pub(crate) const ROUTES: &[&str] = &[
     "GET /v1/policies",
+    "GET /v1/top",
     "POST /v1/reset",
     "POST /v1/block",
     "POST /v1/refund",
@@ -37,7 +39,9 @@ pub(crate) const ROUTES: &[&str] = &[
 
 /// The admin routes behind their access check.
 pub(crate) fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
-    let mut router = Router::new().route("/v1/policies", get(policies));
+    let mut router = Router::new()
+        .route("/v1/policies", get(policies))
+        .route("/v1/top", get(top::handler));
     for (path, kind) in OPERATIONS {
         router = router.route(path, operations::route(*kind));
     }

@@ -1,5 +1,5 @@
 //! What keeps web pages away from the routes that change or reveal state:
-//! the admin routes and `/v1/decide`.
+//! the admin routes, `/v1/decide` and the operators' page `/ui`.
 //!
 //! A listener on loopback is reachable from every browser on the host, and
 //! a page can send requests to it in two ways that the browser does not
@@ -45,6 +45,9 @@ pub(crate) enum Route {
     Decide,
     /// An admin route: the token too, when one is configured.
     Admin,
+    /// The operators' page (`/ui`): it holds no data (its data comes from
+    /// admin routes, with the token), so it gets the browser checks only.
+    Page,
 }
 
 /// The middleware of the routes of `route`'s kind.

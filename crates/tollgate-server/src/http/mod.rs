@@ -8,6 +8,8 @@ pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod operations;
+pub(crate) mod top;
+pub(crate) mod ui;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,6 +29,13 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/v1/decide",
             post(decide::handler).route_layer(middleware::from_fn_with_state(
                 (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/ui",
+            get(ui::page).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Page),
                 guard::check,
             )),
         )

@@ -353,7 +353,7 @@ async fn admin_routes_need_loopback_or_the_token() {
         .unwrap_err();
     assert!(
         err.to_string().starts_with(
-            "refusing to serve the admin routes (GET /v1/policies, POST /v1/reset, POST /v1/block, \
+            "refusing to serve the admin routes (GET /v1/policies, GET /v1/top, POST /v1/reset, POST /v1/block, \
                  POST /v1/refund, POST /v1/penalty) on 0.0.0.0:0"
         ),
         "{err}"

@@ -13,3 +13,5 @@ mod nginx;
 mod operations;
 mod redis_shared;
 mod reload;
+mod top;
+mod ui;

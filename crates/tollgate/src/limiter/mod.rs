@@ -5,6 +5,7 @@ mod options;
 mod setters;
 pub mod together;
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use crate::metrics::LimiterMetrics;
 use crate::operation::Operation;
 use crate::policy::Policy;
 use crate::protection::{Breaker, Claim, DenyTable, Gate, Lookup, ProbeGuard, Protection, Settled};
+use crate::top::{self, TopList, TopMetric, TopSlot};
 
 /// The key prefix used unless configured otherwise.
 pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
@@ -51,15 +53,22 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     /// Shared with the limiters that count on the same handles.
     metrics: Arc<LimiterMetrics>,
     protection: Option<Box<Protection>>,
-    lists: Option<Box<options::Lists>>,
+    /// Whether the options hold an exempt or a deny list (read from
+    /// `options`, which are then not the defaults).
+    has_lists: bool,
+    /// The top keys' capacity, when they are kept.
+    top_capacity: Option<NonZeroU32>,
+    /// The top keys' table, made at the first decision counted.
+    top: TopSlot,
     shadow: bool,
     /// Whether the backend answers every call at once
     /// ([`Backend::decides_now`]), read when the policy was bound.
     decides_now: bool,
-    /// The options it was built with, to tell a changed limiter from an
-    /// unchanged one when policies are replaced at run time; `None` for the
-    /// defaults (boxed, and left out when default: never read by a
-    /// decision, and a service may hold tens of thousands of limiters).
+    /// The options it was built with but the top keys (in `top`), to tell
+    /// a changed limiter from an unchanged one when policies are replaced
+    /// at run time, and the exempt and deny lists a decision reads when
+    /// `has_lists`; `None` for the defaults (boxed, and left out when
+    /// default: a service may hold tens of thousands of limiters).
     options: Option<Box<Options>>,
 }
 
@@ -99,8 +108,14 @@ impl<B: Backend> Limiter<B> {
             Some(previous) => backend.rebind(scope, &previous.binding, &previous.policy)?,
             None => backend.bind(scope)?,
         };
+        let rest = options.without_top_keys();
         Ok(Self {
-            options: (*options != Options::default()).then(|| Box::new(options.clone())),
+            top_capacity: top::capacity_of(options.top_keys),
+            top: TopSlot::new(
+                top::capacity_of(options.top_keys),
+                previous.map(|p| (&p.top, p.top_capacity)),
+            ),
+            options: (rest != Options::default()).then(|| Box::new(rest)),
             binding,
             policy: *scope.policy,
             fail: options.fail,
@@ -111,7 +126,7 @@ impl<B: Backend> Limiter<B> {
                 scope.policy,
             ),
             protection: options.protection()?,
-            lists: options.lists(),
+            has_lists: options.has_lists(),
             shadow: options.shadow,
             decides_now: backend.decides_now(),
         })
@@ -121,7 +136,10 @@ impl<B: Backend> Limiter<B> {
     /// the deny list wins.
     #[inline]
     fn listed(&self, key: &[u8]) -> Option<Decision> {
-        let lists = self.lists.as_deref()?;
+        if !self.has_lists {
+            return None;
+        }
+        let lists = self.options.as_deref()?;
         let limit = self.policy.limits()[0].limit();
         // The key is read as an address once for both lists.
         let mut probe = Probe::new(key);
@@ -134,9 +152,10 @@ impl<B: Backend> Limiter<B> {
         }
     }
 
-    /// Applies shadow mode to a decision and counts it.
+    /// Applies shadow mode to a decision of `cost` units for `key` and
+    /// counts it.
     #[inline]
-    fn conclude(&self, mut decision: Decision) -> Decision {
+    fn conclude(&self, mut decision: Decision, key: &[u8], cost: u64) -> Decision {
         if self.shadow && !decision.allowed {
             decision.allowed = true;
             decision.shadow_denied = true;
@@ -144,6 +163,9 @@ impl<B: Backend> Limiter<B> {
         }
         if !decision.fail_open {
             self.metrics.decided(decision.allowed);
+        }
+        if let Some(capacity) = self.top_capacity {
+            self.record_top(capacity, key, &decision, cost);
         }
         decision
     }
@@ -381,7 +403,7 @@ impl<B: Backend> Limiter<B> {
     pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         let key = key.as_ref();
         if let Some(decision) = self.listed(key) {
-            return Ok(self.conclude(decision));
+            return Ok(self.conclude(decision, key, cost));
         }
         let result = match &self.protection {
             Some(protection) => self.allow_protected(protection, key, cost).await,
@@ -391,7 +413,7 @@ impl<B: Backend> Limiter<B> {
                 self.finish(result, started, key, cost)
             }
         };
-        result.map(|decision| self.conclude(decision))
+        result.map(|decision| self.conclude(decision, key, cost))
     }
 
     /// Whether the backend answers every decision at once
@@ -412,7 +434,7 @@ impl<B: Backend> Limiter<B> {
             return None;
         }
         if let Some(decision) = self.listed(key) {
-            return Some(Ok(self.conclude(decision)));
+            return Some(Ok(self.conclude(decision, key, cost)));
         }
         let result = match &self.protection {
             Some(protection) => self.allow_protected_now(protection, key, cost)?,
@@ -422,7 +444,7 @@ impl<B: Backend> Limiter<B> {
                 self.finish(result, started, key, cost)
             }
         };
-        Some(result.map(|decision| self.conclude(decision)))
+        Some(result.map(|decision| self.conclude(decision, key, cost)))
     }
 
     /// [`Limiter::operate`] without waiting, when the backend [decides
@@ -504,10 +526,73 @@ impl<B: Backend> Limiter<B> {
 
     /// Whether `options` are the ones this limiter was built with.
     pub(crate) fn built_with(&self, options: &Options) -> bool {
-        match &self.options {
-            Some(built) => **built == *options,
-            None => *options == Options::default(),
+        let same_rest = match &self.options {
+            Some(built) => **built == options.without_top_keys(),
+            None => options.without_top_keys() == Options::default(),
+        };
+        same_rest && top::settings_of(self.top_capacity) == options.top_keys
+    }
+
+    /// The `n` keys with the highest counts of `metric` over the last
+    /// minute, highest first; `None` unless the limiter keeps top keys
+    /// ([`LimiterBuilder::top_keys`]). The counts and their bounds are
+    /// described at [`TopKeys`](crate::TopKeys). Each key's
+    /// [`remaining`](crate::TopKey::remaining) is filled when the backend
+    /// [decides now](Self::decides_now) (in memory); on a remote store use
+    /// [`top_keys_with_remaining`](Self::top_keys_with_remaining).
+    pub fn top_keys(&self, metric: TopMetric, n: usize) -> Option<TopList> {
+        let mut list = self.top.list(self.top_capacity?, || self.top_clock(), metric, n);
+        if self.decides_now {
+            for top in &mut list.keys {
+                top.remaining = self.remaining_of(top).and_then(|key| match self.listed(key) {
+                    Some(listed) => Some(listed.remaining),
+                    None => Some(self.binding.apply_now(key, 0)?.ok()?.remaining),
+                });
+            }
         }
+        Some(list)
+    }
+
+    /// [`top_keys`](Self::top_keys) with every key's
+    /// [`remaining`](crate::TopKey::remaining) asked of the store, one
+    /// charge-free call per key (`None` where it failed).
+    pub async fn top_keys_with_remaining(&self, metric: TopMetric, n: usize) -> Option<TopList> {
+        let mut list = self.top.list(self.top_capacity?, || self.top_clock(), metric, n);
+        for top in &mut list.keys {
+            let Some(key) = self.remaining_of(top) else {
+                continue;
+            };
+            top.remaining = match self.listed(key) {
+                Some(listed) => Some(listed.remaining),
+                None => self.binding.apply(key, 0).await.ok().map(|d| d.remaining),
+            };
+        }
+        Some(list)
+    }
+
+    /// Counts a decision in the top keys, out of the decision's line: a
+    /// limiter without them pays one test.
+    #[inline(never)]
+    fn record_top(&self, capacity: NonZeroU32, key: &[u8], decision: &Decision, cost: u64) {
+        self.top
+            .record(capacity, || self.top_clock(), key, decision, cost);
+    }
+
+    /// The clock of the top keys: the local clock the limiter was built
+    /// with (kept in its options, which a set clock makes non-default).
+    #[cold]
+    fn top_clock(&self) -> crate::clock::ClockHandle {
+        self.options
+            .as_deref()
+            .map_or(crate::clock::ClockHandle::System, Options::top_clock)
+    }
+
+    /// The key whose remaining budget a top key shows: none for a cut key.
+    /// The answer is a peek's, through the lists, but neither counted in
+    /// the metrics and the top keys nor sent through the deny cache and
+    /// the circuit breaker.
+    fn remaining_of<'k>(&self, top: &'k crate::TopKey) -> Option<&'k [u8]> {
+        (!top.cut).then_some(&top.key[..])
     }
 
     /// Whether the limiter is in shadow mode.
@@ -560,7 +645,28 @@ impl Limiter<MemoryBackend> {
     /// any backend that decides now.
     #[inline]
     pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        match self.decide_now(key.as_ref(), cost) {
+        let key = key.as_ref();
+        // The path is chosen by what the limiter was built with: a policy
+        // without a deny cache, a breaker or a fallback (`protection`)
+        // takes the steps of `decide_now` that apply to it, written out so
+        // that it pays for nothing else.
+        if self.protection.is_some() {
+            return self.check_protected(key, cost);
+        }
+        if let Some(decision) = self.listed(key) {
+            return self.conclude(decision, key, cost);
+        }
+        let started = self.start();
+        let decision = self.binding.check(key, cost);
+        self.metrics.finish_sample(started);
+        self.conclude(decision, key, cost)
+    }
+
+    /// [`Self::check_n`] through the deny cache, the circuit breaker and the
+    /// fail policy: the steps [`Limiter::allow_n`] takes.
+    #[inline(never)]
+    fn check_protected(&self, key: &[u8], cost: u64) -> Decision {
+        match self.decide_now(key, cost) {
             Some(Ok(decision)) => decision,
             // The in-memory store answers every call and never fails, so
             // neither its breaker opens nor its fail policy applies.

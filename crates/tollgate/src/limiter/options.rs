@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use crate::backend::memory::MemoryBackend;
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::{ClockHandle, SharedClock, SystemClock};
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
 use crate::policy::Policy;
 use crate::protection::{Breaker, CircuitBreaker, DenyCache, DenyTable, Fallback, Protection};
+use crate::top::TopKeys;
 
 /// What a limiter does when its backend fails.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -41,6 +42,7 @@ pub(crate) struct Options {
     pub(crate) shadow: bool,
     pub(crate) exempt: KeyList,
     pub(crate) deny: KeyList,
+    pub(crate) top_keys: Option<TopKeys>,
 }
 
 impl std::fmt::Debug for Options {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for Options {
             .field("shadow", &self.shadow)
             .field("exempt", &self.exempt)
             .field("deny", &self.deny)
+            .field("top_keys", &self.top_keys)
             .finish()
     }
 }
@@ -74,12 +77,17 @@ impl PartialEq for Options {
             && self.shadow == other.shadow
             && self.exempt == other.exempt
             && self.deny == other.deny
+            && self.top_keys == other.top_keys
     }
 }
 
 impl Options {
-    /// Checks that the fail policy and the fallback agree.
+    /// Checks that the fail policy and the fallback agree, and the top
+    /// keys' capacity.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(top) = &self.top_keys {
+            top.validate()?;
+        }
         match (self.fail, &self.fallback) {
             (FailPolicy::Fallback, None) => Err(ConfigError::new(
                 "fallback",
@@ -94,14 +102,27 @@ impl Options {
         }
     }
 
-    /// The exempt and deny lists, when there are any.
-    pub(crate) fn lists(&self) -> Option<Box<Lists>> {
-        (!self.exempt.is_empty() || !self.deny.is_empty()).then(|| {
-            Box::new(Lists {
-                exempt: self.exempt.clone(),
-                deny: self.deny.clone(),
-            })
-        })
+    /// The clock the top keys' minutes are timed by: the local clock.
+    pub(crate) fn top_clock(&self) -> ClockHandle {
+        // The system clock is called directly: no allocation per limiter
+        // (an Envoy file builds one limiter per descriptor).
+        self.clock
+            .clone()
+            .map_or(ClockHandle::System, ClockHandle::Shared)
+    }
+
+    /// These options but the top keys': what tells a changed limiter from
+    /// an unchanged one beside them.
+    pub(crate) fn without_top_keys(&self) -> Options {
+        Options {
+            top_keys: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether there is an exempt or a deny list.
+    pub(crate) fn has_lists(&self) -> bool {
+        !self.exempt.is_empty() || !self.deny.is_empty()
     }
 
     /// The protection these options ask for (the fallback checked, and
@@ -134,10 +155,4 @@ impl Options {
             fallback,
         })))
     }
-}
-
-/// The keys a limiter exempts and denies.
-pub(crate) struct Lists {
-    pub(crate) exempt: KeyList,
-    pub(crate) deny: KeyList,
 }

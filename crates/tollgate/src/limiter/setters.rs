@@ -30,6 +30,14 @@ macro_rules! summary {
         "Shadow mode for every resource without a setting of its own \
          ([`resource_shadow`](Self::resource_shadow)), and for the default policy."
     };
+    (LimiterBuilder, top_keys) => {
+        "Keeps the keys with the most denied requests, admitted units and shadow-denied \
+         requests over the last minute (default: off)."
+    };
+    (ResourceLimiterBuilder, top_keys) => {
+        "Top keys for every resource without a setting of its own \
+         ([`resource_top_keys`](Self::resource_top_keys)), and for the default policy."
+    };
     (LimiterBuilder, exempt) => {
         "Keys exempt from the limit."
     };
@@ -97,6 +105,18 @@ macro_rules! option_setters {
         /// ([`Decision::shadow_denied`](crate::Decision::shadow_denied)).
         pub fn shadow(mut self, shadow: bool) -> Self {
             self.options.shadow = shadow;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, top_keys)]
+        ///
+        /// Read them with `top_keys(metric, n)` on the limiter; memory is
+        /// bounded by the settings' capacity whatever the number of keys
+        /// (see [`TopKeys`](crate::TopKeys)). Each decision takes a lock
+        /// to count itself. The minutes are timed by the
+        /// [`local_clock`](Self::local_clock).
+        pub fn top_keys(mut self, top: $crate::TopKeys) -> Self {
+            self.options.top_keys = Some(top);
             self
         }
 

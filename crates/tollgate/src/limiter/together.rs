@@ -76,7 +76,7 @@ impl<B: Backend> Copy for Part<'_, B> {}
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
 pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
-    if parts.is_empty() || parts.iter().any(|p| p.limiter.lists.is_some()) {
+    if parts.is_empty() || parts.iter().any(|p| p.limiter.has_lists) {
         return None;
     }
     if !breakers_closed(parts) {
@@ -200,7 +200,7 @@ fn conclude<B: Backend>(
                 decision
             }
         };
-        out.push(part.limiter.conclude(decision));
+        out.push(part.limiter.conclude(decision, part.key, part.cost));
     }
     out
 }
@@ -218,7 +218,7 @@ fn fail<B: Backend>(
         limiter.metrics.backend_error();
         let copy = BackendError::new(err.kind(), err.to_string());
         let decision = limiter.on_failure(copy, part.key, part.cost)?;
-        out.push(limiter.conclude(decision));
+        out.push(limiter.conclude(decision, part.key, part.cost));
     }
     Ok(out)
 }

@@ -16,3 +16,4 @@ mod prometheus;
 mod protection;
 mod strategy_properties;
 mod support;
+mod top_keys;
