@@ -19,15 +19,20 @@
 //! a lock-free decision still looking at the old slot fails to update it and
 //! retries under the shard's lock.
 
-use std::hint::spin_loop;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::sync::{spin_loop, yield_now, AtomicU64, Ordering};
 use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState};
 
 /// How long a lock-free decision spins on a window cell another decision
 /// holds before it falls back to the shard's lock (where it waits).
+#[cfg(not(tollgate_loom))]
 const SPINS: u32 = 64;
+
+/// Under loom each spin is a yield to the other threads: two are enough to
+/// explore both a spin that succeeds and one that gives up.
+#[cfg(tollgate_loom)]
+const SPINS: u32 = 2;
 
 /// A strategy state as a table slot holds it.
 pub(crate) trait Stored: Copy + PartialEq + Send + Sync + 'static {
@@ -352,7 +357,33 @@ fn backoff(spins: &mut u32) {
     if *spins < 8 {
         spin_loop();
     } else {
-        std::thread::yield_now();
+        yield_now();
+    }
+}
+
+/// Under loom, freeing a cell counts as a write of its words: loom then
+/// reports a decision whose access to a freed slot array's cell is not
+/// ordered before the free (see `Slots`).
+#[cfg(tollgate_loom)]
+impl Drop for TatCell {
+    fn drop(&mut self) {
+        // Unwinding from a failed model, outside loom's execution.
+        if !std::thread::panicking() {
+            self.0.with_mut(|_| ());
+        }
+    }
+}
+
+/// As for [`TatCell`].
+#[cfg(tollgate_loom)]
+impl<const N: usize, S> Drop for WindowCell<N, S> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        for word in &mut self.words {
+            word.with_mut(|_| ());
+        }
     }
 }
 

@@ -7,11 +7,14 @@ mod codec;
 mod janitor;
 mod key_locks;
 mod keys;
+#[cfg(all(test, tollgate_loom))]
+mod loom_models;
 pub mod memory;
 mod reclaim;
 mod slots;
 pub mod store;
 mod stored_key;
+mod sync;
 mod table;
 mod trim;
 

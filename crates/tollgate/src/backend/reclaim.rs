@@ -28,8 +28,9 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
+
+use super::sync::{fence, thread_local, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// One thread's announcement of its read sections, on a cache line of its
 /// own.
@@ -46,10 +47,23 @@ struct Record {
 }
 
 /// Every record ever created.
+#[cfg(not(tollgate_loom))]
 static RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
 
 /// Retired memory waiting for readers to move on.
+#[cfg(not(tollgate_loom))]
 static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+
+// Under loom the statics are made anew for each explored execution (its
+// mutexes have no `const fn new`); a record, leaked as always, then lives
+// for one execution only.
+#[cfg(tollgate_loom)]
+loom::lazy_static! {
+    /// Every record created in this execution.
+    static ref RECORDS: Mutex<Vec<&'static Record>> = Mutex::new(Vec::new());
+    /// Retired memory waiting for readers to move on.
+    static ref PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+}
 
 struct Pending {
     /// Held only to be dropped.
@@ -70,20 +84,39 @@ struct Local(Cell<Option<&'static Record>>);
 
 impl Drop for Local {
     fn drop(&mut self) {
+        // Unwinding from a failed loom model, outside loom's execution.
+        #[cfg(tollgate_loom)]
+        if std::thread::panicking() {
+            return;
+        }
         if let Some(record) = self.0.get() {
             record.taken.store(false, Ordering::Release);
         }
     }
 }
 
+#[cfg(not(tollgate_loom))]
 thread_local! {
     static LOCAL: Local = const { Local(Cell::new(None)) };
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(tollgate_loom)))]
 thread_local! {
     /// A thread index that tests set to choose a thread's lane.
     static INDEX_OVERRIDE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+// Loom's `thread_local!` takes no `const` initialiser; its locals belong to
+// loom's threads, which all run on one thread of the process.
+#[cfg(tollgate_loom)]
+thread_local! {
+    static LOCAL: Local = Local(Cell::new(None));
+}
+
+#[cfg(all(test, tollgate_loom))]
+thread_local! {
+    /// A thread index that tests set to choose a thread's lane.
+    static INDEX_OVERRIDE: Cell<Option<usize>> = Cell::new(None);
 }
 
 /// Makes [`thread_index`] return `index` on this thread (tests only).
@@ -233,10 +266,21 @@ struct RetiredBox<T>(*mut T);
 unsafe impl<T: Send> Send for RetiredBox<T> {}
 
 impl<T> Drop for RetiredBox<T> {
+    #[cfg(not(tollgate_loom))]
     fn drop(&mut self) {
         // SAFETY: per `retire_box`'s contract the pointer came from
         // `Box::into_raw` and is freed only here, once no section reads it.
         drop(unsafe { Box::from_raw(self.0) });
+    }
+
+    /// Under loom the value is dropped, which loom's objects in it record
+    /// as a write, but its memory is kept: a section that still reads it is
+    /// then reported by loom rather than reading freed memory.
+    #[cfg(tollgate_loom)]
+    fn drop(&mut self) {
+        // SAFETY: as above; the value is dropped once and its memory never
+        // used again.
+        unsafe { std::ptr::drop_in_place(self.0) };
     }
 }
 
@@ -248,6 +292,13 @@ impl<T> Drop for RetiredBox<T> {
 /// begin from now on, and be freed by nothing else.
 pub(crate) unsafe fn retire_box<T: Send + 'static>(ptr: *mut T) {
     retire(Box::new(RetiredBox(ptr)));
+}
+
+/// The number of retired blocks not yet freed (loom models only: each
+/// execution must free what it retired).
+#[cfg(all(test, tollgate_loom))]
+pub(crate) fn pending() -> usize {
+    lock(&PENDING).len()
 }
 
 /// Frees the retired memory whose readers have all moved on.

@@ -18,12 +18,11 @@
 //! Control bytes are read and written as whole 8-byte groups, with atomic
 //! loads and stores; only the writer holding the shard's lock stores them.
 
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::cell::StateCell;
 use super::stored_key::StoredKey;
+use super::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
 /// Slots per control group.
 const GROUP: usize = 8;
@@ -79,9 +78,40 @@ fn lowest(matches: u64) -> usize {
 /// One slot: a key and its state.
 pub(crate) struct Slot<C> {
     /// Initialised while the slot is full or deleted.
-    key: UnsafeCell<MaybeUninit<StoredKey>>,
+    key: KeyCell,
     /// The key's state.
     pub(crate) cell: C,
+}
+
+/// A slot's key as the table stores it.
+type KeyCell = UnsafeCell<MaybeUninit<StoredKey>>;
+
+/// Runs `f` on a pointer to a slot's key, to read it.
+#[cfg(not(tollgate_loom))]
+#[inline(always)]
+fn read_key<R>(cell: &KeyCell, f: impl FnOnce(*const MaybeUninit<StoredKey>) -> R) -> R {
+    f(cell.get())
+}
+
+/// Runs `f` on a pointer to a slot's key, to write it.
+#[cfg(not(tollgate_loom))]
+#[inline(always)]
+fn write_key<R>(cell: &KeyCell, f: impl FnOnce(*mut MaybeUninit<StoredKey>) -> R) -> R {
+    f(cell.get())
+}
+
+/// Runs `f` on a pointer to a slot's key, to read it: loom checks that
+/// the key's last write happens before (the key was published).
+#[cfg(tollgate_loom)]
+fn read_key<R>(cell: &KeyCell, f: impl FnOnce(*const MaybeUninit<StoredKey>) -> R) -> R {
+    cell.with(f)
+}
+
+/// Runs `f` on a pointer to a slot's key, to write it: loom checks that
+/// every read of the key happens before.
+#[cfg(tollgate_loom)]
+fn write_key<R>(cell: &KeyCell, f: impl FnOnce(*mut MaybeUninit<StoredKey>) -> R) -> R {
+    cell.with_mut(f)
 }
 
 /// The slots of one control group, aligned to a cache line. A slot is 24,
@@ -114,6 +144,27 @@ pub(crate) struct Slots<C> {
 // written again; readers only read it after seeing that byte. The cells are
 // atomics.
 unsafe impl<C: Sync> Sync for Slots<C> {}
+
+/// Under loom, freeing an array counts as a write of its control bytes and
+/// keys (and its cells count their own, see `cell`): loom then reports a
+/// lookup whose reads of the array are not ordered before the free, that
+/// is, an array freed while a read section may still use it. (Loom does
+/// not see freed memory itself.)
+#[cfg(tollgate_loom)]
+impl<C> Drop for Slots<C> {
+    fn drop(&mut self) {
+        // Unwinding from a failed model, outside loom's execution.
+        if std::thread::panicking() {
+            return;
+        }
+        for group in self.ctrl.iter_mut() {
+            group.with_mut(|_| ());
+        }
+        for slot in self.slots.iter().flat_map(|group| &group.0) {
+            slot.key.with_mut(|_| ());
+        }
+    }
+}
 
 /// The number of slots for `capacity` entries at a load of at most 7/8,
 /// as `hashbrown` sizes its tables (at least one group).
@@ -240,9 +291,11 @@ impl<C: StateCell> Slots<C> {
     unsafe fn key(&self, index: usize) -> &StoredKey {
         debug_assert!(index < self.buckets());
         // SAFETY: `index` is below the slot count (callers compute it from
-        // a group index and a byte position); per the contract, the key was
-        // initialised and is not written while `self` is borrowed.
-        unsafe { (*self.flat().get_unchecked(index).key.get()).assume_init_ref() }
+        // a group index and a byte position).
+        let slot = unsafe { self.flat().get_unchecked(index) };
+        // SAFETY: per the contract, the key was initialised and is not
+        // written while `self` is borrowed.
+        read_key(&slot.key, |key| unsafe { (*key).assume_init_ref() })
     }
 
     /// The indices of the full slots.
@@ -281,7 +334,7 @@ impl<C: StateCell> Slots<C> {
                 let slot = self.slot(group_index * GROUP + i);
                 // SAFETY: the slot is empty, so no reader reads its key, and
                 // the caller is the only writer.
-                unsafe { (*slot.key.get()).write(key) };
+                write_key(&slot.key, |slot_key| unsafe { (*slot_key).write(key) });
                 slot.cell.init(state);
                 let shift = 8 * i;
                 let published = group & !(0xFF << shift) | u64::from(tag(hash)) << shift;
@@ -342,7 +395,7 @@ impl<C: StateCell> Slots<C> {
         for index in self.full().collect::<Vec<_>>() {
             // SAFETY: the array is used by this thread only and owns the
             // keys of its full slots.
-            unsafe { (*self.slot(index).key.get()).assume_init_drop() };
+            write_key(&self.slot(index).key, |key| unsafe { (*key).assume_init_drop() });
         }
     }
 }

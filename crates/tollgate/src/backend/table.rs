@@ -48,13 +48,13 @@
 //! they hold, so the two paths cannot deadlock. The tables of a
 //! single-limit policy are used only by [`Table::apply`].
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
 use super::cell::{Holding, StateCell, Stored};
 use super::reclaim;
 use super::slots::{buckets_for, Slots};
 use super::stored_key::StoredKey;
+use super::sync::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::clock::ClockHandle;
 use crate::strategy::{clamp_time, Algorithm, Outcome, Rate};
 
@@ -287,6 +287,18 @@ impl<A: Algorithm<State: Stored>> Table<A> {
                 return None;
             }
         }
+    }
+
+    /// The state of `key` as a lock-free decision finds it, left as it is:
+    /// `None` when no lane holds it, or when a writer holds its cell (loom
+    /// models only).
+    #[cfg(all(test, tollgate_loom))]
+    pub(crate) fn find_unlocked_state(&self, key: &[u8]) -> Option<A::State> {
+        let section = reclaim::pin()?;
+        let hash = self.hash(key);
+        // SAFETY: the cell is used only while `section` lives.
+        let cell = unsafe { self.find_unlocked(self.shard(hash), section.thread_index(), hash, key) }?;
+        cell.update(|state| (state, Some(state))).map(|(state, _)| state)
     }
 
     /// Applies one request for `key` at the clock's current time: runs the
@@ -633,8 +645,17 @@ impl<A: Algorithm<State: Stored>> Table<A> {
 
 impl<A: Algorithm<State: Stored>> Drop for Table<A> {
     fn drop(&mut self) {
+        // Unwinding from a failed loom model, outside loom's execution: the
+        // arrays are left to leak.
+        #[cfg(tollgate_loom)]
+        if std::thread::panicking() {
+            return;
+        }
         for slots in self.shards.iter_mut().flat_map(|shard| &mut shard.lanes) {
+            #[cfg(not(tollgate_loom))]
             let slots = *slots.get_mut();
+            #[cfg(tollgate_loom)]
+            let slots = slots.with_mut(|slots| *slots);
             if !slots.is_null() {
                 // SAFETY: the array came from `Box::into_raw`; with `&mut
                 // self` no decision can be using it; its full slots own
