@@ -54,10 +54,7 @@ pub fn path_for_strategy(path: &Path, strategy: Strategy, directory: bool) -> Op
     Some(path.with_file_name(name))
 }
 
-/// Whole milliseconds in `d`, rounded up.
-pub fn ceil_millis(d: Duration) -> u128 {
-    d.as_nanos().div_ceil(1_000_000)
-}
+pub use tollgate::__private::ceil_millis;
 
 /// A decisions file being written to an [`Output`]: a regular file is
 /// replaced only on [`finish`] followed by [`Finished::persist`], so an
@@ -345,15 +342,6 @@ mod tests {
         assert_eq!(p("dir/.csv"), Some("dir/.csv.fixed_window".into()));
         assert_eq!(p("/"), None);
         assert_eq!(p(".."), None);
-    }
-
-    #[test]
-    fn milliseconds_round_up() {
-        assert_eq!(ceil_millis(Duration::ZERO), 0);
-        assert_eq!(ceil_millis(Duration::from_nanos(1)), 1);
-        assert_eq!(ceil_millis(Duration::from_millis(3)), 3);
-        assert_eq!(ceil_millis(Duration::from_nanos(3_000_001)), 4);
-        assert_eq!(ceil_millis(Duration::from_nanos(2_999_999)), 3);
     }
 
     #[test]

@@ -74,7 +74,10 @@ impl PolicyFile {
     pub async fn backend(&self) -> Result<AnyBackend, Error> {
         #[cfg(feature = "redis")]
         let in_background = self.fail_policy() != tollgate::FailPolicy::Closed;
-        match self.storage() {
+        let storage = self.storage();
+        // The field that names the store, for errors.
+        let field = storage.field().unwrap_or("tollgate");
+        match storage {
             Storage::Memory => Ok(AnyBackend::Memory(MemoryBackend::new())),
             #[cfg(feature = "redis")]
             Storage::Redis(url) => {
@@ -86,7 +89,7 @@ impl PolicyFile {
                 };
                 backend
                     .map(AnyBackend::Redis)
-                    .map_err(|err| connect_error(err, "tollgate.redis_url"))
+                    .map_err(|err| connect_error(err, field))
             }
             #[cfg(feature = "redis")]
             Storage::RedisCluster(seeds) => {
@@ -98,7 +101,7 @@ impl PolicyFile {
                 };
                 backend
                     .map(AnyBackend::Redis)
-                    .map_err(|err| connect_error(err, "tollgate.redis_cluster"))
+                    .map_err(|err| connect_error(err, field))
             }
             #[cfg(feature = "redis")]
             Storage::RedisSentinel {
@@ -119,14 +122,12 @@ impl PolicyFile {
                 };
                 backend
                     .map(AnyBackend::Redis)
-                    .map_err(|err| connect_error(err, "tollgate.redis_sentinel"))
+                    .map_err(|err| connect_error(err, field))
             }
             #[cfg(not(feature = "redis"))]
-            Storage::Redis(_) => Err(no_redis("tollgate.redis_url")),
-            #[cfg(not(feature = "redis"))]
-            Storage::RedisSentinel { .. } => Err(no_redis("tollgate.redis_sentinel")),
-            #[cfg(not(feature = "redis"))]
-            Storage::RedisCluster(_) => Err(no_redis("tollgate.redis_cluster")),
+            Storage::Redis(_) | Storage::RedisSentinel { .. } | Storage::RedisCluster(_) => {
+                Err(no_redis(field))
+            }
         }
     }
 

@@ -334,6 +334,19 @@ pub enum Storage {
     },
 }
 
+impl Storage {
+    /// The field that names this store in a policy file (`None` for
+    /// memory, which no field names).
+    pub(crate) fn field(&self) -> Option<&'static str> {
+        match self {
+            Storage::Memory => None,
+            Storage::Redis(_) => Some("tollgate.redis_url"),
+            Storage::RedisCluster(_) => Some("tollgate.redis_cluster"),
+            Storage::RedisSentinel { .. } => Some("tollgate.redis_sentinel"),
+        }
+    }
+}
+
 impl fmt::Display for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

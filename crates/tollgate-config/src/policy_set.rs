@@ -16,7 +16,7 @@ use crate::envoy::limiters::{envoy_label, envoy_prefix, EnvoyLimits, Previous};
 use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit};
 use crate::error::ConfigFileError;
 use crate::policy_file::{PolicyFile, Storage, Target};
-use crate::reload_error::{storage_field, ReloadError};
+use crate::reload_error::ReloadError;
 use crate::set_files::{self, read_off_runtime, Parsed, Read};
 use crate::settings::Settings;
 
@@ -419,7 +419,7 @@ fn storage_changed(parsed: &ParsedSet, previous: Option<&PolicySet>) -> ReloadEr
             .policy_file
             .as_ref()
             .map_or_else(String::new, |f| f.origin().to_owned()),
-        field: storage_field(&to).or(storage_field(&from)).unwrap_or("tollgate"),
+        field: to.field().or(from.field()).unwrap_or("tollgate"),
         from: Box::new(from),
         to: Box::new(to),
     }

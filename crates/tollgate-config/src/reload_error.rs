@@ -120,13 +120,3 @@ impl From<ConfigFileError> for ReloadError {
         ReloadError::File(err)
     }
 }
-
-/// The field that names `storage` in a file (`None` for memory).
-pub(crate) fn storage_field(storage: &Storage) -> Option<&'static str> {
-    match storage {
-        Storage::Memory => None,
-        Storage::Redis(_) => Some("tollgate.redis_url"),
-        Storage::RedisCluster(_) => Some("tollgate.redis_cluster"),
-        Storage::RedisSentinel { .. } => Some("tollgate.redis_sentinel"),
-    }
-}

@@ -328,7 +328,6 @@ impl ServerBuilder {
             auth_deny_status: deny,
             admin,
             metrics,
-            envoy_locks: tollgate::backend::KeyLocks::new(ENVOY_LOCKS),
         });
         Ok(Server {
             shared,
@@ -398,10 +397,6 @@ const MAX_CONNECTIONS_CAP: usize = 1 << 24;
 
 /// The longest timeout accepted.
 const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
-
-/// The key-sharded locks that serialize Envoy requests of several
-/// descriptors on shared keys: enough that unrelated keys rarely share one.
-const ENVOY_LOCKS: usize = 256;
 
 /// The admin token: the file's content without surrounding whitespace.
 fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {

@@ -18,9 +18,6 @@ pub(crate) struct Shared {
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.
     pub(crate) metrics: Option<PrometheusHandle>,
-    /// Serializes Envoy requests of several descriptors that touch the
-    /// same keys (see [`crate::envoy::service`]).
-    pub(crate) envoy_locks: tollgate::backend::KeyLocks,
 }
 
 /// Who may call the admin routes.

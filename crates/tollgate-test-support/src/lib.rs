@@ -10,7 +10,9 @@
 //!   memory and reload measurements;
 //! - [`operation_traces`]: random traces of decisions and per-key
 //!   operations, and the decisions the pure strategy functions give for
-//!   them, which every backend must match.
+//!   them, which every backend must match;
+//! - [`together_model`]: the decisions and states a request of several
+//!   parts must give ([`tollgate::together`]), from the pure functions.
 //!
 //! Not published: a dev-dependency of the workspace's crates only.
 
@@ -18,3 +20,4 @@ pub mod counting_alloc;
 pub mod envoy_files;
 pub mod operation_traces;
 pub mod redis;
+pub mod together_model;

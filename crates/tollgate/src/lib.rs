@@ -69,6 +69,7 @@ mod limiter;
 mod limits;
 mod live;
 pub mod metrics;
+mod millis;
 mod operation;
 mod policy;
 pub mod protection;
@@ -83,6 +84,7 @@ mod top;
 /// anything here may change or go away in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::millis::ceil_millis;
     pub use crate::redact::redact_url;
 }
 

@@ -14,104 +14,15 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
-use tollgate::strategy::{decide_all, LimitRate, State};
+use tollgate::strategy::LimitRate;
 use tollgate::together::{self, Part};
-use tollgate::{Clock, Decision, Limiter, Policy, Strategy, MAX_LIMITS};
+use tollgate::{Clock, Limiter, Policy, Strategy, MAX_LIMITS};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
+use tollgate_test_support::together_model::{alone, expected, parts, request, States};
 
 const POLICIES: usize = 3;
 const KEYS: usize = 3;
-
-/// One part: a policy index, a key index, a cost and whether it is decisive.
-type PlanPart = (usize, usize, u64, bool);
-
-fn request() -> impl proptest::strategy::Strategy<Value = (i64, Vec<PlanPart>)> {
-    (
-        prop_oneof![3 => 0i64..2_000_000, 2 => 0i64..2_000_000_000, 1 => -1_000i64..0],
-        prop::collection::vec(
-            (
-                0..POLICIES,
-                0..KEYS,
-                prop_oneof![30 => 0u64..5, 1 => Just(u64::MAX)],
-                prop_oneof![4 => Just(true), 1 => Just(false)],
-            ),
-            1..5,
-        ),
-    )
-}
-
-fn rates(policy: &Policy) -> Vec<LimitRate> {
-    policy
-        .limits()
-        .iter()
-        .map(|l| LimitRate {
-            strategy: l.strategy(),
-            rate: l.rate_micros(),
-        })
-        .collect()
-}
-
-type States = Vec<Vec<[Option<State>; MAX_LIMITS]>>;
-
-/// A part decided alone for `cost` against `state`: its decision and next
-/// state (charged only when it admits).
-fn alone(
-    limits: &[LimitRate],
-    state: &[Option<State>; MAX_LIMITS],
-    now: u64,
-    cost: u64,
-) -> (Decision, [Option<State>; MAX_LIMITS]) {
-    let n = limits.len();
-    let mut next = [None; MAX_LIMITS];
-    let outcome = decide_all(limits, &state[..n], &mut next[..n], now, cost);
-    (Decision::from_compound(outcome, limits, Tick::Micros), next)
-}
-
-/// The contract of [`tollgate::together`], from the pure functions: the
-/// decisions of `parts` at `now`, and `states` as the request leaves them.
-fn expected(limits: &[Vec<LimitRate>], states: &mut States, parts: &[PlanPart], now: u64) -> Vec<Decision> {
-    let mut current = states.clone();
-    let mut decisions = Vec::new();
-    let mut denial = None;
-    for (i, &(p, k, cost, decisive)) in parts.iter().enumerate() {
-        let (decision, next) = alone(&limits[p], &current[p][k], now, cost);
-        current[p][k] = next;
-        let denied = !decision.allowed;
-        decisions.push(decision);
-        if denied && decisive {
-            denial = Some(i);
-            break;
-        }
-    }
-    let Some(denial) = denial else {
-        *states = current;
-        return decisions;
-    };
-    // Nothing charged: each other part alone against the stored states,
-    // reported as a peek when it would be admitted.
-    let mut all = Vec::new();
-    for (i, &(p, k, cost, _)) in parts.iter().enumerate() {
-        if i == denial {
-            all.push(decisions[denial]);
-            continue;
-        }
-        let (decision, _) = alone(&limits[p], &states[p][k], now, cost);
-        all.push(if decision.allowed && cost > 0 {
-            alone(&limits[p], &states[p][k], now, 0).0
-        } else {
-            decision
-        });
-    }
-    for &(p, k, _, _) in parts {
-        let (_, next) = alone(&limits[p], &states[p][k], now, 0);
-        current[p][k] = next;
-    }
-    for &(p, k, _, _) in parts {
-        states[p][k] = current[p][k];
-    }
-    all
-}
 
 fn matches_the_contract(
     h: &Harness,
@@ -124,39 +35,44 @@ fn matches_the_contract(
     });
     let plan = (
         prop::collection::vec(policies, POLICIES),
-        prop::collection::vec(request(), 1..40),
+        prop::collection::vec(request(POLICIES, KEYS), 1..40),
     );
     runner
         .run(&plan, |(policies, requests)| {
             h.clock.set_nanos(START + 987_654_321);
             let limiters: Vec<Limiter<RedisBackend>> = policies.iter().map(|p| h.limiter(*p)).collect();
-            let limits: Vec<Vec<LimitRate>> = policies.iter().map(rates).collect();
+            let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Micros)).collect();
             let mut states: States = vec![vec![[None; MAX_LIMITS]; KEYS]; POLICIES];
             let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
             for (r, (dt, plan)) in requests.iter().enumerate() {
                 let now = h.clock.now_nanos();
                 h.clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
-                let parts: Vec<Part<'_, RedisBackend>> = plan
-                    .iter()
-                    .map(|&(p, k, cost, decisive)| Part {
-                        limiter: &limiters[p],
-                        key: &keys[k],
-                        cost,
-                        decisive,
-                    })
-                    .collect();
+                let parts: Vec<Part<'_, RedisBackend>> = parts(plan, &limiters, &keys);
                 let got =
                     h.rt.block_on(together::decide(&parts))
                         .ok_or_else(|| TestCaseError::fail("Redis did not decide together"))?
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let want = expected(&limits, &mut states, plan, h.clock.now_nanos() / 1_000);
+                let want = expected(
+                    &limits,
+                    &mut states,
+                    plan,
+                    h.clock.now_nanos() / 1_000,
+                    Tick::Micros,
+                );
                 prop_assert_eq!(&got, &want, "request {} {:?} of {:?}", r, plan, policies);
             }
             // What the requests left: a peek of every key agrees.
             for (p, limiter) in limiters.iter().enumerate() {
                 for (k, key) in keys.iter().enumerate() {
                     let got = h.rt.block_on(limiter.peek(key)).unwrap();
-                    let want = alone(&limits[p], &states[p][k], h.clock.now_nanos() / 1_000, 0).0;
+                    let want = alone(
+                        &limits[p],
+                        &states[p][k],
+                        h.clock.now_nanos() / 1_000,
+                        0,
+                        Tick::Micros,
+                    )
+                    .0;
                     prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
                 }
             }

@@ -2,48 +2,30 @@
 //!
 //! Every descriptor of a request is decided together: the answer is
 //! OVER_LIMIT when any limited descriptor is over its limit (shadow-mode
-//! descriptors excepted), and then no descriptor stays charged.
+//! descriptors excepted), and then no descriptor stays charged. The
+//! decision is the core's, [`tollgate::together::decide_all`]: this module
+//! matches each descriptor to its rule, hands the core one part per
+//! limited descriptor, and writes the core's decisions back as protobuf.
 //!
 //! - One limited descriptor: one decision, exact (charged only when
 //!   admitted).
 //! - Several, on Redis (standalone, through Sentinel, or a Cluster when
 //!   every descriptor's key lives in one hash slot): one function call
-//!   decides them all, atomically across every instance sharing the store
-//!   ([`tollgate::together`]): in request order, each against the charges
-//!   of the request's earlier descriptors; when one denies, nothing is
-//!   charged, and every other descriptor reports what it alone would get,
-//!   uncharged. No other request ever sees a charge that is taken back.
+//!   decides them all, atomically across every instance sharing the store:
+//!   in request order, each against the charges of the request's earlier
+//!   descriptors; when one denies, nothing is charged, and every other
+//!   descriptor reports what it alone would get, uncharged. No other
+//!   request ever sees a charge that is taken back.
 //! - Several elsewhere (in memory, across Cluster slots, while a circuit
-//!   breaker is open): each is charged in request order (a decision with
-//!   its cost, against the charges of the request's earlier descriptors on
-//!   the same resource and key). At the first denial the descriptors
-//!   already charged get a refund of exactly the cost each was charged,
-//!   which restores their state exactly (a refund right after a charge
-//!   undoes it, per SEMANTICS.md's per-key operations); the descriptors
-//!   after it are reported from a peek, not charged. This holds with Redis
-//!   shared by several instances too: nothing is left charged whatever
-//!   other instances do in between. Between a charge and its refund
-//!   another request may see the charge and be denied when it would
-//!   otherwise have been admitted: conservative, never admitting more than
-//!   the limits.
-//!   A charge stays only when its refund fails (the store failed in
-//!   between) or it was made by a limiter's in-memory fallback, which a
-//!   refund does not reach: both are counted in
-//!   [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
-//! - Requests of several limited descriptors decided one by one that share a resource and
-//!   key in this process are serialized through [`KeyLocks`] for the whole
-//!   step (a request of one limited descriptor takes no lock: it is one
-//!   decision). With refunds the
-//!   outcome is safe without it, but not exact: a request that only
-//!   overlaps a denied one in time could be denied by its passing charge.
-//!   Holding the locks makes this process's Envoy requests decide as if
-//!   one after the other, so with in-memory state every answer is the one
-//!   a sequential replay gives; the cost is waiting only on requests that
-//!   share a key's lock.
+//!   breaker is open): charged in request order, serialized per key in this
+//!   process; at the first denial the charges are given back exactly and
+//!   every other descriptor reports what it alone would get. A charge stays
+//!   only when its refund fails (the store failed in between) or it was
+//!   made by a limiter's in-memory fallback, which a refund does not reach:
+//!   both are counted in [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
 //! - A descriptor limited to 0 requests per unit denies the request
-//!   without any charge; the others are reported from a peek.
-//!
-//! [`KeyLocks`]: tollgate::backend::KeyLocks
+//!   without any charge; the others are reported as they stand
+//!   ([`tollgate::together::report`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -63,9 +45,6 @@ use tollgate_http::{write_decision_headers, HeaderMode};
 use tonic::{Request, Response, Status};
 
 use crate::shared::Shared;
-
-/// The limiter of an Envoy limit.
-type SharedLimiter = std::sync::Arc<tollgate::Limiter<AnyBackend>>;
 
 /// The gRPC service.
 pub(crate) struct EnvoyService {
@@ -161,138 +140,41 @@ impl EnvoyService {
 
     /// Decides every limited descriptor; `None` for the others.
     async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<Vec<Option<Outcome>>, Status> {
-        let limited: Vec<(usize, &Rule, &SharedLimiter)> = planned
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                let rule = p.rule?;
-                rule.limiter().map(|l| (i, rule, l))
-            })
-            .collect();
         let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|p| self.blocked(p)).collect();
         let blocked = planned
             .iter()
             .zip(&outcomes)
             .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.rule().shadow));
+        let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let rule = p.rule?;
+                let limiter = rule.limiter()?;
+                Some((
+                    i,
+                    together::Part {
+                        limiter: limiter.as_ref(),
+                        key: &p.key,
+                        cost: p.cost,
+                        decisive: !rule.rule().shadow,
+                    },
+                ))
+            })
+            .unzip();
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
-        // Several limited descriptors in one step where the store can (see
-        // the module docs): no charge to give back, no lock.
-        if limited.len() > 1 && !blocked {
-            let parts: Vec<together::Part<'_, AnyBackend>> = limited
-                .iter()
-                .map(|(i, rule, limiter)| together::Part {
-                    limiter: limiter.as_ref(),
-                    key: &planned[*i].key,
-                    cost: planned[*i].cost,
-                    decisive: !rule.rule().shadow,
-                })
-                .collect();
-            if let Some(result) = together::decide(&parts).await {
-                let decisions = result.map_err(unavailable)?;
-                let denied = limited
-                    .iter()
-                    .zip(&decisions)
-                    .any(|((_, rule, _), d)| !d.allowed && !rule.rule().shadow);
-                for ((i, _, _), decision) in limited.iter().zip(decisions) {
-                    // A fallback's charge in a denied request stays.
-                    if denied && decision.allowed && decision.fallback {
-                        metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
-                    }
-                    outcomes[*i] = Some(Outcome {
-                        over: !decision.allowed,
-                        decision,
-                    });
-                }
-                return Ok(outcomes);
-            }
-        }
-        // One limited descriptor is one decision: the limiter alone makes it
-        // exact, and a hot key's requests must not queue behind each other's
-        // round trips. Several are serialized per key (see the module docs).
-        let locks = &self.shared.envoy_locks;
-        let _guards = if limited.len() > 1 {
-            Some(
-                locks
-                    .lock_all(
-                        limited
-                            .iter()
-                            .map(|(i, rule, _)| locks.index((&rule.rule().resource, &planned[*i].key)))
-                            .collect(),
-                    )
-                    .await,
-            )
+        let decisions = if blocked {
+            together::report(&parts).await.map_err(unavailable)?
         } else {
-            None
+            let decided = together::decide_all(&parts).await.map_err(unavailable)?;
+            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
+            decided.decisions
         };
-        if let [(i, _, limiter)] = limited[..] {
-            if !blocked {
-                let decision = limiter
-                    .allow_n(&planned[i].key, planned[i].cost)
-                    .await
-                    .map_err(unavailable)?;
-                outcomes[i] = Some(Outcome {
-                    over: !decision.allowed,
-                    decision,
-                });
-                return Ok(outcomes);
-            }
-        }
-        if blocked {
-            // A descriptor limited to 0 denies: nothing is charged; the
-            // others are reported as they stand.
-            for (i, _, limiter) in &limited {
-                let peek = limiter.allow_n(&planned[*i].key, 0).await.map_err(unavailable)?;
-                outcomes[*i] = Some(peeked(peek, planned[*i].cost, limiter.policy()));
-            }
-            return Ok(outcomes);
-        }
-        // Charge in request order; at the first denial, give back what was
-        // charged and report the rest as they stand.
-        let mut charged: Vec<(&SharedLimiter, &[u8], u64)> = Vec::new();
-        // The outcomes of the charged descriptors, by index into `outcomes`.
-        let mut charged_at: Vec<usize> = Vec::new();
-        let mut denied = false;
-        let mut unrefundable = 0;
-        for (i, rule, limiter) in &limited {
-            let (key, cost) = (planned[*i].key.as_slice(), planned[*i].cost);
-            if denied {
-                let peek = limiter.allow_n(key, 0).await.map_err(unavailable)?;
-                outcomes[*i] = Some(peeked(peek, cost, limiter.policy()));
-                continue;
-            }
-            let decision = match limiter.allow_n(key, cost).await {
-                Ok(decision) => decision,
-                Err(err) => {
-                    let _ = refund(&charged).await;
-                    return Err(unavailable(err));
-                }
-            };
-            if !decision.allowed && !rule.rule().shadow {
-                denied = true;
-            } else if charges(&decision) {
-                charged.push((limiter, key, cost));
-                charged_at.push(*i);
-            } else if decision.allowed && decision.fallback {
-                unrefundable += 1;
-            }
-            outcomes[*i] = Some(Outcome {
+        for (i, decision) in at.into_iter().zip(decisions) {
+            outcomes[i] = Some(Outcome {
                 over: !decision.allowed,
                 decision,
             });
-        }
-        if denied {
-            let refunded = refund(&charged).await;
-            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(unrefundable);
-            // A refunded descriptor reports its state after the refund, as
-            // it stands (the contract: each limit's figures from its state
-            // after the decision): a refund right after a charge gives back
-            // exactly the units the charge took.
-            for ((i, (_, _, cost)), given_back) in charged_at.iter().zip(&charged).zip(refunded) {
-                if let (Some(outcome), true) = (&mut outcomes[*i], given_back) {
-                    let d = &mut outcome.decision;
-                    d.remaining = d.remaining.saturating_add(*cost).min(d.limit);
-                }
-            }
         }
         Ok(outcomes)
     }
@@ -430,56 +312,6 @@ fn drop_replaced(planned: &mut [Planned<'_>]) {
             p.rule = None;
         }
     }
-}
-
-/// The outcome of a descriptor left undecided because the request is
-/// denied, from a peek: over when fewer than `cost` units are left, with
-/// the denial a fixed-window limit would give (the units come back when
-/// the window ends; never, for a cost above the limit).
-fn peeked(peek: Decision, cost: u64, policy: &Policy) -> Outcome {
-    let over = !peek.fail_open && peek.remaining < cost;
-    if !over {
-        return Outcome { decision: peek, over };
-    }
-    let fits = policy.limits().iter().all(|l| cost <= l.limit());
-    let mut denied = peek;
-    denied.allowed = false;
-    denied.retry_after = fits.then_some(peek.reset);
-    Outcome {
-        decision: denied,
-        over,
-    }
-}
-
-/// Whether an admission charged the store: not when the limiter failed
-/// open, decided on its in-memory fallback (that charge stays in the
-/// fallback's memory), admitted in shadow mode what it would deny, or the
-/// key's list decided.
-fn charges(decision: &Decision) -> bool {
-    decision.allowed
-        && !decision.fail_open
-        && !decision.fallback
-        && !decision.shadow_denied
-        && decision.listed.is_none()
-}
-
-/// Gives back every charge of a denied request, each exactly its cost. A
-/// refund that fails (the store failed in between) leaves that charge in
-/// place, counted in [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
-/// Whether each was given back is returned in order.
-async fn refund(charged: &[(&SharedLimiter, &[u8], u64)]) -> Vec<bool> {
-    let mut given_back = Vec::with_capacity(charged.len());
-    for (limiter, key, cost) in charged {
-        match limiter.refund(key, *cost).await {
-            Ok(()) => given_back.push(true),
-            Err(err) => {
-                tracing::warn!(%err, "a denied Envoy request's charge could not be given back");
-                metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1);
-                given_back.push(false);
-            }
-        }
-    }
-    given_back
 }
 
 fn ok_status() -> DescriptorStatus {

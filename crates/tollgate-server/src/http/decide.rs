@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -97,10 +96,7 @@ struct DecisionBody<'a> {
     listed: Option<&'static str>,
 }
 
-/// Whole milliseconds, rounded up (saturating).
-pub(crate) fn ceil_millis(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
+pub(crate) use tollgate::__private::ceil_millis;
 
 fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
     let limits = policy.limits();
@@ -499,12 +495,5 @@ mod tests {
             assert!(!message.contains("e+"), "{big}: {message}");
         }
         assert!(error("{").1.starts_with("the body is not JSON"));
-    }
-
-    #[test]
-    fn milliseconds_round_up() {
-        assert_eq!(ceil_millis(Duration::from_nanos(1)), 1);
-        assert_eq!(ceil_millis(Duration::from_millis(12_000)), 12_000);
-        assert_eq!(ceil_millis(Duration::MAX), u64::MAX);
     }
 }

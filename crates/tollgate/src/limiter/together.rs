@@ -32,13 +32,20 @@
 //! policy when the store fails (each part then decided by its own limiter's
 //! fallback or fail policy, which cannot be one step).
 //!
-//! [`decide`] answers `None`, and the caller decides the parts one by one,
-//! when the backend cannot decide them in one step, when a limiter has
-//! exempt or deny lists, and while a limiter's circuit breaker is not
-//! closed (the one-by-one path probes and falls back as each limiter's
-//! breaker says).
+//! [`decide_all`] decides any request on any backend: in one step where
+//! the store can, and otherwise one part at a time, charging in order and
+//! giving back at the first decisive denial, under the same contract (a
+//! charge that another request may see before it is given back is the
+//! only difference). [`decide`] is the one-step path alone: it answers
+//! `None` when the backend cannot decide the parts in one step, when a
+//! limiter has exempt or deny lists, and while a limiter's circuit breaker
+//! is not closed (the one-by-one path probes and falls back as each
+//! limiter's breaker says). [`report`] gives every part's state when
+//! something else denies the request.
 
-use crate::backend::{Backend, Binding, BindingPart};
+use std::sync::OnceLock;
+
+use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
 use crate::limiter::Limiter;
@@ -221,4 +228,210 @@ fn fail<B: Backend>(
         out.push(limiter.conclude(decision, part.key, part.cost));
     }
     Ok(out)
+}
+
+/// What [`decide_all`] answers: one decision per part, in order, and the
+/// charges of a denied request that stayed in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decided {
+    /// One decision per part, in order. The request is denied when a
+    /// decisive part's decision is not `allowed` (a part in shadow mode,
+    /// its own or [`Part::decisive`] false, never denies it).
+    pub decisions: Vec<Decision>,
+    /// Charges of a denied request left in place: made by a limiter's
+    /// in-memory fallback while its store failed (a refund does not reach
+    /// it), or whose refund failed because the store failed in between.
+    /// 0 whenever the request was admitted or decided in one step by the
+    /// store.
+    pub partial_charges: u64,
+}
+
+/// The locks that serialize requests of several parts decided one part at
+/// a time in this process, by key: enough that unrelated keys rarely share
+/// one, and memory bounded whatever keys clients send.
+const ONE_BY_ONE_LOCKS: usize = 1024;
+
+/// The locks of [`decide_all`]'s one-by-one path, made at its first use.
+fn one_by_one_locks() -> &'static KeyLocks {
+    static LOCKS: OnceLock<KeyLocks> = OnceLock::new();
+    LOCKS.get_or_init(|| KeyLocks::new(ONE_BY_ONE_LOCKS))
+}
+
+/// Decides `parts` as one request, on any backend, under the [contract of
+/// this module](self): in one step where the store can ([`decide`]), and
+/// otherwise one part at a time.
+///
+/// One part is one decision ([`Limiter::allow_n`]). Several parts that the
+/// store cannot decide in one step (in memory, across Redis Cluster slots,
+/// a custom store, while a circuit breaker is not closed, or a limiter
+/// with exempt or deny lists) are charged in order, each against the
+/// charges of the earlier ones; at the first decisive denial the parts
+/// already charged are given back exactly what they were charged (a refund
+/// right after a charge undoes it) and report their state as it then
+/// stands, and the parts after it are reported as by [`report`], uncharged.
+/// Between a charge and its refund another request may see the charge and
+/// be denied where it would have fitted: conservative, never admitting
+/// more than the limits. Requests of several parts decided so in this
+/// process are serialized by their keys for the whole step, so in memory
+/// every answer is the one a sequential replay gives; a request of one
+/// part waits for no other.
+///
+/// # Errors
+///
+/// [`Error::Backend`] when the store failed and a part's limiter fails
+/// closed; the parts charged before it are given back first.
+pub async fn decide_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+    if let [part] = parts {
+        let decision = part.limiter.allow_n(part.key, part.cost).await?;
+        return Ok(Decided {
+            decisions: vec![decision],
+            partial_charges: 0,
+        });
+    }
+    if let Some(result) = decide(parts).await {
+        let decisions = result?;
+        let denied = parts
+            .iter()
+            .zip(&decisions)
+            .any(|(p, d)| p.decisive && !d.allowed);
+        // A fallback's charge in a denied request stays where it is.
+        let partial_charges = if denied {
+            decisions.iter().filter(|d| d.allowed && d.fallback).count() as u64
+        } else {
+            0
+        };
+        return Ok(Decided {
+            decisions,
+            partial_charges,
+        });
+    }
+    let locks = one_by_one_locks();
+    let _guards = locks
+        .lock_all(parts.iter().map(|p| locks.index(p.key)).collect())
+        .await;
+    one_by_one(parts).await
+}
+
+/// [`decide_all`]'s path when the store cannot decide the parts in one
+/// step: charge in order; at the first decisive denial, give back what was
+/// charged and report every other part as it then stands.
+async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+    let mut decisions = Vec::with_capacity(parts.len());
+    // The parts charged in the store, by index.
+    let mut charged: Vec<usize> = Vec::new();
+    // Charges the in-memory fallback made: no refund reaches them.
+    let mut unrefundable = 0;
+    let mut denial = None;
+    for (i, part) in parts.iter().enumerate() {
+        let decision = match part.limiter.allow_n(part.key, part.cost).await {
+            Ok(decision) => decision,
+            Err(err) => {
+                give_back(parts, &charged).await;
+                return Err(err);
+            }
+        };
+        if !decision.allowed && part.decisive {
+            denial = Some(i);
+        } else if charges(&decision) {
+            charged.push(i);
+        } else if decision.allowed && decision.fallback {
+            unrefundable += 1;
+        }
+        decisions.push(decision);
+        if denial.is_some() {
+            break;
+        }
+    }
+    let Some(denial) = denial else {
+        return Ok(Decided {
+            decisions,
+            partial_charges: 0,
+        });
+    };
+    let failed = give_back(parts, &charged)
+        .await
+        .iter()
+        .filter(|given| !**given)
+        .count();
+    // Every part but the denial reports what a request of it alone would
+    // get against the state as it now stands: as it stood before the
+    // request, since a refund right after a charge undoes it.
+    let denied = decisions[denial];
+    let mut reports = Vec::with_capacity(parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        reports.push(if i == denial {
+            denied
+        } else {
+            reported(part).await?
+        });
+    }
+    Ok(Decided {
+        decisions: reports,
+        partial_charges: unrefundable + failed as u64,
+    })
+}
+
+/// Gives back the charges of the parts at `charged`, each exactly its cost;
+/// whether each was given back, in order (not when the store failed).
+async fn give_back<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> Vec<bool> {
+    let mut given_back = Vec::with_capacity(charged.len());
+    for &i in charged {
+        let part = &parts[i];
+        given_back.push(part.limiter.refund(part.key, part.cost).await.is_ok());
+    }
+    given_back
+}
+
+/// Whether an admission charged the store: not when the limiter failed
+/// open, decided on its in-memory fallback (that charge stays in the
+/// fallback's memory), admitted in shadow mode what it would deny, or the
+/// key's list decided.
+fn charges(decision: &Decision) -> bool {
+    decision.allowed
+        && !decision.fail_open
+        && !decision.fallback
+        && !decision.shadow_denied
+        && decision.listed.is_none()
+}
+
+/// Reports `parts` of a request that something else denies (for Envoy, a
+/// descriptor limited to 0 requests): each part as [`decide_all`] reports
+/// the parts of a denied request, nothing charged.
+///
+/// A part reports the decision a request of that part alone would get
+/// against the state as it stands: when that decision admits, a
+/// charge-free decision of the key (its state uncharged); otherwise the
+/// denial itself, which charges nothing.
+///
+/// # Errors
+///
+/// [`Error::Backend`] when the store failed and a part's limiter fails
+/// closed.
+pub async fn report<B: Backend>(parts: &[Part<'_, B>]) -> Result<Vec<Decision>, Error> {
+    let mut decisions = Vec::with_capacity(parts.len());
+    for part in parts {
+        decisions.push(reported(part).await?);
+    }
+    Ok(decisions)
+}
+
+/// One part's report (see [`report`]). A request of cost `c` is admitted
+/// exactly when a charge-free decision leaves at least `c` (every
+/// strategy's `remaining` counts the unit requests it would admit), so the
+/// request itself is made only when it would be denied, and charges
+/// nothing.
+async fn reported<B: Backend>(part: &Part<'_, B>) -> Result<Decision, Error> {
+    let peek = part.limiter.allow_n(part.key, 0).await?;
+    if peek.fail_open || peek.listed.is_some() || peek.remaining >= part.cost {
+        return Ok(peek);
+    }
+    let decision = part.limiter.allow_n(part.key, part.cost).await?;
+    if charges(&decision) {
+        // Units came free in between (another process sharing the store):
+        // the request fits after all, and its charge is given back.
+        part.limiter.refund(part.key, part.cost).await?;
+        return part.limiter.allow_n(part.key, 0).await;
+    }
+    Ok(decision)
 }

@@ -11,6 +11,49 @@ pub struct GcraState {
     pub tat: u64,
 }
 
+/// Implements [`Algorithm`](super::Algorithm) for a strategy kept as one GCRA
+/// timestamp ([`GcraState`]) by this module's functions: the token bucket
+/// and the leaky-bucket meter, which differ only in how they are described.
+macro_rules! gcra_algorithm {
+    ($strategy:ty) => {
+        impl $crate::strategy::Algorithm for $strategy {
+            type State = $crate::strategy::GcraState;
+
+            fn decide(
+                rate: &$crate::strategy::Rate,
+                state: Option<Self::State>,
+                now: u64,
+                cost: u64,
+            ) -> ($crate::strategy::Outcome, Option<Self::State>) {
+                $crate::strategy::gcra::decide(rate, state, now, cost)
+            }
+
+            fn expires_at(_rate: &$crate::strategy::Rate, state: &Self::State) -> u64 {
+                $crate::strategy::gcra::expires_at(state)
+            }
+
+            fn refund(
+                rate: &$crate::strategy::Rate,
+                state: Option<Self::State>,
+                now: u64,
+                cost: u64,
+            ) -> Option<Self::State> {
+                $crate::strategy::gcra::refund(rate, state, now, cost)
+            }
+
+            fn penalty(
+                rate: &$crate::strategy::Rate,
+                state: Option<Self::State>,
+                now: u64,
+                cost: u64,
+            ) -> Option<Self::State> {
+                $crate::strategy::gcra::penalty(rate, state, now, cost)
+            }
+        }
+    };
+}
+pub(super) use gcra_algorithm;
+
 /// Decides one request under GCRA with burst `L * T` and interval `T`.
 ///
 /// Everything is exact in 64 bits: `L * T <= max(W, L) <= 2^62` and `now <=

@@ -16,4 +16,5 @@ mod prometheus;
 mod protection;
 mod strategy_properties;
 mod support;
+mod together;
 mod top_keys;

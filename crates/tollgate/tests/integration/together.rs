@@ -1,0 +1,188 @@
+//! Deciding together on the backends that decide one part at a time (in
+//! memory and through the store adapter): [`together::decide_all`] makes
+//! exactly the decisions the contract derives from the pure functions and
+//! leaves exactly the states it says (the same model the Redis backend's
+//! one-call scripts are checked against), and the service's Envoy
+//! scenarios (all or nothing, a key named twice, a blocked descriptor)
+//! hold in the core.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::backend::store::StoreBackend;
+use tollgate::backend::{Backend, Tick};
+use tollgate::strategy::LimitRate;
+use tollgate::testing::MapStore;
+use tollgate::together::{self, Part};
+use tollgate::{Clock, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
+use tollgate_test_support::together_model::{alone, expected, parts, request, States};
+
+use crate::support;
+
+const START: u64 = 1_700_000_000_000_000_000;
+const POLICIES: usize = 3;
+const KEYS: usize = 3;
+
+fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    support::policy(support::limit(1..6, 1..3_000), 1..3)
+}
+
+/// Random requests on `POLICIES` limiters built by `build`, each decided by
+/// `decide_all` and compared with the contract's model at nanosecond
+/// ticks; then every key's state, by a charge-free decision.
+fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limiter<B>, cases: u32) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let plan = (
+        prop::collection::vec(any_policy(), POLICIES),
+        prop::collection::vec(request(POLICIES, KEYS), 1..40),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runner
+        .run(&plan, |(policies, requests)| {
+            let clock = ManualClock::default();
+            clock.set_nanos(START);
+            let limiters: Vec<Limiter<B>> = policies.iter().map(|p| build(*p, &clock)).collect();
+            let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Nanos)).collect();
+            let mut states: States = vec![vec![[None; MAX_LIMITS]; KEYS]; POLICIES];
+            let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
+            for (r, (dt, plan)) in requests.iter().enumerate() {
+                let now = clock.now_nanos();
+                clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
+                let parts: Vec<Part<'_, B>> = parts(plan, &limiters, &keys);
+                let got = rt
+                    .block_on(together::decide_all(&parts))
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(got.partial_charges, 0);
+                let want = expected(&limits, &mut states, plan, clock.now_nanos(), Tick::Nanos);
+                prop_assert_eq!(
+                    &got.decisions,
+                    &want,
+                    "request {} {:?} of {:?}",
+                    r,
+                    plan,
+                    policies
+                );
+            }
+            for (p, limiter) in limiters.iter().enumerate() {
+                for (k, key) in keys.iter().enumerate() {
+                    let got = rt.block_on(limiter.allow_n(key, 0)).unwrap();
+                    let want = alone(&limits[p], &states[p][k], clock.now_nanos(), 0, Tick::Nanos).0;
+                    prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn in_memory_requests_decide_as_the_contract_says() {
+    matches_the_contract(
+        |policy, clock| {
+            Limiter::builder()
+                .policy(policy)
+                .clock(clock.clone())
+                .build()
+                .unwrap()
+        },
+        96,
+    );
+}
+
+#[test]
+fn store_adapter_requests_decide_as_the_contract_says() {
+    matches_the_contract(
+        |policy, clock| {
+            let backend = StoreBackend::new(MapStore::with_manual_clock(clock)).clock(clock.clone());
+            Limiter::builder()
+                .policy(policy)
+                .backend(backend)
+                .build()
+                .unwrap()
+        },
+        48,
+    );
+}
+
+/// The service's Envoy scenario, in the core: an address limit of 3 and a
+/// user limit of 5 a second, decided together in memory.
+#[tokio::test]
+async fn several_parts_are_all_or_nothing() {
+    let clock = ManualClock::default();
+    clock.set_nanos(START);
+    let limiter = |limit| {
+        Limiter::builder()
+            .strategy(Strategy::FixedWindow)
+            .limit(limit)
+            .window(Duration::from_secs(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (address, user) = (limiter(3), limiter(5));
+    let part = |limiter, key: &'static str| Part {
+        limiter,
+        key: key.as_bytes(),
+        cost: 1,
+        decisive: true,
+    };
+    let left = |limiter: &Limiter, key: &str| limiter.check_n(key, 0).remaining;
+    let both = [part(&address, "10.0.0.2"), part(&user, "alice")];
+    for _ in 0..3 {
+        let decided = together::decide_all(&both).await.unwrap();
+        assert!(decided.decisions.iter().all(|d| d.allowed));
+    }
+    assert_eq!(left(&user, "alice"), 2);
+    // The address is used up: denied, and the user's limit not charged.
+    for _ in 0..3 {
+        let decided = together::decide_all(&both).await.unwrap();
+        assert!(!decided.decisions[0].allowed);
+        assert!(decided.decisions[1].allowed);
+        assert_eq!(decided.decisions[1].remaining, 2);
+    }
+    assert_eq!(left(&user, "alice"), 2);
+    // The user first: charged, given back when the address denies, and
+    // reported as it stands, not as it stood while charged.
+    let user_first = [part(&user, "alice"), part(&address, "10.0.0.2")];
+    let decided = together::decide_all(&user_first).await.unwrap();
+    assert!(!decided.decisions[1].allowed);
+    assert!(decided.decisions[0].allowed);
+    assert_eq!(decided.decisions[0].remaining, 2);
+    assert_eq!(decided.partial_charges, 0);
+    assert_eq!(left(&user, "alice"), 2);
+    // One key twice counts twice: 2 + 2 fit in 5, a third pair does not,
+    // and charges nothing.
+    let twice = [part(&user, "bob"), part(&user, "bob")];
+    assert!(together::decide_all(&twice).await.unwrap().decisions[1].allowed);
+    assert!(together::decide_all(&twice).await.unwrap().decisions[1].allowed);
+    let third = together::decide_all(&twice).await.unwrap();
+    assert!(third.decisions[0].allowed && !third.decisions[1].allowed);
+    assert_eq!(third.decisions[0].remaining, 1);
+    assert_eq!(left(&user, "bob"), 1);
+    // A request that something else denies reports every part as it
+    // stands, charging nothing: a fitting part admitted, a used-up one
+    // denied with the wait it would get alone.
+    let reported = together::report(&[part(&user, "carol"), part(&address, "10.0.0.2")])
+        .await
+        .unwrap();
+    assert!(reported[0].allowed);
+    assert_eq!(reported[0].remaining, 5);
+    assert!(!reported[1].allowed);
+    assert_eq!(reported[1].retry_after, Some(Duration::from_secs(1)));
+    assert_eq!(left(&user, "carol"), 5);
+    // A part that is not decisive never denies the request.
+    let lenient = [
+        Part {
+            decisive: false,
+            ..part(&address, "10.0.0.2")
+        },
+        part(&user, "dave"),
+    ];
+    let decided = together::decide_all(&lenient).await.unwrap();
+    assert!(!decided.decisions[0].allowed && decided.decisions[1].allowed);
+    assert_eq!(left(&user, "dave"), 4);
+}
