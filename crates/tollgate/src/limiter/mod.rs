@@ -64,11 +64,12 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     /// Whether the backend answers every call at once
     /// ([`Backend::decides_now`]), read when the policy was bound.
     decides_now: bool,
-    /// The options it was built with but the top keys (in `top`), to tell
-    /// a changed limiter from an unchanged one when policies are replaced
-    /// at run time, and the exempt and deny lists a decision reads when
-    /// `has_lists`; `None` for the defaults (boxed, and left out when
-    /// default: a service may hold tens of thousands of limiters).
+    /// The options it was built with, to tell a changed limiter from an
+    /// unchanged one when policies are replaced at run time (its top keys
+    /// compared through `top_capacity`), and the exempt and deny lists a
+    /// decision reads when `has_lists`; `None` when every setting but the
+    /// top keys is the default (boxed, and left out then: a service may
+    /// hold tens of thousands of limiters).
     options: Option<Box<Options>>,
 }
 
@@ -108,14 +109,11 @@ impl<B: Backend> Limiter<B> {
             Some(previous) => backend.rebind(scope, &previous.binding, &previous.policy)?,
             None => backend.bind(scope)?,
         };
-        let rest = options.without_top_keys();
+        let top_capacity = top::capacity_of(options.top_keys);
         Ok(Self {
-            top_capacity: top::capacity_of(options.top_keys),
-            top: TopSlot::new(
-                top::capacity_of(options.top_keys),
-                previous.map(|p| (&p.top, p.top_capacity)),
-            ),
-            options: (rest != Options::default()).then(|| Box::new(rest)),
+            top_capacity,
+            top: TopSlot::new(top_capacity, previous.map(|p| (&p.top, p.top_capacity))),
+            options: (!options.same_besides_top_keys(&Options::default())).then(|| Box::new(options.clone())),
             binding,
             policy: *scope.policy,
             fail: options.fail,
@@ -527,8 +525,8 @@ impl<B: Backend> Limiter<B> {
     /// Whether `options` are the ones this limiter was built with.
     pub(crate) fn built_with(&self, options: &Options) -> bool {
         let same_rest = match &self.options {
-            Some(built) => **built == options.without_top_keys(),
-            None => options.without_top_keys() == Options::default(),
+            Some(built) => built.same_besides_top_keys(options),
+            None => options.same_besides_top_keys(&Options::default()),
         };
         same_rest && top::settings_of(self.top_capacity) == options.top_keys
     }

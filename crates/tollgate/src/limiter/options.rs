@@ -61,9 +61,11 @@ impl std::fmt::Debug for Options {
     }
 }
 
-impl PartialEq for Options {
-    /// Equal settings (clocks compare by identity).
-    fn eq(&self, other: &Self) -> bool {
+impl Options {
+    /// Whether every setting but the top keys is the same (clocks compare
+    /// by identity): what tells a changed limiter from an unchanged one
+    /// beside its top keys, which a limiter holds apart.
+    pub(crate) fn same_besides_top_keys(&self, other: &Self) -> bool {
         let same_clock = match (&self.clock, &other.clock) {
             (None, None) => true,
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -77,11 +79,8 @@ impl PartialEq for Options {
             && self.shadow == other.shadow
             && self.exempt == other.exempt
             && self.deny == other.deny
-            && self.top_keys == other.top_keys
     }
-}
 
-impl Options {
     /// Checks that the fail policy and the fallback agree, and the top
     /// keys' capacity.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
@@ -109,15 +108,6 @@ impl Options {
         self.clock
             .clone()
             .map_or(ClockHandle::System, ClockHandle::Shared)
-    }
-
-    /// These options but the top keys': what tells a changed limiter from
-    /// an unchanged one beside them.
-    pub(crate) fn without_top_keys(&self) -> Options {
-        Options {
-            top_keys: None,
-            ..self.clone()
-        }
     }
 
     /// Whether there is an exempt or a deny list.

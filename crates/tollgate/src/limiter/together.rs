@@ -349,11 +349,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
             partial_charges: 0,
         });
     };
-    let failed = give_back(parts, &charged)
-        .await
-        .iter()
-        .filter(|given| !**given)
-        .count();
+    let failed = give_back(parts, &charged).await;
     // Every part but the denial reports what a request of it alone would
     // get against the state as it now stands: as it stood before the
     // request, since a refund right after a charge undoes it.
@@ -368,19 +364,21 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
     }
     Ok(Decided {
         decisions: reports,
-        partial_charges: unrefundable + failed as u64,
+        partial_charges: unrefundable + failed,
     })
 }
 
 /// Gives back the charges of the parts at `charged`, each exactly its cost;
-/// whether each was given back, in order (not when the store failed).
-async fn give_back<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> Vec<bool> {
-    let mut given_back = Vec::with_capacity(charged.len());
+/// how many could not be given back (the store failed).
+async fn give_back<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> u64 {
+    let mut failed = 0;
     for &i in charged {
         let part = &parts[i];
-        given_back.push(part.limiter.refund(part.key, part.cost).await.is_ok());
+        if part.limiter.refund(part.key, part.cost).await.is_err() {
+            failed += 1;
+        }
     }
-    given_back
+    failed
 }
 
 /// Whether an admission charged the store: not when the limiter failed
