@@ -20,7 +20,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let limiter = tollgate_config::load_limiter("policies.yaml").await?;
-//! let decision = limiter.allow("login", "203.0.113.7").await?;
+//! let decision = limiter.limiter("login").allow("203.0.113.7").await?;
 //! # let _ = decision;
 //! # Ok(())
 //! # }
@@ -136,7 +136,7 @@
 //! })
 //! .start()
 //! .await?;
-//! let decision = watcher.limiter().allow("login", "203.0.113.7").await?;
+//! let decision = watcher.limiter().limiter("login").allow("203.0.113.7").await?;
 //! # let _ = decision;
 //! # Ok(())
 //! # }

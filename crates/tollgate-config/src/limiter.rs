@@ -26,7 +26,7 @@ impl PolicyFile {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let file = tollgate_config::PolicyFile::load("policies.yaml")?;
     /// let limiter = file.build().await?;
-    /// if !limiter.allow("login", "203.0.113.7").await?.allowed {
+    /// if !limiter.limiter("login").allow("203.0.113.7").await?.allowed {
     ///     // answer 429
     /// }
     /// # Ok(())

@@ -37,7 +37,7 @@ use crate::settings::Settings;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let set = tollgate_config::PolicySet::load(&["policies.yaml", "envoy.yaml"]).await?;
 /// if let Some(policies) = set.policies() {
-///     let decision = policies.allow("login", "203.0.113.7").await?;
+///     let decision = policies.limiter("login").allow("203.0.113.7").await?;
 /// #   let _ = decision;
 /// }
 /// # Ok(())

@@ -70,7 +70,7 @@ pub(crate) type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
 ///     .await?;
 /// let handle = watcher.handle(); // for the request handlers
 /// if let Some(policies) = handle.current().policies() {
-///     let decision = policies.allow("login", "203.0.113.7").await?;
+///     let decision = policies.limiter("login").allow("203.0.113.7").await?;
 /// #   let _ = decision;
 /// }
 /// # Ok(())

@@ -50,7 +50,7 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 ///     .start()
 ///     .await?;
 /// let limiter = watcher.limiter().clone(); // share it with the request handlers
-/// let decision = limiter.allow("login", "203.0.113.7").await?;
+/// let decision = limiter.limiter("login").allow("203.0.113.7").await?;
 /// # let _ = decision;
 /// // On SIGHUP:
 /// watcher.reload()?;

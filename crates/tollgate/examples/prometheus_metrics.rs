@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("serving metrics on http://{addr}/metrics; deciding a request every 100ms (Ctrl-C to stop)");
     for i in 0u64.. {
         let resource = if i % 3 == 0 { "login" } else { "search" };
-        let decision = limiter.check(resource, format!("client-{}", i % 4));
+        let decision = limiter.limiter(resource).check(format!("client-{}", i % 4));
         if i % 10 == 0 {
             println!(
                 "{resource}: allowed={} remaining={}",

@@ -46,7 +46,7 @@ fn main() -> Result<(), tollgate::Error> {
         )
         .build()?;
     for resource in ["login", "search", "profile"] {
-        let d = limiter.check(resource, "alice");
+        let d = limiter.limiter(resource).check("alice");
         println!("{resource}: {} of {} left", d.remaining, d.limit);
     }
     Ok(())

@@ -106,7 +106,7 @@ pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
 pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
 pub use limits::{Limits, DEFAULT_POLICY_NAME};
-pub use live::LiveLimiter;
+pub use live::{LiveLimiter, ServingLimiter};
 pub use operation::Operation;
 pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
 pub use protection::{CircuitBreaker, DenyCache};

@@ -33,6 +33,22 @@ pub const DEFAULT_POLICY_NAME: &str = "default";
 /// your own) runs in memory or on Redis alike, and can share a limiter it
 /// also uses elsewhere.
 ///
+/// # One method per operation
+///
+/// A caller meets the same methods everywhere: `allow` and `allow_n`
+/// (awaited; a cost of 0 is a peek), `check` and `check_n` (without
+/// waiting), `operate` and `operate_now` (per-key operations). On a
+/// [`Limiter`] they take the key; a [`ResourceLimiter`] or a
+/// [`LiveLimiter`] selects a resource's limiter with `limiter(resource)`,
+/// on which they are called; this trait gives them, with the resource
+/// first, to code generic over the three, each forwarding to the selected
+/// limiter's method of the same name.
+///
+/// An [`Arc`] of a limiter implements this trait too, so with the trait in
+/// scope `arc.allow_n(…)` names the trait's method (resource first): call
+/// a shared [`Limiter`]'s own methods through a reference to it
+/// (`Limiter::allow_n(&arc, key, cost)` or `(*arc).allow_n(key, cost)`).
+///
 /// A limiter whose backend [decides now](Backend::decides_now) (the
 /// in-memory backend, or a backend chosen at run time whose choice is in
 /// memory) also decides without waiting: [`Limits::can_check`] is then
@@ -262,7 +278,8 @@ impl<B: Backend> Limits for LiveLimiter<B> {
         key: &[u8],
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        LiveLimiter::allow_n(self, resource, key, cost)
+        let limiter = self.limiter(resource);
+        async move { limiter.allow_n(key, cost).await }
     }
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
@@ -289,7 +306,8 @@ impl<B: Backend> Limits for LiveLimiter<B> {
         key: &[u8],
         op: Operation,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        LiveLimiter::operate(self, resource, key, op)
+        let limiter = self.limiter(resource);
+        async move { limiter.operate(key, op).await }
     }
 
     fn operate_now(&self, resource: &str, key: &[u8], op: Operation) -> Option<Result<(), Error>> {

@@ -1,6 +1,6 @@
 //! Policies replaced at run time, without losing state.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
@@ -8,6 +8,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::resources::{ResourceLimiter, ResourceLimiterBuilder};
 
@@ -33,13 +34,13 @@ use crate::resources::{ResourceLimiter, ResourceLimiterBuilder};
 ///
 /// let per_minute = |limit| Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60));
 /// let live = LiveLimiter::new(ResourceLimiter::builder().default_policy(per_minute(2)?).build()?);
-/// assert!(live.check("", "k").allowed);
-/// assert!(live.check("", "k").allowed);
-/// assert!(!live.check("", "k").allowed);
+/// assert!(live.limiter("").check("k").allowed);
+/// assert!(live.limiter("").check("k").allowed);
+/// assert!(!live.limiter("").check("k").allowed);
 /// // Raise the limit: the key keeps the two units it spent.
 /// live.replace(ResourceLimiter::builder().default_policy(per_minute(3)?))?;
-/// assert!(live.check("", "k").allowed);
-/// assert!(!live.check("", "k").allowed);
+/// assert!(live.limiter("").check("k").allowed);
+/// assert!(!live.limiter("").check("k").allowed);
 /// # Ok::<(), tollgate::Error>(())
 /// ```
 pub struct LiveLimiter<B: Backend = MemoryBackend> {
@@ -66,7 +67,7 @@ impl<B: Backend> LiveLimiter<B> {
     }
 
     /// The limiter serving now; later replacements do not change it.
-    pub fn current(&self) -> std::sync::Arc<ResourceLimiter<B>> {
+    pub fn current(&self) -> Arc<ResourceLimiter<B>> {
         self.current.load_full()
     }
 
@@ -88,7 +89,7 @@ impl<B: Backend> LiveLimiter<B> {
     pub fn replace(&self, builder: ResourceLimiterBuilder<B>) -> Result<(), Error> {
         let _one_at_a_time = self.replacing.lock().unwrap_or_else(PoisonError::into_inner);
         let next = builder.build_from(&self.current.load())?;
-        self.current.store(std::sync::Arc::new(next));
+        self.current.store(Arc::new(next));
         Ok(())
     }
 
@@ -98,18 +99,42 @@ impl<B: Backend> LiveLimiter<B> {
     /// elsewhere and shared, such as the policies of a
     /// `tollgate_config::PolicySet`; [`replace`](Self::replace) builds and
     /// stores in one step.
-    pub fn store(&self, limiter: std::sync::Arc<ResourceLimiter<B>>) {
+    pub fn store(&self, limiter: Arc<ResourceLimiter<B>>) {
         let _one_at_a_time = self.replacing.lock().unwrap_or_else(PoisonError::into_inner);
         self.current.store(limiter);
     }
 
     /// Serves `limiter`, shared with its other owners, until it is
     /// replaced.
-    pub fn from_shared(limiter: std::sync::Arc<ResourceLimiter<B>>) -> Self {
+    pub fn from_shared(limiter: Arc<ResourceLimiter<B>>) -> Self {
         Self {
             current: ArcSwap::new(limiter),
             replacing: Mutex::new(()),
         }
+    }
+
+    /// The limiter serving `resource` now (its own, or the default one),
+    /// on which a caller decides and applies operations with the methods of
+    /// [`Limiter`]; later replacements do not change it, so everything done
+    /// through it is done wholly under the policies it was taken under.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{LiveLimiter, Policy, ResourceLimiter, Strategy};
+    ///
+    /// let per_minute = |limit| Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60));
+    /// let live = LiveLimiter::new(
+    ///     ResourceLimiter::builder()
+    ///         .default_policy(per_minute(100)?)
+    ///         .resource("login", per_minute(1)?)
+    ///         .build()?,
+    /// );
+    /// assert!(live.limiter("login").check("alice").allowed);
+    /// assert!(!live.limiter("login").check("alice").allowed);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn limiter(&self, resource: &str) -> ServingLimiter<B> {
+        ServingLimiter(Arc::clone(self.current.load().shared_limiter(resource)))
     }
 
     /// Decides one request of cost 1 (see [`ResourceLimiter::allow`]).
@@ -117,8 +142,11 @@ impl<B: Backend> LiveLimiter<B> {
     /// # Errors
     ///
     /// As for [`ResourceLimiter::allow`].
+    #[deprecated(
+        note = "use `limiter(resource).allow(key)`, or `Limits::allow` in code generic over limiters"
+    )]
     pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.allow_n(resource, key, 1).await
+        self.limiter(resource).allow(key).await
     }
 
     /// Decides one request of `cost` units (see [`ResourceLimiter::allow_n`]).
@@ -126,9 +154,11 @@ impl<B: Backend> LiveLimiter<B> {
     /// # Errors
     ///
     /// As for [`ResourceLimiter::allow`].
+    #[deprecated(
+        note = "use `limiter(resource).allow_n(key, cost)`, or `Limits::allow_n` in code generic over limiters"
+    )]
     pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        let current = self.current.load();
-        current.allow_n(resource, key, cost).await
+        self.limiter(resource).allow_n(key, cost).await
     }
 
     /// Applies a per-key operation (see [`ResourceLimiter::operate`]).
@@ -136,20 +166,48 @@ impl<B: Backend> LiveLimiter<B> {
     /// # Errors
     ///
     /// As for [`ResourceLimiter::operate`].
+    #[deprecated(
+        note = "use `limiter(resource).operate(key, op)`, or `Limits::operate` in code generic over limiters"
+    )]
     pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        let current = self.current.load();
-        current.operate(resource, key, op).await
+        self.limiter(resource).operate(key, op).await
     }
 }
 
 impl LiveLimiter<MemoryBackend> {
     /// Decides one request of cost 1 synchronously (in memory).
+    #[deprecated(
+        note = "use `limiter(resource).check(key)`, or `Limits::check` in code generic over limiters"
+    )]
     pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
-        self.current.load().check(resource, key)
+        self.with_current(|current| current.limiter(resource).check(key))
     }
 
     /// Decides one request of `cost` units synchronously (in memory).
+    #[deprecated(
+        note = "use `limiter(resource).check_n(key, cost)`, or `Limits::check_n` in code generic over limiters"
+    )]
     pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        self.current.load().check_n(resource, key, cost)
+        self.with_current(|current| current.limiter(resource).check_n(key, cost))
+    }
+}
+
+/// The limiter serving one resource of a [`LiveLimiter`], as it was when
+/// [`LiveLimiter::limiter`] took it: a shared reference to a [`Limiter`],
+/// whose methods it gives (it dereferences to it), kept alive by it after
+/// the live limiter's policies are replaced.
+pub struct ServingLimiter<B: Backend = MemoryBackend>(Arc<Limiter<B>>);
+
+impl<B: Backend> std::ops::Deref for ServingLimiter<B> {
+    type Target = Limiter<B>;
+
+    fn deref(&self) -> &Limiter<B> {
+        &self.0
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for ServingLimiter<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServingLimiter").field(&*self.0).finish()
     }
 }

@@ -27,8 +27,8 @@ use crate::top::TopKeys;
 ///     .default_policy(Policy::new(Strategy::SlidingWindow, 100, Duration::from_secs(60))?)
 ///     .resource("login", Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60))?)
 ///     .build()?;
-/// assert_eq!(limiter.check("login", "alice").remaining, 4);
-/// assert_eq!(limiter.check("search", "alice").remaining, 99);
+/// assert_eq!(limiter.limiter("login").check("alice").remaining, 4);
+/// assert_eq!(limiter.limiter("search").check("alice").remaining, 99);
 /// # Ok::<(), tollgate::Error>(())
 /// ```
 pub struct ResourceLimiter<B: Backend = MemoryBackend> {
@@ -62,7 +62,15 @@ impl ResourceLimiter {
 
 impl<B: Backend> ResourceLimiter<B> {
     /// The limiter for `resource`, or the default one.
+    ///
+    /// A caller decides and applies operations with its methods:
+    /// `limiter.limiter("login").check(ip)`.
     pub fn limiter(&self, resource: &str) -> &Limiter<B> {
+        self.shared_limiter(resource)
+    }
+
+    /// [`Self::limiter`] as the [`Arc`] it is kept in.
+    pub(crate) fn shared_limiter(&self, resource: &str) -> &Arc<Limiter<B>> {
         self.resources.get(resource).unwrap_or(&self.default)
     }
 
@@ -86,6 +94,9 @@ impl<B: Backend> ResourceLimiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
+    #[deprecated(
+        note = "use `limiter(resource).allow(key)`, or `Limits::allow` in code generic over limiters"
+    )]
     pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
         self.limiter(resource).allow(key).await
     }
@@ -95,6 +106,9 @@ impl<B: Backend> ResourceLimiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
+    #[deprecated(
+        note = "use `limiter(resource).allow_n(key, cost)`, or `Limits::allow_n` in code generic over limiters"
+    )]
     pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         self.limiter(resource).allow_n(key, cost).await
     }
@@ -104,8 +118,11 @@ impl<B: Backend> ResourceLimiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
+    #[deprecated(
+        note = "use `limiter(resource).allow_n(key, 0)`: a request of cost 0 is decided and charged nothing"
+    )]
     pub async fn peek(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.limiter(resource).peek(key).await
+        self.limiter(resource).allow_n(key, 0).await
     }
 
     /// Applies a per-key operation to `key` under `resource`'s policy (see
@@ -114,6 +131,9 @@ impl<B: Backend> ResourceLimiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::operate`].
+    #[deprecated(
+        note = "use `limiter(resource).operate(key, op)`, or `Limits::operate` in code generic over limiters"
+    )]
     pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
         self.limiter(resource).operate(key, op).await
     }
@@ -121,11 +141,17 @@ impl<B: Backend> ResourceLimiter<B> {
 
 impl ResourceLimiter<MemoryBackend> {
     /// Decides one request of cost 1 synchronously (in-memory only).
+    #[deprecated(
+        note = "use `limiter(resource).check(key)`, or `Limits::check` in code generic over limiters"
+    )]
     pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
         self.limiter(resource).check(key)
     }
 
     /// Decides one request of `cost` units synchronously (in-memory only).
+    #[deprecated(
+        note = "use `limiter(resource).check_n(key, cost)`, or `Limits::check_n` in code generic over limiters"
+    )]
     pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
         self.limiter(resource).check_n(key, cost)
     }

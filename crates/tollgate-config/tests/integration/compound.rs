@@ -486,19 +486,19 @@ async fn a_compound_resource_admits_only_what_every_limit_admits() {
     let limiter = file.limiter_builder(backend).build().unwrap();
     // The bucket holds 3: the fourth request at once is denied by limits[0].
     for _ in 0..3 {
-        assert!(limiter.allow("api", "k").await.unwrap().allowed);
+        assert!(limiter.limiter("api").allow("k").await.unwrap().allowed);
     }
-    let d = limiter.allow("api", "k").await.unwrap();
+    let d = limiter.limiter("api").allow("k").await.unwrap();
     assert_eq!((d.allowed, d.bound_by, d.limit), (false, 0, 3));
     // Two seconds later the bucket is full again, but the minute has room
     // for two more: the third is denied by limits[1], until the minute ends.
     clock.advance(Duration::from_secs(2));
-    assert!(limiter.allow("api", "k").await.unwrap().allowed);
-    assert!(limiter.allow("api", "k").await.unwrap().allowed);
-    let d = limiter.allow("api", "k").await.unwrap();
+    assert!(limiter.limiter("api").allow("k").await.unwrap().allowed);
+    assert!(limiter.limiter("api").allow("k").await.unwrap().allowed);
+    let d = limiter.limiter("api").allow("k").await.unwrap();
     assert_eq!((d.allowed, d.bound_by, d.limit), (false, 1, 5));
     assert_eq!(d.retry_after, Some(Duration::from_secs(58)));
     // Other resources keep the default.
-    let d = limiter.allow("search", "k").await.unwrap();
+    let d = limiter.limiter("search").allow("k").await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 99));
 }

@@ -35,23 +35,23 @@ async fn decisions_follow_each_resource_policy() {
 
     // login: sliding window, 5 per minute (anchored at the first request).
     for remaining in (0..5).rev() {
-        let d = limiter.allow("login", "alice").await.unwrap();
+        let d = limiter.limiter("login").allow("alice").await.unwrap();
         assert!(d.allowed);
         assert_eq!(d.remaining, remaining);
     }
-    let d = limiter.allow("login", "alice").await.unwrap();
+    let d = limiter.limiter("login").allow("alice").await.unwrap();
     assert!(!d.allowed);
     assert!(d
         .retry_after
         .is_some_and(|r| r > Duration::ZERO && r <= Duration::from_secs(120)));
     // Another key, and another resource, have budgets of their own.
-    assert!(limiter.allow("login", "bob").await.unwrap().allowed);
+    assert!(limiter.limiter("login").allow("bob").await.unwrap().allowed);
 
     // search: token bucket, 3 per hour: a burst of 3, then one token per 20 minutes.
-    let d = limiter.allow_n("search", "alice", 3).await.unwrap();
+    let d = limiter.limiter("search").allow_n("alice", 3).await.unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 0);
-    let d = limiter.allow("search", "alice").await.unwrap();
+    let d = limiter.limiter("search").allow("alice").await.unwrap();
     assert!(!d.allowed);
     let retry = d.retry_after.unwrap();
     assert!(
@@ -60,7 +60,7 @@ async fn decisions_follow_each_resource_policy() {
     );
 
     // Anything else: the default, sliding window, 100 per minute.
-    let d = limiter.allow("checkout", "alice").await.unwrap();
+    let d = limiter.limiter("checkout").allow("alice").await.unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
 
     assert_eq!(
@@ -88,13 +88,13 @@ async fn a_file_on_a_manual_clock() {
     let limiter = file.limiter_builder(backend).build().unwrap();
 
     // export: fixed window, 2 per clock-aligned minute.
-    assert!(limiter.allow("export", "k").await.unwrap().allowed);
-    assert!(limiter.allow("export", "k").await.unwrap().allowed);
-    let d = limiter.allow("export", "k").await.unwrap();
+    assert!(limiter.limiter("export").allow("k").await.unwrap().allowed);
+    assert!(limiter.limiter("export").allow("k").await.unwrap().allowed);
+    let d = limiter.limiter("export").allow("k").await.unwrap();
     assert!(!d.allowed);
     assert_eq!(d.retry_after, Some(Duration::from_secs(40))); // 1_700_000_000 is 20 s into its minute
     clock.advance(Duration::from_secs(40));
-    let d = limiter.allow("export", "k").await.unwrap();
+    let d = limiter.limiter("export").allow("k").await.unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 1);
 }
@@ -105,7 +105,7 @@ async fn load_limiter_reads_and_builds_in_one_call() {
     let path = write(&dir, "policies.yml", POLICIES);
     let limiter = load_limiter(&path).await.unwrap();
     assert_eq!(limiter.policy("login").limits()[0].limit(), 5);
-    assert!(limiter.allow("login", "carol").await.unwrap().allowed);
+    assert!(limiter.limiter("login").allow("carol").await.unwrap().allowed);
 
     let path = write(
         &dir,
@@ -131,26 +131,26 @@ async fn the_example_files_build() {
     }
     for name in ["policies.yaml", "policies.toml", "policies.json"] {
         let limiter = load_limiter(dir.join(name)).await.unwrap();
-        let d = limiter.allow("search", "k").await.unwrap();
+        let d = limiter.limiter("search").allow("k").await.unwrap();
         assert_eq!((d.allowed, d.limit), (true, 50), "{name}");
         // api: 10 per second and 1000 per hour; the tighter binds.
-        let d = limiter.allow("api", "k").await.unwrap();
+        let d = limiter.limiter("api").allow("k").await.unwrap();
         assert_eq!((d.allowed, d.limit, d.bound_by), (true, 10, 0), "{name}");
         // The lists and shadow mode: file-wide, and a resource's own.
         let listed = |d: tollgate::Decision| (d.allowed, d.listed, d.shadow_denied);
-        let exempt = limiter.allow("search", "10.1.2.3").await.unwrap();
+        let exempt = limiter.limiter("search").allow("10.1.2.3").await.unwrap();
         assert_eq!(
             listed(exempt),
             (true, Some(tollgate::Listed::Exempt), false),
             "{name}"
         );
-        let denied = limiter.allow("login", "198.51.100.7").await.unwrap();
+        let denied = limiter.limiter("login").allow("198.51.100.7").await.unwrap();
         assert_eq!(
             listed(denied),
             (false, Some(tollgate::Listed::Denied), false),
             "{name}"
         );
-        let shadowed = limiter.allow("export", "192.0.2.66").await.unwrap();
+        let shadowed = limiter.limiter("export").allow("192.0.2.66").await.unwrap();
         assert_eq!(
             listed(shadowed),
             (true, Some(tollgate::Listed::Denied), true),

@@ -22,16 +22,16 @@ async fn limiters_built_from_the_file_share_state_in_redis() {
     let second = policies.build().await.unwrap(); // as another process would
     assert!(matches!(first.limiter("login").binding(), AnyBinding::Redis(_)));
 
-    assert!(first.allow("login", "alice").await.unwrap().allowed);
-    let d = second.allow("login", "alice").await.unwrap();
+    assert!(first.limiter("login").allow("alice").await.unwrap().allowed);
+    let d = second.limiter("login").allow("alice").await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 0));
-    let d = first.allow("login", "alice").await.unwrap();
+    let d = first.limiter("login").allow("alice").await.unwrap();
     assert!(!d.allowed);
     assert!(d.retry_after.is_some());
 
     // The key layout follows the file: prefix, resource, strategy, key.
     assert_eq!(server.cli(&["EXISTS", "app:login:token_bucket:alice"]), "1");
-    let d = second.allow("search", "alice").await.unwrap();
+    let d = second.limiter("search").allow("alice").await.unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
     assert_eq!(server.cli(&["EXISTS", "app::sliding_window:alice"]), "1");
 }
@@ -99,7 +99,7 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
     let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
 
     // Down: admitted, with nothing left and no error, and counted.
-    let d = limiter.allow("api", "alice").await.unwrap();
+    let d = limiter.limiter("api").allow("alice").await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 0));
     assert_eq!(limiter.default_limiter().fail_open_events(), 1);
 
@@ -107,7 +107,11 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
     let server = RedisServer::start_on(port);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     for probe in 0.. {
-        let d = limiter.allow("api", format!("probe{probe}")).await.unwrap();
+        let d = limiter
+            .limiter("api")
+            .allow(format!("probe{probe}"))
+            .await
+            .unwrap();
         if d.remaining == 1 {
             break;
         }
@@ -119,9 +123,9 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
     }
     let events = limiter.default_limiter().fail_open_events();
     // The decision made while Redis was down charged nothing.
-    assert_eq!(limiter.allow("api", "alice").await.unwrap().remaining, 1);
-    assert_eq!(limiter.allow("api", "alice").await.unwrap().remaining, 0);
-    assert!(!limiter.allow("api", "alice").await.unwrap().allowed);
+    assert_eq!(limiter.limiter("api").allow("alice").await.unwrap().remaining, 1);
+    assert_eq!(limiter.limiter("api").allow("alice").await.unwrap().remaining, 0);
+    assert!(!limiter.limiter("api").allow("alice").await.unwrap().allowed);
     assert_eq!(limiter.default_limiter().fail_open_events(), events);
     assert_eq!(server.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
 }
@@ -136,9 +140,9 @@ async fn a_file_naming_sentinels_decides_on_the_primary_they_name() {
     ));
     let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
     let admitted = [
-        limiter.allow("api", "alice").await.unwrap().allowed,
-        limiter.allow("api", "alice").await.unwrap().allowed,
-        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
     ];
     assert_eq!(admitted, [true, true, false]);
     assert_eq!(primary.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
@@ -175,9 +179,9 @@ async fn a_file_gives_the_password_of_the_primary_sentinel_names() {
     ));
     let limiter = policies.build().await.unwrap_or_else(|err| panic!("{err}"));
     let admitted = [
-        limiter.allow("api", "alice").await.unwrap().allowed,
-        limiter.allow("api", "alice").await.unwrap().allowed,
-        limiter.allow("api", "alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
+        limiter.limiter("api").allow("alice").await.unwrap().allowed,
     ];
     assert_eq!(admitted, [true, true, false]);
     let key = "tollgate::sliding_window:alice";
@@ -212,15 +216,15 @@ async fn a_file_protects_its_redis_store_with_a_deny_cache_and_a_fallback() {
     ));
     let limiter = policies.build().await.unwrap();
     for resource in ["login", "search"] {
-        assert!(limiter.allow(resource, "k").await.unwrap().allowed);
-        assert!(!limiter.allow(resource, "k").await.unwrap().allowed);
+        assert!(limiter.limiter(resource).allow("k").await.unwrap().allowed);
+        assert!(!limiter.limiter(resource).allow("k").await.unwrap().allowed);
     }
     // The store forgets the keys: login's denial is still answered from its
     // deny cache, search (without one) asks the store and is admitted.
     assert_eq!(server.cli(&["FLUSHALL"]), "OK");
-    let d = limiter.allow("login", "k").await.unwrap();
+    let d = limiter.limiter("login").allow("k").await.unwrap();
     assert!(!d.allowed && d.retry_after.is_some(), "{d:?}");
-    assert!(limiter.allow("search", "k").await.unwrap().allowed);
+    assert!(limiter.limiter("search").allow("k").await.unwrap().allowed);
 
     // The store goes away: each limiter decides by its fallback, login by
     // its own (1 per hour), the others by the file's (2 per hour).
@@ -229,7 +233,7 @@ async fn a_file_protects_its_redis_store_with_a_deny_cache_and_a_fallback() {
     for resource in ["login", "search", "other"] {
         let mut n = 0;
         for _ in 0..5 {
-            let d = limiter.allow(resource, "fresh").await.unwrap();
+            let d = limiter.limiter(resource).allow("fresh").await.unwrap();
             assert!(d.fallback, "{resource}: {d:?}");
             n += u64::from(d.allowed);
         }
@@ -246,8 +250,8 @@ async fn a_file_with_a_fallback_starts_while_redis_is_down() {
     ));
     let limiter = policies.build().await.unwrap();
     let decisions = [
-        limiter.allow("", "k").await.unwrap(),
-        limiter.allow("", "k").await.unwrap(),
+        limiter.limiter("").allow("k").await.unwrap(),
+        limiter.limiter("").allow("k").await.unwrap(),
     ];
     assert_eq!(
         decisions.map(|d| (d.allowed, d.fallback, d.limit)),

@@ -247,17 +247,17 @@ async fn exempt_keys_are_allowed_without_counting_everywhere() {
     // File-wide: under the default policy and every resource.
     for resource in ["", "login", "api", "elsewhere"] {
         for _ in 0..10 {
-            let d = limiter.allow(resource, "10.1.2.3").await.unwrap();
+            let d = limiter.limiter(resource).allow("10.1.2.3").await.unwrap();
             assert_eq!((d.allowed, d.listed), (true, Some(Listed::Exempt)), "{resource}");
         }
     }
     // `ops` only under api, which adds it: login counts it.
     assert_eq!(
-        limiter.allow("api", "ops").await.unwrap().listed,
+        limiter.limiter("api").allow("ops").await.unwrap().listed,
         Some(Listed::Exempt)
     );
     for expected in [true, true, false] {
-        let d = limiter.allow("login", "ops").await.unwrap();
+        let d = limiter.limiter("login").allow("ops").await.unwrap();
         assert_eq!((d.allowed, d.listed), (expected, None));
     }
 }
@@ -275,7 +275,7 @@ async fn denied_keys_are_denied_file_wide_and_per_resource() {
         ("", "203.0.113.9", false),
         ("login", "12345", false),
     ] {
-        let d = limiter.allow(resource, key).await.unwrap();
+        let d = limiter.limiter(resource).allow(key).await.unwrap();
         let listed = denied.then_some(Listed::Denied);
         // api is in shadow mode: a listed key is allowed and marked too.
         let shadow = resource == "api";
@@ -292,14 +292,14 @@ async fn shadow_mode_allows_what_enforcement_would_deny_and_marks_it() {
     let limiter = limiter();
     // api: 2 per hour, in shadow mode.
     for n in 1..=4 {
-        let d = limiter.allow("api", "k").await.unwrap();
+        let d = limiter.limiter("api").allow("k").await.unwrap();
         assert!(d.allowed);
         assert_eq!(d.shadow_denied, n > 2, "request {n}");
     }
     // login enforces the same policy.
     let mut allowed = Vec::new();
     for _ in 0..3 {
-        allowed.push(limiter.allow("login", "k").await.unwrap().allowed);
+        allowed.push(limiter.limiter("login").allow("k").await.unwrap().allowed);
     }
     assert_eq!(allowed, [true, true, false]);
     assert!(limiter.limiter("api").is_shadow());

@@ -164,12 +164,21 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
         let state_keys = limiter.binding().state_keys(key.as_bytes());
         let slot = cluster.slot(&String::from_utf8(state_keys[0].clone()).unwrap());
         owners.insert(cluster.owner(slot));
-        limiter.penalty(key, 5).await.unwrap();
+        limiter
+            .operate(key, tollgate::Operation::Penalty(5))
+            .await
+            .unwrap();
         // The sliding window (8) binds: 3 left.
         assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 3, "{key}");
-        limiter.refund(key, 2).await.unwrap();
+        limiter
+            .operate(key, tollgate::Operation::Refund(2))
+            .await
+            .unwrap();
         assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 5, "{key}");
-        limiter.block(key, Duration::from_secs(60)).await.unwrap();
+        limiter
+            .operate(key, tollgate::Operation::Block(Duration::from_secs(60)))
+            .await
+            .unwrap();
         let d = limiter.allow(key).await.unwrap();
         assert!(
             !d.allowed && d.retry_after.unwrap() > Duration::from_secs(55),
@@ -180,7 +189,7 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
             let value = cli(port, &["GET", std::str::from_utf8(state_key).unwrap()]);
             assert!(value.starts_with('B'), "{key}: {value}");
         }
-        limiter.reset(key).await.unwrap();
+        limiter.operate(key, tollgate::Operation::Reset).await.unwrap();
         assert_eq!(limiter.allow_n(key, 0).await.unwrap().remaining, 8, "{key}");
     }
     assert_eq!(owners.len(), 3, "the keys spread over every primary");

@@ -177,7 +177,7 @@ async fn decisions_follow_a_slot_resharded_while_in_use_and_keep_their_state() {
             live_admitted[i] >= 100,
             "too few decisions during the move: {live_admitted:?}"
         );
-        let peek = limiter.peek(key).await.unwrap();
+        let peek = limiter.allow_n(key, 0).await.unwrap();
         assert_eq!(peek.remaining, LIMIT - admitted[i], "{}", Strategy::ALL[i]);
     }
 }
@@ -277,7 +277,7 @@ async fn decisions_resume_after_a_primary_fails_over_to_its_replica() {
     // answering with an error once more), so the peek gets a few seconds.
     let settling = std::time::Instant::now();
     let peek = loop {
-        match limiter.peek(key).await {
+        match limiter.allow_n(key, 0).await {
             Ok(peek) => break peek,
             Err(err) if settling.elapsed() < Duration::from_secs(5) => {
                 eprintln!("peek after the failover: {err}");

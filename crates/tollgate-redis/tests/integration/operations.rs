@@ -87,7 +87,10 @@ async fn operation_costs_beyond_the_exact_range_are_refused_naming_the_cost() {
             .window(Duration::from_secs(60))
             .build()
             .unwrap();
-        let err = limiter.penalty("k", MAX_EXACT_OPERAND + 1).await.unwrap_err();
+        let err = limiter
+            .operate("k", tollgate::Operation::Penalty(MAX_EXACT_OPERAND + 1))
+            .await
+            .unwrap_err();
         match &err {
             Error::Backend(e) => {
                 assert_eq!(e.kind(), BackendErrorKind::Unsupported, "{e}");
@@ -99,13 +102,19 @@ async fn operation_costs_beyond_the_exact_range_are_refused_naming_the_cost() {
             }
             other => panic!("{other}"),
         }
-        let err = limiter.refund("k", u64::MAX).await.unwrap_err();
+        let err = limiter
+            .operate("k", tollgate::Operation::Refund(u64::MAX))
+            .await
+            .unwrap_err();
         assert!(matches!(&err, Error::Config(e) if e.field() == "cost"), "{err}");
         // The largest accepted cost saturates and stays exact: denied, and
         // a refund of as much gives everything back.
-        limiter.penalty("k", MAX_EXACT_OPERAND).await.unwrap();
+        limiter
+            .operate("k", tollgate::Operation::Penalty(MAX_EXACT_OPERAND))
+            .await
+            .unwrap();
         assert!(!limiter.allow("k").await.unwrap().allowed, "{strategy}");
-        limiter.reset("k").await.unwrap();
+        limiter.operate("k", tollgate::Operation::Reset).await.unwrap();
         assert_eq!(limiter.allow_n("k", 0).await.unwrap().remaining, 10, "{strategy}");
     }
 }

@@ -32,7 +32,7 @@ async fn limiters_on_separate_connections_admit_exactly_the_limit() {
         assert_eq!(hammer(&limiters, "unit", 1).await, 50, "{strategy}");
         // 512 requests of 3 units: 16 fit (48 units), the 17th never does.
         assert_eq!(hammer(&limiters, "weighted", 3).await, 48, "{strategy}");
-        let peek = limiters[0].peek("weighted").await.unwrap();
+        let peek = limiters[0].allow_n("weighted", 0).await.unwrap();
         assert_eq!(peek.remaining, 2, "{strategy}");
     }
 }
@@ -57,7 +57,7 @@ async fn state_keys_follow_the_layout_and_expire_with_their_state() {
     let key = "app:login:token_bucket:user:{42}";
 
     // A peek on a fresh key creates nothing.
-    assert!(limiter.peek("user:{42}").await.unwrap().allowed);
+    assert!(limiter.allow_n("user:{42}", 0).await.unwrap().allowed);
     assert_eq!(server.cli(&["EXISTS", key]), "0");
 
     assert!(limiter.allow("user:{42}").await.unwrap().allowed);

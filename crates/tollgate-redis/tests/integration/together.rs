@@ -64,7 +64,7 @@ fn matches_the_contract(
             // What the requests left: a peek of every key agrees.
             for (p, limiter) in limiters.iter().enumerate() {
                 for (k, key) in keys.iter().enumerate() {
-                    let got = h.rt.block_on(limiter.peek(key)).unwrap();
+                    let got = h.rt.block_on(limiter.allow_n(key, 0)).unwrap();
                     let want = alone(
                         &limits[p],
                         &states[p][k],
@@ -183,7 +183,10 @@ async fn a_blocked_part_denies_the_request_and_charges_nothing() {
             .unwrap()
     };
     let (free, blocked) = (limiter("free", 5), limiter("blocked", 5));
-    blocked.block("k", Duration::from_secs(60)).await.unwrap();
+    blocked
+        .operate("k", tollgate::Operation::Block(Duration::from_secs(60)))
+        .await
+        .unwrap();
     let part = |limiter, decisive| Part {
         limiter,
         key: b"k",
@@ -203,7 +206,11 @@ async fn a_blocked_part_denies_the_request_and_charges_nothing() {
         !decisions[1].allowed && left > Duration::from_secs(55),
         "{decisions:?}"
     );
-    assert_eq!(free.peek("k").await.unwrap().remaining, 5, "nothing charged");
+    assert_eq!(
+        free.allow_n("k", 0).await.unwrap().remaining,
+        5,
+        "nothing charged"
+    );
     // The block stays; a shadow part's block denies nothing.
     let decisions = together::decide(&[part(&free, true), part(&blocked, false)])
         .await

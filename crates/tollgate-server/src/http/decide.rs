@@ -37,8 +37,8 @@ pub(crate) struct Decided<'a> {
     pub(crate) decision: Decision,
 }
 
-/// Decides `request` with the policy file's limiters, through the core's
-/// caller trait, as the middleware decides.
+/// Decides `request` with the limiter the policy file gives its resource,
+/// as every caller decides.
 pub(crate) async fn decide<'a>(
     config: &'a PolicySet,
     resource: Option<&'a str>,
@@ -47,7 +47,9 @@ pub(crate) async fn decide<'a>(
 ) -> Result<Decided<'a>, ApiError> {
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
-    let decision = Limits::allow_n(policies, resource, key, cost)
+    let decision = policies
+        .limiter(resource)
+        .allow_n(key, cost)
         .await
         .map_err(|err| ApiError::backend(&err))?;
     let (name, policy) = Limits::policy(policies, resource);

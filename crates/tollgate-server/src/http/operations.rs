@@ -117,7 +117,7 @@ async fn run(kind: Kind, shared: &Shared, headers: &HeaderMap, body: Body) -> Re
     let policies = crate::http::decide::policies(&config)?;
     let resource = resource.as_deref().unwrap_or("");
     let (name, _) = Limits::policy(policies, resource);
-    match Limits::operate(policies, resource, &key, op).await {
+    match policies.limiter(resource).operate(&key, op).await {
         Ok(()) => {
             tracing::info!(
                 operation = op.name(),

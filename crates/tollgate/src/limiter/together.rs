@@ -49,6 +49,7 @@ use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
 use crate::limiter::Limiter;
+use crate::operation::Operation;
 use crate::protection::Gate;
 
 /// One part of a request for [`decide`]: a limiter's decision on a key.
@@ -374,7 +375,12 @@ async fn give_back<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> u64 
     let mut failed = 0;
     for &i in charged {
         let part = &parts[i];
-        if part.limiter.refund(part.key, part.cost).await.is_err() {
+        if part
+            .limiter
+            .operate(part.key, Operation::Refund(part.cost))
+            .await
+            .is_err()
+        {
             failed += 1;
         }
     }
@@ -428,7 +434,9 @@ async fn reported<B: Backend>(part: &Part<'_, B>) -> Result<Decision, Error> {
     if charges(&decision) {
         // Units came free in between (another process sharing the store):
         // the request fits after all, and its charge is given back.
-        part.limiter.refund(part.key, part.cost).await?;
+        part.limiter
+            .operate(part.key, Operation::Refund(part.cost))
+            .await?;
         return part.limiter.allow_n(part.key, 0).await;
     }
     Ok(decision)

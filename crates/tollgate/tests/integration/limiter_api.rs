@@ -99,13 +99,13 @@ fn resources_have_separate_state_and_policies() {
         )
         .build()
         .unwrap();
-    assert!(limiter.check("login", "k").allowed);
-    assert!(!limiter.check("login", "k").allowed);
+    assert!(limiter.limiter("login").check("k").allowed);
+    assert!(!limiter.limiter("login").check("k").allowed);
     // Same key, other resources: untouched.
-    assert_eq!(limiter.check("search", "k").remaining, 1);
-    assert_eq!(limiter.check("other", "k").remaining, 2);
+    assert_eq!(limiter.limiter("search").check("k").remaining, 1);
+    assert_eq!(limiter.limiter("other").check("k").remaining, 2);
     // Unknown resources share the default policy and its state.
-    assert_eq!(limiter.check("another", "k").remaining, 1);
+    assert_eq!(limiter.limiter("another").check("k").remaining, 1);
     assert_eq!(
         limiter.policy("login").limits()[0].strategy(),
         Strategy::FixedWindow
@@ -129,10 +129,31 @@ fn resources_sharing_a_store_never_collide() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(async {
         // Resource names that look like another namespace plus a key.
-        assert!(limiter.allow("a", "fixed_window:k").await.unwrap().allowed);
-        assert!(limiter.allow("a:fixed_window", "k").await.unwrap().allowed);
-        assert!(limiter.allow("", "k").await.unwrap().allowed);
-        assert!(!limiter.allow("a", "fixed_window:k").await.unwrap().allowed);
+        assert!(
+            limiter
+                .limiter("a")
+                .allow("fixed_window:k")
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert!(
+            limiter
+                .limiter("a:fixed_window")
+                .allow("k")
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert!(limiter.limiter("").allow("k").await.unwrap().allowed);
+        assert!(
+            !limiter
+                .limiter("a")
+                .allow("fixed_window:k")
+                .await
+                .unwrap()
+                .allowed
+        );
     });
 }
 
@@ -229,11 +250,11 @@ async fn resource_limiters_mark_fail_open_decisions() {
         .build()
         .unwrap();
     for resource in ["login", "other"] {
-        assert!(!limiter.allow(resource, "k").await.unwrap().fail_open);
+        assert!(!limiter.limiter(resource).allow("k").await.unwrap().fail_open);
     }
     limiter.default_limiter().binding().store().set_failing(true);
     for resource in ["login", "other"] {
-        let d = limiter.allow_n(resource, "k", 2).await.unwrap();
+        let d = limiter.limiter(resource).allow_n("k", 2).await.unwrap();
         assert!(d.allowed && d.fail_open, "{resource}: {d:?}");
     }
 }

@@ -26,20 +26,35 @@ fn replacing_policies_under_load_keeps_state_and_never_exceeds_either_limit() {
         let clock = ManualClock::new(Duration::from_secs(1_000_000));
         let live = LiveLimiter::new(builder(&clock, hourly(strategy, 100)).build().unwrap());
         let admitted = AtomicU64::new(0);
+        let spent_at_larger = AtomicBool::new(false);
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
                     while !done.load(Ordering::Relaxed) {
-                        if live.check("login", "hot").allowed {
+                        let decision = live.limiter("login").check("hot");
+                        if decision.allowed {
                             admitted.fetch_add(1, Ordering::Relaxed);
+                        } else if decision.limit == 150 {
+                            spent_at_larger.store(true, Ordering::Relaxed);
                         }
                     }
                 });
             }
-            for i in 0..200 {
+            // At least 200 replacements, and as many more as it takes the
+            // deciding threads (which a busy machine may start late) to be
+            // denied under the larger limit while the policies change.
+            let started = std::time::Instant::now();
+            let mut i = 0;
+            while i < 200 || !spent_at_larger.load(Ordering::Relaxed) {
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{strategy}: the deciding threads admitted {} in a minute, never denied at 150",
+                    admitted.load(Ordering::Relaxed)
+                );
                 let limit = if i % 2 == 0 { 150 } else { 100 };
                 live.replace(builder(&clock, hourly(strategy, limit))).unwrap();
+                i += 1;
             }
             done.store(true, Ordering::Relaxed);
         });
@@ -52,7 +67,7 @@ fn replacing_policies_under_load_keeps_state_and_never_exceeds_either_limit() {
         // admitted more.
         live.replace(builder(&clock, hourly(strategy, 150))).unwrap();
         let mut more = 0;
-        while live.check("login", "hot").allowed {
+        while live.limiter("login").check("hot").allowed {
             more += 1;
         }
         match strategy {
@@ -73,21 +88,25 @@ fn a_changed_window_or_strategy_starts_fresh_and_unchanged_resources_keep_everyt
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
     let live = LiveLimiter::new(builder(&clock, hourly(Strategy::TokenBucket, 3)).build().unwrap());
     for _ in 0..3 {
-        live.check("login", "k");
-        live.check("other", "k");
+        live.limiter("login").check("k");
+        live.limiter("other").check("k");
     }
-    assert!(!live.check("login", "k").allowed);
+    assert!(!live.limiter("login").check("k").allowed);
     let login_window = Policy::new(Strategy::TokenBucket, 3, Duration::from_secs(60)).unwrap();
     live.replace(builder(&clock, login_window)).unwrap();
-    assert_eq!(live.check("login", "k").remaining, 2, "new window: fresh");
+    assert_eq!(live.limiter("login").check("k").remaining, 2, "new window: fresh");
     // The default policy did not change: its key kept its three units.
-    assert_eq!(live.check("other", "k").remaining, 1_000 - 4);
+    assert_eq!(live.limiter("other").check("k").remaining, 1_000 - 4);
     live.replace(builder(
         &clock,
         Policy::new(Strategy::FixedWindow, 3, Duration::from_secs(60)).unwrap(),
     ))
     .unwrap();
-    assert_eq!(live.check("login", "k").remaining, 2, "new strategy: fresh");
+    assert_eq!(
+        live.limiter("login").check("k").remaining,
+        2,
+        "new strategy: fresh"
+    );
 }
 
 #[test]
@@ -102,14 +121,14 @@ fn compound_limits_keep_their_state_when_reordered_or_joined() {
             .unwrap(),
     );
     for _ in 0..4 {
-        assert!(live.check("login", "k").allowed);
+        assert!(live.limiter("login").check("k").allowed);
     }
     // Reordered, with a third limit and the hourly one raised: the burst
     // and hourly states stay, the daily one starts.
     let hour = Limit::new(Strategy::SlidingWindow, 20, Duration::from_secs(3_600)).unwrap();
     live.replace(builder(&clock, Policy::compound([day, hour, burst]).unwrap()))
         .unwrap();
-    let d = live.check("login", "k");
+    let d = live.limiter("login").check("k");
     assert!(d.allowed);
     assert_eq!(
         (d.remaining, d.bound_by),
@@ -123,11 +142,14 @@ fn blocks_survive_a_replacement_and_an_invalid_one_changes_nothing() {
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
     let live = LiveLimiter::new(builder(&clock, hourly(Strategy::FixedWindow, 3)).build().unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    rt.block_on(live.operate("login", "k", tollgate::Operation::Block(Duration::from_secs(60))))
-        .unwrap();
+    rt.block_on(
+        live.limiter("login")
+            .operate("k", tollgate::Operation::Block(Duration::from_secs(60))),
+    )
+    .unwrap();
     live.replace(builder(&clock, hourly(Strategy::FixedWindow, 4)))
         .unwrap();
-    assert!(!live.check("login", "k").allowed, "still blocked");
+    assert!(!live.limiter("login").check("k").allowed, "still blocked");
     let before = live.current();
     let err = live
         .replace(
@@ -152,9 +174,9 @@ fn a_shared_store_keeps_state_across_a_changed_limit() {
     let live = LiveLimiter::new(store_builder(2).build().unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     for _ in 0..2 {
-        assert!(rt.block_on(live.allow("", "k")).unwrap().allowed);
+        assert!(rt.block_on(live.limiter("").allow("k")).unwrap().allowed);
     }
     live.replace(store_builder(3)).unwrap();
-    assert!(rt.block_on(live.allow("", "k")).unwrap().allowed);
-    assert!(!rt.block_on(live.allow("", "k")).unwrap().allowed);
+    assert!(rt.block_on(live.limiter("").allow("k")).unwrap().allowed);
+    assert!(!rt.block_on(live.limiter("").allow("k")).unwrap().allowed);
 }

@@ -69,7 +69,7 @@ fn counts_follow_decisions_per_resource_and_strategy() {
     for i in 0..40 {
         for (r, resource) in ["login", "search"].into_iter().enumerate() {
             // Many distinct keys: none may appear as a label.
-            let d = limiter.check(resource, format!("client-{}", i % 7));
+            let d = limiter.limiter(resource).check(format!("client-{}", i % 7));
             if d.allowed {
                 allowed[r] += 1;
             } else {

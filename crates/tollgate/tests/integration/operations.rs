@@ -116,7 +116,7 @@ fn a_block_denies_until_it_ends_and_leaves_the_state_as_it_was() {
         .build()
         .unwrap();
     assert_eq!(limiter.check_n("k", 4).remaining, 6);
-    block_on(limiter.block("k", Duration::from_secs(60))).unwrap();
+    block_on(limiter.operate("k", tollgate::Operation::Block(Duration::from_secs(60)))).unwrap();
     clock.advance(Duration::from_secs(15));
     let d = limiter.check("k");
     assert_eq!(
@@ -127,11 +127,11 @@ fn a_block_denies_until_it_ends_and_leaves_the_state_as_it_was() {
     clock.advance(Duration::from_secs(45));
     assert_eq!(limiter.check("k").remaining, 9, "the bucket refilled meanwhile");
     // Zero lifts a block; reset ends one and empties the state.
-    block_on(limiter.block("k", Duration::from_secs(60))).unwrap();
-    block_on(limiter.block("k", Duration::ZERO)).unwrap();
+    block_on(limiter.operate("k", tollgate::Operation::Block(Duration::from_secs(60)))).unwrap();
+    block_on(limiter.operate("k", tollgate::Operation::Block(Duration::ZERO))).unwrap();
     assert!(limiter.check("k").allowed);
-    block_on(limiter.block("k", Duration::from_secs(60))).unwrap();
-    block_on(limiter.reset("k")).unwrap();
+    block_on(limiter.operate("k", tollgate::Operation::Block(Duration::from_secs(60)))).unwrap();
+    block_on(limiter.operate("k", tollgate::Operation::Reset)).unwrap();
     assert_eq!(limiter.check("k").remaining, 9);
 }
 
@@ -147,11 +147,11 @@ fn refunds_give_back_what_was_charged_and_no_more() {
             .build()
             .unwrap();
         assert_eq!(limiter.check_n("k", 7).remaining, 3, "{strategy}");
-        block_on(limiter.refund("k", 5)).unwrap();
+        block_on(limiter.operate("k", tollgate::Operation::Refund(5))).unwrap();
         assert_eq!(limiter.check_n("k", 0).remaining, 8, "{strategy}");
-        block_on(limiter.refund("k", 100)).unwrap();
+        block_on(limiter.operate("k", tollgate::Operation::Refund(100))).unwrap();
         assert_eq!(limiter.check_n("k", 0).remaining, 10, "{strategy}");
-        block_on(limiter.penalty("k", 25)).unwrap();
+        block_on(limiter.operate("k", tollgate::Operation::Penalty(25))).unwrap();
         let d = limiter.check("k");
         assert_eq!((d.allowed, d.remaining), (false, 0), "{strategy}");
     }
@@ -164,9 +164,10 @@ fn operation_arguments_out_of_range_are_refused_naming_them() {
         .window(Duration::from_secs(1))
         .build()
         .unwrap();
-    let err = block_on(limiter.refund("k", u64::MAX)).unwrap_err();
+    let err = block_on(limiter.operate("k", tollgate::Operation::Refund(u64::MAX))).unwrap_err();
     assert!(matches!(&err, Error::Config(e) if e.field() == "cost"), "{err}");
-    let err = block_on(limiter.block("k", Duration::from_secs(u64::MAX))).unwrap_err();
+    let err = block_on(limiter.operate("k", tollgate::Operation::Block(Duration::from_secs(u64::MAX))))
+        .unwrap_err();
     assert!(
         matches!(&err, Error::Config(e) if e.field() == "duration"),
         "{err}"
@@ -199,7 +200,7 @@ fn a_backend_without_operations_says_so() {
         .backend(Plain(tollgate::MemoryBackend::new()))
         .build()
         .unwrap();
-    let err = block_on(limiter.reset("k")).unwrap_err();
+    let err = block_on(limiter.operate("k", tollgate::Operation::Reset)).unwrap_err();
     match err {
         Error::Backend(e) => {
             assert_eq!(e.kind(), BackendErrorKind::Unsupported);

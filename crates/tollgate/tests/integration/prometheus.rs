@@ -75,7 +75,10 @@ fn scraped_counters_match_the_decisions() {
     let mut expected = [[0u64; 2]; 2];
     for i in 0..30 {
         for (r, resource) in ["scraped-login", "scraped-search"].into_iter().enumerate() {
-            let allowed = limiter.check(resource, format!("client-{}", i % 5)).allowed;
+            let allowed = limiter
+                .limiter(resource)
+                .check(format!("client-{}", i % 5))
+                .allowed;
             expected[r][usize::from(!allowed)] += 1;
         }
     }

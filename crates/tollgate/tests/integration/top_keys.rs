@@ -123,9 +123,9 @@ fn each_resource_keeps_its_own_and_one_may_turn_them_off() {
         .build()
         .unwrap();
     for _ in 0..3 {
-        limits.check("login", "a");
-        limits.check("other", "b");
-        limits.check("quiet", "c");
+        limits.limiter("login").check("a");
+        limits.limiter("other").check("b");
+        limits.limiter("quiet").check("c");
     }
     let login = limits.limiter("login").top_keys(TopMetric::Denied, 10).unwrap();
     assert_eq!(ranked(&login), [("a".to_owned(), 2)]);
