@@ -48,6 +48,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_test_support::process_cpu::cpu_seconds;
 
 const CONNECTIONS: usize = 64;
 const KEYS: usize = 10_000;
@@ -74,35 +75,11 @@ struct Round {
     cpu_redis: Option<f64>,
 }
 
-/// The CPU time (user and system) a process has used, in clock ticks,
-/// from `/proc/<pid>/stat`; `None` where there is no such file.
-fn cpu_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may
-    // hold spaces: state is the first, utime the 12th and stime the 13th.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ').skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux).
-fn ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// The CPU ticks of this process and of the watched `redis-server`.
-fn cpu_now(redis: Option<u32>) -> (Option<u64>, Option<u64>) {
+/// The CPU seconds of this process and of the watched `redis-server`.
+fn cpu_now(redis: Option<u32>) -> (Option<f64>, Option<f64>) {
     (
-        cpu_ticks("self"),
-        redis.and_then(|pid| cpu_ticks(&pid.to_string())),
+        cpu_seconds("self"),
+        redis.and_then(|pid| cpu_seconds(&pid.to_string())),
     )
 }
 
@@ -150,9 +127,8 @@ where
     }
     all.sort_unstable();
     let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    let us_per_decision = |before: Option<u64>, after: Option<u64>| {
-        Some((after? - before?) as f64 / ticks_per_second() * 1e6 / all.len() as f64)
-    };
+    let us_per_decision =
+        |before: Option<f64>, after: Option<f64>| Some((after? - before?) * 1e6 / all.len() as f64);
     Round {
         per_second: all.len() as f64 / elapsed.as_secs_f64(),
         p50: at(0.50),

@@ -19,5 +19,6 @@
 pub mod counting_alloc;
 pub mod envoy_files;
 pub mod operation_traces;
+pub mod process_cpu;
 pub mod redis;
 pub mod together_model;

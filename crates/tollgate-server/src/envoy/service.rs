@@ -63,7 +63,7 @@ impl RateLimitService for EnvoyService {
             Ok(_) => 0,
             Err(status) => status.code() as u16,
         };
-        crate::metrics::request_done("grpc", "ShouldRateLimit".to_owned(), code, started);
+        crate::metrics::request_done("grpc", "ShouldRateLimit", code, started);
         result.map(Response::new)
     }
 }

@@ -1,0 +1,537 @@
+//! The load Envoy puts on `tollgate serve`: many requests in flight over
+//! very few HTTP/2 connections, and the latency each one sees, tail
+//! included.
+//!
+//! ```text
+//! cargo bench -p tollgate-cli --bench envoy_tail
+//! ```
+//!
+//! Every measurement starts `tollgate serve` (this package's binary) as a
+//! process of its own, fresh, on Envoy's rate-limit gRPC API, and stops it
+//! afterwards. `IN_FLIGHT` tasks (64) each keep one `ShouldRateLimit` in
+//! flight, task *i* on connection *i* mod *C*, for *C* in `CONNECTIONS`
+//! (`1,2,64`); a request carries one descriptor with one entry. After a
+//! warm-up of `WARM_UP_MS` (500) the requests of `SECONDS` (3) are
+//! measured; each cell is measured `ROUNDS` times (5) and the medians are
+//! printed: throughput, p50, p99, p99.9 and the server's CPU time per
+//! request (user and system, read from `/proc` for the server's process
+//! alone; the client runs in this process, on the same cores).
+//!
+//! Two workloads: `admit` spreads requests over 10,000 keys of descriptor
+//! `user`, never denied; `hot` sends every request for `hot=abuser`, over
+//! its limit of 10 an hour after the first ten. State is in memory, and on
+//! Redis too when `redis-server` is on the `PATH` (a server of the bench's
+//! own, flushed before each measurement).
+//!
+//! With `PEER=ADDRESS` and `PEER_COMMAND='…'`, each cell is also measured,
+//! in alternation with the service, against another implementation of the
+//! API: the command (run with `sh -c`, fresh for each measurement, killed
+//! after it) must serve it at `ADDRESS` with the same limits (domain
+//! `bench`; `user` admitted whatever its value; `hot=abuser` 10 an hour).
+//! `PEER_REDIS_COMMAND` does the same for the Redis rows, with `{redis}`
+//! replaced by the Redis server's URL. The ratios printed are the medians
+//! of each round's service / peer. `docs/performance.md` shows the
+//! commands for limitador.
+//!
+//! `ONLY=memory` (or `redis`) and `WORKLOADS=admit` (or `hot`) narrow the
+//! cells; `POLICY_FILE=path` serves the memory rows with that tollgate
+//! policy file beside the Envoy file (to measure settings of its own, such
+//! as `top_keys: false`).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use tollgate_test_support::process_cpu::cpu_seconds;
+use tollgate_test_support::redis::RedisServer;
+use tonic::transport::{Channel, Endpoint};
+
+/// Keys of the `admit` workload.
+const KEYS: usize = 10_000;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(value) => value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {value:?}")),
+        Err(_) => default,
+    }
+}
+
+/// What the bench was asked to measure.
+struct Settings {
+    rounds: usize,
+    seconds: u64,
+    warm_up: Duration,
+    in_flight: usize,
+    connections: Vec<usize>,
+    workloads: Vec<Workload>,
+    peer: Option<Peer>,
+}
+
+/// Another service of the same API, started by a command.
+struct Peer {
+    addr: SocketAddr,
+    memory: String,
+    redis: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Workload {
+    /// 10,000 keys, never denied.
+    Admit,
+    /// One key over its limit.
+    Hot,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Admit => "admit",
+            Workload::Hot => "hot",
+        }
+    }
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let connections = std::env::var("CONNECTIONS")
+            .unwrap_or_else(|_| "1,2,64".to_owned())
+            .split(',')
+            .map(|c| {
+                c.trim()
+                    .parse()
+                    .ok()
+                    .filter(|&c: &usize| c > 0)
+                    .unwrap_or_else(|| panic!("CONNECTIONS lists whole numbers above 0, not {c:?}"))
+            })
+            .collect();
+        let workloads = match std::env::var("WORKLOADS").as_deref() {
+            Err(_) => vec![Workload::Admit, Workload::Hot],
+            Ok("admit") => vec![Workload::Admit],
+            Ok("hot") => vec![Workload::Hot],
+            Ok(other) => panic!("WORKLOADS is admit or hot, not {other:?}"),
+        };
+        let peer = std::env::var("PEER").ok().map(|addr| Peer {
+            addr: addr
+                .parse()
+                .unwrap_or_else(|_| panic!("PEER is an address such as 127.0.0.1:8081, not {addr:?}")),
+            memory: std::env::var("PEER_COMMAND")
+                .expect("PEER needs PEER_COMMAND, the command that starts the peer"),
+            redis: std::env::var("PEER_REDIS_COMMAND").ok(),
+        });
+        Self {
+            rounds: env_number("ROUNDS", 5).max(1) as usize,
+            seconds: env_number("SECONDS", 3).max(1),
+            warm_up: Duration::from_millis(env_number("WARM_UP_MS", 500)),
+            in_flight: env_number("IN_FLIGHT", 64).max(1) as usize,
+            connections,
+            workloads,
+            peer,
+        }
+    }
+}
+
+/// One measurement.
+#[derive(Clone, Copy, Debug)]
+struct Round {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    /// The server's CPU µs per request.
+    cpu_us: f64,
+    /// The server's own time per request (from its handler's start to its
+    /// end), as the bucket bounds of its histogram holding the median and
+    /// the 99th percentile, when it exports one.
+    handler: Option<(f64, f64)>,
+}
+
+/// A server process under measurement, stopped when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    /// Where tollgate serves `/metrics` (none for a peer).
+    metrics: Option<SocketAddr>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGKILL: the bench does not measure draining, and a peer may not
+        // stop on SIGTERM at once.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Waits until the server accepts connections on its address.
+    fn wait_ready(mut self, what: &str) -> Self {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{what} exited before listening on {}: {status}", self.addr);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not listen on {} within 30 s",
+                self.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self
+    }
+
+    /// The process's CPU time (user and system) so far, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        cpu_seconds(&self.child.id().to_string()).expect("the server's CPU time, from /proc")
+    }
+}
+
+/// A free port on loopback, for a server to listen on.
+fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// The Envoy configuration the service is measured with.
+fn envoy_file(dir: &Path) -> PathBuf {
+    let path = dir.join("bench-envoy.yaml");
+    std::fs::write(
+        &path,
+        "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: hot\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n",
+    )
+    .unwrap();
+    path
+}
+
+/// A policy file that puts the Envoy limits' state on `redis`.
+fn redis_file(dir: &Path, redis: &str) -> PathBuf {
+    let path = dir.join("bench-redis.yaml");
+    std::fs::write(
+        &path,
+        format!("tollgate:\n  redis_url: {redis}\n  default: {{ limit: 1000, window: 1m }}\n"),
+    )
+    .unwrap();
+    path
+}
+
+/// Starts `tollgate serve` with `configs`, its gRPC API on a free port.
+fn start_tollgate(configs: &[PathBuf]) -> Server {
+    let addr = free_addr();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    command.arg("serve");
+    for config in configs {
+        command.arg("--config").arg(config);
+    }
+    let http = free_addr();
+    let child = command
+        .arg("--listen")
+        .arg(http.to_string())
+        .arg("--grpc-listen")
+        .arg(addr.to_string())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting tollgate serve");
+    Server {
+        child,
+        addr,
+        metrics: Some(http),
+    }
+    .wait_ready("tollgate serve")
+}
+
+/// Starts the peer with `command` (`{redis}` replaced by `redis`).
+fn start_peer(addr: SocketAddr, command: &str, redis: Option<&str>) -> Server {
+    let command = match redis {
+        Some(url) => command.replace("{redis}", url),
+        None => command.to_owned(),
+    };
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {command}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the peer");
+    Server {
+        child,
+        addr,
+        metrics: None,
+    }
+    .wait_ready("the peer")
+}
+
+/// Measures `server` under `workload`: `in_flight` tasks over
+/// `connections` HTTP/2 connections.
+async fn measure(server: &Server, workload: Workload, connections: usize, settings: &Settings) -> Round {
+    let mut channels = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        // One connection per channel: tonic's `connect` opens exactly one.
+        let channel: Channel = Endpoint::from_shared(format!("http://{}", server.addr))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connecting to the server");
+        channels.push(channel);
+    }
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::with_capacity(settings.in_flight);
+    for t in 0..settings.in_flight {
+        let mut client = RateLimitServiceClient::new(channels[t % connections].clone());
+        let (measuring, stop) = (measuring.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(200_000);
+            let mut i = t * 7919;
+            while !stop.load(Ordering::Relaxed) {
+                i = (i + 1) % KEYS;
+                let entry = match workload {
+                    Workload::Admit => Entry {
+                        key: "user".to_owned(),
+                        value: format!("user-{i}"),
+                    },
+                    Workload::Hot => Entry {
+                        key: "hot".to_owned(),
+                        value: "abuser".to_owned(),
+                    },
+                };
+                let request = RateLimitRequest {
+                    domain: "bench".to_owned(),
+                    descriptors: vec![RateLimitDescriptor {
+                        entries: vec![entry],
+                        ..Default::default()
+                    }],
+                    hits_addend: 1,
+                };
+                let started = Instant::now();
+                let response = client
+                    .should_rate_limit(request)
+                    .await
+                    .expect("a ShouldRateLimit answer")
+                    .into_inner();
+                let took = started.elapsed();
+                if measuring.load(Ordering::Relaxed) {
+                    let expected = match workload {
+                        Workload::Admit => Code::Ok,
+                        Workload::Hot => Code::OverLimit,
+                    };
+                    assert_eq!(
+                        response.overall_code, expected as i32,
+                        "{workload:?}: an unexpected answer"
+                    );
+                    latencies.push(took);
+                }
+            }
+            latencies
+        }));
+    }
+    tokio::time::sleep(settings.warm_up).await;
+    let buckets_before = server.metrics.map(handler_buckets);
+    let cpu_before = server.cpu_seconds();
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(settings.seconds)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    let cpu_after = server.cpu_seconds();
+    let buckets_after = server.metrics.map(handler_buckets);
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("a client task"));
+    }
+    assert!(!all.is_empty(), "no request was answered while measuring");
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Round {
+        per_second: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+        p999: at(0.999),
+        cpu_us: (cpu_after - cpu_before) * 1e6 / all.len() as f64,
+        handler: buckets_before.zip(buckets_after).and_then(|(before, after)| {
+            Some((
+                quantile_bound(&before, &after, 0.5)?,
+                quantile_bound(&before, &after, 0.99)?,
+            ))
+        }),
+    }
+}
+
+/// The cumulative buckets of the service's `ShouldRateLimit` duration
+/// histogram, `(upper bound in seconds, count)`, read from its `/metrics`.
+fn handler_buckets(addr: SocketAddr) -> Vec<(f64, f64)> {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(addr).expect("connecting to /metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("reading /metrics");
+    text.lines()
+        .filter(|line| {
+            line.starts_with("tollgate_server_request_duration_seconds_bucket{")
+                && line.contains(r#"endpoint="ShouldRateLimit""#)
+        })
+        .filter_map(|line| {
+            let le = line.split(r#"le=""#).nth(1)?.split('"').next()?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((bound, line.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The upper bound, in µs, of the bucket holding quantile `q` of the
+/// requests counted between two readings of the buckets.
+fn quantile_bound(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option<f64> {
+    let count = |buckets: &[(f64, f64)], bound: f64| {
+        buckets.iter().find(|(b, _)| *b == bound).map_or(0.0, |(_, c)| *c)
+    };
+    let total = after.last()?.1 - count(before, f64::INFINITY);
+    after
+        .iter()
+        .find(|(bound, c)| c - count(before, *bound) >= q * total)
+        .map(|(bound, _)| bound * 1e6)
+}
+
+fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn print_row(name: &str, rounds: &[Round]) {
+    println!(
+        "  {name:<9} {:>9.0}/s  p50 {:>7.0} µs  p99 {:>7.0} µs  p99.9 {:>7.0} µs  p99/p50 {:>5.1}  CPU {:>5.1} µs/request",
+        median(rounds.iter().map(|r| r.per_second)),
+        median(rounds.iter().map(|r| us(r.p50))),
+        median(rounds.iter().map(|r| us(r.p99))),
+        median(rounds.iter().map(|r| us(r.p999))),
+        median(rounds.iter().map(|r| us(r.p99) / us(r.p50))),
+        median(rounds.iter().map(|r| r.cpu_us)),
+    );
+    let handler: Vec<(f64, f64)> = rounds.iter().filter_map(|r| r.handler).collect();
+    if !handler.is_empty() {
+        println!(
+            "  {:<9} in its handler: p50 ≤ {:.0} µs, p99 ≤ {:.0} µs (its histogram's buckets)",
+            "",
+            median(handler.iter().map(|h| h.0)),
+            median(handler.iter().map(|h| h.1)),
+        );
+    }
+}
+
+fn print_ratios(service: &[Round], peer: &[Round]) {
+    let ratio = |f: fn(&Round) -> f64| median(service.iter().zip(peer).map(|(s, p)| f(s) / f(p)));
+    println!(
+        "  tollgate / peer: throughput {:.2}×, p50 {:.2}×, p99 {:.2}×, p99.9 {:.2}×, CPU per request {:.2}×",
+        ratio(|r| r.per_second),
+        ratio(|r| us(r.p50)),
+        ratio(|r| us(r.p99)),
+        ratio(|r| us(r.p999)),
+        ratio(|r| r.cpu_us),
+    );
+}
+
+/// Measures every cell of one storage.
+async fn storage_rows(settings: &Settings, storage: &str, configs: &[PathBuf], redis: Option<&RedisServer>) {
+    let peer_command = settings.peer.as_ref().and_then(|peer| match redis {
+        None => Some((peer.addr, peer.memory.clone())),
+        Some(_) => peer.redis.clone().map(|command| (peer.addr, command)),
+    });
+    for &workload in &settings.workloads {
+        for &connections in &settings.connections {
+            let (mut service, mut peer) = (Vec::new(), Vec::new());
+            for _ in 0..settings.rounds {
+                if let Some(redis) = redis {
+                    redis.cli(&["FLUSHALL"]);
+                }
+                let server = start_tollgate(configs);
+                service.push(measure(&server, workload, connections, settings).await);
+                drop(server);
+                if let Some((addr, command)) = &peer_command {
+                    if let Some(redis) = redis {
+                        redis.cli(&["FLUSHALL"]);
+                    }
+                    let server = start_peer(*addr, command, redis.map(RedisServer::url).as_deref());
+                    peer.push(measure(&server, workload, connections, settings).await);
+                }
+            }
+            println!(
+                "{storage}, {}, {} in flight over {connections} connection{}:",
+                workload.name(),
+                settings.in_flight,
+                if connections == 1 { "" } else { "s" }
+            );
+            print_row("tollgate", &service);
+            if !peer.is_empty() {
+                print_row("peer", &peer);
+                print_ratios(&service, &peer);
+            }
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter is not used here.
+    let settings = Settings::from_env();
+    let only = std::env::var("ONLY").ok();
+    let dir = tempfile_dir();
+    let envoy = envoy_file(&dir);
+    println!(
+        "{} rounds of {} s after {} ms of warm-up, medians; a fresh server process per measurement",
+        settings.rounds,
+        settings.seconds,
+        settings.warm_up.as_millis()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        if only.as_deref().is_none_or(|o| o == "memory") {
+            let mut configs = vec![envoy.clone()];
+            if let Some(policy) = std::env::var_os("POLICY_FILE") {
+                configs.insert(0, PathBuf::from(policy));
+            }
+            storage_rows(&settings, "memory", &configs, None).await;
+        }
+        if only.as_deref().is_none_or(|o| o == "redis") {
+            if Command::new("redis-server").arg("--version").output().is_ok() {
+                let redis = RedisServer::start();
+                let configs = [redis_file(&dir, &redis.url()), envoy.clone()];
+                storage_rows(&settings, "Redis", &configs, Some(&redis)).await;
+            } else {
+                println!("redis-server not found: the Redis rows are skipped");
+            }
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A directory of this run's own for the configuration files.
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tollgate-envoy-tail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
