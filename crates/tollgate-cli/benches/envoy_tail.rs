@@ -36,7 +36,8 @@
 //! `ONLY=memory` (or `redis`) and `WORKLOADS=admit` (or `hot`) narrow the
 //! cells; `POLICY_FILE=path` serves the memory rows with that tollgate
 //! policy file beside the Envoy file (to measure settings of its own, such
-//! as `top_keys: false`).
+//! as `top_keys: false`), and `SERVE_ARGS='--grpc-threads 0'` adds
+//! arguments to every `tollgate serve`.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -149,6 +150,8 @@ struct Round {
     p999: Duration,
     /// The server's CPU µs per request.
     cpu_us: f64,
+    /// The client's (this process's) CPU µs per request.
+    client_cpu_us: f64,
     /// The server's own time per request (from its handler's start to its
     /// end), as the bucket bounds of its histogram holding the median and
     /// the 99th percentile, when it exports one.
@@ -233,6 +236,9 @@ fn start_tollgate(configs: &[PathBuf]) -> Server {
         command.arg("--config").arg(config);
     }
     let http = free_addr();
+    if let Ok(extra) = std::env::var("SERVE_ARGS") {
+        command.args(extra.split_whitespace());
+    }
     let child = command
         .arg("--listen")
         .arg(http.to_string())
@@ -340,12 +346,14 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
     tokio::time::sleep(settings.warm_up).await;
     let buckets_before = server.metrics.map(handler_buckets);
     let cpu_before = server.cpu_seconds();
+    let client_before = cpu_seconds("self").unwrap_or(f64::NAN);
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(settings.seconds)).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
     let cpu_after = server.cpu_seconds();
+    let client_after = cpu_seconds("self").unwrap_or(f64::NAN);
     let buckets_after = server.metrics.map(handler_buckets);
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
@@ -361,6 +369,7 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
         p99: at(0.99),
         p999: at(0.999),
         cpu_us: (cpu_after - cpu_before) * 1e6 / all.len() as f64,
+        client_cpu_us: (client_after - client_before) * 1e6 / all.len() as f64,
         handler: buckets_before.zip(buckets_after).and_then(|(before, after)| {
             Some((
                 quantile_bound(&before, &after, 0.5)?,
@@ -422,13 +431,14 @@ fn us(d: Duration) -> f64 {
 
 fn print_row(name: &str, rounds: &[Round]) {
     println!(
-        "  {name:<9} {:>9.0}/s  p50 {:>7.0} µs  p99 {:>7.0} µs  p99.9 {:>7.0} µs  p99/p50 {:>5.1}  CPU {:>5.1} µs/request",
+        "  {name:<9} {:>9.0}/s  p50 {:>7.0} µs  p99 {:>7.0} µs  p99.9 {:>7.0} µs  p99/p50 {:>5.1}  CPU {:>5.1} µs/request (client {:.1})",
         median(rounds.iter().map(|r| r.per_second)),
         median(rounds.iter().map(|r| us(r.p50))),
         median(rounds.iter().map(|r| us(r.p99))),
         median(rounds.iter().map(|r| us(r.p999))),
         median(rounds.iter().map(|r| us(r.p99) / us(r.p50))),
         median(rounds.iter().map(|r| r.cpu_us)),
+        median(rounds.iter().map(|r| r.client_cpu_us)),
     );
     let handler: Vec<(f64, f64)> = rounds.iter().filter_map(|r| r.handler).collect();
     if !handler.is_empty() {

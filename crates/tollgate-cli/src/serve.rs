@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// How long draining may take after SIGTERM before open connections are closed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// Threads serving the gRPC listener's connections, each connection wholly on one (default: one per core; 0: the shared workers).
+    #[arg(long, value_name = "N")]
+    pub grpc_threads: Option<usize>,
     /// How log lines on standard error are written.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -109,6 +112,9 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
             .idle_timeout(args.idle_timeout)
             .max_connections(args.max_connections)
             .drain_timeout(args.drain_timeout);
+        if let Some(threads) = args.grpc_threads {
+            builder = builder.grpc_threads(threads);
+        }
         for file in &args.config {
             builder = builder.config(file);
         }

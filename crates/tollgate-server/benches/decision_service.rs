@@ -18,13 +18,9 @@
 //! Envoy's API, in memory and (below) on Redis, where the store's calls per
 //! decision on the hot key are counted from `INFO commandstats`.
 //!
-//! With `PEER=ADDRESS`, the bench measures only the service in memory
-//! against another implementation of Envoy's rate-limit API listening
-//! there, both with 64 requests in flight over 2 HTTP/2 connections (as
-//! Envoy sends them): throughput, p50 and p99. The peer must admit every
-//! request of domain `bench` with descriptor `user` (for limitador, a
-//! limits file such as
-//! `- {namespace: bench, max_value: 1000000000, seconds: 3600, conditions: [], variables: ["descriptors[0]['user']"]}`).
+//! Envoy's own load, few HTTP/2 connections with many requests in flight
+//! on each, against a fresh server process and against another service,
+//! is measured by tollgate-cli's `envoy_tail` bench.
 //!
 //! When `redis-server` is on the `PATH`, the bench then starts one and
 //! measures the JSON API with state on it against the raw round trip: 64
@@ -168,85 +164,42 @@ async fn grpc_round(addr: SocketAddr, seconds: u64) -> Round {
 /// request on the one over-limit key `hot=abuser`; each task on a
 /// connection of its own.
 async fn grpc_load(addr: SocketAddr, seconds: u64, redis: Option<u32>, hot: bool) -> Round {
-    grpc_load_over(addr, seconds, redis, hot, None).await
-}
-
-/// As [`grpc_load`], with the tasks sharing `connections` HTTP/2
-/// connections when given (Envoy multiplexes its requests to a rate-limit
-/// service over a few).
-async fn grpc_load_over(
-    addr: SocketAddr,
-    seconds: u64,
-    redis: Option<u32>,
-    hot: bool,
-    connections: Option<usize>,
-) -> Round {
     let connect = move || async move {
         RateLimitServiceClient::connect(format!("http://{addr}"))
             .await
             .unwrap()
     };
-    let mut shared = Vec::new();
-    for _ in 0..connections.unwrap_or(0) {
-        shared.push(connect().await);
-    }
-    let shared = Arc::new(shared);
-    load(seconds, redis, move |c| {
-        let shared = shared.clone();
-        async move {
-            let client = match shared.len() {
-                0 => connect().await,
-                n => shared[c % n].clone(),
-            };
-            Box::new(move |i: usize| {
-                let mut client = client.clone();
-                let request = RateLimitRequest {
-                    domain: "bench".to_owned(),
-                    descriptors: vec![RateLimitDescriptor {
-                        entries: vec![if hot {
-                            Entry {
-                                key: "hot".to_owned(),
-                                value: "abuser".to_owned(),
-                            }
-                        } else {
-                            Entry {
-                                key: "user".to_owned(),
-                                value: format!("user-{i}"),
-                            }
-                        }],
-                        ..Default::default()
+    load(seconds, redis, move |_| async move {
+        let client = connect().await;
+        Box::new(move |i: usize| {
+            let mut client = client.clone();
+            let request = RateLimitRequest {
+                domain: "bench".to_owned(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![if hot {
+                        Entry {
+                            key: "hot".to_owned(),
+                            value: "abuser".to_owned(),
+                        }
+                    } else {
+                        Entry {
+                            key: "user".to_owned(),
+                            value: format!("user-{i}"),
+                        }
                     }],
-                    hits_addend: 1,
-                };
-                Box::pin(async move {
-                    let response = client.should_rate_limit(request).await.unwrap().into_inner();
-                    if !hot {
-                        assert_eq!(response.overall_code, Code::Ok as i32);
-                    }
-                }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-            }) as Sender
-        }
+                    ..Default::default()
+                }],
+                hits_addend: 1,
+            };
+            Box::pin(async move {
+                let response = client.should_rate_limit(request).await.unwrap().into_inner();
+                if !hot {
+                    assert_eq!(response.overall_code, Code::Ok as i32);
+                }
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        }) as Sender
     })
     .await
-}
-
-/// The service in memory against `peer`, another implementation of
-/// Envoy's rate-limit API on this machine configured with the same limits,
-/// in turn: `CONNECTIONS` requests in flight over 2 HTTP/2 connections.
-async fn peer_rounds(grpc: SocketAddr, peer: SocketAddr, rounds: usize, seconds: u64) {
-    let (mut service, mut other) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        service.push(grpc_load_over(grpc, seconds, None, false, Some(2)).await);
-        other.push(grpc_load_over(peer, seconds, None, false, Some(2)).await);
-    }
-    println!("in memory, {CONNECTIONS} in flight over 2 HTTP/2 connections, against the peer at {peer}:");
-    report_against("gRPC", "peer", &service, &other);
-    let us = |rounds: &[Round], f: fn(&Round) -> Duration| median(rounds, |r| f(r).as_secs_f64() * 1e6);
-    println!(
-        "gRPC  latency    p50 {:.2}×, p99 {:.2}× the peer's",
-        us(&service, |r| r.p50) / us(&other, |r| r.p50),
-        us(&service, |r| r.p99) / us(&other, |r| r.p99)
-    );
 }
 
 /// The constant gRPC service.
@@ -560,11 +513,6 @@ fn main() {
             .unwrap();
         let (http, grpc) = (server.local_addr(), server.grpc_local_addr().unwrap());
         tokio::spawn(server.run(std::future::pending()));
-        if let Ok(peer) = std::env::var("PEER") {
-            let peer = peer.parse().expect("PEER is an address such as 127.0.0.1:8081");
-            peer_rounds(grpc, peer, rounds, seconds).await;
-            return;
-        }
         let (constant_http, constant_grpc) = (constant_http().await, constant_grpc().await);
         let (mut hs, mut hc, mut gs, mut gc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {

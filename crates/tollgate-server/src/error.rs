@@ -45,6 +45,15 @@ pub enum ServerError {
         /// The error.
         source: std::io::Error,
     },
+    /// The threads serving the gRPC listener's connections could not be
+    /// started ([`ServerBuilder::grpc_threads`](crate::ServerBuilder::grpc_threads)).
+    #[error("cannot start {count} gRPC connection threads: {source}")]
+    Threads {
+        /// How many were asked for.
+        count: usize,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A connection limit or timeout is out of range.
     #[error("{setting}: {message}")]
     Limit {

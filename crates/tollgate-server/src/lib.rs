@@ -84,6 +84,7 @@ pub mod metrics;
 mod reload;
 mod server;
 mod shared;
+mod threads;
 
 #[allow(deprecated)]
 pub use error::{ConfigError, ServerError};

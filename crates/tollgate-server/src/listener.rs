@@ -3,6 +3,10 @@
 //! served by [`connection`], and draining within [`Limits::drain`] when the
 //! service stops.
 //!
+//! Each connection is served on one of the listener's [connection
+//! threads](crate::threads) (the gRPC listener's), or on the accepting
+//! runtime.
+//!
 //! At the cap, accepting pauses (new connections wait in the kernel's
 //! listen backlog) until one closes, and the service says so once in the
 //! log until the number falls again.
@@ -17,6 +21,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::connection::{self, Timeouts};
+use crate::threads::ConnectionThreads;
 
 /// What the listeners allow.
 #[derive(Clone, Copy, Debug)]
@@ -112,6 +117,7 @@ pub(crate) async fn serve_http(
     router: Router,
     limits: Limits,
     budget: Budget,
+    threads: Option<Arc<ConnectionThreads>>,
     stop: impl Future<Output = ()>,
 ) {
     let (drain_tx, drain_rx) = watch::channel(false);
@@ -125,10 +131,14 @@ pub(crate) async fn serve_http(
         };
         let router = router.clone();
         let drain = drain_rx.clone();
-        connections.spawn(async move {
+        let serve = |seat| async move {
             connection::serve(stream, router, limits.timeouts, drain).await;
-            drop(permit);
-        });
+            drop((permit, seat));
+        };
+        match threads.as_deref().and_then(ConnectionThreads::pick) {
+            Some((thread, seat)) => connections.spawn_on(serve(Some(seat)), thread),
+            None => connections.spawn(serve(None)),
+        };
         while connections.try_join_next().is_some() {}
     }
     drop(listener);

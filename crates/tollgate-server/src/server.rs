@@ -21,6 +21,7 @@ use crate::listener::{self, Budget, Limits};
 use crate::reload::Reloader;
 use crate::shared::AdminAccess;
 use crate::shared::Shared;
+use crate::threads::ConnectionThreads;
 
 /// The HTTP listener's address unless configured: loopback, port 8080.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -39,6 +40,7 @@ pub struct ServerBuilder {
     watch_files: bool,
     reload_on_sighup: bool,
     limits: Limits,
+    grpc_threads: Option<usize>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -52,6 +54,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("watch_files", &self.watch_files)
             .field("reload_on_sighup", &self.reload_on_sighup)
             .field("limits", &self.limits)
+            .field("grpc_threads", &self.grpc_threads)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +69,8 @@ pub struct Server {
     /// Watches the files and `SIGHUP`; stops when the server is dropped.
     _watcher: tollgate_config::PolicySetWatcher,
     limits: Limits,
+    /// The threads serving the gRPC listener's connections.
+    grpc_threads: Arc<ConnectionThreads>,
 }
 
 impl std::fmt::Debug for Server {
@@ -101,6 +106,7 @@ impl Server {
                 },
                 drain: DEFAULT_DRAIN_TIMEOUT,
             },
+            grpc_threads: None,
         }
     }
 
@@ -152,12 +158,22 @@ impl Server {
                 routes,
                 self.limits,
                 budget.clone(),
+                Some(self.grpc_threads.clone()),
                 stopped(stop_rx.clone()),
             ))
         });
         tracing::info!("serving HTTP on http://{}", self.http_addr);
         let app = crate::http::router(self.shared.clone());
-        listener::serve_http(self.http, "HTTP", app, self.limits, budget, stopped(stop_rx)).await;
+        listener::serve_http(
+            self.http,
+            "HTTP",
+            app,
+            self.limits,
+            budget,
+            None,
+            stopped(stop_rx),
+        )
+        .await;
         if let Some(grpc) = grpc {
             match grpc.await {
                 Ok(()) => {}
@@ -265,6 +281,21 @@ impl ServerBuilder {
         self
     }
 
+    /// How many threads serve the gRPC listener's connections (default:
+    /// one per core the process may run on). Each runs a single-threaded
+    /// runtime and serves every request of the connections it is given,
+    /// each connection on the thread serving the fewest when it is
+    /// accepted, so that a connection's requests are answered in turn and
+    /// never wait for another thread: Envoy sends its calls over a few
+    /// HTTP/2 connections, and on the work-stealing runtime their tail was
+    /// ten times their median (`docs/performance.md`). 0 serves them on
+    /// the runtime that runs [`Server::run`], as the HTTP listener's
+    /// connections are.
+    pub fn grpc_threads(mut self, threads: usize) -> Self {
+        self.grpc_threads = Some(threads);
+        self
+    }
+
     /// Loads the configuration, connects its store and binds the
     /// listeners.
     ///
@@ -322,6 +353,12 @@ impl ServerBuilder {
             Some(addr) => Some(bind("gRPC listener", addr).await?),
             None => None,
         };
+        let count = match grpc {
+            Some(_) => self.grpc_threads.unwrap_or_else(default_grpc_threads),
+            None => 0,
+        };
+        let grpc_threads =
+            ConnectionThreads::start(count).map_err(|source| ServerError::Threads { count, source })?;
         let shared = Arc::new(Shared {
             config: watcher.handle(),
             clock,
@@ -337,6 +374,7 @@ impl ServerBuilder {
             reloader: Reloader::new(watcher.handle()),
             _watcher: watcher,
             limits: self.limits,
+            grpc_threads: Arc::new(grpc_threads),
         })
     }
 
@@ -410,4 +448,9 @@ fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {
         return Err(fail("the file is empty; it must hold the token".to_owned()));
     }
     Ok(token.to_vec())
+}
+
+/// One gRPC connection thread per core the process may run on.
+fn default_grpc_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }

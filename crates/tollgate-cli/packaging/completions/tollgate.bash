@@ -179,7 +179,7 @@ _tollgate() {
             return 0
             ;;
         tollgate__subcmd__serve)
-            opts="-h --config --listen --grpc-listen --auth-deny-status --admin-token-file --header-read-timeout --idle-timeout --max-connections --drain-timeout --log-format --help"
+            opts="-h --config --listen --grpc-listen --auth-deny-status --admin-token-file --header-read-timeout --idle-timeout --max-connections --drain-timeout --grpc-threads --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,6 +218,10 @@ _tollgate() {
                     return 0
                     ;;
                 --drain-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grpc-threads)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

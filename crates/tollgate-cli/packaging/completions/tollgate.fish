@@ -61,6 +61,7 @@ complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l header-read-
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l idle-timeout -d 'How long a connection with no request in flight stays open' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l max-connections -d 'The most connections open at once, HTTP and gRPC together; at the cap new ones wait' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l drain-timeout -d 'How long draining may take after SIGTERM before open connections are closed' -r
+complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l grpc-threads -d 'Threads serving the gRPC listener\'s connections, each connection wholly on one (default: one per core; 0: the shared workers)' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l log-format -d 'How log lines on standard error are written' -r -f -a "text\t'Lines for people: time, level, target and message'
 json\t'One JSON object per line, the event\'s fields at the top level'"
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
