@@ -60,7 +60,7 @@ async fn read_response(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Option<
 /// were written), the answers whole and cut, and the last answer's head.
 #[derive(Default)]
 struct Seen {
-    /// Requests that got no response, with when they were written.
+    /// Requests that got no response, with when their writing ended.
     unanswered: Vec<Instant>,
     answered: usize,
     partial: usize,
@@ -76,7 +76,6 @@ async fn client(addr: SocketAddr, id: usize, seen: Arc<Mutex<Seen>>) {
     };
     let mut pending = Vec::new();
     for i in 0.. {
-        let written = Instant::now();
         if stream
             .write_all(decide_request(&format!("c{id}-{i}")).as_bytes())
             .await
@@ -84,6 +83,10 @@ async fn client(addr: SocketAddr, id: usize, seen: Arc<Mutex<Seen>>) {
         {
             return;
         }
+        // When the request was whole in the service's socket: taken before
+        // the write, a client task descheduled between the two would date
+        // a request the service received after it stopped.
+        let written = Instant::now();
         let answer = read_response(&mut stream, &mut pending).await;
         let mut seen = seen.lock().await;
         match answer {
