@@ -99,16 +99,6 @@ fn div_floor(a: u128, b: u128) -> u128 {
     }
 }
 
-/// `ceil(a / b)`, with a 64-bit division whenever `a` fits (the usual case;
-/// a 128-bit division is a slow library call).
-#[inline]
-fn div_ceil(a: u128, b: u64) -> u64 {
-    match u64::try_from(a) {
-        Ok(a) => a.div_ceil(b),
-        Err(_) => a.div_ceil(u128::from(b)) as u64,
-    }
-}
-
 impl Algorithm for SlidingWindow {
     type State = SlidingWindowState;
 
@@ -132,8 +122,15 @@ impl Algorithm for SlidingWindow {
         if allowed {
             s.curr += cost;
         }
-        let after = Self::estimate(w, e, s.curr, s.prev);
-        let remaining = div_ceil(capacity.saturating_sub(after), w);
+        // ceil((L·W − prev·(W − e) − curr·W) / W), or 0 when not positive,
+        // is (L − curr) − floor(prev·(W − e) / W): a division of the
+        // previous window's weight alone, which fits 64 bits far more often
+        // than L·W does.
+        let weighted_prev = u128::from(s.prev) * u128::from(w - e);
+        let remaining = limit
+            .saturating_sub(s.curr)
+            // At most prev: it fits.
+            .saturating_sub(div_floor(weighted_prev, u128::from(w)) as u64);
         let reset = if s.curr > 0 {
             2 * w - e
         } else if s.prev > 0 {
