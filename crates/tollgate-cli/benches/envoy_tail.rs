@@ -39,7 +39,7 @@
 //! as `top_keys: false`), and `SERVE_ARGS='--grpc-threads 0'` adds
 //! arguments to every `tollgate serve`.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +52,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate_test_support::process_cpu::cpu_seconds;
-use tollgate_test_support::redis::RedisServer;
+use tollgate_test_support::redis::{free_port, RedisServer};
 use tonic::transport::{Channel, Endpoint};
 
 /// Keys of the `admit` workload.
@@ -201,8 +201,7 @@ impl Server {
 
 /// A free port on loopback, for a server to listen on.
 fn free_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// The Envoy configuration the service is measured with.
@@ -506,8 +505,8 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter is not used here.
     let settings = Settings::from_env();
     let only = std::env::var("ONLY").ok();
-    let dir = tempfile_dir();
-    let envoy = envoy_file(&dir);
+    let dir = tempfile::tempdir().expect("a directory for the configuration files");
+    let envoy = envoy_file(dir.path());
     println!(
         "{} rounds of {} s after {} ms of warm-up, medians; a fresh server process per measurement",
         settings.rounds,
@@ -529,19 +528,11 @@ fn main() {
         if only.as_deref().is_none_or(|o| o == "redis") {
             if Command::new("redis-server").arg("--version").output().is_ok() {
                 let redis = RedisServer::start();
-                let configs = [redis_file(&dir, &redis.url()), envoy.clone()];
+                let configs = [redis_file(dir.path(), &redis.url()), envoy.clone()];
                 storage_rows(&settings, "Redis", &configs, Some(&redis)).await;
             } else {
                 println!("redis-server not found: the Redis rows are skipped");
             }
         }
     });
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A directory of this run's own for the configuration files.
-fn tempfile_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tollgate-envoy-tail-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }

@@ -278,8 +278,8 @@ impl<B: Backend> Limits for LiveLimiter<B> {
         key: &[u8],
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        let limiter = self.limiter(resource);
-        async move { limiter.allow_n(key, cost).await }
+        let current = self.held();
+        async move { current.limiter(resource).allow_n(key, cost).await }
     }
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
@@ -306,8 +306,8 @@ impl<B: Backend> Limits for LiveLimiter<B> {
         key: &[u8],
         op: Operation,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        let limiter = self.limiter(resource);
-        async move { limiter.operate(key, op).await }
+        let current = self.held();
+        async move { current.limiter(resource).operate(key, op).await }
     }
 
     fn operate_now(&self, resource: &str, key: &[u8], op: Operation) -> Option<Result<(), Error>> {

@@ -75,7 +75,15 @@ impl<B: Backend> LiveLimiter<B> {
     /// count on it.
     #[inline]
     pub(crate) fn with_current<R>(&self, f: impl FnOnce(&ResourceLimiter<B>) -> R) -> R {
-        f(&self.current.load())
+        f(&self.held())
+    }
+
+    /// The limiter serving now, held without a reference count (a
+    /// decision on a hot resource would otherwise contend on one), for a
+    /// call that must await.
+    #[inline]
+    pub(crate) fn held(&self) -> arc_swap::Guard<Arc<ResourceLimiter<B>>> {
+        self.current.load()
     }
 
     /// Builds a limiter from `builder`, keeping state as

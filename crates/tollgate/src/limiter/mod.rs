@@ -148,10 +148,7 @@ impl<B: Backend> Limiter<B> {
     ///
     /// As for [`Limiter::allow`].
     pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        match self.allow_by::<Awaited>(key.as_ref(), cost).await {
-            Some(result) => result,
-            None => unreachable!("the awaited way always has the store's answer"),
-        }
+        way::awaited(self.allow_by::<Awaited>(key.as_ref(), cost)).await
     }
 
     /// Whether the backend answers every decision at once
@@ -217,10 +214,7 @@ impl<B: Backend> Limiter<B> {
     /// backend failed or does not support operations. The fail policy does
     /// not apply: an operation is never silently dropped.
     pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        match self.operate_by::<Awaited>(key.as_ref(), op).await {
-            Some(result) => result,
-            None => unreachable!("the awaited way always has the store's answer"),
-        }
+        way::awaited(self.operate_by::<Awaited>(key.as_ref(), op)).await
     }
 
     /// Brings `key` back to fresh state and ends a block on it.

@@ -113,6 +113,16 @@ impl Way for AtOnce {
     }
 }
 
+/// The output of a future of the [`Awaited`] way, which always has the
+/// store's answer.
+#[inline]
+pub(super) async fn awaited<T>(future: impl Future<Output = Option<T>>) -> T {
+    match future.await {
+        Some(output) => output,
+        None => unreachable!("the awaited way always has the store's answer"),
+    }
+}
+
 /// The output of a future of the [`AtOnce`] way, which never waits: polled
 /// once, it is ready. `None` if it were not, the future then dropped
 /// (which gives back whatever it held, as any dropped decision does).
