@@ -2,7 +2,7 @@
 //! without boxing.
 
 use tollgate::backend::memory::MemoryBinding;
-use tollgate::backend::{Backend, Binding, BindingPart, Scope};
+use tollgate::backend::{Backend, Binding, BindingPart, LeaseAsk, Leased, Scope};
 use tollgate::{BackendError, Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
@@ -78,6 +78,16 @@ impl Backend for AnyBackend {
             AnyBackend::Redis(backend) => backend.decides_now(),
         }
     }
+
+    /// On Redis, yes (as [`RedisBackend`]); in memory, no: a policy's
+    /// `lease` only applies on Redis.
+    fn leases(&self) -> bool {
+        match self {
+            AnyBackend::Memory(backend) => backend.leases(),
+            #[cfg(feature = "redis")]
+            AnyBackend::Redis(backend) => backend.leases(),
+        }
+    }
 }
 
 /// One policy served by an [`AnyBackend`].
@@ -133,6 +143,14 @@ impl Binding for AnyBinding {
             AnyBinding::Memory(binding) => binding.operate(key, op).await,
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.operate(key, op).await,
+        }
+    }
+
+    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
+        match self {
+            AnyBinding::Memory(_) => None,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.lease(key, ask).await,
         }
     }
 

@@ -36,6 +36,7 @@ impl Beside for RawSettings {
         "shadow",
         "deny_cache",
         "top_keys",
+        "lease",
         "fallback",
     ];
 

@@ -155,6 +155,7 @@ enum SectionField {
     Shadow,
     DenyCache,
     TopKeys,
+    Lease,
     Fallback,
 }
 
@@ -196,7 +197,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
         f.write_str(
             "the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, \
              `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open`, `key_prefix`, `exempt`, \
-             `deny`, `shadow`, `deny_cache`, `top_keys` and `fallback`",
+             `deny`, `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`",
         )
     }
 
@@ -254,6 +255,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
                 SectionField::Shadow => settings.read(SettingField::Shadow, &mut map, None)?,
                 SectionField::DenyCache => settings.read(SettingField::DenyCache, &mut map, None)?,
                 SectionField::TopKeys => settings.read(SettingField::TopKeys, &mut map, None)?,
+                SectionField::Lease => settings.read(SettingField::Lease, &mut map, None)?,
                 SectionField::Fallback => {
                     let open = fail_open.as_ref().is_some_and(|f| f.0);
                     settings.read(

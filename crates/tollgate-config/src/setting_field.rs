@@ -1,5 +1,5 @@
 //! The names of the settings beside the policies: `exempt`, `deny`,
-//! `shadow`, `deny_cache`, `top_keys` and `fallback`.
+//! `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`.
 
 /// The settings a policy file may give file-wide and per resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,6 +9,7 @@ pub(crate) enum SettingField {
     Shadow,
     DenyCache,
     TopKeys,
+    Lease,
     Fallback,
 }
 
@@ -21,6 +22,7 @@ impl SettingField {
             "shadow" => SettingField::Shadow,
             "deny_cache" => SettingField::DenyCache,
             "top_keys" => SettingField::TopKeys,
+            "lease" => SettingField::Lease,
             "fallback" => SettingField::Fallback,
             _ => return None,
         })

@@ -1,12 +1,14 @@
 //! The values of the settings beside the policies: the `exempt` and `deny`
-//! lists, `deny_cache` and `top_keys`, each expanded (`${VAR}`) and validated as it is
+//! lists, `deny_cache`, `top_keys` and `lease`, each expanded (`${VAR}`) and validated as it is
 //! read, so that a mistake is reported at its line (`exempt[2]`).
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
-use tollgate::{DenyCache, KeyList, TopKeys};
+use std::time::Duration;
+
+use tollgate::{DenyCache, KeyList, Lease, TopKeys, MAX_LEASE_AGE, MAX_LEASE_UNITS};
 
 use crate::fields::deserialize_any_with;
 use crate::values::{expanded, shown};
@@ -173,6 +175,125 @@ impl<'de> Visitor<'de> for TopKeysVisitor {
             top = top.capacity(capacity);
         }
         Ok(TopKeysSetting(Some(top)))
+    }
+}
+
+/// `lease`: `true` (leases of [`Lease::default`]: 64 units, 100 ms),
+/// `false` (none), or a map with `max_units` and `max_age`, each optional.
+pub(crate) struct LeaseSetting(pub(crate) Option<Lease>);
+deserialize_any_with!(LeaseSetting, LeaseVisitor);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeaseFields {
+    #[serde(default)]
+    max_units: Option<LeaseUnits>,
+    #[serde(default)]
+    max_age: Option<LeaseAge>,
+}
+
+struct LeaseVisitor;
+
+impl<'de> Visitor<'de> for LeaseVisitor {
+    type Value = LeaseSetting;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "true, false, or a map with `max_units` (units) and `max_age` (a duration such as \"100ms\")",
+        )
+    }
+
+    fn visit_bool<E: de::Error>(self, on: bool) -> Result<LeaseSetting, E> {
+        Ok(LeaseSetting(on.then(Lease::default)))
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<LeaseSetting, E> {
+        let text = expanded(raw)?;
+        match text.trim() {
+            "true" => self.visit_bool(true),
+            "false" => self.visit_bool(false),
+            _ => Err(E::custom(format!(
+                "{} is not true or false (nor a map with `max_units` and `max_age`)",
+                shown(raw, &text)
+            ))),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LeaseSetting, A::Error> {
+        let fields = LeaseFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let default = Lease::default();
+        Ok(LeaseSetting(Some(Lease::new(
+            fields.max_units.map_or(default.max_units(), |u| u.0),
+            fields.max_age.map_or(default.max_age(), |a| a.0),
+        ))))
+    }
+}
+
+/// `lease.max_units`: a whole number from 1 to [`MAX_LEASE_UNITS`].
+struct LeaseUnits(u64);
+deserialize_any_with!(LeaseUnits, LeaseUnitsVisitor);
+
+struct LeaseUnitsVisitor;
+
+impl Visitor<'_> for LeaseUnitsVisitor {
+    type Value = LeaseUnits;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number of units, at least 1 (such as 64)")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<LeaseUnits, E> {
+        if (1..=MAX_LEASE_UNITS).contains(&n) {
+            Ok(LeaseUnits(n))
+        } else {
+            Err(E::custom(format!(
+                "must be from 1 to {MAX_LEASE_UNITS} (1: every request asks the store; to turn \
+                 leases off, write `lease: false`)"
+            )))
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<LeaseUnits, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<LeaseUnits, E> {
+        let text = expanded(raw)?;
+        match text.trim().parse::<u64>() {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::custom(format!("{} is not a whole number", shown(raw, &text)))),
+        }
+    }
+}
+
+/// `lease.max_age`: a duration from 1 ms to [`MAX_LEASE_AGE`].
+struct LeaseAge(Duration);
+deserialize_any_with!(LeaseAge, LeaseAgeVisitor);
+
+struct LeaseAgeVisitor;
+
+impl Visitor<'_> for LeaseAgeVisitor {
+    type Value = LeaseAge;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration with a unit, such as \"100ms\" or \"1s\"")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<LeaseAge, E> {
+        let text = expanded(raw)?;
+        let age = humantime::parse_duration(text.trim())
+            .map_err(|e| E::custom(format!("{} is not a duration ({e})", shown(raw, &text))))?;
+        if age < Duration::from_millis(1) || age > MAX_LEASE_AGE {
+            return Err(E::custom(format!(
+                "must be from 1ms to {}s: a lease is spent within it, and an operation on a key \
+                 reaches every process within it",
+                MAX_LEASE_AGE.as_secs()
+            )));
+        }
+        Ok(LeaseAge(age))
     }
 }
 

@@ -1,17 +1,17 @@
 //! The settings beside the policies, file-wide (under `tollgate`, where
 //! they also apply to the default policy) and per resource: `exempt`,
-//! `deny`, `shadow`, `deny_cache`, `top_keys` and `fallback`.
+//! `deny`, `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`.
 
 use serde::de::MapAccess;
 use tollgate::{
-    resource_path, ConfigError, DenyCache, KeyList, LimiterBuilder, Policy, ResourceLimiterBuilder, Strategy,
-    TopKeys,
+    resource_path, ConfigError, DenyCache, KeyList, Lease, LimiterBuilder, Policy, ResourceLimiterBuilder,
+    Strategy, TopKeys,
 };
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
 use crate::setting_field::SettingField;
-use crate::setting_values::{DenyCacheSetting, KeyEntries, TopKeysSetting};
+use crate::setting_values::{DenyCacheSetting, KeyEntries, LeaseSetting, TopKeysSetting};
 use crate::values::Flag;
 
 /// The settings of the `tollgate` section or of one resource, as written.
@@ -22,6 +22,7 @@ pub(crate) struct RawSettings {
     shadow: Option<Flag>,
     deny_cache: Option<DenyCacheSetting>,
     top_keys: Option<TopKeysSetting>,
+    lease: Option<LeaseSetting>,
     pub(crate) fallback: Option<FallbackPolicy>,
 }
 
@@ -41,6 +42,7 @@ impl RawSettings {
             SettingField::Shadow => self.shadow = Some(next(map, &self.shadow, |_| None)?),
             SettingField::DenyCache => self.deny_cache = Some(next(map, &self.deny_cache, |_| None)?),
             SettingField::TopKeys => self.top_keys = Some(next(map, &self.top_keys, |_| None)?),
+            SettingField::Lease => self.lease = Some(next(map, &self.lease, |_| None)?),
             SettingField::Fallback => {
                 self.fallback = Some(next(map, &self.fallback, move |_| fallback_conflict)?);
             }
@@ -75,6 +77,7 @@ impl RawSettings {
             deny: list(&self.deny, "deny")?,
             deny_cache: self.deny_cache.as_ref().map(|c| c.0),
             top_keys: self.top_keys.as_ref().map(|t| t.0),
+            lease: self.lease.as_ref().map(|l| l.0),
             fallback,
         })
     }
@@ -105,6 +108,9 @@ pub struct Settings {
     /// shadow-denied requests over the last minute (`top_keys`), if kept.
     /// A policy file keeps them unless it says `top_keys: false`.
     pub top_keys: Option<TopKeys>,
+    /// Leases of hot keys' units from the shared store (`lease`), if any:
+    /// they apply when state lives in Redis.
+    pub lease: Option<Lease>,
 }
 
 /// The settings one resource (or the `tollgate` section) gives itself:
@@ -116,6 +122,7 @@ pub(crate) struct Own {
     deny: KeyList,
     deny_cache: Option<Option<DenyCache>>,
     top_keys: Option<Option<TopKeys>>,
+    lease: Option<Option<Lease>>,
     fallback: Option<Policy>,
 }
 
@@ -145,6 +152,7 @@ impl Own {
             deny_cache: self.deny_cache.flatten(),
             fallback: self.fallback,
             top_keys: self.top_keys.unwrap_or(Some(TopKeys::new())),
+            lease: self.lease.flatten(),
         }
     }
 
@@ -176,6 +184,9 @@ impl Own {
         if let Some(top) = self.top_keys {
             builder = builder.resource_top_keys(name, top);
         }
+        if let Some(lease) = self.lease {
+            builder = builder.resource_lease(name, lease);
+        }
         builder
     }
 }
@@ -191,12 +202,13 @@ impl Settings {
         settings.deny_cache = own.deny_cache.unwrap_or(self.deny_cache);
         settings.fallback = own.fallback.or(self.fallback);
         settings.top_keys = own.top_keys.unwrap_or(self.top_keys);
+        settings.lease = own.lease.unwrap_or(self.lease);
         settings
     }
 
     /// Sets these settings on the builder of one limiter: shadow mode,
-    /// the exempt and deny lists, the deny cache, the fallback and the top
-    /// keys. This is
+    /// the exempt and deny lists, the deny cache, the fallback, the top
+    /// keys and the leases. This is
     /// how a set's Envoy limits and `tollgate simulate` take a policy
     /// file's settings.
     ///
@@ -240,6 +252,9 @@ impl Settings {
         if let Some(top) = self.top_keys {
             builder = builder.top_keys(top);
         }
+        if let Some(lease) = self.lease {
+            builder = builder.lease(lease);
+        }
         builder
     }
 }
@@ -252,6 +267,7 @@ trait Configurable: Sized {
     fn deny_cache(self, cache: DenyCache) -> Self;
     fn fallback(self, policy: Policy) -> Self;
     fn top_keys(self, top: TopKeys) -> Self;
+    fn lease(self, lease: Lease) -> Self;
 }
 
 /// Implements [`Configurable`] by the builder's own setters.
@@ -275,6 +291,9 @@ macro_rules! configurable {
             }
             fn top_keys(self, top: TopKeys) -> Self {
                 $builder::top_keys(self, top)
+            }
+            fn lease(self, lease: Lease) -> Self {
+                $builder::lease(self, lease)
             }
         }
     };

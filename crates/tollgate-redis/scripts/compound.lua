@@ -29,6 +29,46 @@ local strategies = {
   gcra = gcra,
 }
 
+-- Reads the values of the state keys KEYS[1 .. n] into `raws` and their
+-- states, a block split off (a value starting with 'B'), into `states`.
+-- Returns the latest end of a block among them (0 for none), or nil and
+-- the error reply for an unknown strategy function (ARGV[4 * i]) or a
+-- malformed block. The key is blocked while any of its values says so.
+local function read_limits(KEYS, ARGV, n, raws, states)
+  local blocked_until = 0
+  for i = 1, n do
+    if not strategies[ARGV[4 * i]] then
+      return nil, redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
+    end
+    raws[i] = redis.call('GET', KEYS[i])
+    states[i] = raws[i]
+    if raws[i] and string.byte(raws[i], 1) == 66 then
+      local ends
+      ends, states[i] = split_block(raws[i])
+      if not ends then
+        return nil, malformed('blocked', KEYS[i])
+      end
+      blocked_until = math.max(blocked_until, ends)
+    end
+  end
+  return blocked_until
+end
+
+-- The reply for a key blocked until `blocked_until`: denied, nothing
+-- written, the reset that of a peek of every limit (`run(i, 0)`, which
+-- fills `reply`).
+local function blocked_reply(run, reply, KEYS, n, blocked_until)
+  local reset = 0
+  for i = 1, n do
+    local admits, what = run(i, 0)
+    if admits == nil then
+      return malformed(what, KEYS[i])
+    end
+    reset = math.max(reset, reply[4 * i - 1])
+  end
+  return { -1, blocked_until - now, reset }
+end
+
 local function compound(KEYS, ARGV)
   local bad_clock = read_clock(ARGV[1])
   if bad_clock then
@@ -52,36 +92,12 @@ local function compound(KEYS, ARGV)
     return allowed == 1
   end
 
-  -- Reads every limit's value and splits off a block (a value starting with
-  -- 'B'); the key is blocked while any of its values says so.
-  local blocked_until = 0
-  for i = 1, n do
-    if not strategies[ARGV[4 * i]] then
-      return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(ARGV[4 * i]))
-    end
-    raws[i] = redis.call('GET', KEYS[i])
-    states[i] = raws[i]
-    if raws[i] and string.byte(raws[i], 1) == 66 then
-      local ends
-      ends, states[i] = split_block(raws[i])
-      if not ends then
-        return malformed('blocked', KEYS[i])
-      end
-      blocked_until = math.max(blocked_until, ends)
-    end
+  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
+  if not blocked_until then
+    return err
   end
-
-  -- Blocked: denied, nothing written; the reset is that of a peek.
   if blocked_until > now then
-    local reset = 0
-    for i = 1, n do
-      local admits, what = run(i, 0)
-      if admits == nil then
-        return malformed(what, KEYS[i])
-      end
-      reset = math.max(reset, reply[4 * i - 1])
-    end
-    return { -1, blocked_until - now, reset }
+    return blocked_reply(run, reply, KEYS, n, blocked_until)
   end
 
   local all = true

@@ -1,5 +1,5 @@
 -- tollgate: the end of the function library, after the prelude, every
--- strategy file, single.lua, compound.lua, together.lua and operate.lua. Loaded once per
+-- strategy file, single.lua, compound.lua, together.lua, operate.lua and lease.lua. Loaded once per
 -- server with FUNCTION LOAD, the library's local functions are created once
 -- instead of on every call, as a script's are. The last line, added when
 -- the library is built, calls `register` with the prefix of every
@@ -10,7 +10,8 @@
 -- <prefix>fixed_window, <prefix>sliding_window, <prefix>gcra: a policy of
 -- one limit, as single.lua; <prefix>compound: several limits, as
 -- compound.lua; <prefix>together: several parts of one request, as
--- together.lua; <prefix>operate: a per-key operation, as operate.lua.
+-- together.lua; <prefix>operate: a per-key operation, as operate.lua;
+-- <prefix>lease: a request asking for a lease, as lease.lua.
 
 local function register(prefix)
   redis.register_function(prefix .. 'fixed_window', function(keys, args)
@@ -25,5 +26,6 @@ local function register(prefix)
   redis.register_function(prefix .. 'compound', compound)
   redis.register_function(prefix .. 'together', together)
   redis.register_function(prefix .. 'operate', operate)
+  redis.register_function(prefix .. 'lease', lease)
 end
 

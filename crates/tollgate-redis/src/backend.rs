@@ -106,4 +106,10 @@ impl Backend for RedisBackend {
     fn bind(&self, scope: &Scope<'_>) -> Result<RedisBinding, Error> {
         RedisBinding::new(&self.conn, &self.functions, &self.options, scope)
     }
+
+    /// Leases: one function call (or script) takes a lease on every limit
+    /// of a policy, giving back an ended lease's units in the same call.
+    fn leases(&self) -> bool {
+        true
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
-use tollgate::backend::{namespace, Binding, BindingPart, CompoundKeys, Scope, Tick};
+use tollgate::backend::{namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Scope, Tick};
 use tollgate::strategy::{self, LimitRate};
 use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
@@ -274,6 +274,67 @@ impl RedisBinding {
         parse_together(&reply, parts.iter().map(|p| p.binding.limits()))
     }
 
+    /// See [`Binding::lease`]: one call of the `lease` entry point on the
+    /// key's state keys and, when it asks for a lease, its set of lessees.
+    async fn lease_keys(&self, key: &[u8], ask: LeaseAsk) -> Result<Leased, BackendError> {
+        let shared = &*self.shared;
+        let mut state_keys = self.state_keys(key);
+        let n = state_keys.len();
+        if ask.want > 0 {
+            if let Some(lessees) = lessees_key(&state_keys[0]) {
+                state_keys.push(lessees);
+            }
+        }
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let numbers = [
+            shared.now_arg(),
+            ask.cost.min(shared.max_limit + 1).to_string(),
+            shared.grace_ms.clone(),
+        ];
+        let tail = [
+            ask.want.min(MAX_EXACT_OPERAND).to_string(),
+            ask.lessee.to_string(),
+            micros(ask.max_age).max(1).to_string(),
+            ask.returning.min(MAX_EXACT_OPERAND).to_string(),
+            if ask.return_before >= MAX_EXACT_OPERAND {
+                "-1".to_owned()
+            } else {
+                ask.return_before.to_string()
+            },
+            n.to_string(),
+        ];
+        let mut args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
+        args.extend(shared.operation_args.iter().map(String::as_bytes));
+        args.extend(tail.iter().map(String::as_bytes));
+        let reply = shared.call(scripts::lease(), &keys, &args).await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(Leased::new(blocked, 0, None, u64::MAX));
+        }
+        let bad = || {
+            BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the lease script: {reply:?}"),
+            )
+        };
+        let (decided, lease) = reply.split_at_checked(4 * n).ok_or_else(bad)?;
+        let &[extra, window_end, window_left] = lease else {
+            return Err(bad());
+        };
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(decided, &mut outcomes[..n])?;
+        let decision = Decision::from_compound(strategy::combine(outcomes), &shared.limits, Tick::Micros);
+        let extra = u64::try_from(extra).map_err(|_| bad())?;
+        let (window_left, return_before) = match (window_end, window_left) {
+            (-1, -1) => (None, u64::MAX),
+            (end, left) => (
+                Some(Duration::from_micros(u64::try_from(left).map_err(|_| bad())?)),
+                u64::try_from(end).map_err(|_| bad())?,
+            ),
+        };
+        Ok(Leased::new(decision, extra, window_left, return_before))
+    }
+
     /// See [`Binding::reconnect`].
     async fn ping_twice(&self) -> Result<(), BackendError> {
         let shared = &self.shared;
@@ -400,6 +461,28 @@ fn operation_amount(op: Operation) -> Result<(&'static str, u64), BackendError> 
     }
 }
 
+/// The key of the set of processes leasing the rate-limit key whose first
+/// state key is `state_key`, in that key's Redis Cluster hash slot: the
+/// state key with `:lessees` appended when it has a hash tag (a compound
+/// policy's keys), else the state key as the hash tag; `None` for a state
+/// key without a tag that holds a `}` (a caller's key may), whose lessees
+/// are then not counted (the store takes each lease as from the only
+/// process, which only makes it larger; the bounds do not depend on it).
+fn lessees_key(state_key: &[u8]) -> Option<Vec<u8>> {
+    let tagged = state_key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| state_key[open + 1..].iter().position(|&b| b == b'}'))
+        .is_some_and(|len| len > 0);
+    if tagged {
+        return Some([state_key, b":lessees"].concat());
+    }
+    if state_key.contains(&b'}') {
+        return None;
+    }
+    Some([b"{", state_key, b"}:lessees"].concat())
+}
+
 impl Binding for RedisBinding {
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
@@ -418,6 +501,13 @@ impl Binding for RedisBinding {
     /// as soon as the server accepts again.
     fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
         self.ping_twice()
+    }
+
+    /// One function call (or script) for every limit of the policy, which
+    /// also counts the process among the key's lessees (a sorted set beside
+    /// its state, in its hash slot).
+    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
+        Some(self.lease_keys(key, ask).await)
     }
 
     /// One function call (or script) for the whole request, on a

@@ -4,12 +4,13 @@
 //! `scripts/prelude.lua` holds the clock and the integer helpers; each
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
-//! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua` and
-//! `operate.lua` each define one entry point: a policy of one limit, several
-//! limits decided as one step (their states written only when all admit),
-//! several parts of one request decided as one step (each a policy on its
-//! own key, charged only when no part denies), and the per-key operations. The same functions decide in all, so a limit decides alike
-//! alone and in a compound policy.
+//! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua`,
+//! `operate.lua` and `lease.lua` each define one entry point: a policy of
+//! one limit, several limits decided as one step (their states written only
+//! when all admit), several parts of one request decided as one step (each
+//! a policy on its own key, charged only when no part denies), the per-key
+//! operations, and a request asking for a lease. The same functions decide
+//! in all, so a limit decides alike alone and in a compound policy.
 //!
 //! **Function library.** The prelude, every strategy file, the entry points
 //! and `library.lua`, which registers one function per entry point (one per
@@ -56,6 +57,7 @@ const SINGLE: &str = include_str!("../scripts/single.lua");
 const COMPOUND: &str = include_str!("../scripts/compound.lua");
 const TOGETHER: &str = include_str!("../scripts/together.lua");
 const OPERATE: &str = include_str!("../scripts/operate.lua");
+const LEASE: &str = include_str!("../scripts/lease.lua");
 const LIBRARY: &str = include_str!("../scripts/library.lua");
 
 /// The Lua function that decides for `strategy`, and the file defining it.
@@ -85,7 +87,7 @@ fn library() -> &'static Library {
     static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
     LIBRARY_TEXT.get_or_init(|| {
         let body = format!(
-            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LIBRARY}"
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{LIBRARY}"
         );
         let digest = redis::Script::new(&body).get_hash().to_owned();
         let name = format!("tollgate_{}", &digest[..16]);
@@ -129,6 +131,7 @@ struct Entries {
     compound: LuaScript,
     together: LuaScript,
     operations: LuaScript,
+    lease: LuaScript,
 }
 
 fn entries() -> &'static Entries {
@@ -140,6 +143,7 @@ fn entries() -> &'static Entries {
         compound: LuaScript::compound(),
         together: LuaScript::together(),
         operations: LuaScript::operations(),
+        lease: LuaScript::lease(),
     })
 }
 
@@ -166,6 +170,11 @@ pub(crate) fn together() -> &'static LuaScript {
 /// What applies per-key operations.
 pub(crate) fn operations() -> &'static LuaScript {
     &entries().operations
+}
+
+/// What decides a request asking for a lease, for any policy.
+pub(crate) fn lease() -> &'static LuaScript {
+    &entries().lease
 }
 
 /// One entry point: the library function that runs it and the script
@@ -209,6 +218,17 @@ impl LuaScript {
         Self::new(
             "operate",
             format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{OPERATE}return operate(KEYS, ARGV)\n"),
+        )
+    }
+
+    /// What decides a request asking for a lease (and gives back an ended
+    /// lease's units), for a policy of one limit or several.
+    pub(crate) fn lease() -> Self {
+        Self::new(
+            "lease",
+            format!(
+                "{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{LEASE}return lease(KEYS, ARGV)\n"
+            ),
         )
     }
 
@@ -345,6 +365,7 @@ mod tests {
             LuaScript::compound(),
             LuaScript::together(),
             LuaScript::operations(),
+            LuaScript::lease(),
         ] {
             let suffix = entry.function.strip_prefix(&library.prefix).unwrap();
             assert!(

@@ -151,6 +151,23 @@ impl LimiterMetrics {
         }
     }
 
+    /// The counters of a limiter's leases: decisions made from a lease,
+    /// and units given back.
+    pub(crate) fn lease_counters(&self) -> (Counter, Counter) {
+        describe_counter!(
+            "tollgate_lease_decisions_total",
+            "requests admitted from a lease, without a round trip to the store"
+        );
+        describe_counter!(
+            "tollgate_lease_returned_units_total",
+            "unspent units of ended leases given back to the store"
+        );
+        (
+            counter!("tollgate_lease_decisions_total", &self.labels),
+            counter!("tollgate_lease_returned_units_total", &self.labels),
+        )
+    }
+
     /// Counts a decision.
     #[inline]
     pub(crate) fn decided(&self, allowed: bool) {

@@ -9,6 +9,7 @@ use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
+use crate::lease::Lease;
 use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_KEY_PREFIX};
 use crate::operation::Operation;
 use crate::policy::Policy;
@@ -175,6 +176,7 @@ struct Override {
     deny_cache: Option<Option<DenyCache>>,
     shadow: Option<bool>,
     top_keys: Option<Option<TopKeys>>,
+    lease: Option<Option<Lease>>,
     exempt: KeyList,
     deny: KeyList,
 }
@@ -227,6 +229,13 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
     /// builder's [`top_keys`](Self::top_keys).
     pub fn resource_top_keys(mut self, name: impl Into<String>, top: Option<TopKeys>) -> Self {
         self.overrides.entry(name.into()).or_default().top_keys = Some(top);
+        self
+    }
+
+    /// The leases of resource `name` (`None`: none), in place of the
+    /// builder's [`lease`](Self::lease).
+    pub fn resource_lease(mut self, name: impl Into<String>, lease: Option<Lease>) -> Self {
+        self.overrides.entry(name.into()).or_default().lease = Some(lease);
         self
     }
 
@@ -297,7 +306,7 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         {
             return Err(ConfigError::new(
                 resource_path(name),
-                "has settings (fallback, deny cache, shadow, top keys, exempt or deny) but no policy",
+                "has settings (fallback, deny cache, shadow, top keys, lease, exempt or deny) but no policy",
             )
             .into());
         }
@@ -315,6 +324,9 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
                 }
                 if let Some(top) = o.top_keys {
                     options.top_keys = top;
+                }
+                if let Some(lease) = o.lease {
+                    options.lease = lease;
                 }
                 options.exempt.extend(&o.exempt);
                 options.deny.extend(&o.deny);

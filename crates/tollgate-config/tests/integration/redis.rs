@@ -258,3 +258,43 @@ async fn a_file_with_a_fallback_starts_while_redis_is_down() {
         [(true, true, 1), (false, true, 1)]
     );
 }
+
+#[tokio::test]
+async fn a_file_leases_units_of_hot_keys_from_redis() {
+    let server = RedisServer::start();
+    let policies = file(&format!(
+        "tollgate:\n  redis_url: {}\n  lease: {{ max_units: 16, max_age: 10s }}\n  default: {{ limit: 100, window: 1h, strategy: fixed_window }}\n",
+        server.url()
+    ));
+    let limiter = policies.build().await.unwrap();
+    let default = limiter.limiter("");
+    let mut remaining = Vec::new();
+    for _ in 0..20 {
+        remaining.push(default.allow("hot").await.unwrap().remaining);
+    }
+    assert_eq!(
+        remaining,
+        (80..100).rev().collect::<Vec<_>>(),
+        "exact in one process"
+    );
+    // Redis counts what was leased as spent; ending the leases gives back
+    // what was not.
+    let key = "tollgate::fixed_window:hot";
+    let charged: u64 = server
+        .cli(&["GET", key])
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(charged > 20, "a lease was taken: {charged}");
+    assert!(default.end_leases().await.unwrap() > 0);
+    let charged: u64 = server
+        .cli(&["GET", key])
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(charged, 20);
+}

@@ -1,5 +1,5 @@
 //! Every mistake in the settings beside the policies (`exempt`, `deny`,
-//! `shadow`, `deny_cache`, `fallback`), in every format, is reported with
+//! `shadow`, `deny_cache`, `lease`, `fallback`), in every format, is reported with
 //! the file, the line, the field path and what is wrong.
 
 use tollgate_config::Format;
@@ -638,5 +638,72 @@ fn a_top_keys_capacity_out_of_range_names_the_field() {
         2,
         "tollgate.top_keys",
         "is not true or false (nor a map with `capacity`)",
+    );
+}
+
+#[test]
+fn lease_settings_out_of_range_name_the_field_and_the_range() {
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  default: { limit: 1, window: 1s }\n  lease:\n    max_units: 0\n",
+                4,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.lease]\nmax_units = 0\n",
+                4,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"lease\": {\"max_units\": 0}}}",
+                2,
+            ),
+        ],
+        "tollgate.lease.max_units",
+        "must be from 1 to 1048576",
+    );
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    api: { limit: 1, window: 1s, lease: { max_age: 2m } }\n",
+                4,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.resources.api]\nlimit = 1\nwindow = \"1s\"\nlease = { max_age = \"2m\" }\n",
+                6,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"resources\": {\"api\": {\"limit\": 1, \"window\": \"1s\",\n\"lease\": {\"max_age\": \"2m\"}}}}}",
+                3,
+            ),
+        ],
+        "tollgate.resources.api.lease.max_age",
+        "must be from 1ms to 60s",
+    );
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  default: { limit: 1, window: 1s }\n  lease: { units: 5 }\n",
+                3,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\nlease = { units = 5 }\n",
+                3,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"lease\": {\"units\": 5}}}",
+                2,
+            ),
+        ],
+        "tollgate.lease.units",
+        "unknown field `units`",
     );
 }

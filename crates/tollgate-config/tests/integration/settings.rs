@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use tollgate::{
-    DenyCache, FailPolicy, KeyList, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy, TopKeys,
+    DenyCache, FailPolicy, KeyList, Lease, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy,
+    TopKeys,
 };
 use tollgate_config::{AnyBackend, Format, PolicyFile, Settings, Target};
 
@@ -319,4 +320,34 @@ async fn a_fallback_gives_every_limiter_the_fail_policy_fallback() {
     )
     .unwrap();
     assert_eq!(file.fail_policy(), FailPolicy::Fallback);
+}
+
+#[test]
+fn lease_is_off_unless_given_and_a_resource_replaces_the_file_wide_one() {
+    let text = "tollgate:\n  lease: { max_units: 32 }\n  default: { limit: 1, window: 1s }\n  resources:\n    login: { limit: 1, window: 1s, lease: false }\n    search: { limit: 1, window: 1s, lease: { max_age: 250ms } }\n    api: { limit: 1, window: 1s }\n";
+    let file = PolicyFile::from_str(text, Format::Yaml, "p.yaml").unwrap_or_else(|err| panic!("{err}"));
+    let lease = |target| file.settings(target).lease;
+    let wide = Some(Lease::new(32, Duration::from_millis(100)));
+    assert_eq!(lease(Target::Default), wide);
+    assert_eq!(lease(Target::Resource("api")), wide, "the file-wide lease");
+    assert_eq!(lease(Target::Resource("login")), None);
+    assert_eq!(
+        lease(Target::Resource("search")),
+        Some(Lease::new(64, Duration::from_millis(250))),
+        "a resource's map starts from the defaults"
+    );
+    let none = PolicyFile::from_str(
+        "tollgate:\n  default: { limit: 1, window: 1s }\n",
+        Format::Yaml,
+        "p.yaml",
+    )
+    .unwrap();
+    assert_eq!(none.settings(Target::Default).lease, None, "off by default");
+    let on = PolicyFile::from_str(
+        "[tollgate]\nlease = true\ndefault = { limit = 1, window = \"1s\" }\n",
+        Format::Toml,
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!(on.settings(Target::Default).lease, Some(Lease::default()));
 }

@@ -103,6 +103,7 @@ pub(crate) struct Harness {
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) clock: ManualClock,
     backend: RedisBackend,
+    url: String,
     case: AtomicU64,
 }
 
@@ -145,8 +146,19 @@ impl Harness {
             rt,
             clock,
             backend,
+            url,
             case: AtomicU64::new(0),
         }
+    }
+
+    /// The backend, on the harness's clock.
+    pub(crate) fn backend(&self) -> &RedisBackend {
+        &self.backend
+    }
+
+    /// The server's URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
 
     /// A limiter on a fresh namespace, so cases never see each other's state.

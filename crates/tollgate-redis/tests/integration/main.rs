@@ -11,6 +11,7 @@ mod compound;
 mod connect;
 mod differential;
 mod faults;
+mod leases;
 mod operations;
 mod processes;
 mod protection;

@@ -7,6 +7,7 @@ mod codec;
 mod janitor;
 mod key_locks;
 mod keys;
+mod leasing;
 #[cfg(all(test, tollgate_loom))]
 mod loom_models;
 pub mod memory;
@@ -24,6 +25,7 @@ pub use crate::decision::Tick;
 pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
 pub use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
+pub use leasing::{LeaseAsk, Leased};
 
 use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind, Error};
@@ -95,6 +97,15 @@ pub trait Backend: Send + Sync + 'static {
     fn decides_now(&self) -> bool {
         false
     }
+
+    /// Whether this backend's bindings lease ([`Binding::lease`] answers
+    /// `Some`), so that a limiter set to
+    /// [lease](crate::LimiterBuilder::lease) keeps leases on it. A
+    /// limiter reads it once, when it binds a policy. The default is
+    /// `false`: every request is decided by the store, as without leases.
+    fn leases(&self) -> bool {
+        false
+    }
 }
 
 /// One part of a request that a backend decides with the request's other
@@ -146,6 +157,31 @@ pub trait Binding: Send + Sync + 'static {
     fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
         let _ = (key, cost);
         None
+    }
+
+    /// Decides a request that asks for a lease, as [leased
+    /// quotas](crate::_documentation::semantics#leased-quotas) define it,
+    /// atomically with respect to every other request on the key: gives
+    /// back the units of an ended lease (before the store time
+    /// `ask.return_before`, as [`give_back`](crate::strategy::give_back)),
+    /// counts `ask.lessee` among the processes leasing the key for
+    /// `ask.max_age`, then decides `ask.cost` units with up to `ask.want`
+    /// more as [`lease_all`](crate::strategy::lease_all) does.
+    ///
+    /// `None` when this binding does not lease (the default): the limiter
+    /// then decides every request with [`Binding::apply`], as without
+    /// leases.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written.
+    fn lease(
+        &self,
+        key: &[u8],
+        ask: LeaseAsk,
+    ) -> impl Future<Output = Option<Result<Leased, BackendError>>> + Send {
+        let _ = (key, ask);
+        std::future::ready(None)
     }
 
     /// Applies a per-key operation to `key`'s state, atomically with

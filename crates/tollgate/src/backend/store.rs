@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::codec::{decode_record, encode_record, Record};
 use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
-use super::{Backend, Binding, Scope};
+use super::{Backend, Binding, LeaseAsk, Leased, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, Error};
@@ -148,6 +148,10 @@ impl<S: Store> StoreBackend<S> {
 impl<S: Store> Backend for StoreBackend<S> {
     type Binding = StoreBinding<S>;
 
+    fn leases(&self) -> bool {
+        true
+    }
+
     fn bind(&self, scope: &Scope<'_>) -> Result<StoreBinding<S>, Error> {
         // Policies have windows of at least 1 µs, at least one tick here.
         let limits = scope.policy.limits();
@@ -205,11 +209,29 @@ impl<S: Store> StoreBinding<S> {
         key: &[u8],
         f: impl FnOnce(&[Record], &mut [Record], u64) -> R,
     ) -> Result<R, BackendError> {
+        self.update_leasing(key, None, |before, after, now, _| f(before, after, now))
+            .await
+    }
+
+    /// [`Self::update`] for a request of `lessee` (its number and how long
+    /// it counts, in ticks), when there is one: counts it among the key's
+    /// lessees, under the key's lock, and gives `f` the number of lessees
+    /// (1 without one).
+    async fn update_leasing<R>(
+        &self,
+        key: &[u8],
+        lessee: Option<(u64, u64)>,
+        f: impl FnOnce(&[Record], &mut [Record], u64, u64) -> R,
+    ) -> Result<R, BackendError> {
         let shared = &self.shared;
         let keys = self.keys(key);
         // All of a key's limits share the lock of its first state key.
         let _guard = shared.locks.lock(&keys[0]).await;
         let n = keys.len();
+        let lessees = match lessee {
+            Some((id, age)) => self.count_lessee(&keys[0], id, age).await?,
+            None => 1,
+        };
         let mut before = [Record::default(); MAX_LIMITS];
         for (i, full) in keys.iter().enumerate() {
             if let Some(bytes) = shared.store.get(full).await? {
@@ -220,7 +242,7 @@ impl<S: Store> StoreBinding<S> {
         // from the time the decision used.
         let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
         let mut after = before;
-        let result = f(&before[..n], &mut after[..n], now);
+        let result = f(&before[..n], &mut after[..n], now, lessees);
         for (i, full) in keys.iter().enumerate() {
             if after[i] == before[i] {
                 continue;
@@ -239,6 +261,88 @@ impl<S: Store> StoreBinding<S> {
             }
         }
         Ok(result)
+    }
+
+    /// Counts lessee `id` among the processes leasing the state key
+    /// `first` for the next `age` ticks, in a record beside it
+    /// (`{first}:lessees`, 16 bytes per process, each dropped when its
+    /// time is up), and returns how many there are, `id` included.
+    async fn count_lessee(&self, first: &[u8], id: u64, age: u64) -> Result<u64, BackendError> {
+        let shared = &self.shared;
+        let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
+        let mut record = first.to_vec();
+        record.extend_from_slice(b":lessees");
+        let stored = shared.store.get(&record).await?.unwrap_or_default();
+        let mut kept: Vec<u8> = Vec::with_capacity(stored.len() + 16);
+        for entry in stored.chunks_exact(16) {
+            let (who, until) = entry.split_at(8);
+            let who = u64::from_le_bytes(who.try_into().unwrap_or_default());
+            let until = u64::from_le_bytes(until.try_into().unwrap_or_default());
+            if who != id && until > now {
+                kept.extend_from_slice(entry);
+            }
+        }
+        kept.extend_from_slice(&id.to_le_bytes());
+        kept.extend_from_slice(&now.saturating_add(age).to_le_bytes());
+        let count = (kept.len() / 16) as u64;
+        shared
+            .store
+            .set(&record, kept, shared.tick.duration(age.max(1)))
+            .await?;
+        Ok(count)
+    }
+
+    async fn run_lease(&self, key: &[u8], ask: LeaseAsk) -> Result<Leased, BackendError> {
+        let limits = &self.limits;
+        let tick = self.shared.tick;
+        let age = tick.from_nanos(u64::try_from(ask.max_age.as_nanos()).unwrap_or(u64::MAX));
+        let lessee = (ask.want > 0).then_some((ask.lessee, age));
+        self.update_leasing(key, lessee, |before, after, now, lessees| {
+            let n = before.len();
+            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
+            for (state, record) in states.iter_mut().zip(before) {
+                *state = record.state;
+            }
+            strategy::give_back(limits, &mut states[..n], now, ask.returning, ask.return_before);
+            let mut next = [None; MAX_LIMITS];
+            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
+            if until > now {
+                // Blocked: nothing is charged or leased.
+                let reset = strategy::decide_all(limits, &states[..n], &mut next[..n], now, 0)
+                    .outcome
+                    .reset;
+                for (record, state) in after.iter_mut().zip(&states[..n]) {
+                    record.state = *state;
+                }
+                let decision = Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
+                return Leased::new(decision, 0, None, u64::MAX);
+            }
+            let leased = strategy::lease_all(
+                limits,
+                &states[..n],
+                &mut next[..n],
+                now,
+                ask.cost,
+                ask.want,
+                lessees,
+            );
+            for (record, state) in after.iter_mut().zip(next) {
+                *record = Record {
+                    state,
+                    blocked_until: None,
+                };
+            }
+            let decision = Decision::from_compound(leased.compound, limits, tick);
+            Leased::new(
+                decision,
+                leased.extra,
+                leased
+                    .window_end
+                    .map(|end| tick.duration(end.saturating_sub(now))),
+                leased.window_end.unwrap_or(u64::MAX),
+            )
+        })
+        .await
     }
 
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
@@ -310,5 +414,9 @@ impl<S: Store> Binding for StoreBinding<S> {
 
     fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
         self.run_operation(key, op)
+    }
+
+    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
+        Some(self.run_lease(key, ask).await)
     }
 }

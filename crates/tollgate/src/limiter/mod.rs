@@ -112,6 +112,13 @@ impl<B: Backend> Limiter<B> {
             None => backend.bind(scope)?,
         };
         let top_capacity = top::capacity_of(options.top_keys);
+        let decides_now = backend.decides_now();
+        let metrics = LimiterMetrics::for_limiter(
+            shared_metrics.or(previous.map(|p| &p.metrics)),
+            metrics_resource.unwrap_or(scope.resource),
+            scope.policy,
+        );
+        let protection = options.protection(backend.leases(), &metrics)?;
         Ok(Self {
             top_capacity,
             top: TopSlot::new(top_capacity, previous.map(|p| (&p.top, p.top_capacity))),
@@ -120,15 +127,11 @@ impl<B: Backend> Limiter<B> {
             policy: *scope.policy,
             fail: options.fail,
             fail_open_events: AtomicU64::new(0),
-            metrics: LimiterMetrics::for_limiter(
-                shared_metrics.or(previous.map(|p| &p.metrics)),
-                metrics_resource.unwrap_or(scope.resource),
-                scope.policy,
-            ),
-            protection: options.protection()?,
+            metrics,
+            protection,
             has_lists: options.has_lists(),
             shadow: options.shadow,
-            decides_now: backend.decides_now(),
+            decides_now,
         })
     }
 
@@ -215,6 +218,45 @@ impl<B: Backend> Limiter<B> {
     /// not apply: an operation is never silently dropped.
     pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
         way::awaited(self.operate_by::<Awaited>(key.as_ref(), op)).await
+    }
+
+    /// Ends every lease this limiter holds and gives the unspent units back
+    /// to the store (see [`LimiterBuilder::lease`]): call it before the
+    /// process exits, and after a policy is replaced, so that other
+    /// processes can spend what this one leased. Decisions go on as usual
+    /// meanwhile, and take new leases. Returns the units given back.
+    ///
+    /// Every lease is ended, one store call per key with units left. A
+    /// return that fails is not repeated (the store may have applied it):
+    /// its units stay charged until they no longer count (the window ends,
+    /// the bucket drains).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] for the first return that failed, after every
+    /// other was tried.
+    pub async fn end_leases(&self) -> Result<u64, Error> {
+        let Some(table) = self.protection.as_ref().and_then(|p| p.lease.as_ref()) else {
+            return Ok(0);
+        };
+        let mut given = 0;
+        let mut first_error = None;
+        for (key, ask) in table.end_all() {
+            match self.binding.lease(&key, ask).await {
+                Some(Ok(_)) => {
+                    table.count_returned(ask.returning);
+                    given += ask.returning;
+                }
+                Some(Err(err)) => {
+                    first_error.get_or_insert(err);
+                }
+                None => {}
+            }
+        }
+        match first_error {
+            Some(err) => Err(Error::Backend(err)),
+            None => Ok(given),
+        }
     }
 
     /// Brings `key` back to fresh state and ends a block on it.

@@ -7,6 +7,8 @@ use crate::backend::memory::MemoryBackend;
 use crate::clock::{ClockHandle, SharedClock, SystemClock};
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
+use crate::lease::{Lease, LeaseTable};
+use crate::metrics::LimiterMetrics;
 use crate::policy::Policy;
 use crate::protection::{Breaker, CircuitBreaker, DenyCache, DenyTable, Fallback, Protection};
 use crate::top::TopKeys;
@@ -43,6 +45,7 @@ pub(crate) struct Options {
     pub(crate) exempt: KeyList,
     pub(crate) deny: KeyList,
     pub(crate) top_keys: Option<TopKeys>,
+    pub(crate) lease: Option<Lease>,
 }
 
 impl std::fmt::Debug for Options {
@@ -57,6 +60,7 @@ impl std::fmt::Debug for Options {
             .field("exempt", &self.exempt)
             .field("deny", &self.deny)
             .field("top_keys", &self.top_keys)
+            .field("lease", &self.lease)
             .finish()
     }
 }
@@ -79,6 +83,7 @@ impl Options {
             && self.shadow == other.shadow
             && self.exempt == other.exempt
             && self.deny == other.deny
+            && self.lease == other.lease
     }
 
     /// Checks that the fail policy and the fallback agree, and the top
@@ -86,6 +91,9 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if let Some(top) = &self.top_keys {
             top.validate()?;
+        }
+        if let Some(lease) = &self.lease {
+            lease.validate()?;
         }
         match (self.fail, &self.fallback) {
             (FailPolicy::Fallback, None) => Err(ConfigError::new(
@@ -116,14 +124,21 @@ impl Options {
     }
 
     /// The protection these options ask for (the fallback checked, and
-    /// bound by its first decision).
-    pub(crate) fn protection(&self) -> Result<Option<Box<Protection>>, Error> {
+    /// bound by its first decision), counting on `metrics`. Leases are
+    /// left out unless the backend `leases` (one in memory does not: its
+    /// decisions are local already).
+    pub(crate) fn protection(
+        &self,
+        leases: bool,
+        metrics: &LimiterMetrics,
+    ) -> Result<Option<Box<Protection>>, Error> {
         let breaker = match (self.breaker, self.fail) {
             (Some(settings), _) => Some(settings),
             (None, FailPolicy::Fallback) => Some(CircuitBreaker::default()),
             (None, _) => None,
         };
-        if self.deny_cache.is_none() && breaker.is_none() && self.fallback.is_none() {
+        let lease = self.lease.filter(|_| leases);
+        if self.deny_cache.is_none() && breaker.is_none() && self.fallback.is_none() && lease.is_none() {
             return Ok(None);
         }
         let clock: SharedClock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
@@ -143,6 +158,10 @@ impl Options {
             deny: self.deny_cache.map(DenyTable::new),
             breaker: breaker.map(Breaker::new),
             fallback,
+            lease: lease.map(|settings| {
+                let (decisions, returned) = metrics.lease_counters();
+                LeaseTable::new(settings, decisions, returned)
+            }),
         })))
     }
 }

@@ -23,6 +23,13 @@ macro_rules! summary {
         "A deny cache for every resource unless turned off per resource \
          ([`resource_deny_cache`](Self::resource_deny_cache)), and for the default policy."
     };
+    (LimiterBuilder, lease) => {
+        "Leases of hot keys' units from a shared store (default: off)."
+    };
+    (ResourceLimiterBuilder, lease) => {
+        "Leases for every resource without a setting of its own \
+         ([`resource_lease`](Self::resource_lease)), and for the default policy."
+    };
     (LimiterBuilder, shadow) => {
         "Shadow mode, on or off (default: off)."
     };
@@ -94,6 +101,19 @@ macro_rules! option_setters {
         /// otherwise.
         pub fn circuit_breaker(mut self, breaker: $crate::CircuitBreaker) -> Self {
             self.options.breaker = Some(breaker);
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, lease)]
+        ///
+        /// A request that finds no lease of its key takes up to
+        /// `max_units` units from the store in one call; the key's next
+        /// requests in this process are admitted from them without a round
+        /// trip, within exact bounds (see [`Lease`](crate::Lease)). Only
+        /// backends on a shared store lease; in memory the setting changes
+        /// nothing.
+        pub fn lease(mut self, lease: $crate::Lease) -> Self {
+            self.options.lease = Some(lease);
             self
         }
 

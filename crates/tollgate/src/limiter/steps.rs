@@ -13,6 +13,7 @@ use crate::backend::Backend;
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, Error};
 use crate::keylist::Probe;
+use crate::lease::{LeaseCall, Take};
 use crate::operation::Operation;
 use crate::protection::{Breaker, Claim, DenyTable, Gate, Lookup, ProbeGuard, Protection, Settled};
 
@@ -57,6 +58,24 @@ impl<B: Backend> Limiter<B> {
         cost: u64,
     ) -> Option<Result<Decision, Error>> {
         let mut now = p.clock.now_nanos();
+        let mut lease = None;
+        if let (true, Some(table)) = (cost > 0, &p.lease) {
+            loop {
+                match table.take(key, cost, now) {
+                    Take::Spent(decision) => return Some(Ok(decision)),
+                    Take::Ask(call) => {
+                        lease = Some(call);
+                        break;
+                    }
+                    Take::Wait(answered) => {
+                        if !W::answered(answered).await {
+                            break;
+                        }
+                        now = p.clock.now_nanos();
+                    }
+                }
+            }
+        }
         let mut claim = None;
         if let (true, Some(cache)) = (cost > 0, &p.deny) {
             loop {
@@ -85,8 +104,30 @@ impl<B: Backend> Limiter<B> {
             }
         }
         let started = self.start();
-        let result = W::apply(&self.binding, key, cost).await?;
+        let result = match lease {
+            Some(call) => self.lease_from_store::<W>(call, key, cost).await?,
+            None => W::apply(&self.binding, key, cost).await?,
+        };
         Some(self.record_store(p, passage, result, started, key, cost))
+    }
+
+    /// The store's answer to a request asking for a lease, recorded in the
+    /// limiter's leases; `None`, with nothing done, only when `W` cannot
+    /// have it.
+    async fn lease_from_store<W: Way>(
+        &self,
+        call: LeaseCall<'_>,
+        key: &[u8],
+        cost: u64,
+    ) -> Option<Result<Decision, BackendError>> {
+        match W::lease(&self.binding, key, call.ask()).await? {
+            Some(result) => Some(call.settle(result)),
+            // `Backend::leases` said it leases; decided as without.
+            None => {
+                drop(call);
+                W::apply(&self.binding, key, cost).await
+            }
+        }
     }
 
     /// Applies a per-key operation: validated, the key's denial forgotten
@@ -97,7 +138,28 @@ impl<B: Backend> Limiter<B> {
             return Some(Err(err.into()));
         }
         self.forget_denial(key);
+        self.end_lease::<W>(key, op).await?;
         Some(W::operate(&self.binding, key, op).await?.map_err(Error::Backend))
+    }
+
+    /// Ends this process's lease of `key` before an operation changes the
+    /// key's state, giving its unspent units back first (except before a
+    /// reset, which clears them anyway). A return that fails is not
+    /// repeated: the store may have applied it. `None` only when `W`
+    /// cannot reach the store.
+    async fn end_lease<W: Way>(&self, key: &[u8], op: Operation) -> Option<()> {
+        let Some(table) = self.protection.as_ref().and_then(|p| p.lease.as_ref()) else {
+            return Some(());
+        };
+        let Some(ask) = table.end(key) else {
+            return Some(());
+        };
+        if op != Operation::Reset {
+            if let Some(Ok(_)) = W::lease(&self.binding, key, ask).await? {
+                table.count_returned(ask.returning);
+            }
+        }
+        Some(())
     }
 
     /// Forgets a denial of `key` in the deny cache, before an operation

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use tokio::sync::futures::OwnedNotified;
 
-use crate::backend::Binding;
+use crate::backend::{Binding, LeaseAsk, Leased};
 use crate::decision::Decision;
 use crate::error::BackendError;
 use crate::operation::Operation;
@@ -24,6 +24,15 @@ pub(super) trait Way {
         key: &[u8],
         cost: u64,
     ) -> impl Future<Output = Option<Result<Decision, BackendError>>> + Send;
+
+    /// The store's answer to a request asking for a lease: `None`, with
+    /// nothing done, when this way cannot have it; `Some(None)` when the
+    /// binding does not lease.
+    fn lease<Bd: Binding>(
+        binding: &Bd,
+        key: &[u8],
+        ask: LeaseAsk,
+    ) -> impl Future<Output = Option<Option<Result<Leased, BackendError>>>> + Send;
 
     /// A per-key operation applied to the store; `None`, with nothing done,
     /// when this way cannot apply it.
@@ -55,6 +64,15 @@ impl Way for Awaited {
         cost: u64,
     ) -> Option<Result<Decision, BackendError>> {
         Some(binding.apply(key, cost).await)
+    }
+
+    #[inline]
+    async fn lease<Bd: Binding>(
+        binding: &Bd,
+        key: &[u8],
+        ask: LeaseAsk,
+    ) -> Option<Option<Result<Leased, BackendError>>> {
+        Some(binding.lease(key, ask).await)
     }
 
     #[inline]
@@ -91,6 +109,16 @@ impl Way for AtOnce {
         cost: u64,
     ) -> Option<Result<Decision, BackendError>> {
         binding.apply_now(key, cost)
+    }
+
+    /// A backend that decides now keeps no leases.
+    #[inline]
+    async fn lease<Bd: Binding>(
+        _: &Bd,
+        _: &[u8],
+        _: LeaseAsk,
+    ) -> Option<Option<Result<Leased, BackendError>>> {
+        None
     }
 
     #[inline]

@@ -30,6 +30,7 @@ pub(crate) use deny_cache::{Claim, DenyTable, Lookup, Settled};
 pub(crate) use fallback::Fallback;
 
 use crate::clock::SharedClock;
+use crate::lease::LeaseTable;
 
 /// What protects one limiter's store, built from the settings.
 pub(crate) struct Protection {
@@ -39,6 +40,8 @@ pub(crate) struct Protection {
     pub(crate) breaker: Option<Breaker>,
     /// The in-memory limiter of [`FailPolicy::Fallback`](crate::FailPolicy::Fallback).
     pub(crate) fallback: Option<Box<Fallback>>,
+    /// The leases of a limiter on a shared store.
+    pub(crate) lease: Option<LeaseTable>,
 }
 
 /// Gives up a probe whose store call never finished: dropped with the

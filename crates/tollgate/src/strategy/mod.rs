@@ -21,6 +21,7 @@ mod fixed_window;
 mod gcra;
 mod kind;
 mod leaky_bucket;
+mod lease;
 mod sliding_window;
 mod token_bucket;
 
@@ -29,6 +30,7 @@ pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};
 pub use leaky_bucket::LeakyBucket;
+pub use lease::{give_back, lease_all, window_end, LeaseOutcome};
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;
 

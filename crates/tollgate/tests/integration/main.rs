@@ -7,6 +7,7 @@
 mod backends_agree;
 mod compound;
 mod concurrency;
+mod leases;
 mod limiter_api;
 mod limits;
 mod live;

@@ -1,0 +1,169 @@
+
+-- tollgate: a request that asks for a lease (SEMANTICS.md "Leased
+-- quotas"), for a policy of one limit or several. It follows the prelude,
+-- every strategy file, compound.lua and operate.lua, and defines
+-- `lease(KEYS, ARGV)`.
+--
+-- KEYS[i]  limit i's state key, for i = 1 .. n (as for compound.lua)
+-- KEYS[n + 1]  when present, the key's lessees: a sorted set of the
+--          processes leasing it, each scored with the microsecond until
+--          which it counts (in the hash slot of KEYS[1])
+-- ARGV[2]  the request's cost (the caller clamps it to the largest L + 1)
+-- ARGV[3]  milliseconds added to every expiry (grace for caller clocks)
+-- ARGV[4 * i .. 4 * i + 3]  limit i: its strategy function, L, W and T
+-- ARGV[4 * n + 4]  want: the most units to lease beyond the cost
+-- ARGV[4 * n + 5]  the lessee: who asks
+-- ARGV[4 * n + 6]  the lease's maximum age in microseconds
+-- ARGV[4 * n + 7]  units of an ended lease to give back first
+-- ARGV[4 * n + 8]  the microsecond before which they are given back (-1:
+--          always, for buckets)
+-- ARGV[4 * n + 9]  n, the number of limits
+--
+-- Ports crates/tollgate/src/strategy/lease.rs: the units given back are
+-- refunded on every limit (when now is before their window's end); the
+-- lessee is counted; with `left` the smallest remaining of a peek and
+-- `lessees` the processes counted, `extra = min(want, floor(left / (2 *
+-- lessees)) - cost)`; cost + extra units are decided as one request when
+-- extra > 0, and the cost alone otherwise or when that is denied, exactly
+-- as compound.lua decides. Returns compound.lua's reply followed by extra,
+-- the microsecond at which the earliest window of the lease ends and the
+-- microseconds from now to it (-1 and -1 for none); for a blocked key compound.lua's blocked reply (nothing given
+-- back, charged or leased).
+
+local function lease(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
+  end
+  local n = tonumber(ARGV[#ARGV])
+  local cost = tonumber(ARGV[2])
+  local want = tonumber(ARGV[4 * n + 4])
+  local lessee = ARGV[4 * n + 5]
+  local age = tonumber(ARGV[4 * n + 6])
+  local returning = tonumber(ARGV[4 * n + 7])
+  local before = tonumber(ARGV[4 * n + 8])
+  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
+  local limits = {}
+
+  local function run(i, c)
+    local l = limits[i]
+    local allowed, remaining, reset, retry_after, new, expires_at =
+      strategies[l[1]](states[i], l[2], l[3], l[4], c)
+    if allowed == nil then
+      return nil, remaining
+    end
+    reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
+    news[i], expiries[i] = new, expires_at
+    return allowed == 1
+  end
+
+  -- Decides every limit for `c` units; nothing is charged unless all
+  -- admit (a limit that admitted then reports a peek). Returns whether all
+  -- admitted, or nil and the malformed key's error.
+  local function run_all(c)
+    local all = true
+    for i = 1, n do
+      local admits, what = run(i, c)
+      if admits == nil then
+        return nil, malformed(what, KEYS[i])
+      end
+      all = all and admits
+    end
+    if not all and c > 0 then
+      for i = 1, n do
+        if reply[4 * i - 3] == 1 then
+          run(i, 0)
+        end
+      end
+    end
+    return all
+  end
+
+  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
+  if not blocked_until then
+    return err
+  end
+  for i = 1, n do
+    limits[i] = { ARGV[4 * i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]) }
+  end
+  if blocked_until > now then
+    return blocked_reply(run, reply, KEYS, n, blocked_until)
+  end
+
+  -- The units of an ended lease, given back inside their window.
+  if returning > 0 and (before < 0 or now < before) then
+    for i = 1, n do
+      local l = limits[i]
+      local new, expires_at = adjusts[l[1]](states[i], l[2], l[3], l[4], -returning)
+      if new == false then
+        return malformed(expires_at, KEYS[i])
+      end
+      states[i] = new or false
+    end
+  end
+
+  local lessees = 1
+  if want > 0 and KEYS[n + 1] then
+    local set = KEYS[n + 1]
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', fmt(now))
+    redis.call('ZADD', set, fmt(now + age), lessee)
+    lessees = redis.call('ZCARD', set)
+    redis.call('PEXPIRE', set, fmt(ceil_div(age, 1000) + 1))
+  end
+
+  local extra = 0
+  if cost > 0 and want > 0 then
+    local admits, err = run_all(0)
+    if admits == nil then
+      return err
+    end
+    local left = reply[2]
+    for i = 2, n do
+      left = math.min(left, reply[4 * i - 2])
+    end
+    extra = math.min(want, floor_div(left, 2 * lessees) - cost)
+  end
+
+  local granted = 0
+  if extra > 0 then
+    local admits, err = run_all(cost + extra)
+    if admits == nil then
+      return err
+    end
+    if admits then
+      granted = extra
+    end
+  end
+  if granted == 0 then
+    local admits, err = run_all(cost)
+    if admits == nil then
+      return err
+    end
+  end
+
+  -- The end of the earliest window the lease was charged in.
+  local window_end = -1
+  if granted > 0 then
+    for i = 1, n do
+      local name, window = limits[i][1], limits[i][3]
+      local ends = nil
+      if name == 'fixed_window' then
+        ends = expiries[i]
+      elseif name == 'sliding_window' then
+        ends = expiries[i] - window
+      end
+      if ends and (window_end < 0 or ends < window_end) then
+        window_end = ends
+      end
+    end
+  end
+
+  local grace_ms = tonumber(ARGV[3])
+  for i = 1, n do
+    save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
+  end
+  reply[4 * n + 1] = granted
+  reply[4 * n + 2] = window_end
+  reply[4 * n + 3] = window_end < 0 and -1 or window_end - now
+  return reply
+end
