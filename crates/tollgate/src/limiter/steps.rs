@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use super::way::Way;
 use super::{FailPolicy, Limiter};
-use crate::backend::Backend;
+use crate::backend::{Backend, Leased};
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, Error};
 use crate::keylist::Probe;
@@ -120,7 +120,14 @@ impl<B: Backend> Limiter<B> {
         key: &[u8],
         cost: u64,
     ) -> Option<Result<Decision, BackendError>> {
-        match W::lease(&self.binding, key, call.ask()).await? {
+        let ask = call.ask();
+        if ask.want == 0 && ask.returning == 0 {
+            // Nothing to lease or give back: the store's ordinary decision,
+            // which costs it less, recorded as a request without a lease.
+            let result = W::apply(&self.binding, key, cost).await?;
+            return Some(call.settle(result.map(|d| Leased::new(d, 0, None, u64::MAX))));
+        }
+        match W::lease(&self.binding, key, ask).await? {
             Some(result) => Some(call.settle(result)),
             // `Backend::leases` said it leases; decided as without.
             None => {
