@@ -304,6 +304,31 @@ impl PolicySet {
         self.policies.as_ref()
     }
 
+    /// Ends the leases of every limiter of the set (the policy file's and
+    /// every Envoy limit's) and gives their unspent units back to the
+    /// store (see [`tollgate::Lease`]): what a service does before it
+    /// exits. Returns the units given back.
+    ///
+    /// # Errors
+    ///
+    /// The first limiter's error, after every limiter was tried.
+    pub async fn end_leases(&self) -> Result<u64, tollgate::Error> {
+        let mut limiters: Vec<&Limiter<AnyBackend>> = Vec::new();
+        if let Some(policies) = &self.policies {
+            limiters.push(policies.default_limiter());
+            limiters.extend(policies.resources().map(|(_, limiter)| limiter));
+        }
+        for domain in self.domains.values() {
+            limiters.extend(
+                domain
+                    .rules
+                    .iter()
+                    .filter_map(|rule| rule.limiter().map(|l| &**l)),
+            );
+        }
+        tollgate::end_leases(limiters).await
+    }
+
     /// The Envoy domain called `name`, if one is configured.
     pub fn domain(&self, name: &str) -> Option<&Domain> {
         self.domains.get(name)

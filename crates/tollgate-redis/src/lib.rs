@@ -92,13 +92,16 @@
 //!
 //! ## Operations
 //!
+//! [`_documentation::leases`] shows how a hot key shared by a fleet is
+//! decided at local speed, within exact bounds.
 //! [`_documentation::operations`] is the guide to running it: key layout
 //! and eviction, Redis Cluster and hot keys, failover (Sentinel included)
 //! and restarts, the clock, timeouts, dead connections, the numeric bounds, the expiry grace and the Redis
 //! versions it needs. Measured latency and throughput are in
 //! [`tollgate::_documentation::performance`].
 
-/// Long-form documentation: the guide to operating limits on Redis.
+/// Long-form documentation: the guide to operating limits on Redis, and
+/// leases.
 pub mod _documentation {
     pub mod operations {
         // Link targets in rustdoc for the labels that `docs/redis.md` defines
@@ -106,8 +109,18 @@ pub mod _documentation {
         #![doc = "[semantics]: tollgate::_documentation::semantics\n\
                   [key-layout]: tollgate::_documentation::semantics_notes#key-layout\n\
                   [expired-is-absent]: tollgate::_documentation::semantics_notes#expired-state-is-absent-state\n\
-                  [redis-performance]: tollgate::_documentation::performance#redis\n\n"]
+                  [redis-performance]: tollgate::_documentation::performance#redis\n\
+                  [leases]: crate::_documentation::leases\n\n"]
         #![doc = include_str!("../docs/redis.md")]
+    }
+
+    pub mod leases {
+        // Link targets in rustdoc for the labels `docs/leases.md` defines
+        // with repository paths.
+        #![doc = "[semantics-leases]: tollgate::_documentation::semantics#leased-quotas\n\
+                  [performance-leases]: tollgate::_documentation::performance#leases\n\
+                  [protecting]: tollgate::_documentation::protecting_the_store\n\n"]
+        #![doc = include_str!("../docs/leases.md")]
     }
 }
 

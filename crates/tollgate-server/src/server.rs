@@ -187,6 +187,12 @@ impl Server {
             }
         }
         drop(self._watcher);
+        // Leased units go back to the store for the rest of the fleet.
+        match self.shared.config.current().end_leases().await {
+            Ok(0) => {}
+            Ok(units) => tracing::info!("gave {units} leased units back to the store"),
+            Err(err) => tracing::warn!("could not give every leased unit back to the store: {err}"),
+        }
         tracing::info!("stopped");
         Ok(())
     }

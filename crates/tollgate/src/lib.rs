@@ -105,7 +105,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Listed};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
-pub use lease::{Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
+pub use lease::{end_leases, Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
 pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
 pub use limits::{Limits, DEFAULT_POLICY_NAME};
 pub use live::{LiveLimiter, ServingLimiter};

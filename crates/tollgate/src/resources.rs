@@ -90,6 +90,20 @@ impl<B: Backend> ResourceLimiter<B> {
         self.resources.iter().map(|(name, l)| (&**name, &**l))
     }
 
+    /// Ends the leases of every limiter (the default policy's and each
+    /// resource's) and gives their unspent units back, as
+    /// [`Limiter::end_leases`] does. Returns the units given back.
+    ///
+    /// # Errors
+    ///
+    /// The first limiter's error, after every limiter was tried.
+    pub async fn end_leases(&self) -> Result<u64, Error> {
+        let limiters: Vec<&Limiter<B>> = std::iter::once(&*self.default)
+            .chain(self.resources.values().map(|l| &**l))
+            .collect();
+        crate::lease::end_leases(limiters).await
+    }
+
     /// Decides one request of cost 1 for `key` under `resource`'s policy.
     ///
     /// # Errors

@@ -183,3 +183,42 @@ descriptors:
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_units_go_back_to_redis_when_the_service_stops() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "tollgate:
+  redis_url: {}
+  key_prefix: lease-test
+  lease: {{ max_units: 16, max_age: 30s }}
+  default: {{ limit: 1000, window: 1h, strategy: fixed_window }}
+",
+            redis.url()
+        ),
+    );
+    let server = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    let mut remaining = Vec::new();
+    for _ in 0..12 {
+        let (status, got) = decide(&client, &server, r#"{"key": "hot"}"#).await;
+        assert_eq!(status, 200, "{got}");
+        remaining.push(got["remaining"].as_u64().unwrap());
+    }
+    assert_eq!(
+        remaining,
+        (988..1000).rev().collect::<Vec<_>>(),
+        "exact in one process"
+    );
+    let count = |redis: &RedisServer| -> u64 {
+        let state = redis.cli(&["GET", "lease-test::fixed_window:hot"]);
+        state.split(':').nth(1).unwrap().parse().unwrap()
+    };
+    assert!(count(&redis) > 12, "units were leased");
+    server.stop().await;
+    assert_eq!(count(&redis), 12, "every unspent unit given back");
+}
