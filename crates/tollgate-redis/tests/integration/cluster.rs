@@ -244,3 +244,87 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
     assert_ne!(slot(&a, "user-1"), slot(&b, "user-1"));
     assert!(decide(&parts("user-1")).await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leases_on_a_cluster_stay_exact_and_keep_their_lessees_in_the_key_slot() {
+    let cluster = Cluster::start(3, 0, 2_000);
+    let urls = cluster.urls();
+    let mut backends = Vec::new();
+    for _ in 0..4 {
+        let backend = RedisBackend::builder()
+            .timeout(Duration::from_secs(10))
+            .connect_cluster(&urls)
+            .await
+            .unwrap();
+        backends.push(backend);
+    }
+    let lease = tollgate::Lease::new(8, Duration::from_secs(30));
+    for (p, policy) in policies().into_iter().enumerate() {
+        let prefix = format!("lease{p}");
+        let limiters: Vec<_> = backends
+            .iter()
+            .map(|backend| {
+                std::sync::Arc::new(
+                    Limiter::builder()
+                        .backend(backend.clone())
+                        .policy(policy)
+                        .key_prefix(&prefix)
+                        .lease(lease)
+                        .build()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let tightest = policy.limits().iter().map(Limit::limit).min().unwrap();
+        // Two rounds of 4 tasks per limiter and key, 4 requests each; the
+        // leases end in between, giving back what they held.
+        let mut per_key = [0u64; 12];
+        for round in 0..2 {
+            let mut tasks = Vec::new();
+            for key in 0..12 {
+                for limiter in &limiters {
+                    for _ in 0..4 {
+                        let limiter = limiter.clone();
+                        tasks.push(tokio::spawn(async move {
+                            let mut admitted = 0;
+                            for _ in 0..4 {
+                                admitted +=
+                                    u64::from(limiter.allow(format!("user-{key}")).await.unwrap().allowed);
+                            }
+                            (key, admitted)
+                        }));
+                    }
+                }
+            }
+            for task in tasks {
+                let (key, admitted) = task.await.unwrap();
+                per_key[key] += admitted;
+            }
+            assert!(
+                per_key.iter().all(|&n| n <= tightest),
+                "{policy} round {round}: {per_key:?}"
+            );
+            for limiter in &limiters {
+                limiter.end_leases().await.unwrap();
+            }
+        }
+        // Every unit given back was spent by the second round.
+        assert_eq!(per_key, [tightest; 12], "{policy}");
+        // The lessees of a key live in its slot.
+        let state = limiters[0].binding().state_keys(b"user-0").remove(0);
+        let state = String::from_utf8(state).unwrap();
+        let slot = cluster.slot(&state);
+        let owner = cluster.owner(slot);
+        let lessees = if policy.is_compound() {
+            format!("{state}:lessees")
+        } else {
+            format!("{{{state}}}:lessees")
+        };
+        assert_eq!(cluster.slot(&lessees), slot, "{lessees}");
+        assert_eq!(
+            cli(owner, &["EXISTS", &lessees]),
+            "1",
+            "{policy}: {lessees} on {owner}"
+        );
+    }
+}

@@ -14,6 +14,7 @@ use tollgate::backend::Tick;
 use tollgate::testing::MapStore;
 use tollgate::{Lease, Limiter, ManualClock, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
 
 use crate::differential::{any_compound_policy, any_policy, Harness, START};
 
@@ -150,5 +151,72 @@ fn a_hot_key_calls_redis_once_per_lease() {
     assert!(
         made * 32 <= 3_200 + 32 * 16,
         "{made} function calls for 3,200 decisions"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_outlives_an_outage_and_nothing_is_charged_twice() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder()
+        .timeout(Duration::from_millis(200))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limiter = Limiter::builder()
+        .backend(backend)
+        .policy(Policy::new(Strategy::FixedWindow, 1_000, Duration::from_secs(3_600)).unwrap())
+        .key_prefix("outage")
+        .lease(Lease::new(32, Duration::from_secs(30)))
+        .build()
+        .unwrap();
+    let mut admitted = 0;
+    for _ in 0..20 {
+        admitted += u64::from(limiter.allow("k").await.unwrap().allowed);
+    }
+    let charged = |server: &RedisServer| -> u64 {
+        server
+            .cli(&["GET", "outage::fixed_window:k"])
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let leased = charged(&server) - admitted;
+    assert!(leased > 0, "a lease was taken");
+    // Frozen: the lease's units are spent without the store, then the
+    // store's absence meets the fail policy (closed: an error).
+    server.pause();
+    let mut during = 0;
+    let failed = loop {
+        match limiter.allow("k").await {
+            Ok(decision) => {
+                assert!(decision.allowed);
+                during += 1;
+            }
+            Err(err) => break err,
+        }
+        assert!(during <= leased, "more admitted than leased");
+    };
+    assert_eq!(during, leased, "every leased unit spent during the outage");
+    assert!(matches!(failed, tollgate::Error::Backend(_)), "{failed}");
+    server.resume();
+    let (mut after, mut failures) = (0, 1);
+    for _ in 0..10 {
+        match limiter.allow("k").await {
+            Ok(decision) => after += u64::from(decision.allowed),
+            // The connection the outage broke fails once more.
+            Err(_) => failures += 1,
+        }
+    }
+    limiter.end_leases().await.unwrap();
+    // Never fewer units charged than admitted (nothing given back twice);
+    // more only by what a call that timed out may have charged after all
+    // (the server ran it once it woke up): at most a lease's worth each.
+    let spent = admitted + during + after;
+    let charged = charged(&server);
+    assert!(
+        (spent..=spent + failures * 32).contains(&charged),
+        "{charged} charged for {spent} admitted with {failures} failed calls"
     );
 }

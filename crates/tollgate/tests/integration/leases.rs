@@ -283,3 +283,49 @@ fn a_lease_is_not_spent_after_its_age() {
     assert!(rt.block_on(a.allow("k")).unwrap().allowed);
     assert!(store.operations() > before, "a lease of age max_age is over");
 }
+
+#[test]
+fn shadow_mode_and_the_lists_decide_with_leases_as_without() {
+    let rt = runtime();
+    let policy = Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap();
+    let run = |lease: Option<Lease>| {
+        let clock = ManualClock::default();
+        clock.set_nanos(START);
+        let store: Shared = Arc::new(FlakyStore::new(MapStore::with_manual_clock(&clock)));
+        let mut builder = Limiter::builder()
+            .backend(StoreBackend::new(store.clone()).clock(clock.clone()))
+            .policy(policy)
+            .local_clock(clock.clone())
+            .shadow(true)
+            .exempt(tollgate::KeyList::parse("exempt", ["10.0.0.0/8"]).unwrap())
+            .deny(tollgate::KeyList::parse("deny", ["abuser"]).unwrap());
+        if let Some(lease) = lease {
+            builder = builder.lease(lease);
+        }
+        let limiter = builder.build().unwrap();
+        let mut seen = Vec::new();
+        for key in [
+            "k", "k", "10.1.2.3", "k", "abuser", "k", "k", "k", "k", "10.1.2.3",
+        ] {
+            let d = rt.block_on(limiter.allow(key)).unwrap();
+            seen.push((key, d.allowed, d.shadow_denied, d.remaining, d.listed));
+        }
+        rt.block_on(limiter.end_leases()).unwrap();
+        let enforced = processes(1, policy, None, &store, &clock);
+        let left = rt.block_on(enforced[0].allow_n("k", 0)).unwrap().remaining;
+        (seen, left, store.operations() > 0)
+    };
+    let (with, left_with, _) = run(Some(Lease::new(4, Duration::from_secs(1))));
+    let (without, left_without, _) = run(None);
+    assert_eq!(with, without, "the same decisions");
+    assert_eq!(
+        (left_with, left_without),
+        (0, 0),
+        "5 charged, the shadow-denied ones not"
+    );
+    assert_eq!(
+        with.iter().filter(|d| d.2).count(),
+        3,
+        "two over the limit and the denied key: {with:?}"
+    );
+}

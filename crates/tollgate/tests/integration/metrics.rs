@@ -178,3 +178,39 @@ fn limiters_sharing_metrics_count_under_their_own_labels() {
     assert_eq!(value(&all, "tollgate_allowed_total", &bucket), 2);
     assert_eq!(value(&all, "tollgate_denied_total", &bucket), 1);
 }
+
+#[test]
+fn lease_decisions_and_returned_units_are_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let store = std::sync::Arc::new(MapStore::with_manual_clock(&clock));
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder()
+            .backend(StoreBackend::new(store.clone()).clock(clock.clone()))
+            .policy(Policy::new(Strategy::FixedWindow, 100, Duration::from_secs(60)).unwrap())
+            .local_clock(clock.clone())
+            .lease(tollgate::Lease::new(8, Duration::from_secs(1)))
+            .build()
+            .unwrap()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for _ in 0..20 {
+        assert!(rt.block_on(limiter.allow("k")).unwrap().allowed);
+    }
+    let given = rt.block_on(limiter.end_leases()).unwrap();
+    let all = counters(&snapshotter);
+    let labels = labels("default", "fixed_window");
+    let from_leases = value(&all, "tollgate_lease_decisions_total", &labels);
+    assert!(
+        from_leases > 0 && from_leases < 20,
+        "{from_leases} of 20 from leases"
+    );
+    assert_eq!(
+        value(&all, "tollgate_allowed_total", &labels),
+        20,
+        "every decision counted once"
+    );
+    assert!(given > 0);
+    assert_eq!(value(&all, "tollgate_lease_returned_units_total", &labels), given);
+}
