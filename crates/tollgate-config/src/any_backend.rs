@@ -1,8 +1,10 @@
 //! [`AnyBackend`]: the backend a policy file selects, chosen at run time
 //! without boxing.
 
+use std::time::Duration;
+
 use tollgate::backend::memory::MemoryBinding;
-use tollgate::backend::{Backend, Binding, BindingPart, LeaseAsk, Leased, Scope};
+use tollgate::backend::{Backend, Binding, BindingPart, LeaseAsk, Leased, Receipt, Reserved, Scope};
 use tollgate::{BackendError, Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
@@ -151,6 +153,27 @@ impl Binding for AnyBinding {
             AnyBinding::Memory(_) => None,
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.lease(key, ask).await,
+        }
+    }
+
+    async fn reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> Option<Result<Reserved, BackendError>> {
+        match self {
+            AnyBinding::Memory(binding) => binding.reserve(key, cost, max_delay).await,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.reserve(key, cost, max_delay).await,
+        }
+    }
+
+    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
+        match self {
+            AnyBinding::Memory(binding) => binding.cancel(key, receipt).await,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.cancel(key, receipt).await,
         }
     }
 

@@ -106,7 +106,7 @@ pub use decision::{Decision, Listed};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
 pub use lease::{end_leases, Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
-pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, DEFAULT_KEY_PREFIX};
+pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX};
 pub use limits::{Limits, DEFAULT_POLICY_NAME};
 pub use live::{LiveLimiter, ServingLimiter};
 pub use operation::Operation;

@@ -9,7 +9,7 @@ use super::cell::Stored;
 use super::janitor::{self, Sweep};
 use super::reclaim;
 use super::table::{lanes_for, CellOf, LockedShard, Table};
-use super::{Backend, Binding, Scope};
+use super::{Backend, Binding, Receipt, Reserved, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
@@ -643,6 +643,45 @@ impl MemoryBinding {
         }
     }
 
+    /// Reserves synchronously ([`Binding::reserve`]): `cost` units of
+    /// `key`, waiting at most `max_delay`.
+    pub fn reserve_now(&self, key: &[u8], cost: u64, max_delay: Duration) -> Reserved {
+        if self.blocks.any() {
+            if let Some(decision) = self.check_blocked(key) {
+                return Reserved::new(decision, Duration::ZERO, None);
+            }
+        }
+        let limits = &self.limits;
+        let max_delay = u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX);
+        self.update(key, |before, after, now| {
+            let reserved = strategy::reserve_all(limits, before, after, now, cost, max_delay);
+            let decision = Decision::from_compound(reserved.compound, limits, Tick::Nanos);
+            let receipt = (decision.allowed && cost > 0)
+                .then(|| Receipt::new(cost, now.saturating_add(reserved.delay), after));
+            Reserved::new(decision, Duration::from_nanos(reserved.delay), receipt)
+        })
+    }
+
+    /// Gives a reservation back synchronously ([`Binding::cancel`]).
+    pub fn cancel_now(&self, key: &[u8], receipt: &Receipt) -> bool {
+        let limits = &self.limits;
+        self.update(key, |before, after, now| {
+            let given = strategy::cancel_all(
+                limits,
+                before,
+                after,
+                now,
+                receipt.cost(),
+                receipt.states(),
+                receipt.proceed(),
+            );
+            if !given {
+                after.copy_from_slice(before);
+            }
+            given
+        })
+    }
+
     /// The number of keys that hold state, summed over the policy's limits.
     pub fn len(&self) -> usize {
         self.tables().iter().map(Tables::len).sum()
@@ -686,6 +725,23 @@ impl Binding for MemoryBinding {
     fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
         MemoryBinding::operate_now(self, key, op);
         Some(Ok(()))
+    }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> impl std::future::Future<Output = Option<Result<Reserved, BackendError>>> + Send {
+        std::future::ready(Some(Ok(self.reserve_now(key, cost, max_delay))))
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        receipt: &Receipt,
+    ) -> impl std::future::Future<Output = Option<Result<bool, BackendError>>> + Send {
+        std::future::ready(Some(Ok(self.cancel_now(key, receipt))))
     }
 }
 

@@ -12,6 +12,7 @@ mod leasing;
 mod loom_models;
 pub mod memory;
 mod reclaim;
+mod reserving;
 mod slots;
 pub mod store;
 mod stored_key;
@@ -26,6 +27,7 @@ pub use codec::{decode_record, decode_state, encode_record, encode_state, Record
 pub use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
+pub use reserving::{Receipt, Reserved};
 
 use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind, Error};
@@ -214,6 +216,47 @@ pub trait Binding: Send + Sync + 'static {
     fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
         let _ = (key, op);
         None
+    }
+
+    /// Reserves `cost` units of `key`, waiting at most `max_delay`, as
+    /// [waiting and
+    /// reservations](crate::_documentation::semantics#waiting-and-reservations)
+    /// define it ([`reserve_all`](crate::strategy::reserve_all)),
+    /// atomically with respect to every other request on the key. A
+    /// blocked key is refused until its block ends.
+    ///
+    /// `None` when this binding does not reserve (the default): the
+    /// limiter then reserves only what a decision admits now.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written.
+    fn reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Option<Result<Reserved, BackendError>>> + Send {
+        let _ = (key, cost, max_delay);
+        std::future::ready(None)
+    }
+
+    /// Gives back the reservation of `key` that `receipt` describes, when
+    /// it has not proceeded and nothing was charged on the key since
+    /// ([`cancel_all`](crate::strategy::cancel_all)); `Some(Ok(false))`
+    /// when it cannot be given back. `None` when this binding does not
+    /// reserve.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written.
+    fn cancel(
+        &self,
+        key: &[u8],
+        receipt: &Receipt,
+    ) -> impl Future<Output = Option<Result<bool, BackendError>>> + Send {
+        let _ = (key, receipt);
+        std::future::ready(None)
     }
 
     /// Makes sure the store can be reached, re-establishing a lost

@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::codec::{decode_record, encode_record, Record};
 use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
-use super::{Backend, Binding, LeaseAsk, Leased, Scope};
+use super::{Backend, Binding, LeaseAsk, Leased, Receipt, Reserved, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, Error};
@@ -345,6 +345,75 @@ impl<S: Store> StoreBinding<S> {
         .await
     }
 
+    async fn run_reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<Reserved, BackendError> {
+        let limits = &self.limits;
+        let tick = self.shared.tick;
+        let max_delay = tick.from_nanos(u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX));
+        self.update(key, |before, after, now| {
+            let n = before.len();
+            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
+            for (state, record) in states.iter_mut().zip(before) {
+                *state = record.state;
+            }
+            let mut next = [None; MAX_LIMITS];
+            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
+            if until > now {
+                let reset = strategy::decide_all(limits, &states[..n], &mut next[..n], now, 0)
+                    .outcome
+                    .reset;
+                let decision = Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
+                return Reserved::new(decision, Duration::ZERO, None);
+            }
+            let reserved = strategy::reserve_all(limits, &states[..n], &mut next[..n], now, cost, max_delay);
+            for (record, state) in after.iter_mut().zip(next) {
+                *record = Record {
+                    state,
+                    blocked_until: None,
+                };
+            }
+            let decision = Decision::from_compound(reserved.compound, limits, tick);
+            let receipt = (decision.allowed && cost > 0)
+                .then(|| Receipt::new(cost, now.saturating_add(reserved.delay), &next[..n]));
+            Reserved::new(decision, tick.duration(reserved.delay), receipt)
+        })
+        .await
+    }
+
+    async fn run_cancel(&self, key: &[u8], receipt: &Receipt) -> Result<bool, BackendError> {
+        let limits = &self.limits;
+        self.update(key, |before, after, now| {
+            let n = before.len();
+            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
+            for (state, record) in states.iter_mut().zip(before) {
+                *state = record.state;
+            }
+            let mut next = [None; MAX_LIMITS];
+            let blocked = before.iter().any(|r| r.blocked_until.is_some_and(|u| u > now));
+            let given = !blocked
+                && strategy::cancel_all(
+                    limits,
+                    &states[..n],
+                    &mut next[..n],
+                    now,
+                    receipt.cost(),
+                    receipt.states(),
+                    receipt.proceed(),
+                );
+            if given {
+                for (record, state) in after.iter_mut().zip(next) {
+                    record.state = state;
+                }
+            }
+            given
+        })
+        .await
+    }
+
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let limits = &self.limits;
         let tick = self.shared.tick;
@@ -418,5 +487,18 @@ impl<S: Store> Binding for StoreBinding<S> {
 
     async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
         Some(self.run_lease(key, ask).await)
+    }
+
+    async fn reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> Option<Result<Reserved, BackendError>> {
+        Some(self.run_reserve(key, cost, max_delay).await)
+    }
+
+    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
+        Some(self.run_cancel(key, receipt).await)
     }
 }

@@ -2,6 +2,7 @@
 
 mod builder;
 mod options;
+mod reserve;
 mod setters;
 mod steps;
 pub mod together;
@@ -15,6 +16,7 @@ use std::time::Duration;
 pub use builder::LimiterBuilder;
 pub use options::FailPolicy;
 pub(crate) use options::Options;
+pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 use way::{AtOnce, Awaited};
 

@@ -22,6 +22,7 @@ mod gcra;
 mod kind;
 mod leaky_bucket;
 mod lease;
+mod reserve;
 mod sliding_window;
 mod token_bucket;
 
@@ -31,6 +32,7 @@ pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};
 pub use leaky_bucket::LeakyBucket;
 pub use lease::{give_back, lease_all, window_end, LeaseOutcome};
+pub use reserve::{cancel_all, reserve_all, reserves_ahead, ReserveOutcome};
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;
 

@@ -15,6 +15,7 @@ mod metrics;
 mod operations;
 mod prometheus;
 mod protection;
+mod reservations;
 mod strategy_properties;
 mod support;
 mod together;

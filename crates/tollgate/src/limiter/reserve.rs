@@ -1,0 +1,148 @@
+//! Reservations: waiting for a slot instead of being refused ([waiting and
+//! reservations](crate::_documentation::semantics#waiting-and-reservations)).
+
+use std::time::Duration;
+
+use super::Limiter;
+use crate::backend::{Backend, Binding, Receipt, Reserved};
+use crate::decision::Decision;
+use crate::error::Error;
+
+/// A reservation made by [`Limiter::reserve_n`]: either made (the caller
+/// proceeds after [`delay`](Self::delay)) or refused (nothing was charged;
+/// the decision's `retry_after` says when the same reservation would be
+/// made).
+///
+/// A reservation that will not be used can be given back with
+/// [`Limiter::cancel`] before its time comes, as long as nothing was
+/// charged on its key since. It is given back at most once: `cancel` takes
+/// it, and it cannot be copied (two reservations of the same cost can leave
+/// the same state, so a second cancel of one could give back the other).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reservation {
+    key: Box<[u8]>,
+    decision: Decision,
+    delay: Duration,
+    receipt: Option<Receipt>,
+}
+
+impl Reservation {
+    /// Whether the reservation was made: the caller may proceed after
+    /// [`delay`](Self::delay).
+    pub fn is_reserved(&self) -> bool {
+        self.decision.allowed
+    }
+
+    /// How long to wait before proceeding: zero when the request may
+    /// proceed at once, and when refused.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The decision: `remaining` and `reset` after the charge when
+    /// reserved; when refused, `retry_after` is the wait after which the
+    /// same reservation would be made (`None`: never, the cost exceeds the
+    /// limit).
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// The key reserved.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+impl<B: Backend> Limiter<B> {
+    /// Reserves `cost` units of `key`, waiting at most `max_delay`: on the
+    /// token and leaky bucket, the next slots the rate allows, charged now
+    /// (the caller proceeds after [`Reservation::delay`]); on a policy
+    /// with a window, only what it admits now. Beyond `max_delay` the
+    /// reservation is refused and nothing is charged. `max_delay` zero is
+    /// exactly [`allow_n`](Self::allow_n).
+    ///
+    /// The exempt and deny lists decide first (an exempt key proceeds at
+    /// once, a denied one is refused); in shadow mode a reservation that
+    /// would wait or be refused proceeds at once, marked
+    /// [`shadow_denied`](Decision::shadow_denied), charged as enforcement
+    /// would charge it. A backend that does not reserve
+    /// ([`Binding::reserve`]) reserves only what a decision admits now.
+    /// The deny cache and the circuit breaker are not consulted; a failure
+    /// of the store meets the fail policy.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] when the backend failed and the limiter fails
+    /// closed.
+    pub async fn reserve_n(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<Reservation, Error> {
+        let key = key.as_ref();
+        let reservation = |decision: Decision, delay: Duration, receipt: Option<Receipt>| Reservation {
+            key: key.into(),
+            decision,
+            delay,
+            receipt,
+        };
+        if let Some(decision) = self.listed(key) {
+            return Ok(reservation(
+                self.conclude(decision, key, cost),
+                Duration::ZERO,
+                None,
+            ));
+        }
+        let started = self.start();
+        let result = match self.binding.reserve(key, cost, max_delay).await {
+            Some(result) => result,
+            None => self
+                .binding
+                .apply(key, cost)
+                .await
+                .map(|decision| Reserved::new(decision, Duration::ZERO, None)),
+        };
+        self.metrics.finish_sample(started);
+        let Reserved {
+            decision,
+            mut delay,
+            receipt,
+            ..
+        } = match result {
+            Ok(reserved) => reserved,
+            Err(err) => {
+                self.metrics.backend_error();
+                Reserved::new(self.on_failure(err, key, cost)?, Duration::ZERO, None)
+            }
+        };
+        let mut decision = decision;
+        if self.shadow && decision.allowed && !delay.is_zero() {
+            // Enforcement would have the request wait: it proceeds now.
+            delay = Duration::ZERO;
+            decision.shadow_denied = true;
+        }
+        Ok(reservation(self.conclude(decision, key, cost), delay, receipt))
+    }
+
+    /// Gives `reservation` back, when it was made, has not proceeded and
+    /// nothing was charged on its key since: the key's state is then what
+    /// it would be had the reservation never been made. Returns whether it
+    /// was given back; a reservation refused, or past its time, or followed
+    /// by another charge, gives nothing back (its units stay charged: at
+    /// most its cost of under-admission, once).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] when the backend failed (the fail policy does
+    /// not apply: nothing is decided).
+    pub async fn cancel(&self, reservation: Reservation) -> Result<bool, Error> {
+        let Some(receipt) = &reservation.receipt else {
+            return Ok(false);
+        };
+        match self.binding.cancel(&reservation.key, receipt).await {
+            Some(result) => result.map_err(Error::Backend),
+            None => Ok(false),
+        }
+    }
+}
