@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
-use tollgate::backend::{namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Scope, Tick};
-use tollgate::strategy::{self, LimitRate};
+use tollgate::backend::{
+    namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope, Tick,
+};
+use tollgate::strategy::{self, CompoundOutcome, GcraState, LimitRate, Outcome, State};
 use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
 use crate::connection::Connection;
@@ -335,6 +337,116 @@ impl RedisBinding {
         Ok(Leased::new(decision, extra, window_left, return_before))
     }
 
+    /// See [`Binding::reserve`]: one call of the `reserve` entry point.
+    async fn reserve_keys(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<Reserved, BackendError> {
+        let shared = &*self.shared;
+        let state_keys = self.state_keys(key);
+        let n = state_keys.len();
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let micros = u64::try_from(max_delay.as_micros())
+            .unwrap_or(u64::MAX)
+            .min(MAX_EXACT_OPERAND);
+        let numbers = [
+            shared.now_arg(),
+            cost.min(shared.max_limit + 1).to_string(),
+            shared.grace_ms.clone(),
+        ];
+        let wait = micros.to_string();
+        let mut args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
+        args.extend(shared.operation_args.iter().map(String::as_bytes));
+        args.push(wait.as_bytes());
+        let reply = shared.call(scripts::reserve(), &keys, &args).await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(Reserved::new(blocked, Duration::ZERO, None));
+        }
+        let bad = || {
+            BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the reservation script: {reply:?}"),
+            )
+        };
+        let (decided, tail) = reply.split_at_checked(4 * n).ok_or_else(bad)?;
+        let (&[status, wait, longest], tats) = tail.split_at_checked(3).ok_or_else(bad)? else {
+            return Err(bad());
+        };
+        if tats.len() != n {
+            return Err(bad());
+        }
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(decided, &mut outcomes[..n])?;
+        let wait = u64::try_from(wait).map_err(|_| bad())?;
+        let compound = match status {
+            0 | 1 => strategy::combine(outcomes),
+            // Refused beyond the longest wait: the peek's numbers, denied
+            // by the limit with the longest wait.
+            2 => CompoundOutcome {
+                outcome: Outcome {
+                    allowed: false,
+                    retry_after: Some(wait),
+                    ..strategy::combine(outcomes).outcome
+                },
+                bound_by: usize::try_from(longest).ok().filter(|&i| i < n).ok_or_else(bad)?,
+            },
+            _ => return Err(bad()),
+        };
+        let decision = Decision::from_compound(compound, &shared.limits, Tick::Micros);
+        if status != 1 {
+            return Ok(Reserved::new(decision, Duration::ZERO, None));
+        }
+        let mut states = [None; MAX_LIMITS];
+        for (state, &tat) in states.iter_mut().zip(tats) {
+            let tat = u64::try_from(tat).map_err(|_| bad())?;
+            *state = Some(State::Gcra(GcraState { tat }));
+        }
+        // The script's now is the tat of a limit less its reset.
+        let now = tats
+            .first()
+            .and_then(|&t| u64::try_from(t).ok())
+            .map_or(0, |t| t.saturating_sub(outcomes[0].reset));
+        let receipt = Receipt::new(cost, now + wait, &states[..n]);
+        Ok(Reserved::new(
+            decision,
+            Duration::from_micros(wait),
+            Some(receipt),
+        ))
+    }
+
+    /// See [`Binding::cancel`]: one call of the `cancel` entry point.
+    async fn cancel_keys(&self, key: &[u8], receipt: &Receipt) -> Result<bool, BackendError> {
+        let shared = &*self.shared;
+        let state_keys = self.state_keys(key);
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let mut numbers = vec![
+            shared.now_arg(),
+            receipt.cost().min(MAX_EXACT_OPERAND).to_string(),
+            shared.grace_ms.clone(),
+        ];
+        let mut tail = vec![receipt.proceed().to_string()];
+        for state in receipt.states() {
+            let Some(State::Gcra(GcraState { tat })) = state else {
+                return Ok(false);
+            };
+            tail.push(tat.to_string());
+        }
+        numbers.extend(shared.operation_args.iter().cloned());
+        numbers.extend(tail);
+        let args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
+        let reply = shared.call(scripts::cancel(), &keys, &args).await?;
+        match reply[..] {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            _ => Err(BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the cancel script: {reply:?}"),
+            )),
+        }
+    }
+
     /// See [`Binding::reconnect`].
     async fn ping_twice(&self) -> Result<(), BackendError> {
         let shared = &self.shared;
@@ -508,6 +620,21 @@ impl Binding for RedisBinding {
     /// its state, in its hash slot).
     async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
         Some(self.lease_keys(key, ask).await)
+    }
+
+    /// One function call (or script) for every limit of the policy.
+    async fn reserve(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_delay: Duration,
+    ) -> Option<Result<Reserved, BackendError>> {
+        Some(self.reserve_keys(key, cost, max_delay).await)
+    }
+
+    /// One function call (or script) for every limit of the policy.
+    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
+        Some(self.cancel_keys(key, receipt).await)
     }
 
     /// One function call (or script) for the whole request, on a

@@ -5,12 +5,13 @@
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
 //! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua`,
-//! `operate.lua` and `lease.lua` each define one entry point: a policy of
-//! one limit, several limits decided as one step (their states written only
-//! when all admit), several parts of one request decided as one step (each
-//! a policy on its own key, charged only when no part denies), the per-key
-//! operations, and a request asking for a lease. The same functions decide
-//! in all, so a limit decides alike alone and in a compound policy.
+//! `operate.lua`, `lease.lua` and `reserve.lua` define the entry points: a
+//! policy of one limit, several limits decided as one step (their states
+//! written only when all admit), several parts of one request decided as
+//! one step (each a policy on its own key, charged only when no part
+//! denies), the per-key operations, a request asking for a lease, and a
+//! reservation and its cancel. The same functions decide in all, so a
+//! limit decides alike alone and in a compound policy.
 //!
 //! **Function library.** The prelude, every strategy file, the entry points
 //! and `library.lua`, which registers one function per entry point (one per
@@ -58,6 +59,7 @@ const COMPOUND: &str = include_str!("../scripts/compound.lua");
 const TOGETHER: &str = include_str!("../scripts/together.lua");
 const OPERATE: &str = include_str!("../scripts/operate.lua");
 const LEASE: &str = include_str!("../scripts/lease.lua");
+const RESERVE: &str = include_str!("../scripts/reserve.lua");
 const LIBRARY: &str = include_str!("../scripts/library.lua");
 
 /// The Lua function that decides for `strategy`, and the file defining it.
@@ -87,7 +89,7 @@ fn library() -> &'static Library {
     static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
     LIBRARY_TEXT.get_or_init(|| {
         let body = format!(
-            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{LIBRARY}"
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{RESERVE}{LIBRARY}"
         );
         let digest = redis::Script::new(&body).get_hash().to_owned();
         let name = format!("tollgate_{}", &digest[..16]);
@@ -132,6 +134,8 @@ struct Entries {
     together: LuaScript,
     operations: LuaScript,
     lease: LuaScript,
+    reserve: LuaScript,
+    cancel: LuaScript,
 }
 
 fn entries() -> &'static Entries {
@@ -144,6 +148,8 @@ fn entries() -> &'static Entries {
         together: LuaScript::together(),
         operations: LuaScript::operations(),
         lease: LuaScript::lease(),
+        reserve: LuaScript::waiting("reserve"),
+        cancel: LuaScript::waiting("cancel"),
     })
 }
 
@@ -175,6 +181,16 @@ pub(crate) fn operations() -> &'static LuaScript {
 /// What decides a request asking for a lease, for any policy.
 pub(crate) fn lease() -> &'static LuaScript {
     &entries().lease
+}
+
+/// What makes a reservation, for any policy.
+pub(crate) fn reserve() -> &'static LuaScript {
+    &entries().reserve
+}
+
+/// What gives a reservation back, for any policy.
+pub(crate) fn cancel() -> &'static LuaScript {
+    &entries().cancel
 }
 
 /// One entry point: the library function that runs it and the script
@@ -229,6 +245,15 @@ impl LuaScript {
             format!(
                 "{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{LEASE}return lease(KEYS, ARGV)\n"
             ),
+        )
+    }
+
+    /// The reservation's entry point `entry` (`reserve` or `cancel`), for
+    /// a policy of one limit or several.
+    pub(crate) fn waiting(entry: &str) -> Self {
+        Self::new(
+            entry,
+            format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{RESERVE}return {entry}(KEYS, ARGV)\n"),
         )
     }
 
@@ -366,6 +391,8 @@ mod tests {
             LuaScript::together(),
             LuaScript::operations(),
             LuaScript::lease(),
+            LuaScript::waiting("reserve"),
+            LuaScript::waiting("cancel"),
         ] {
             let suffix = entry.function.strip_prefix(&library.prefix).unwrap();
             assert!(

@@ -15,6 +15,7 @@ mod leases;
 mod operations;
 mod processes;
 mod protection;
+mod reservations;
 mod sentinel;
 mod shared_limit;
 mod tcp;
