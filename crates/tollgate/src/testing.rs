@@ -1,5 +1,6 @@
-//! Stores for tests and examples: a reference [`MapStore`] and a
-//! [`FlakyStore`] that fails on demand, for exercising fail policies.
+//! Stores and a clock for tests and examples: a reference [`MapStore`], a
+//! [`FlakyStore`] that fails on demand, for exercising fail policies, and
+//! a [`TokioClock`] that follows tokio's (pausable) time, for waiting.
 
 use std::collections::HashMap;
 use std::future::{ready, Future};
@@ -156,5 +157,34 @@ impl<S: Store> Store for FlakyStore<S> {
     async fn delete(&self, key: &[u8]) -> Result<(), BackendError> {
         self.check()?;
         self.inner.delete(key).await
+    }
+}
+
+/// A clock that follows tokio's time ([`tokio::time::Instant`]) from a
+/// given instant since the epoch: under tokio's paused time
+/// (`#[tokio::test(start_paused = true)]`), a limiter on it and the timers
+/// of [`Limiter::acquire`](crate::Limiter::acquire) advance together, so
+/// tests of waiting run at once and exactly.
+#[derive(Clone, Copy, Debug)]
+pub struct TokioClock {
+    start: tokio::time::Instant,
+    epoch_nanos: u64,
+}
+
+impl TokioClock {
+    /// A clock reading `since_epoch` now, and advancing with tokio's time.
+    /// Call it inside the runtime whose time it follows.
+    pub fn new(since_epoch: Duration) -> Self {
+        Self {
+            start: tokio::time::Instant::now(),
+            epoch_nanos: u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now_nanos(&self) -> u64 {
+        let elapsed = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.epoch_nanos.saturating_add(elapsed)
     }
 }

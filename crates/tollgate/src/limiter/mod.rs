@@ -1,5 +1,6 @@
 //! The limiter: one policy on one backend.
 
+mod acquire;
 mod builder;
 mod options;
 mod reserve;

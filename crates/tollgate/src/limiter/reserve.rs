@@ -24,6 +24,9 @@ pub struct Reservation {
     decision: Decision,
     delay: Duration,
     receipt: Option<Receipt>,
+    /// Whether the store reserved ahead (a policy of buckets on a backend
+    /// that reserves): a refusal then means the wait exceeded `max_delay`.
+    pub(super) ahead: bool,
 }
 
 impl Reservation {
@@ -81,22 +84,25 @@ impl<B: Backend> Limiter<B> {
         max_delay: Duration,
     ) -> Result<Reservation, Error> {
         let key = key.as_ref();
-        let reservation = |decision: Decision, delay: Duration, receipt: Option<Receipt>| Reservation {
-            key: key.into(),
-            decision,
-            delay,
-            receipt,
-        };
+        let reservation =
+            |decision: Decision, delay: Duration, receipt: Option<Receipt>, ahead: bool| Reservation {
+                key: key.into(),
+                decision,
+                delay,
+                receipt,
+                ahead,
+            };
         if let Some(decision) = self.listed(key) {
-            return Ok(reservation(
-                self.conclude(decision, key, cost),
-                Duration::ZERO,
-                None,
-            ));
+            let decision = self.conclude(decision, key, cost);
+            return Ok(reservation(decision, Duration::ZERO, None, false));
         }
         let started = self.start();
+        let mut ahead = false;
         let result = match self.binding.reserve(key, cost, max_delay).await {
-            Some(result) => result,
+            Some(result) => {
+                ahead = crate::strategy::reserves_ahead_policy(&self.policy);
+                result
+            }
             None => self
                 .binding
                 .apply(key, cost)
@@ -122,7 +128,12 @@ impl<B: Backend> Limiter<B> {
             delay = Duration::ZERO;
             decision.shadow_denied = true;
         }
-        Ok(reservation(self.conclude(decision, key, cost), delay, receipt))
+        Ok(reservation(
+            self.conclude(decision, key, cost),
+            delay,
+            receipt,
+            ahead,
+        ))
     }
 
     /// Gives `reservation` back, when it was made, has not proceeded and

@@ -32,6 +32,14 @@ pub fn reserves_ahead(limits: &[LimitRate]) -> bool {
         .all(|l| matches!(l.strategy, Strategy::TokenBucket | Strategy::LeakyBucket))
 }
 
+/// Whether every limit of `policy` is a bucket ([`reserves_ahead`]).
+pub(crate) fn reserves_ahead_policy(policy: &crate::Policy) -> bool {
+    policy
+        .limits()
+        .iter()
+        .all(|l| matches!(l.strategy(), Strategy::TokenBucket | Strategy::LeakyBucket))
+}
+
 /// Reserves `cost` units on every limit in `limits` at `now`, waiting at
 /// most `max_delay` ticks; `states` and `next` as for [`decide_all`].
 ///

@@ -4,6 +4,7 @@
 //! allocator and measures process-wide heap bytes, which tests running
 //! beside it would disturb.
 
+mod acquire;
 mod backends_agree;
 mod compound;
 mod concurrency;

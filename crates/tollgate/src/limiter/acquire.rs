@@ -1,0 +1,207 @@
+//! Awaiting admission: the waiters of one process on one key form a queue,
+//! first come first served, and only its head talks to the store
+//! ([awaiting admission](crate::_documentation::semantics#awaiting-admission)).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::reserve::Reservation;
+use super::{way, Limiter};
+use crate::backend::Backend;
+use crate::decision::Decision;
+use crate::error::Error;
+
+/// One key's queue: the head holds the lock (tokio's mutex is fair: first
+/// come, first served). It keeps the reservation of a head whose future was
+/// dropped while it waited, for the next head to give back.
+type Queue = Arc<tokio::sync::Mutex<Option<Reservation>>>;
+
+/// The queues of every limiter of the process, by limiter and key. An entry
+/// lives while someone waits on it, so memory follows the waiters.
+type Queues = Mutex<HashMap<(usize, Box<[u8]>), Queue, ahash::RandomState>>;
+
+fn queues() -> &'static Queues {
+    static QUEUES: OnceLock<Queues> = OnceLock::new();
+    QUEUES.get_or_init(|| Mutex::new(HashMap::with_hasher(ahash::RandomState::new())))
+}
+
+/// How many acquisitions are waiting in this process: while none is, an
+/// acquisition that is admitted at once never touches a queue.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts an acquisition among the waiting while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn enter() -> Self {
+        WAITING.fetch_add(1, Ordering::AcqRel);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A place in the queue of (limiter, key): dropped, it leaves the queue
+/// and removes it when nobody else holds it.
+struct Place {
+    id: (usize, Box<[u8]>),
+    queue: Queue,
+}
+
+impl Place {
+    fn join(limiter: usize, key: &[u8]) -> Self {
+        let id = (limiter, Box::<[u8]>::from(key));
+        let mut all = queues().lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = all.entry(id.clone()).or_default().clone();
+        Place { id, queue }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut all = queues().lock().unwrap_or_else(PoisonError::into_inner);
+        // The map's and this place's: nobody else waits.
+        if Arc::strong_count(&self.queue) == 2 {
+            all.remove(&self.id);
+        }
+    }
+}
+
+/// A reservation the head waits out: if its future is dropped first, the
+/// reservation is given back (at once in memory; otherwise by the next
+/// head of the queue, before it asks the store).
+struct Held<'a, B: Backend> {
+    limiter: &'a Limiter<B>,
+    slot: &'a mut Option<Reservation>,
+    reservation: Option<Reservation>,
+}
+
+impl<B: Backend> Drop for Held<'_, B> {
+    fn drop(&mut self) {
+        let Some(reservation) = self.reservation.take() else {
+            return;
+        };
+        if self.limiter.decides_now {
+            // The in-memory store gives it back without waiting.
+            let _ = way::at_once(async { Some(self.limiter.cancel(reservation).await) });
+        } else {
+            *self.slot = Some(reservation);
+        }
+    }
+}
+
+impl<B: Backend> Limiter<B> {
+    /// Waits until a request of cost 1 for `key` is admitted, and returns
+    /// the decision (see [`acquire_n_within`](Self::acquire_n_within)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn acquire(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.acquire_n_within(key, 1, None).await
+    }
+
+    /// Waits until a request of `cost` units for `key` is admitted, and
+    /// returns the decision (see [`acquire_n_within`](Self::acquire_n_within)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn acquire_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        self.acquire_n_within(key, cost, None).await
+    }
+
+    /// Waits until a request of `cost` units for `key` is admitted, for at
+    /// most `within` (unbounded with `None`), and returns the decision:
+    /// admitted, or refused with nothing charged when the wait would pass
+    /// `within` (or can never end: the cost exceeds the limit, the key is
+    /// deny-listed).
+    ///
+    /// On the token and leaky bucket this is one reservation
+    /// ([`reserve_n`](Self::reserve_n)) and a wait of its delay: one store
+    /// call per admission. On a window it decides, waits the decision's
+    /// `retry_after` when denied, and decides again. The waiters of one
+    /// process on one key form a queue, served first come, first served:
+    /// only the head asks the store, and the next starts when the head
+    /// proceeds. Dropping the future charges nothing, except that a head
+    /// dropped while it waits out a reservation leaves the reservation to
+    /// be given back ([`cancel`](Self::cancel)): at once in memory,
+    /// otherwise by the key's next head in this process before it asks the
+    /// store (if none comes, its units stay charged).
+    ///
+    /// While nobody waits in this process, a request admitted at once is
+    /// one decision ([`allow_n`](Self::allow_n)); one that must wait is
+    /// counted in the metrics as that first denial and then as what it
+    /// waited for.
+    ///
+    /// Waiting uses tokio's timer, so the future must run on a tokio
+    /// runtime with time enabled, whose clock the limiter's backend
+    /// follows (in tests with tokio's paused time,
+    /// [`TokioClock`](crate::testing::TokioClock)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`]: a failure of the store meets the fail
+    /// policy, and is not repeated.
+    pub async fn acquire_n_within(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        within: Option<Duration>,
+    ) -> Result<Decision, Error> {
+        let key = key.as_ref();
+        if WAITING.load(Ordering::Acquire) == 0 {
+            // Nobody waits in this process: a request admitted now needs
+            // no queue (and no reservation).
+            let decision = self.allow_n(key, cost).await?;
+            if decision.allowed || decision.retry_after.is_none() || within.is_some_and(|w| w.is_zero()) {
+                return Ok(decision);
+            }
+        }
+        let deadline = within.map(|w| Instant::now() + w);
+        let _waiting = Waiting::enter();
+        let place = Place::join(std::ptr::from_ref(self) as usize, key);
+        let mut head = place.queue.lock().await;
+        if let Some(left) = head.take() {
+            // A head before this one left without proceeding.
+            let _ = self.cancel(left).await;
+        }
+        loop {
+            let now = Instant::now();
+            let max_delay = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            let reservation = self.reserve_n(key, cost, max_delay).await?;
+            let decision = *reservation.decision();
+            if reservation.is_reserved() {
+                let delay = reservation.delay();
+                if !delay.is_zero() {
+                    let mut held = Held {
+                        limiter: self,
+                        slot: &mut head,
+                        reservation: Some(reservation),
+                    };
+                    tokio::time::sleep(delay).await;
+                    held.reservation = None;
+                }
+                return Ok(decision);
+            }
+            // Refused. A bucket's reservation was refused because its wait
+            // passes the deadline: final. A window's denial: wait and try
+            // again, unless that passes the deadline.
+            let Some(wait) = decision.retry_after.filter(|_| !reservation.ahead) else {
+                return Ok(decision);
+            };
+            if deadline.is_some_and(|d| now + wait > d) || within.is_some_and(|w| w.is_zero()) {
+                return Ok(decision);
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
