@@ -161,11 +161,26 @@ impl<B: Backend> Limiter<B> {
         if WAITING.load(Ordering::Acquire) == 0 {
             // Nobody waits in this process: a request admitted now needs
             // no queue (and no reservation).
-            let decision = self.allow_n(key, cost).await?;
+            let decision = match self.decide_now(key, cost) {
+                Some(result) => result?,
+                None => self.allow_n(key, cost).await?,
+            };
             if decision.allowed || decision.retry_after.is_none() || within.is_some_and(|w| w.is_zero()) {
                 return Ok(decision);
             }
         }
+        // Out of line, so that an acquisition admitted at once carries no
+        // waiting state.
+        Box::pin(self.acquire_waiting(key, cost, within)).await
+    }
+
+    /// [`Self::acquire_n_within`] through the key's queue.
+    async fn acquire_waiting(
+        &self,
+        key: &[u8],
+        cost: u64,
+        within: Option<Duration>,
+    ) -> Result<Decision, Error> {
         let deadline = within.map(|w| Instant::now() + w);
         let _waiting = Waiting::enter();
         let place = Place::join(std::ptr::from_ref(self) as usize, key);
