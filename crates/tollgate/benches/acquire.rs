@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use tollgate::{Limiter, Strategy};
 
 fn keys() -> Vec<String> {
@@ -42,7 +42,10 @@ fn bench(c: &mut Criterion) {
             started.elapsed()
         })
     });
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     // `check` inside the same loop of futures as `acquire` below: what the
     // loop itself costs.
     group.bench_function("check_in_a_task", |b| {
@@ -86,5 +89,10 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+// `criterion_group!` defines an undocumented public function.
+#[allow(missing_docs)]
+mod group {
+    criterion::criterion_group!(benches, super::bench);
+}
+
+criterion::criterion_main!(group::benches);
