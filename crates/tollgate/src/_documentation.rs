@@ -22,6 +22,7 @@ macro_rules! links {
          [protecting]: crate::_documentation::protecting_the_store\n\
          [redis]: https://github.com/tollgate-rs/tollgate/blob/main/docs/redis.md\n\
          [redis-time]: https://github.com/tollgate-rs/tollgate/blob/main/docs/redis.md#time-the-servers-clock-or-the-callers\n\
+         [leases]: https://github.com/tollgate-rs/tollgate/blob/main/docs/leases.md\n\
          [guide]: crate::_documentation::guide\n\
          [library]: crate::_documentation::library\n\
          [simulate]: crate::_documentation::simulate\n\

@@ -145,7 +145,7 @@ impl<B: Backend> Limiter<B> {
     /// Waiting uses tokio's timer, so the future must run on a tokio
     /// runtime with time enabled, whose clock the limiter's backend
     /// follows (in tests with tokio's paused time,
-    /// [`TokioClock`](crate::testing::TokioClock)).
+    /// `tollgate::testing::TokioClock`, under the `testing` feature).
     ///
     /// # Errors
     ///
