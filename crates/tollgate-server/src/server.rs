@@ -371,6 +371,7 @@ impl ServerBuilder {
             auth_deny_status: deny,
             admin,
             metrics,
+            reservations: Default::default(),
         });
         Ok(Server {
             shared,

@@ -18,6 +18,8 @@ pub(crate) struct Shared {
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// Reservations `/v1/cancel` can still give back.
+    pub(crate) reservations: crate::http::reservations::Reservations,
 }
 
 /// Who may call the admin routes.

@@ -1,8 +1,11 @@
 //! `POST /v1/decide`: one decision for a JSON request
-//! `{"resource": "login", "key": "user-1", "cost": 1}`.
+//! `{"resource": "login", "key": "user-1", "cost": 1}`, or, with
+//! `"max_delay_ms"`, one reservation: the request waits up to that long
+//! for its turn instead of being refused.
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -27,7 +30,12 @@ pub(crate) struct DecideRequest {
     pub(crate) resource: Option<String>,
     pub(crate) key: Vec<u8>,
     pub(crate) cost: u64,
+    /// `max_delay_ms`: wait up to this long instead of being refused.
+    pub(crate) max_delay: Option<Duration>,
 }
+
+/// The largest `max_delay_ms`: one hour.
+pub const MAX_DELAY_MS: u64 = 3_600_000;
 
 /// A decision with the policy that made it.
 pub(crate) struct Decided<'a> {
@@ -96,6 +104,14 @@ struct DecisionBody<'a> {
     shadow_denied: bool,
     /// `exempt` or `deny` when the key's list decided; `null` otherwise.
     listed: Option<&'static str>,
+    /// With `max_delay_ms`: how long to wait before proceeding (rounded
+    /// up), when the request was admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_ms: Option<u64>,
+    /// With `max_delay_ms`: the name of a reservation that waits, for
+    /// `POST /v1/cancel` to give it back if the client will not proceed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation: Option<String>,
 }
 
 pub(crate) use tollgate::__private::ceil_millis;
@@ -117,6 +133,8 @@ fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
         fallback: d.fallback,
         shadow_denied: d.shadow_denied,
         listed: d.listed.map(tollgate::Listed::name),
+        delay_ms: None,
+        reservation: None,
     }
 }
 
@@ -132,8 +150,30 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     let bytes = read_body(headers, body).await?;
     let request = parse(&bytes)?;
     let config = shared.config.load();
-    let decided = decide(&config, request.resource.as_deref(), &request.key, request.cost).await?;
-    let answer = self::body(decided.name, &decided.policy, &decided.decision);
+    let Some(max_delay) = request.max_delay else {
+        let decided = decide(&config, request.resource.as_deref(), &request.key, request.cost).await?;
+        let answer = self::body(decided.name, &decided.policy, &decided.decision);
+        return Ok(json_response(StatusCode::OK, &answer));
+    };
+    let policies = policies(&config)?;
+    let resource = request.resource.as_deref().unwrap_or("");
+    let reservation = policies
+        .limiter(resource)
+        .reserve_n(&request.key, request.cost, max_delay)
+        .await
+        .map_err(|err| ApiError::backend(&err))?;
+    let (name, policy) = Limits::policy(policies, resource);
+    let mut answer = self::body(name, &policy, reservation.decision());
+    if reservation.is_reserved() {
+        let delay = reservation.delay();
+        answer.delay_ms = Some(ceil_millis(delay));
+        if !delay.is_zero() {
+            let proceeds = tokio::time::Instant::now() + delay;
+            answer.reservation = shared
+                .reservations
+                .keep(request.resource.clone(), reservation, proceeds);
+        }
+    }
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -201,13 +241,23 @@ async fn discard_rest(mut body: Limited<Body>) -> Result<Vec<u8>, ApiError> {
 pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
     let fields = object(
         bytes,
-        &["resource", "key", "cost"],
+        &["resource", "key", "cost", "max_delay_ms"],
         r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
     )?;
+    let max_delay = whole_number(&fields, "max_delay_ms", "a delay", MAX_DELAY_MS, |ms| {
+        if ms > MAX_DELAY_MS {
+            Err(format!(
+                "{ms} is above {MAX_DELAY_MS} (one hour), the longest a request may wait here"
+            ))
+        } else {
+            Ok(ms)
+        }
+    })?;
     Ok(DecideRequest {
         resource: resource(&fields)?,
         key: key(&fields)?,
         cost: cost(&fields)?,
+        max_delay: max_delay.map(Duration::from_millis),
     })
 }
 
@@ -442,7 +492,8 @@ mod tests {
             DecideRequest {
                 resource: None,
                 key: b"user-1".to_vec(),
-                cost: 1
+                cost: 1,
+                max_delay: None,
             }
         );
         assert_eq!(
@@ -450,7 +501,8 @@ mod tests {
             DecideRequest {
                 resource: Some("login".to_owned()),
                 key: b"k".to_vec(),
-                cost: 0
+                cost: 0,
+                max_delay: None,
             }
         );
     }

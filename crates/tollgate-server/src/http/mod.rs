@@ -8,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod operations;
+pub(crate) mod reservations;
 pub(crate) mod top;
 pub(crate) mod ui;
 
@@ -28,6 +29,13 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/v1/decide",
             post(decide::handler).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/v1/cancel",
+            post(reservations::cancel).route_layer(middleware::from_fn_with_state(
                 (shared.clone(), guard::Route::Decide),
                 guard::check,
             )),

@@ -409,3 +409,76 @@ async fn policy_file_settings_reach_the_decisions() {
         assert_eq!(got["shadow_denied"], expected_shadow, "{got}");
     }
 }
+
+/// `POST /v1/cancel` with `body`.
+async fn cancel(client: &reqwest::Client, server: &support::Running, body: &str) -> (u16, Value) {
+    let response = client
+        .post(server.url("/v1/cancel"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    json(response).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_may_wait_its_turn_and_give_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        "tollgate:\n  default: { limit: 1, window: 1s, strategy: token_bucket }\n",
+    );
+    let clock = clock();
+    let server = start(support::builder(&[&file]).clock(clock.clone())).await;
+    let client = reqwest::Client::new();
+    // Without max_delay_ms the answer is as before: no delay_ms.
+    let (_, first) = decide(&client, &server, r#"{"key": "k"}"#).await;
+    assert_eq!(
+        (first["allowed"].clone(), first.get("delay_ms")),
+        (Value::Bool(true), None)
+    );
+    // The next slot is a second away: reserved, waiting 1,000 ms.
+    let (status, second) = decide(&client, &server, r#"{"key": "k", "max_delay_ms": 5000}"#).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        (second["allowed"].clone(), second["delay_ms"].clone()),
+        (Value::Bool(true), Value::from(1_000))
+    );
+    let name = second["reservation"].as_str().unwrap().to_owned();
+    assert_eq!(name.len(), 32, "128 random bits: {name}");
+    // Beyond max_delay_ms: refused, nothing charged, told when to ask.
+    let (_, refused) = decide(&client, &server, r#"{"key": "k", "max_delay_ms": 500}"#).await;
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(
+        refused["retry_after_ms"], 1_500,
+        "the 2,000 ms wait less the 500 allowed"
+    );
+    assert_eq!(refused.get("delay_ms"), None);
+    // Given back: the slot is free again, once.
+    let (status, given) = cancel(&client, &server, &format!(r#"{{"reservation": "{name}"}}"#)).await;
+    assert_eq!(
+        (status, given["cancelled"].clone()),
+        (200, Value::Bool(true)),
+        "{given}"
+    );
+    let (status, again) = cancel(&client, &server, &format!(r#"{{"reservation": "{name}"}}"#)).await;
+    assert_eq!(status, 404, "{again}");
+    let (_, retaken) = decide(&client, &server, r#"{"key": "k", "max_delay_ms": 5000}"#).await;
+    assert_eq!(retaken["delay_ms"], 1_000, "{retaken}");
+    // Mistakes name their field.
+    let (status, err) = decide(&client, &server, r#"{"key": "k", "max_delay_ms": 3600001}"#).await;
+    assert_eq!(
+        (status, err["field"].clone()),
+        (400, Value::from("max_delay_ms")),
+        "{err}"
+    );
+    let (status, err) = cancel(&client, &server, r#"{"reservation": 7}"#).await;
+    assert_eq!(
+        (status, err["field"].clone()),
+        (400, Value::from("reservation")),
+        "{err}"
+    );
+    server.stop().await;
+}
