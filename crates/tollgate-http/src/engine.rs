@@ -45,6 +45,10 @@ pub(crate) struct Engine<L> {
     pub(crate) skip: Vec<Skip>,
     /// What responses change in their request's charge.
     pub(crate) response_cost: ResponseCost,
+    /// How long a request over the rate may be held for its turn
+    /// ([`RateLimit::delay`](crate::RateLimit::delay)); `None`: refused at
+    /// once.
+    pub(crate) delay: Option<std::time::Duration>,
 }
 
 impl<L> Clone for Engine<L> {
@@ -65,6 +69,7 @@ impl<L> Clone for Engine<L> {
             on_cost_error: self.on_cost_error.clone(),
             skip: self.skip.clone(),
             response_cost: self.response_cost.clone(),
+            delay: self.delay,
         }
     }
 }
@@ -82,6 +87,7 @@ impl<L> std::fmt::Debug for Engine<L> {
             .field("grpc", &self.grpc)
             .field("skip", &self.skip)
             .field("response_cost", &self.response_cost)
+            .field("delay", &self.delay)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +130,7 @@ impl<L> Engine<L> {
             on_cost_error: None,
             skip: Vec::new(),
             response_cost: ResponseCost::default(),
+            delay: None,
         }
     }
 }
@@ -177,7 +184,8 @@ impl<L: Limits> Engine<L> {
     /// inner service from `call` when it can.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn can_check(&self) -> bool {
-        self.limits.can_check()
+        // A request that may be held waits, which only the awaited path can.
+        self.delay.is_none() && self.limits.can_check()
     }
 
     /// The verdict for `p`, taken from `req`, without waiting, when the
@@ -193,8 +201,36 @@ impl<L: Limits> Engine<L> {
     /// whether the request is gRPC, asked only for a reply (the request
     /// view itself is not held across the wait).
     pub(crate) async fn verdict(&self, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
+        if let Some(max_delay) = self.delay {
+            return self.verdict_held(p, max_delay, is_grpc).await;
+        }
         match self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await {
             Ok(decision) => self.decided(&decision, p, is_grpc),
+            Err(error) => self.failed(&error, p, is_grpc),
+        }
+    }
+
+    /// [`Self::verdict`] for a request that may be held up to `max_delay`
+    /// for its turn: reserved, then passed on once its delay has passed
+    /// (with the headers of its reservation); refused as any denial when
+    /// its turn is further away.
+    async fn verdict_held(
+        &self,
+        p: &Prepared<'_>,
+        max_delay: std::time::Duration,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
+        match self
+            .limits
+            .reserve_n(&p.resource, p.key.as_bytes(), p.cost, max_delay)
+            .await
+        {
+            Ok(reservation) => {
+                if reservation.is_reserved() && !reservation.delay().is_zero() {
+                    tokio::time::sleep(reservation.delay()).await;
+                }
+                self.decided(reservation.decision(), p, is_grpc)
+            }
             Err(error) => self.failed(&error, p, is_grpc),
         }
     }

@@ -176,6 +176,26 @@ impl<L: Limits> RateLimit<L> {
         self
     }
 
+    /// Holds a request over the rate for its turn, up to `max`, instead of
+    /// refusing it (nginx's `limit_req … burst= delay=`): its units are
+    /// reserved at once on the limiter ([`Limits::reserve_n`]), and it is
+    /// passed on when its delay has passed; a request whose turn is further
+    /// than `max` away is refused as without this setting, with
+    /// `Retry-After` the wait after which it would be held no longer than
+    /// `max`. The `RateLimit` headers are those of the reservation.
+    ///
+    /// The token and leaky bucket reserve the next slots their rate allows;
+    /// a policy with a window holds nothing (it reserves only what it
+    /// admits now). Held requests are counted in `tollgate_delayed_total`.
+    /// A held request keeps its connection and its task: bound `max` by
+    /// what clients and the server can wait. A request dropped while held
+    /// keeps its reservation (its units are spent). Holding uses tokio's
+    /// timer.
+    pub fn delay(mut self, max: std::time::Duration) -> Self {
+        self.engine_mut().delay = Some(max);
+        self
+    }
+
     /// How addresses are grouped into keys (default: IPv4 /32, IPv6 /64).
     pub fn ip_grouping(mut self, grouping: IpGrouping) -> Self {
         self.engine_mut().grouping = grouping;

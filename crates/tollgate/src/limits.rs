@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind, Error};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Reservation};
 use crate::live::LiveLimiter;
 use crate::operation::Operation;
 use crate::policy::Policy;
@@ -94,6 +94,31 @@ pub trait Limits: Send + Sync + 'static {
     /// As for [`Limits::allow_n`].
     fn allow(&self, resource: &str, key: &[u8]) -> impl Future<Output = Result<Decision, Error>> + Send {
         self.allow_n(resource, key, 1)
+    }
+
+    /// Reserves `cost` units for `key` under `resource`'s policy, waiting
+    /// at most `max_delay` ([`Limiter::reserve_n`]).
+    ///
+    /// The default reserves only what a decision admits now
+    /// ([`Limits::allow_n`], no delay): right for a limiter that cannot
+    /// reserve ahead; the crate's limiters reserve as
+    /// [`Limiter::reserve_n`] does.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limits::allow_n`].
+    fn reserve_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        let _ = max_delay;
+        async move {
+            let decision = self.allow_n(resource, key, cost).await?;
+            Ok(Reservation::decided(key, decision))
+        }
     }
 
     /// The policy applied to `resource` and its name: the resource name for
@@ -187,6 +212,16 @@ impl<B: Backend> Limits for Limiter<B> {
         Limiter::allow_n(self, key, cost)
     }
 
+    fn reserve_n(
+        &self,
+        _resource: &str,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        Limiter::reserve_n(self, key, cost, max_delay)
+    }
+
     fn policy<'a>(&'a self, _resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
         (DEFAULT_POLICY_NAME, Cow::Borrowed(Limiter::policy(self)))
     }
@@ -227,6 +262,16 @@ impl<B: Backend> Limits for ResourceLimiter<B> {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         self.limiter(resource).allow_n(key, cost)
+    }
+
+    fn reserve_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        self.limiter(resource).reserve_n(key, cost, max_delay)
     }
 
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
@@ -282,6 +327,17 @@ impl<B: Backend> Limits for LiveLimiter<B> {
         async move { current.limiter(resource).allow_n(key, cost).await }
     }
 
+    fn reserve_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        let current = self.held();
+        async move { current.limiter(resource).reserve_n(key, cost, max_delay).await }
+    }
+
     fn policy<'a>(&'a self, resource: &'a str) -> (&'a str, Cow<'a, Policy>) {
         self.with_current(|current| {
             (
@@ -327,6 +383,16 @@ impl<L: Limits> Limits for Arc<L> {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).allow_n(resource, key, cost)
+    }
+
+    fn reserve_n(
+        &self,
+        resource: &str,
+        key: &[u8],
+        cost: u64,
+        max_delay: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        (**self).reserve_n(resource, key, cost, max_delay)
     }
 
     #[inline]

@@ -20,6 +20,9 @@
 //! | `tollgate_fallback_total` | counter | requests decided by the in-memory fallback because the store failed or its circuit breaker was open |
 //! | `tollgate_circuit_open_total` | counter | requests not sent to the store because its [circuit breaker](crate::protection::CircuitBreaker) was open |
 //! | `tollgate_shadow_denied_total` | counter | requests a policy in shadow mode allowed that enforcement would have denied |
+//! | `tollgate_delayed_total` | counter | requests reserved to proceed after a delay ([`Limiter::reserve_n`](crate::Limiter::reserve_n), `acquire`, the middleware's `delay`) instead of being refused |
+//! | `tollgate_lease_decisions_total` | counter | requests admitted from a [lease](crate::Lease), without a round trip |
+//! | `tollgate_lease_returned_units_total` | counter | unspent units of ended leases given back to the store |
 //! | `tollgate_decision_seconds` | histogram | time to decide, sampled: one decision in [`LATENCY_SAMPLE`] per thread |
 //!
 //! Latency is sampled because timing an in-memory decision costs about as
@@ -166,6 +169,17 @@ impl LimiterMetrics {
             counter!("tollgate_lease_decisions_total", &self.labels),
             counter!("tollgate_lease_returned_units_total", &self.labels),
         )
+    }
+
+    /// Counts a request reserved to proceed later rather than at once
+    /// (`tollgate_delayed_total`, registered at its first use: most
+    /// limiters never delay).
+    pub(crate) fn delayed(&self) {
+        describe_counter!(
+            "tollgate_delayed_total",
+            "requests reserved to proceed after a delay instead of being refused"
+        );
+        counter!("tollgate_delayed_total", &self.labels).increment(1);
     }
 
     /// Counts a decision.

@@ -6,6 +6,7 @@ mod support;
 
 mod compound;
 mod cost;
+mod delay;
 mod grpc;
 mod handlers;
 mod headers;

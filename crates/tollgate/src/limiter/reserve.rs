@@ -30,6 +30,18 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// A reservation that is `decision` itself: made with no delay when it
+    /// admits, refused otherwise; nothing to give back.
+    pub(crate) fn decided(key: &[u8], decision: Decision) -> Self {
+        Self {
+            key: key.into(),
+            decision,
+            delay: Duration::ZERO,
+            receipt: None,
+            ahead: false,
+        }
+    }
+
     /// Whether the reservation was made: the caller may proceed after
     /// [`delay`](Self::delay).
     pub fn is_reserved(&self) -> bool {
@@ -123,6 +135,9 @@ impl<B: Backend> Limiter<B> {
             }
         };
         let mut decision = decision;
+        if !delay.is_zero() {
+            self.metrics.delayed();
+        }
         if self.shadow && decision.allowed && !delay.is_zero() {
             // Enforcement would have the request wait: it proceeds now.
             delay = Duration::ZERO;
