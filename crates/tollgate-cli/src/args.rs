@@ -275,6 +275,14 @@ pub struct SimulateArgs {
     /// else is an error.
     #[arg(long, value_name = "OUT.csv")]
     pub decisions: Option<PathBuf>,
+    /// Wait up to this long for a turn instead of being refused (e.g. 500ms): each request is
+    /// reserved, as a client of `acquire` or of the service's max_delay_ms would be, and admitted
+    /// when the reservation is made, counted when it proceeds; the summary then adds each
+    /// policy's delays (requests delayed, p50, p99, max). The token and leaky bucket reserve the
+    /// next slots their rate allows; a policy with a window admits only what it admits now.
+    /// Replayed in memory.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_delay: Option<Duration>,
     /// Where the state lives: in memory, or on the Redis server at --redis-url (see --help).
     #[arg(long, value_name = "BACKEND", default_value = "memory")]
     pub backend: BackendArg,

@@ -12,6 +12,24 @@ use tollgate_config::Settings;
 use crate::targets::Targets;
 use crate::trace::{Request, Trace};
 
+/// The distribution of `delays` (nanoseconds), nearest-rank percentiles.
+fn delay_stats(mut delays: Vec<u64>) -> Delays {
+    delays.sort_unstable();
+    let rank = |p: usize| -> Duration {
+        if delays.is_empty() {
+            return Duration::ZERO;
+        }
+        let i = (delays.len() * p).div_ceil(100).max(1) - 1;
+        Duration::from_nanos(delays[i])
+    };
+    Delays {
+        delayed: delays.iter().filter(|&&d| d > 0).count() as u64,
+        p50: rank(50),
+        p99: rank(99),
+        max: delays.last().map_or(Duration::ZERO, |&d| Duration::from_nanos(d)),
+    }
+}
+
 /// How many keys [`Stats::most_denied`] names.
 pub const MOST_DENIED: usize = 3;
 
@@ -48,6 +66,22 @@ pub struct Stats {
     pub measured: usize,
     /// What the policy file's lists and shadow mode did.
     pub lists: ListStats,
+    /// With `--max-delay`, how long the admitted requests waited.
+    pub delays: Option<Delays>,
+}
+
+/// How long the requests admitted under `--max-delay` waited for their
+/// turn (those admitted at once count as waiting zero).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delays {
+    /// Requests that waited (a delay above zero).
+    pub delayed: u64,
+    /// The median wait of the admitted requests.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// The longest.
+    pub max: Duration,
 }
 
 /// What a policy file's exempt and deny lists and shadow mode did to one
@@ -180,6 +214,69 @@ pub fn replay_through<E>(
     trace: &Trace,
     targets: &Targets,
     mut replay_request: impl FnMut(&Request, usize, &str) -> Result<Decision, E>,
+    sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E> {
+    replay_with(
+        trace,
+        targets,
+        false,
+        |request, target, key| Ok((replay_request(request, target, key)?, Duration::ZERO)),
+        sink,
+    )
+}
+
+/// Replays `trace` in memory as [`replay`] does, but each request waits up
+/// to `max_delay` for its turn instead of being refused: it is reserved
+/// ([`Limiter::reserve_n`]) and admitted when the reservation is made, its
+/// admission counted at the time it proceeds (its time plus its delay).
+/// The statistics then say how long the admitted requests waited
+/// ([`Stats::delays`]).
+///
+/// # Errors
+///
+/// As for [`replay`].
+pub fn replay_waiting<E>(
+    trace: &Trace,
+    targets: &Targets,
+    max_delay: Duration,
+    sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
+) -> Result<Vec<Stats>, E>
+where
+    E: From<tollgate::Error>,
+{
+    let (clock, backend) = replay_backend(trace);
+    let limiters = limiters(targets, &backend, DEFAULT_KEY_PREFIX).map_err(|(_, err)| E::from(err))?;
+    // The in-memory limiter answers at once: its futures are ready when
+    // first polled, on a runtime without a driver.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|err| {
+            E::from(tollgate::Error::Config(tollgate::ConfigError::new(
+                "runtime",
+                err.to_string(),
+            )))
+        })?;
+    replay_with(
+        trace,
+        targets,
+        true,
+        |request, target, key| {
+            clock.set_nanos(request.nanos);
+            let reservation =
+                runtime.block_on(limiters[target].reserve_n(key.as_bytes(), request.cost, max_delay))?;
+            Ok((*reservation.decision(), reservation.delay()))
+        },
+        sink,
+    )
+}
+
+/// [`replay_through`], each request's decision coming with the delay after
+/// which it proceeds (zero without waiting); `waiting` collects the delays.
+fn replay_with<E>(
+    trace: &Trace,
+    targets: &Targets,
+    waiting: bool,
+    mut replay_request: impl FnMut(&Request, usize, &str) -> Result<(Decision, Duration), E>,
     mut sink: impl FnMut(&Request, usize, &Decision) -> Result<(), E>,
 ) -> Result<Vec<Stats>, E> {
     let mut tallies: Vec<Tally> = targets
@@ -188,10 +285,13 @@ pub fn replay_through<E>(
         .zip(&targets.settings)
         .map(|((_, policy), settings)| Tally::new(trace.keys.len(), *policy, settings))
         .collect();
+    for tally in &mut tallies {
+        tally.delays = waiting.then(Vec::new);
+    }
     for request in &trace.requests {
         let target = targets.of(request);
-        let decision = replay_request(request, target, &trace.keys[request.key])?;
-        tallies[target].record(request, &decision);
+        let (decision, delay) = replay_request(request, target, &trace.keys[request.key])?;
+        tallies[target].record(request, &decision, delay);
         sink(request, target, &decision)?;
     }
     Ok(tallies
@@ -230,6 +330,9 @@ struct Tally {
     listed: (u64, u64),
     /// Per key: requests allowed only by shadow mode.
     shadow_denied_by_key: Vec<u64>,
+    /// When replayed waiting: the delay of every admitted request, in
+    /// nanoseconds.
+    delays: Option<Vec<u64>>,
 }
 
 impl Tally {
@@ -256,11 +359,13 @@ impl Tally {
             } else {
                 Vec::new()
             },
+            delays: None,
         }
     }
 
-    /// Counts one decided request.
-    fn record(&mut self, request: &Request, decision: &Decision) {
+    /// Counts one decided request, which proceeds after `delay` when
+    /// admitted.
+    fn record(&mut self, request: &Request, decision: &Decision, delay: Duration) {
         self.requests += 1;
         if self.rank[request.key] == usize::MAX {
             self.rank[request.key] = self.order.len();
@@ -283,12 +388,20 @@ impl Tally {
         }
         if decision.allowed {
             self.admitted += 1;
+            let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+            if let Some(delays) = &mut self.delays {
+                delays.push(delay);
+            }
             // What the limits admitted: not exempt keys, nor what only
-            // shadow mode let through (neither is charged).
+            // shadow mode let through (neither is charged), counted when
+            // it proceeds.
             let charged = decision.listed.is_none() && !decision.shadow_denied;
             if request.cost > 0 && charged {
-                self.admitted_at
-                    .push((self.rank[request.key], request.nanos, request.cost));
+                self.admitted_at.push((
+                    self.rank[request.key],
+                    request.nanos.saturating_add(delay),
+                    request.cost,
+                ));
             }
         } else {
             self.denied_by_key[request.key] += 1;
@@ -336,6 +449,7 @@ impl Tally {
             limits,
             measured,
             lists: self.list_stats(),
+            delays: self.delays.take().map(delay_stats),
         }
     }
 
@@ -493,10 +607,10 @@ mod tests {
         let mut tally = Tally::new(2, policy, &Settings::default());
         let decision = |allowed| Decision::new(allowed, 1, 0, Duration::ZERO, None);
         // b comes first here, though a comes first in the trace.
-        tally.record(&trace.requests[1], &decision(false));
-        tally.record(&trace.requests[0], &decision(false));
-        tally.record(&trace.requests[1], &decision(true));
-        tally.record(&trace.requests[0], &decision(true));
+        tally.record(&trace.requests[1], &decision(false), Duration::ZERO);
+        tally.record(&trace.requests[0], &decision(false), Duration::ZERO);
+        tally.record(&trace.requests[1], &decision(true), Duration::ZERO);
+        tally.record(&trace.requests[0], &decision(true), Duration::ZERO);
         let stats = tally.finish("t");
         assert_eq!(stats.most_denied, [(1, 1), (0, 1)]);
         assert_eq!(

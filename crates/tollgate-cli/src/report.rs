@@ -230,6 +230,53 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
             out.push_str(&list_lines(&stats.lists, key_name));
         }
     }
+    out.push_str(&delay_table(first, stats));
+    out
+}
+
+/// With `--max-delay`, a second table beside the first: per row, the
+/// admitted requests that waited, and the p50, p99 and longest wait of the
+/// admitted requests (milliseconds, rounded up); nothing otherwise.
+fn delay_table(first: &str, stats: &[Stats]) -> String {
+    if stats.iter().all(|s| s.delays.is_none()) {
+        return String::new();
+    }
+    let ms = |d: std::time::Duration| tollgate::__private::ceil_millis(d).to_string();
+    let header = [first, "delayed", "delayed%", "p50_ms", "p99_ms", "max_ms"].map(str::to_owned);
+    let rows: Vec<[String; 6]> = stats
+        .iter()
+        .map(|s| {
+            let d = s.delays.unwrap_or_default();
+            [
+                s.name.clone(),
+                d.delayed.to_string(),
+                percent(d.delayed, s.admitted),
+                ms(d.p50),
+                ms(d.p99),
+                ms(d.max),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::from("waiting instead of refusing (delays of the admitted requests):\n");
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(width - cell.chars().count());
+            if i == 0 {
+                line.push_str(&format!("{cell}{pad}"));
+            } else {
+                line.push_str(&format!("  {pad}{cell}"));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
     out
 }
 
@@ -382,6 +429,7 @@ mod tests {
             limits: Vec::new(),
             measured: 0,
             lists: ListStats::default(),
+            delays: None,
         };
         let mut keys = Names::default();
         for k in ["10.0.0.1", "k", "tab\there"] {
@@ -434,6 +482,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             limits: Vec::new(),
             measured: 0,
             lists: ListStats::default(),
+            delays: None,
         };
         let compound = Stats {
             name: "api".to_owned(),
@@ -462,6 +511,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             ],
             measured: 1,
             lists: ListStats::default(),
+            delays: None,
         };
         let text = summary("title", "policy", &[single, compound], &keys);
         let expected = "\
@@ -496,6 +546,7 @@ api          1000     200     16.7           1000  10.0.0.1  10.0.0.1 (150), k (
             limits: Vec::new(),
             measured: 0,
             lists,
+            delays: None,
         };
         let enforcing = ListStats {
             exempt: Some(1),

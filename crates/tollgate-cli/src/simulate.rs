@@ -33,6 +33,13 @@ use crate::trace::{Request, Skipped, Trace, TraceError};
 /// [`CliError`] for an invalid flag, trace or policy file, a failed replay
 /// or an output that cannot be written.
 pub fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
+    if let (Some(delay), BackendArg::Redis) = (args.max_delay, &args.backend) {
+        return Err(CliError::Flag {
+            flag: "max-delay".to_owned(),
+            value: humantime::format_duration(delay).to_string(),
+            reason: "waiting is replayed in memory only; leave out --backend redis".to_owned(),
+        });
+    }
     if args.redis_url.is_some() && args.backend != BackendArg::Redis {
         return Err(CliError::Flag {
             flag: "redis-url".to_owned(),
@@ -117,6 +124,7 @@ fn replay_trace(
         outputs,
         plot_key,
         redis.as_mut(),
+        args.max_delay,
         &progress,
     );
     drop(progress);
@@ -265,6 +273,7 @@ fn replay_all(
     outputs: Vec<Option<PathBuf>>,
     plot_key: Option<usize>,
     mut redis: Option<&mut RedisReplay>,
+    max_delay: Option<std::time::Duration>,
     progress: &Progress,
 ) -> Result<(Vec<Stats>, Vec<Events>), CliError> {
     let mut stats = Vec::new();
@@ -276,9 +285,12 @@ fn replay_all(
         let sink = |request: &Request, target: usize, decision: &Decision| {
             recorder.record(request, target, decision)
         };
-        stats.extend(match redis.as_deref_mut() {
-            None => replay::replay(trace, targets, sink)?,
-            Some(redis) => {
+        stats.extend(match (redis.as_deref_mut(), max_delay) {
+            (None, None) => replay::replay(trace, targets, sink)?,
+            (None, Some(max_delay)) => replay::replay_waiting(trace, targets, max_delay, sink)?,
+            // `simulate` refuses --max-delay with --backend redis.
+            (Some(_), Some(_)) => unreachable!("--max-delay is replayed in memory"),
+            (Some(redis), None) => {
                 let limiters = redis
                     .limiters(targets)
                     .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;

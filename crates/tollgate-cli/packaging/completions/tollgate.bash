@@ -237,7 +237,7 @@ _tollgate() {
             return 0
             ;;
         tollgate__subcmd__simulate)
-            opts="-h --trace --format --skip-invalid --strategy --limit --window --config --decisions --backend --redis-url --plot --key --plot-size --help"
+            opts="-h --trace --format --skip-invalid --strategy --limit --window --config --decisions --max-delay --backend --redis-url --plot --key --plot-size --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -268,6 +268,10 @@ _tollgate() {
                     return 0
                     ;;
                 --decisions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -16,3 +16,4 @@ mod readme;
 mod redis_backend;
 mod serve;
 mod settings;
+mod waiting;
