@@ -123,8 +123,10 @@ fn replay_trace(
         &replays,
         outputs,
         plot_key,
-        redis.as_mut(),
-        args.max_delay,
+        match redis.as_mut() {
+            Some(redis) => Replaying::Redis(redis),
+            None => Replaying::Memory(args.max_delay),
+        },
         &progress,
     );
     drop(progress);
@@ -262,7 +264,14 @@ fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
         })
 }
 
-/// Runs every replay of `trace`, on Redis when `redis` is given, writing
+/// Where a replay decides: in memory (waiting up to the duration, when
+/// given, instead of refusing), or on Redis.
+enum Replaying<'a> {
+    Memory(Option<std::time::Duration>),
+    Redis(&'a mut RedisReplay),
+}
+
+/// Runs every replay of `trace` where `replaying` says, writing
 /// each replay's decisions file; the files are moved into place only once
 /// every replay succeeded. With `plot_key`, also collects that key's
 /// decisions per replay, for the chart.
@@ -272,8 +281,7 @@ fn replay_all(
     replays: &[Targets],
     outputs: Vec<Option<PathBuf>>,
     plot_key: Option<usize>,
-    mut redis: Option<&mut RedisReplay>,
-    max_delay: Option<std::time::Duration>,
+    mut replaying: Replaying<'_>,
     progress: &Progress,
 ) -> Result<(Vec<Stats>, Vec<Events>), CliError> {
     let mut stats = Vec::new();
@@ -285,12 +293,10 @@ fn replay_all(
         let sink = |request: &Request, target: usize, decision: &Decision| {
             recorder.record(request, target, decision)
         };
-        stats.extend(match (redis.as_deref_mut(), max_delay) {
-            (None, None) => replay::replay(trace, targets, sink)?,
-            (None, Some(max_delay)) => replay::replay_waiting(trace, targets, max_delay, sink)?,
-            // `simulate` refuses --max-delay with --backend redis.
-            (Some(_), Some(_)) => unreachable!("--max-delay is replayed in memory"),
-            (Some(redis), None) => {
+        stats.extend(match &mut replaying {
+            Replaying::Memory(None) => replay::replay(trace, targets, sink)?,
+            Replaying::Memory(Some(max_delay)) => replay::replay_waiting(trace, targets, *max_delay, sink)?,
+            Replaying::Redis(redis) => {
                 let limiters = redis
                     .limiters(targets)
                     .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;
