@@ -150,7 +150,11 @@ impl Binding for AnyBinding {
 
     async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
         match self {
-            AnyBinding::Memory(_) => None,
+            // In memory decisions are local already: nothing to lease.
+            AnyBinding::Memory(_) => {
+                let _ = (key, ask);
+                None
+            }
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => binding.lease(key, ask).await,
         }
