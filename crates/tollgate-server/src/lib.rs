@@ -81,6 +81,7 @@ mod error;
 mod http;
 mod listener;
 pub mod metrics;
+mod pending;
 mod reload;
 mod server;
 mod shared;

@@ -19,7 +19,7 @@ pub(crate) struct Shared {
     /// The Prometheus recorder, when this process's is ours.
     pub(crate) metrics: Option<PrometheusHandle>,
     /// Reservations `/v1/cancel` can still give back.
-    pub(crate) reservations: crate::http::reservations::Reservations,
+    pub(crate) reservations: crate::pending::Reservations,
 }
 
 /// Who may call the admin routes.

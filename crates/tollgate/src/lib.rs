@@ -105,8 +105,10 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Listed};
 pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
-pub use lease::{end_leases, Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
-pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX};
+pub use lease::{Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
+pub use limiter::{
+    end_leases, together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX,
+};
 pub use limits::{Limits, DEFAULT_POLICY_NAME};
 pub use live::{LiveLimiter, ServingLimiter};
 pub use operation::Operation;

@@ -101,7 +101,7 @@ impl<B: Backend> ResourceLimiter<B> {
         let limiters: Vec<&Limiter<B>> = std::iter::once(&*self.default)
             .chain(self.resources.values().map(|l| &**l))
             .collect();
-        crate::lease::end_leases(limiters).await
+        crate::limiter::end_leases(limiters).await
     }
 
     /// Decides one request of cost 1 for `key` under `resource`'s policy.

@@ -9,9 +9,7 @@ use std::time::Duration;
 
 pub(crate) use table::{LeaseCall, LeaseTable, Take};
 
-use crate::backend::Backend;
-use crate::error::{ConfigError, Error};
-use crate::limiter::Limiter;
+use crate::error::ConfigError;
 
 /// Settings of a limiter's leases on a shared store (off unless set with
 /// [`LimiterBuilder::lease`](crate::LimiterBuilder::lease)).
@@ -114,25 +112,4 @@ impl Lease {
         }
         Ok(())
     }
-}
-
-/// Ends the leases of every limiter of `limiters`, one after the other
-/// ([`Limiter::end_leases`]), as a service does before it exits: the units
-/// given back, or the first error once every limiter was tried.
-///
-/// # Errors
-///
-/// The first limiter's [`Error`], after every limiter was tried.
-pub async fn end_leases<B: Backend>(limiters: Vec<&Limiter<B>>) -> Result<u64, Error> {
-    let mut given = 0;
-    let mut first_error = None;
-    for limiter in limiters {
-        match limiter.end_leases().await {
-            Ok(units) => given += units,
-            Err(err) => {
-                first_error.get_or_insert(err);
-            }
-        }
-    }
-    first_error.map_or(Ok(given), Err)
 }
