@@ -299,24 +299,17 @@ impl<S: Store> StoreBinding<S> {
         let lessee = (ask.want > 0).then_some((ask.lessee, age));
         self.update_leasing(key, lessee, |before, after, now, lessees| {
             let n = before.len();
-            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
-            for (state, record) in states.iter_mut().zip(before) {
-                *state = record.state;
-            }
+            let mut states = states_of(before);
             strategy::give_back(limits, &mut states[..n], now, ask.returning, ask.return_before);
-            let mut next = [None; MAX_LIMITS];
-            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
-            if until > now {
-                // Blocked: nothing is charged or leased.
-                let reset = strategy::decide_all(limits, &states[..n], &mut next[..n], now, 0)
-                    .outcome
-                    .reset;
+            if let Some(decision) = blocked(limits, before, &states[..n], now, tick) {
+                // Nothing is charged or leased; the units given back stay
+                // given back, the block kept.
                 for (record, state) in after.iter_mut().zip(&states[..n]) {
                     record.state = *state;
                 }
-                let decision = Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
                 return Leased::new(decision, 0, None, u64::MAX);
             }
+            let mut next = [None; MAX_LIMITS];
             let leased = strategy::lease_all(
                 limits,
                 &states[..n],
@@ -326,12 +319,7 @@ impl<S: Store> StoreBinding<S> {
                 ask.want,
                 lessees,
             );
-            for (record, state) in after.iter_mut().zip(next) {
-                *record = Record {
-                    state,
-                    blocked_until: None,
-                };
-            }
+            unblocked(after, next);
             let decision = Decision::from_compound(leased.compound, limits, tick);
             Leased::new(
                 decision,
@@ -356,26 +344,13 @@ impl<S: Store> StoreBinding<S> {
         let max_delay = tick.from_nanos(u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX));
         self.update(key, |before, after, now| {
             let n = before.len();
-            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
-            for (state, record) in states.iter_mut().zip(before) {
-                *state = record.state;
-            }
-            let mut next = [None; MAX_LIMITS];
-            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
-            if until > now {
-                let reset = strategy::decide_all(limits, &states[..n], &mut next[..n], now, 0)
-                    .outcome
-                    .reset;
-                let decision = Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
+            let states = states_of(before);
+            if let Some(decision) = blocked(limits, before, &states[..n], now, tick) {
                 return Reserved::new(decision, Duration::ZERO, None);
             }
+            let mut next = [None; MAX_LIMITS];
             let reserved = strategy::reserve_all(limits, &states[..n], &mut next[..n], now, cost, max_delay);
-            for (record, state) in after.iter_mut().zip(next) {
-                *record = Record {
-                    state,
-                    blocked_until: None,
-                };
-            }
+            unblocked(after, next);
             let decision = Decision::from_compound(reserved.compound, limits, tick);
             let receipt = (decision.allowed && cost > 0)
                 .then(|| Receipt::new(cost, now.saturating_add(reserved.delay), &next[..n]));
@@ -388,13 +363,9 @@ impl<S: Store> StoreBinding<S> {
         let limits = &self.limits;
         self.update(key, |before, after, now| {
             let n = before.len();
-            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
-            for (state, record) in states.iter_mut().zip(before) {
-                *state = record.state;
-            }
+            let states = states_of(before);
             let mut next = [None; MAX_LIMITS];
-            let blocked = before.iter().any(|r| r.blocked_until.is_some_and(|u| u > now));
-            let given = !blocked
+            let given = blocked_until(before, now).is_none()
                 && strategy::cancel_all(
                     limits,
                     &states[..n],
@@ -419,27 +390,15 @@ impl<S: Store> StoreBinding<S> {
         let tick = self.shared.tick;
         self.update(key, |before, after, now| {
             let n = before.len();
-            let mut states: [Option<State>; MAX_LIMITS] = [None; MAX_LIMITS];
-            for (state, record) in states.iter_mut().zip(before) {
-                *state = record.state;
-            }
+            let states = states_of(before);
             let states = &states[..n];
+            if let Some(decision) = blocked(limits, before, states, now, tick) {
+                // Nothing changes, and the decision says until when.
+                return decision;
+            }
             let mut next = [None; MAX_LIMITS];
-            let until = before.iter().filter_map(|r| r.blocked_until).max().unwrap_or(0);
-            if until > now {
-                // Blocked: nothing changes, and the decision says until when.
-                let reset = strategy::decide_all(limits, states, &mut next[..n], now, 0)
-                    .outcome
-                    .reset;
-                return Decision::blocked(until - now, reset, limits[0].rate.limit, tick);
-            }
             let compound = strategy::decide_all(limits, states, &mut next[..n], now, cost);
-            for (record, state) in after.iter_mut().zip(next) {
-                *record = Record {
-                    state,
-                    blocked_until: None,
-                };
-            }
+            unblocked(after, next);
             Decision::from_compound(compound, limits, tick)
         })
         .await
@@ -473,6 +432,54 @@ impl<S: Store> StoreBinding<S> {
             }
         })
         .await
+    }
+}
+
+/// The state of each limit in `records`.
+fn states_of(records: &[Record]) -> [Option<State>; MAX_LIMITS] {
+    let mut states = [None; MAX_LIMITS];
+    for (state, record) in states.iter_mut().zip(records) {
+        *state = record.state;
+    }
+    states
+}
+
+/// When the block on a key whose limits hold `records` ends, if it is
+/// still running at `now`.
+fn blocked_until(records: &[Record], now: u64) -> Option<u64> {
+    records
+        .iter()
+        .filter_map(|r| r.blocked_until)
+        .max()
+        .filter(|&until| until > now)
+}
+
+/// The decision for a key whose limits hold `records` (their states
+/// `states`) while a block on it runs at `now`: denied until the block
+/// ends, the reset that of a peek. `None` when the key is not blocked.
+fn blocked(
+    limits: &[LimitRate],
+    records: &[Record],
+    states: &[Option<State>],
+    now: u64,
+    tick: Tick,
+) -> Option<Decision> {
+    let until = blocked_until(records, now)?;
+    let mut peeked = [None; MAX_LIMITS];
+    let reset = strategy::decide_all(limits, states, &mut peeked[..states.len()], now, 0)
+        .outcome
+        .reset;
+    Some(Decision::blocked(until - now, reset, limits[0].rate.limit, tick))
+}
+
+/// Fills `after` with the states `next`, no block on any (a decision that
+/// charged ends an expired block).
+fn unblocked(after: &mut [Record], next: [Option<State>; MAX_LIMITS]) {
+    for (record, state) in after.iter_mut().zip(next) {
+        *record = Record {
+            state,
+            blocked_until: None,
+        };
     }
 }
 
