@@ -69,18 +69,14 @@ local function blocked_reply(run, reply, KEYS, n, blocked_until)
   return { -1, blocked_until - now, reset }
 end
 
-local function compound(KEYS, ARGV)
-  local bad_clock = read_clock(ARGV[1])
-  if bad_clock then
-    return bad_clock
-  end
-  local cost = numbers[ARGV[2]] or arg(ARGV[2])
-  local n = #KEYS
-  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
-
-  -- Decides limit i for `c` units and keeps its answer and state; returns
-  -- whether it admits, or nil and the kind of state when its value is none.
-  local function run(i, c)
+-- The decision of each limit of KEYS and ARGV (ARGV[4 * i .. 4 * i + 3]:
+-- limit i's strategy function, L, W and T): run(i, c) decides limit i for
+-- `c` units by its strategy function on states[i], keeps its four numbers
+-- in `reply` and its new state and expiry in `news` and `expiries`, and
+-- returns whether it admits, or nil and the kind of state when its value is
+-- none.
+local function decider(ARGV, states, reply, news, expiries)
+  return function(i, c)
     local allowed, remaining, reset, retry_after, new, expires_at = strategies[ARGV[4 * i]](
       states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]), numbers[ARGV[4 * i + 2]] or arg(ARGV[4 * i + 2]),
       numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), c)
@@ -91,6 +87,41 @@ local function compound(KEYS, ARGV)
     news[i], expiries[i] = new, expires_at
     return allowed == 1
   end
+end
+
+-- Decides all n limits for `c` units with `run` (a decider's) as one step:
+-- when one denies, nothing is charged, and a limit that admitted reports
+-- and keeps its uncharged state, as a peek sees it. Returns whether all
+-- admitted, or nil and the error reply for a value that is no state.
+local function decide_limits(run, reply, KEYS, n, c)
+  local all = true
+  for i = 1, n do
+    local admits, what = run(i, c)
+    if admits == nil then
+      return nil, malformed(what, KEYS[i])
+    end
+    all = all and admits
+  end
+  if not all and c > 0 then
+    for i = 1, n do
+      if reply[4 * i - 3] == 1 then
+        run(i, 0)
+      end
+    end
+  end
+  return all
+end
+
+local function compound(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
+  end
+  local cost = numbers[ARGV[2]] or arg(ARGV[2])
+  local n = #KEYS
+  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
+
+  local run = decider(ARGV, states, reply, news, expiries)
 
   local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
   if not blocked_until then
@@ -100,23 +131,9 @@ local function compound(KEYS, ARGV)
     return blocked_reply(run, reply, KEYS, n, blocked_until)
   end
 
-  local all = true
-  for i = 1, n do
-    local admits, what = run(i, cost)
-    if admits == nil then
-      return malformed(what, KEYS[i])
-    end
-    all = all and admits
-  end
-
-  -- When one denies, nothing is charged: a limit that admitted reports and
-  -- keeps its uncharged state, as a peek sees it.
-  if not all and cost > 0 then
-    for i = 1, n do
-      if reply[4 * i - 3] == 1 then
-        run(i, 0)
-      end
-    end
+  local all, err = decide_limits(run, reply, KEYS, n, cost)
+  if all == nil then
+    return err
   end
 
   local grace_ms = numbers[ARGV[3]] or arg(ARGV[3])

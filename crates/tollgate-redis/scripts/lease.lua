@@ -45,39 +45,7 @@ local function lease(KEYS, ARGV)
   local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
   local limits = {}
 
-  local function run(i, c)
-    local l = limits[i]
-    local allowed, remaining, reset, retry_after, new, expires_at =
-      strategies[l[1]](states[i], l[2], l[3], l[4], c)
-    if allowed == nil then
-      return nil, remaining
-    end
-    reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
-    news[i], expiries[i] = new, expires_at
-    return allowed == 1
-  end
-
-  -- Decides every limit for `c` units; nothing is charged unless all
-  -- admit (a limit that admitted then reports a peek). Returns whether all
-  -- admitted, or nil and the malformed key's error.
-  local function run_all(c)
-    local all = true
-    for i = 1, n do
-      local admits, what = run(i, c)
-      if admits == nil then
-        return nil, malformed(what, KEYS[i])
-      end
-      all = all and admits
-    end
-    if not all and c > 0 then
-      for i = 1, n do
-        if reply[4 * i - 3] == 1 then
-          run(i, 0)
-        end
-      end
-    end
-    return all
-  end
+  local run = decider(ARGV, states, reply, news, expiries)
 
   local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
   if not blocked_until then
@@ -113,7 +81,7 @@ local function lease(KEYS, ARGV)
 
   local extra = 0
   if cost > 0 and want > 0 then
-    local admits, err = run_all(0)
+    local admits, err = decide_limits(run, reply, KEYS, n, 0)
     if admits == nil then
       return err
     end
@@ -126,7 +94,7 @@ local function lease(KEYS, ARGV)
 
   local granted = 0
   if extra > 0 then
-    local admits, err = run_all(cost + extra)
+    local admits, err = decide_limits(run, reply, KEYS, n, cost + extra)
     if admits == nil then
       return err
     end
@@ -135,7 +103,7 @@ local function lease(KEYS, ARGV)
     end
   end
   if granted == 0 then
-    local admits, err = run_all(cost)
+    local admits, err = decide_limits(run, reply, KEYS, n, cost)
     if admits == nil then
       return err
     end

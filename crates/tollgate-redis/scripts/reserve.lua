@@ -38,16 +38,7 @@ local function reserve(KEYS, ARGV)
   local max_delay = tonumber(ARGV[4 * n + 4])
   local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
 
-  local function run(i, c)
-    local allowed, remaining, reset, retry_after, new, expires_at = strategies[ARGV[4 * i]](
-      states[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]), c)
-    if allowed == nil then
-      return nil, remaining
-    end
-    reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed, remaining, reset, retry_after
-    news[i], expiries[i] = new, expires_at
-    return allowed == 1
-  end
+  local run = decider(ARGV, states, reply, news, expiries)
 
   local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
   if not blocked_until then
@@ -67,20 +58,9 @@ local function reserve(KEYS, ARGV)
 
   if not ahead then
     -- Decided as compound.lua decides.
-    local all = true
-    for i = 1, n do
-      local admits, what = run(i, cost)
-      if admits == nil then
-        return malformed(what, KEYS[i])
-      end
-      all = all and admits
-    end
-    if not all and cost > 0 then
-      for i = 1, n do
-        if reply[4 * i - 3] == 1 then
-          run(i, 0)
-        end
-      end
+    local all, err = decide_limits(run, reply, KEYS, n, cost)
+    if all == nil then
+      return err
     end
     for i = 1, n do
       save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
