@@ -11,7 +11,10 @@
 //! runtime's own cost is spread out as it is in a task that decides in a
 //! loop.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
+
+use tokio::runtime::Runtime;
 
 use criterion::Criterion;
 use tollgate::{Limiter, Strategy};
@@ -29,10 +32,30 @@ fn limiter() -> Limiter {
         .unwrap()
 }
 
+/// Decides `iters` times with `decide`, over `keys` in turn, in tasks of
+/// one `block_on` on `rt` per 1,024 decisions; the time it took.
+fn in_tasks<'k, F, T>(rt: &Runtime, keys: &'k [String], iters: u64, decide: impl Fn(&'k str) -> F) -> Duration
+where
+    F: Future<Output = T>,
+{
+    let started = Instant::now();
+    let mut left = iters;
+    while left > 0 {
+        let batch = left.min(1_024);
+        rt.block_on(async {
+            for key in &keys[..batch as usize] {
+                std::hint::black_box(decide(key).await);
+            }
+        });
+        left -= batch;
+    }
+    started.elapsed()
+}
+
 fn bench(c: &mut Criterion) {
     let keys = keys();
     let mut group = c.benchmark_group("acquire_admitted");
-    let checking = limiter();
+    let checking = &limiter();
     group.bench_function("check", |b| {
         b.iter_custom(|iters| {
             let started = Instant::now();
@@ -49,41 +72,14 @@ fn bench(c: &mut Criterion) {
     // `check` inside the same loop of futures as `acquire` below: what the
     // loop itself costs.
     group.bench_function("check_in_a_task", |b| {
-        b.iter_custom(|iters| {
-            let started = Instant::now();
-            let mut left = iters;
-            while left > 0 {
-                let batch = left.min(1_024);
-                rt.block_on(async {
-                    for i in 0..batch {
-                        let decided = async { checking.check(&keys[i as usize]) };
-                        std::hint::black_box(decided.await);
-                    }
-                });
-                left -= batch;
-            }
-            started.elapsed()
-        })
+        b.iter_custom(|iters| in_tasks(&rt, &keys, iters, |key| async move { checking.check(key) }))
     });
-    let acquiring = limiter();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let acquiring = &limiter();
     group.bench_function("acquire", |b| {
         b.iter_custom(|iters| {
-            let started = Instant::now();
-            let mut left = iters;
-            while left > 0 {
-                let batch = left.min(1_024);
-                rt.block_on(async {
-                    for i in 0..batch {
-                        std::hint::black_box(acquiring.acquire(&keys[i as usize]).await.unwrap());
-                    }
-                });
-                left -= batch;
-            }
-            started.elapsed()
+            in_tasks(&rt, &keys, iters, |key| async move {
+                acquiring.acquire(key).await.unwrap()
+            })
         })
     });
     group.finish();

@@ -111,6 +111,21 @@ fn describe() {
             Unit::Count,
             "Requests a policy in shadow mode allowed that enforcement would have denied"
         );
+        describe_counter!(
+            "tollgate_lease_decisions_total",
+            Unit::Count,
+            "Requests admitted from a lease, without a round trip to the store"
+        );
+        describe_counter!(
+            "tollgate_lease_returned_units_total",
+            Unit::Count,
+            "Unspent units of ended leases given back to the store"
+        );
+        describe_counter!(
+            "tollgate_delayed_total",
+            Unit::Count,
+            "Requests reserved to proceed after a delay instead of being refused"
+        );
         describe_histogram!(
             "tollgate_decision_seconds",
             Unit::Seconds,
@@ -157,14 +172,6 @@ impl LimiterMetrics {
     /// The counters of a limiter's leases: decisions made from a lease,
     /// and units given back.
     pub(crate) fn lease_counters(&self) -> (Counter, Counter) {
-        describe_counter!(
-            "tollgate_lease_decisions_total",
-            "requests admitted from a lease, without a round trip to the store"
-        );
-        describe_counter!(
-            "tollgate_lease_returned_units_total",
-            "unspent units of ended leases given back to the store"
-        );
         (
             counter!("tollgate_lease_decisions_total", &self.labels),
             counter!("tollgate_lease_returned_units_total", &self.labels),
@@ -175,10 +182,6 @@ impl LimiterMetrics {
     /// (`tollgate_delayed_total`, registered at its first use: most
     /// limiters never delay).
     pub(crate) fn delayed(&self) {
-        describe_counter!(
-            "tollgate_delayed_total",
-            "requests reserved to proceed after a delay instead of being refused"
-        );
         counter!("tollgate_delayed_total", &self.labels).increment(1);
     }
 
