@@ -238,8 +238,14 @@ impl LeaseTable {
             .find_entry(hash, |e| &*e.key == key)
             .ok()?
             .into_mut();
-        let units = std::mem::take(&mut entry.units);
+        self.end_entry(entry)
+    }
+
+    /// Ends `entry`'s lease: the call that gives back its unspent units,
+    /// when it had any.
+    fn end_entry(&self, entry: &mut Entry) -> Option<LeaseAsk> {
         entry.ends = 0;
+        let units = std::mem::take(&mut entry.units);
         (units > 0)
             .then(|| LeaseAsk::new(0, 0, self.lessee, self.max_age).returning(units, entry.return_before))
     }
@@ -254,11 +260,7 @@ impl LeaseTable {
         for shard in shards.iter() {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             for entry in shard.entries.iter_mut() {
-                entry.ends = 0;
-                let units = std::mem::take(&mut entry.units);
-                if units > 0 {
-                    let ask =
-                        LeaseAsk::new(0, 0, self.lessee, self.max_age).returning(units, entry.return_before);
+                if let Some(ask) = self.end_entry(entry) {
                     out.push((entry.key.clone(), ask));
                 }
             }
