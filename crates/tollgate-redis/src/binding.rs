@@ -289,11 +289,7 @@ impl RedisBinding {
         }
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let numbers = [
-            shared.now_arg(),
-            ask.cost.min(shared.max_limit + 1).to_string(),
-            shared.grace_ms.clone(),
-        ];
+        let cost = ask.cost.min(shared.max_limit + 1).to_string();
         let tail = [
             ask.want.min(MAX_EXACT_OPERAND).to_string(),
             ask.lessee.to_string(),
@@ -306,10 +302,7 @@ impl RedisBinding {
             },
             n.to_string(),
         ];
-        let mut args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
-        args.extend(shared.operation_args.iter().map(String::as_bytes));
-        args.extend(tail.iter().map(String::as_bytes));
-        let reply = shared.call(scripts::lease(), &keys, &args).await?;
+        let reply = shared.call_limits(scripts::lease(), &keys, &cost, &tail).await?;
         if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
             return Ok(Leased::new(blocked, 0, None, u64::MAX));
         }
@@ -351,16 +344,10 @@ impl RedisBinding {
         let micros = u64::try_from(max_delay.as_micros())
             .unwrap_or(u64::MAX)
             .min(MAX_EXACT_OPERAND);
-        let numbers = [
-            shared.now_arg(),
-            cost.min(shared.max_limit + 1).to_string(),
-            shared.grace_ms.clone(),
-        ];
-        let wait = micros.to_string();
-        let mut args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
-        args.extend(shared.operation_args.iter().map(String::as_bytes));
-        args.push(wait.as_bytes());
-        let reply = shared.call(scripts::reserve(), &keys, &args).await?;
+        let amount = cost.min(shared.max_limit + 1).to_string();
+        let reply = shared
+            .call_limits(scripts::reserve(), &keys, &amount, &[micros.to_string()])
+            .await?;
         if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
             return Ok(Reserved::new(blocked, Duration::ZERO, None));
         }
@@ -421,11 +408,6 @@ impl RedisBinding {
         let shared = &*self.shared;
         let state_keys = self.state_keys(key);
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
-        let mut numbers = vec![
-            shared.now_arg(),
-            receipt.cost().min(MAX_EXACT_OPERAND).to_string(),
-            shared.grace_ms.clone(),
-        ];
         let mut tail = vec![receipt.proceed().to_string()];
         for state in receipt.states() {
             let Some(State::Gcra(GcraState { tat })) = state else {
@@ -433,10 +415,10 @@ impl RedisBinding {
             };
             tail.push(tat.to_string());
         }
-        numbers.extend(shared.operation_args.iter().cloned());
-        numbers.extend(tail);
-        let args: Vec<&[u8]> = numbers.iter().map(String::as_bytes).collect();
-        let reply = shared.call(scripts::cancel(), &keys, &args).await?;
+        let amount = receipt.cost().min(MAX_EXACT_OPERAND).to_string();
+        let reply = shared
+            .call_limits(scripts::cancel(), &keys, &amount, &tail)
+            .await?;
         match reply[..] {
             [0] => Ok(false),
             [1] => Ok(true),
@@ -515,6 +497,24 @@ impl BindingShared {
             Some(clock) => Tick::Micros.from_nanos(clock.now_nanos()).to_string(),
             None => String::new(),
         }
+    }
+
+    /// Runs `script`, an entry point that takes every limit's arguments, on
+    /// `keys`: now, `amount`, the grace, each limit's strategy function,
+    /// `L`, `W` and `T`, then `tail`.
+    async fn call_limits(
+        &self,
+        script: &LuaScript,
+        keys: &[&[u8]],
+        amount: &str,
+        tail: &[String],
+    ) -> Result<Vec<i64>, BackendError> {
+        let now = self.now_arg();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + self.operation_args.len() + tail.len());
+        args.extend([now.as_bytes(), amount.as_bytes(), self.grace_ms.as_bytes()]);
+        args.extend(self.operation_args.iter().map(String::as_bytes));
+        args.extend(tail.iter().map(String::as_bytes));
+        self.call(script, keys, &args).await
     }
 
     /// Runs `script` on `keys` with `args` once the connection is ready,
