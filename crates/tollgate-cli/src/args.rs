@@ -279,7 +279,8 @@ pub struct SimulateArgs {
     /// reserved, as a client of `acquire` or of the service's max_delay_ms would be, and admitted
     /// when the reservation is made, counted when it proceeds; the summary then adds each
     /// policy's delays (requests delayed, p50, p99, max). The token and leaky bucket reserve the
-    /// next slots their rate allows; a policy with a window admits only what it admits now.
+    /// next slots their rate allows, a sliding window the next slots within its current window; a
+    /// policy with a fixed window admits only what it admits now.
     /// Replayed in memory.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_delay: Option<Duration>,

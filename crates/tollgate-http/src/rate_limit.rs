@@ -184,9 +184,10 @@ impl<L: Limits> RateLimit<L> {
     /// `Retry-After` the wait after which it would be held no longer than
     /// `max`. The `RateLimit` headers are those of the reservation.
     ///
-    /// The token and leaky bucket reserve the next slots their rate allows;
-    /// a policy with a window holds nothing (it reserves only what it
-    /// admits now). Held requests are counted in `tollgate_delayed_total`.
+    /// The token and leaky bucket reserve the next slots their rate allows,
+    /// a sliding window the next slots within its current window; a policy
+    /// with a fixed window holds nothing (it reserves only what it admits
+    /// now). Held requests are counted in `tollgate_delayed_total`.
     /// A held request keeps its connection and its task: bound `max` by
     /// what clients and the server can wait. A request dropped while held
     /// keeps its reservation (its units are spent). Holding uses tokio's

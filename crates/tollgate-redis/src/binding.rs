@@ -10,7 +10,9 @@ use redis::cluster_routing::Slot;
 use tollgate::backend::{
     namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope, Tick,
 };
-use tollgate::strategy::{self, CompoundOutcome, GcraState, LimitRate, Outcome, State};
+use tollgate::strategy::{
+    self, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
+};
 use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
 use crate::connection::Connection;
@@ -358,10 +360,10 @@ impl RedisBinding {
             )
         };
         let (decided, tail) = reply.split_at_checked(4 * n).ok_or_else(bad)?;
-        let (&[status, wait, longest], tats) = tail.split_at_checked(3).ok_or_else(bad)? else {
+        let (&[status, wait, bound, now], left) = tail.split_at_checked(4).ok_or_else(bad)? else {
             return Err(bad());
         };
-        if tats.len() != n {
+        if left.len() != 3 * n {
             return Err(bad());
         }
         let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
@@ -369,32 +371,40 @@ impl RedisBinding {
         let wait = u64::try_from(wait).map_err(|_| bad())?;
         let compound = match status {
             0 | 1 => strategy::combine(outcomes),
-            // Refused beyond the longest wait: the peek's numbers, denied
-            // by the limit with the longest wait.
-            2 => CompoundOutcome {
+            // Refused, beyond the longest wait or until a sliding window
+            // turns: the peek's numbers, denied by the limit that bound it.
+            2 | 3 => CompoundOutcome {
                 outcome: Outcome {
                     allowed: false,
                     retry_after: Some(wait),
                     ..strategy::combine(outcomes).outcome
                 },
-                bound_by: usize::try_from(longest).ok().filter(|&i| i < n).ok_or_else(bad)?,
+                bound_by: usize::try_from(bound).ok().filter(|&i| i < n).ok_or_else(bad)?,
             },
             _ => return Err(bad()),
         };
         let decision = Decision::from_compound(compound, &shared.limits, Tick::Micros);
-        if status != 1 {
-            return Ok(Reserved::new(decision, Duration::ZERO, None));
+        match status {
+            1 => {}
+            2 => return Ok(Reserved::beyond_max_delay(decision)),
+            _ => return Ok(Reserved::new(decision, Duration::ZERO, None)),
         }
         let mut states = [None; MAX_LIMITS];
-        for (state, &tat) in states.iter_mut().zip(tats) {
-            let tat = u64::try_from(tat).map_err(|_| bad())?;
-            *state = Some(State::Gcra(GcraState { tat }));
+        for ((state, left), limit) in states.iter_mut().zip(left.chunks_exact(3)).zip(&shared.limits) {
+            let [a, b, c] = [left[0], left[1], left[2]].map(u64::try_from);
+            let (Ok(a), Ok(b), Ok(c)) = (a, b, c) else {
+                return Err(bad());
+            };
+            *state = Some(match limit.strategy {
+                Strategy::SlidingWindow => State::SlidingWindow(SlidingWindowState {
+                    start: a,
+                    curr: b,
+                    prev: c,
+                }),
+                _ => State::Gcra(GcraState { tat: a }),
+            });
         }
-        // The script's now is the tat of a limit less its reset.
-        let now = tats
-            .first()
-            .and_then(|&t| u64::try_from(t).ok())
-            .map_or(0, |t| t.saturating_sub(outcomes[0].reset));
+        let now = u64::try_from(now).map_err(|_| bad())?;
         let receipt = Receipt::new(cost, now + wait, &states[..n]);
         Ok(Reserved::new(
             decision,
@@ -410,10 +420,14 @@ impl RedisBinding {
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let mut tail = vec![receipt.proceed().to_string()];
         for state in receipt.states() {
-            let Some(State::Gcra(GcraState { tat })) = state else {
-                return Ok(false);
+            let numbers = match state {
+                Some(State::Gcra(GcraState { tat })) => [*tat, 0, 0],
+                Some(State::SlidingWindow(SlidingWindowState { start, curr, prev })) => {
+                    [*start, *curr, *prev]
+                }
+                _ => return Ok(false),
             };
-            tail.push(tat.to_string());
+            tail.extend(numbers.map(|x| x.to_string()));
         }
         let amount = receipt.cost().min(MAX_EXACT_OPERAND).to_string();
         let reply = shared

@@ -65,6 +65,13 @@ fn agrees_with_the_store_adapter(
                 let want = h.rt.block_on(store.reserve_n("k", cost, max_delay)).unwrap();
                 prop_assert_eq!(got.decision(), want.decision(), "step {} of {}", i, policy);
                 prop_assert_eq!(got.delay(), want.delay(), "step {} of {}", i, policy);
+                prop_assert_eq!(
+                    got.exceeds_max_delay(),
+                    want.exceeds_max_delay(),
+                    "step {} of {}",
+                    i,
+                    policy
+                );
                 if got.is_reserved() {
                     made.push((got, want));
                 }

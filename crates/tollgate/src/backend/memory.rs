@@ -656,6 +656,9 @@ impl MemoryBinding {
         self.update(key, |before, after, now| {
             let reserved = strategy::reserve_all(limits, before, after, now, cost, max_delay);
             let decision = Decision::from_compound(reserved.compound, limits, Tick::Nanos);
+            if reserved.beyond_max_delay {
+                return Reserved::beyond_max_delay(decision);
+            }
             let receipt = (decision.allowed && cost > 0)
                 .then(|| Receipt::new(cost, now.saturating_add(reserved.delay), after));
             Reserved::new(decision, Duration::from_nanos(reserved.delay), receipt)

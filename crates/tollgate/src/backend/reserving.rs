@@ -22,6 +22,10 @@ pub struct Reserved {
     /// reservation back; `None` when nothing was charged or nothing can be
     /// given back.
     pub receipt: Option<Receipt>,
+    /// Refused because the earliest slot lies beyond the longest wait
+    /// asked for ([`ReserveOutcome::beyond_max_delay`](crate::strategy::ReserveOutcome::beyond_max_delay)):
+    /// waiting `retry_after` does not bring it within that wait.
+    pub beyond_max_delay: bool,
 }
 
 impl Reserved {
@@ -31,6 +35,16 @@ impl Reserved {
             decision,
             delay,
             receipt,
+            beyond_max_delay: false,
+        }
+    }
+
+    /// A refusal (`decision`, nothing charged) because the earliest slot
+    /// lies beyond the longest wait asked for.
+    pub fn beyond_max_delay(decision: Decision) -> Self {
+        Self {
+            beyond_max_delay: true,
+            ..Self::new(decision, Duration::ZERO, None)
         }
     }
 }

@@ -352,6 +352,9 @@ impl<S: Store> StoreBinding<S> {
             let reserved = strategy::reserve_all(limits, &states[..n], &mut next[..n], now, cost, max_delay);
             unblocked(after, next);
             let decision = Decision::from_compound(reserved.compound, limits, tick);
+            if reserved.beyond_max_delay {
+                return Reserved::beyond_max_delay(decision);
+            }
             let receipt = (decision.allowed && cost > 0)
                 .then(|| Receipt::new(cost, now.saturating_add(reserved.delay), &next[..n]));
             Reserved::new(decision, tick.duration(reserved.delay), receipt)

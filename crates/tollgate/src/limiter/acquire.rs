@@ -125,10 +125,12 @@ impl<B: Backend> Limiter<B> {
     /// `within` (or can never end: the cost exceeds the limit, the key is
     /// deny-listed).
     ///
-    /// On the token and leaky bucket this is one reservation
-    /// ([`reserve_n`](Self::reserve_n)) and a wait of its delay: one store
-    /// call per admission. On a window it decides, waits the decision's
-    /// `retry_after` when denied, and decides again. The waiters of one
+    /// On the token and leaky bucket and the sliding window this is one
+    /// reservation ([`reserve_n`](Self::reserve_n)) and a wait of its
+    /// delay: one store call per admission (a sliding window whose current
+    /// window is spoken for waits until it turns and reserves again). On a
+    /// fixed window it decides, waits the decision's `retry_after` when
+    /// denied, and decides again. The waiters of one
     /// process on one key form a queue, served first come, first served:
     /// only the head asks the store, and the next starts when the head
     /// proceeds. Dropping the future charges nothing, except that a head
@@ -174,6 +176,20 @@ impl<B: Backend> Limiter<B> {
         Box::pin(self.acquire_waiting(key, cost, within)).await
     }
 
+    /// The answer to a waiter whose deadline passed while waiters ahead of
+    /// it held the key's queue: refused, nothing charged, with the numbers
+    /// of a peek of the key; `retry_after` is when the store will have a
+    /// unit free (zero when it has one now, which a waiter ahead holds a
+    /// turn for).
+    async fn refused_in_queue(&self, key: &[u8]) -> Result<Decision, Error> {
+        let peek = self.allow_n(key, 0).await?;
+        Ok(Decision {
+            allowed: false,
+            retry_after: Some(peek.retry_after.unwrap_or(Duration::ZERO)),
+            ..peek
+        })
+    }
+
     /// [`Self::acquire_n_within`] through the key's queue.
     async fn acquire_waiting(
         &self,
@@ -184,7 +200,15 @@ impl<B: Backend> Limiter<B> {
         let deadline = within.map(|w| Instant::now() + w);
         let _waiting = Waiting::enter();
         let place = Place::join(std::ptr::from_ref(self) as usize, key);
-        let mut head = place.queue.lock().await;
+        let queued = place.queue.lock();
+        let mut head = match deadline {
+            None => queued.await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, queued).await {
+                Ok(head) => head,
+                // The deadline passed while waiters ahead held the queue.
+                Err(_) => return self.refused_in_queue(key).await,
+            },
+        };
         if let Some(left) = head.take() {
             // A head before this one left without proceeding.
             let _ = self.cancel(left).await;
@@ -207,10 +231,11 @@ impl<B: Backend> Limiter<B> {
                 }
                 return Ok(decision);
             }
-            // Refused. A bucket's reservation was refused because its wait
-            // passes the deadline: final. A window's denial: wait and try
+            // Refused. Because the earliest slot passes the deadline:
+            // final. Otherwise (a fixed window's denial, a slot past the
+            // end of a sliding window's current window): wait and try
             // again, unless that passes the deadline.
-            let Some(wait) = decision.retry_after.filter(|_| !reservation.ahead) else {
+            let Some(wait) = decision.retry_after.filter(|_| !reservation.beyond_max_delay) else {
                 return Ok(decision);
             };
             if deadline.is_some_and(|d| now + wait > d) || within.is_some_and(|w| w.is_zero()) {

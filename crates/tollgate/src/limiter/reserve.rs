@@ -24,9 +24,9 @@ pub struct Reservation {
     decision: Decision,
     delay: Duration,
     receipt: Option<Receipt>,
-    /// Whether the store reserved ahead (a policy of buckets on a backend
-    /// that reserves): a refusal then means the wait exceeded `max_delay`.
-    pub(super) ahead: bool,
+    /// Refused because the earliest slot lies beyond `max_delay`
+    /// ([`Reserved::beyond_max_delay`]): waiting does not bring it nearer.
+    pub(super) beyond_max_delay: bool,
 }
 
 impl Reservation {
@@ -38,7 +38,7 @@ impl Reservation {
             decision,
             delay: Duration::ZERO,
             receipt: None,
-            ahead: false,
+            beyond_max_delay: false,
         }
     }
 
@@ -62,6 +62,17 @@ impl Reservation {
         &self.decision
     }
 
+    /// Whether a refusal came from `max_delay`: the earliest slot lies
+    /// beyond it, so waiting `retry_after` and asking again with the same
+    /// deadline is refused again (only units given back can bring the slot
+    /// nearer). `false` when reserved, and for a refusal that waiting ends:
+    /// a fixed window's denial, or a slot past the end of a sliding
+    /// window's current window (`retry_after` is then the time until that
+    /// window ends).
+    pub fn exceeds_max_delay(&self) -> bool {
+        self.beyond_max_delay
+    }
+
     /// The key reserved.
     pub fn key(&self) -> &[u8] {
         &self.key
@@ -70,11 +81,14 @@ impl Reservation {
 
 impl<B: Backend> Limiter<B> {
     /// Reserves `cost` units of `key`, waiting at most `max_delay`: on the
-    /// token and leaky bucket, the next slots the rate allows, charged now
-    /// (the caller proceeds after [`Reservation::delay`]); on a policy
-    /// with a window, only what it admits now. Beyond `max_delay` the
-    /// reservation is refused and nothing is charged. `max_delay` zero is
-    /// exactly [`allow_n`](Self::allow_n).
+    /// token and leaky bucket, the next slots the rate allows, and on a
+    /// sliding window the next slots within its current window, charged
+    /// now (the caller proceeds after [`Reservation::delay`]); on a policy
+    /// with a fixed window, only what it admits now. Beyond `max_delay`
+    /// the reservation is refused and nothing is charged
+    /// ([`Reservation::exceeds_max_delay`]); a sliding window's slot past
+    /// its current window is refused until the window turns (`retry_after`).
+    /// `max_delay` zero is exactly [`allow_n`](Self::allow_n).
     ///
     /// The exempt and deny lists decide first (an exempt key proceeds at
     /// once, a denied one is refused); in shadow mode a reservation that
@@ -97,24 +111,22 @@ impl<B: Backend> Limiter<B> {
     ) -> Result<Reservation, Error> {
         let key = key.as_ref();
         let reservation =
-            |decision: Decision, delay: Duration, receipt: Option<Receipt>, ahead: bool| Reservation {
-                key: key.into(),
-                decision,
-                delay,
-                receipt,
-                ahead,
+            |decision: Decision, delay: Duration, receipt: Option<Receipt>, beyond_max_delay: bool| {
+                Reservation {
+                    key: key.into(),
+                    decision,
+                    delay,
+                    receipt,
+                    beyond_max_delay,
+                }
             };
         if let Some(decision) = self.listed(key) {
             let decision = self.conclude(decision, key, cost);
             return Ok(reservation(decision, Duration::ZERO, None, false));
         }
         let started = self.start();
-        let mut ahead = false;
         let result = match self.binding.reserve(key, cost, max_delay).await {
-            Some(result) => {
-                ahead = crate::strategy::reserves_ahead_policy(&self.policy);
-                result
-            }
+            Some(result) => result,
             None => self
                 .binding
                 .apply(key, cost)
@@ -126,6 +138,7 @@ impl<B: Backend> Limiter<B> {
             decision,
             mut delay,
             receipt,
+            beyond_max_delay,
             ..
         } = match result {
             Ok(reserved) => reserved,
@@ -147,7 +160,7 @@ impl<B: Backend> Limiter<B> {
             self.conclude(decision, key, cost),
             delay,
             receipt,
-            ahead,
+            beyond_max_delay,
         ))
     }
 

@@ -32,7 +32,6 @@ pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};
 pub use leaky_bucket::LeakyBucket;
 pub use lease::{give_back, lease_all, window_end, LeaseOutcome};
-pub(crate) use reserve::reserves_ahead_policy;
 pub use reserve::{cancel_all, reserve_all, reserves_ahead, ReserveOutcome};
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::TokenBucket;

@@ -2,12 +2,17 @@
 //! for a later slot and told how long to wait ([waiting and
 //! reservations](crate::_documentation::semantics#waiting-and-reservations)).
 //!
-//! The buckets can reserve a future slot: their state advances by the cost
-//! and the caller proceeds after the delay. A window holds no future
-//! bucket, so a policy with a window among its limits reserves only what it
-//! admits now. Both functions are pure, like the strategies.
+//! The buckets can reserve any future slot: their state advances by the
+//! cost and the caller proceeds after the delay. A sliding window reserves
+//! a slot within its current window: the units are counted in it at once,
+//! and the estimate only falls within a window, so the request is still
+//! admitted when it proceeds. A fixed window reserves only what it admits
+//! now. Both functions are pure, like the strategies.
 
-use super::{combine, decide_all, CompoundOutcome, GcraState, LimitRate, Outcome, State, Strategy};
+use super::{
+    combine, decide, decide_all, penalty, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindow,
+    State, Strategy,
+};
 use crate::policy::MAX_LIMITS;
 
 /// A reservation decided.
@@ -15,42 +20,54 @@ use crate::policy::MAX_LIMITS;
 pub struct ReserveOutcome {
     /// The decision: `allowed` when reserved (with `remaining` and `reset`
     /// after the charge, and no `retry_after`); when refused, nothing was
-    /// charged and `retry_after` is the wait after which the same
-    /// reservation would be made (`None` when it never can: the cost
-    /// exceeds a limit).
+    /// charged and `retry_after` is the wait after which the reservation
+    /// could be made (`None` when it never can: the cost exceeds a limit).
     pub compound: CompoundOutcome,
     /// Ticks from now until the request proceeds (0 when it may proceed at
     /// once; 0 when refused).
     pub delay: u64,
+    /// Refused because the earliest slot lies beyond `max_delay`: waiting
+    /// brings it no nearer (only units given back do), so an awaited
+    /// admission with that deadline ends here. `false` when reserved, and
+    /// for a refusal that waiting `retry_after` can end (a fixed window's
+    /// denial, a slot past the end of a sliding window's current window).
+    pub beyond_max_delay: bool,
 }
 
-/// Whether every limit is a bucket (token or leaky): only then can a
-/// policy reserve a future slot.
+/// Whether every limit can reserve a slot later than now: a token or
+/// leaky bucket, or a sliding window (within its current window). A
+/// policy with a fixed window among its limits reserves only what it
+/// admits now.
 pub fn reserves_ahead(limits: &[LimitRate]) -> bool {
-    limits
-        .iter()
-        .all(|l| matches!(l.strategy, Strategy::TokenBucket | Strategy::LeakyBucket))
+    limits.iter().all(|l| reserves_later(l.strategy))
 }
 
-/// Whether every limit of `policy` is a bucket ([`reserves_ahead`]).
-pub(crate) fn reserves_ahead_policy(policy: &crate::Policy) -> bool {
-    policy
-        .limits()
-        .iter()
-        .all(|l| matches!(l.strategy(), Strategy::TokenBucket | Strategy::LeakyBucket))
+/// Whether `strategy` can reserve a slot later than now ([`reserves_ahead`]).
+fn reserves_later(strategy: Strategy) -> bool {
+    matches!(
+        strategy,
+        Strategy::TokenBucket | Strategy::LeakyBucket | Strategy::SlidingWindow
+    )
 }
 
 /// Reserves `cost` units on every limit in `limits` at `now`, waiting at
 /// most `max_delay` ticks; `states` and `next` as for [`decide_all`].
 ///
-/// With buckets only ([`reserves_ahead`]), the delay is the largest of the
-/// limits' `max(0, t + cost × T − now − L × T)` (`t = max(tat, now)`); within
-/// `max_delay` every limit is charged as by a request admitted at
-/// `s = now + delay`: `tat = max(tat, s) + cost × T`. Beyond it, or when the
-/// cost exceeds a limit, nothing is charged. With a window among the limits
-/// the reservation is the decision itself ([`decide_all`]): admitted with
-/// no delay, or refused with the decision's `retry_after`. A cost of 0 is a
-/// peek either way.
+/// When every limit reserves ahead ([`reserves_ahead`]), the request
+/// proceeds at the latest of the limits' earliest slots: a bucket's is
+/// `max(now, t + cost × T − L × T)` (`t = max(tat, now)`), a sliding
+/// window's the earliest tick at which its estimate, everything charged so
+/// far counted, admits the request. Refused, nothing charged, when that
+/// lies more than `max_delay` ahead (`retry_after` the excess,
+/// [`ReserveOutcome::beyond_max_delay`]), or at or past the end of a
+/// sliding window's current window (`retry_after` the time until that
+/// window ends: the units must be counted in the window they proceed in).
+/// Otherwise every limit is charged as by a request admitted at the proceed
+/// time `s`: a bucket's `tat = max(tat, s) + cost × T`, a sliding window's
+/// current count grows by the cost. When the cost exceeds a limit, or with
+/// a fixed window among the limits, the reservation is the decision itself
+/// ([`decide_all`]): admitted with no delay, or refused with the
+/// decision's `retry_after`. A cost of 0 is a peek either way.
 ///
 /// # Panics
 ///
@@ -63,44 +80,75 @@ pub fn reserve_all(
     cost: u64,
     max_delay: u64,
 ) -> ReserveOutcome {
+    let decided = |next: &mut [Option<State>]| ReserveOutcome {
+        compound: decide_all(limits, states, next, now, cost),
+        delay: 0,
+        beyond_max_delay: false,
+    };
     if cost == 0 || !reserves_ahead(limits) {
-        let compound = decide_all(limits, states, next, now, cost);
-        return ReserveOutcome { compound, delay: 0 };
+        return decided(next);
     }
     let now = super::clamp_time(now);
     let tat = |i: usize| match states[i] {
         Some(State::Gcra(s)) => s.tat.max(now),
         _ => now,
     };
-    let mut delay = 0u64;
-    // The limit with the longest wait binds a refusal (ties: the first).
-    let mut longest = 0;
+    // The latest of the limits' earliest slots, and the limit it is from
+    // (ties: the first); the earliest end of a sliding window's current
+    // window, and its limit.
+    let (mut proceed, mut longest) = (now, 0);
+    let (mut turns, mut turning) = (u64::MAX, 0);
     for (i, limit) in limits.iter().enumerate() {
         let rate = &limit.rate;
-        if cost > rate.limit {
-            // Never: decided as a request of this cost is.
-            let compound = decide_all(limits, states, next, now, cost);
-            return ReserveOutcome { compound, delay: 0 };
-        }
-        let wait = (tat(i) + cost * rate.interval - now).saturating_sub(rate.limit * rate.interval);
-        if wait > delay {
-            delay = wait;
-            longest = i;
+        let earliest = if limit.strategy == Strategy::SlidingWindow {
+            let state = match states[i] {
+                Some(State::SlidingWindow(s)) => Some(s),
+                _ => None,
+            };
+            let Some((earliest, end)) = SlidingWindow::earliest(rate, state, now, cost) else {
+                // Never: decided as a request of this cost is.
+                return decided(next);
+            };
+            if end < turns {
+                (turns, turning) = (end, i);
+            }
+            earliest
+        } else {
+            if cost > rate.limit {
+                return decided(next);
+            }
+            now + (tat(i) + cost * rate.interval - now).saturating_sub(rate.limit * rate.interval)
+        };
+        if earliest > proceed {
+            (proceed, longest) = (earliest, i);
         }
     }
-    if delay > max_delay {
+    let delay = proceed - now;
+    let refused = |retry_after: u64, bound_by: usize, next: &mut [Option<State>]| {
         let peek = decide_all(limits, states, next, now, 0);
-        let compound = CompoundOutcome {
+        CompoundOutcome {
             outcome: Outcome {
                 allowed: false,
-                retry_after: Some(delay - max_delay),
+                retry_after: Some(retry_after),
                 ..peek.outcome
             },
-            bound_by: longest,
+            bound_by,
+        }
+    };
+    if delay > max_delay {
+        return ReserveOutcome {
+            compound: refused(delay - max_delay, longest, next),
+            delay: 0,
+            beyond_max_delay: true,
         };
-        return ReserveOutcome { compound, delay: 0 };
     }
-    let proceed = now.saturating_add(delay);
+    if proceed >= turns {
+        return ReserveOutcome {
+            compound: refused(turns - now, turning, next),
+            delay: 0,
+            beyond_max_delay: false,
+        };
+    }
     let mut outcomes = [Outcome {
         allowed: true,
         remaining: 0,
@@ -109,6 +157,18 @@ pub fn reserve_all(
     }; MAX_LIMITS];
     for (i, limit) in limits.iter().enumerate() {
         let rate = &limit.rate;
+        if limit.strategy == Strategy::SlidingWindow {
+            // Counted in the current window now; `remaining` and `reset`
+            // as a peek at now sees the charged state.
+            next[i] = penalty(limit.strategy, rate, states[i], now, cost);
+            let (peek, _) = decide(limit.strategy, rate, next[i], now, 0);
+            outcomes[i] = Outcome {
+                allowed: true,
+                retry_after: None,
+                ..peek
+            };
+            continue;
+        }
         let tat = tat(i).max(proceed).saturating_add(cost * rate.interval);
         let ahead = tat - now;
         let burst = rate.limit * rate.interval;
@@ -123,6 +183,7 @@ pub fn reserve_all(
     ReserveOutcome {
         compound: combine(&outcomes[..limits.len()]),
         delay,
+        beyond_max_delay: false,
     }
 }
 
@@ -220,5 +281,99 @@ mod tests {
         let r = reserve_all(&limits, &state, &mut next, 10, 1, u64::MAX);
         assert!(!r.compound.outcome.allowed);
         assert_eq!(r.compound.outcome.retry_after, Some(990));
+    }
+
+    fn sliding(limit: u64, window: u64) -> LimitRate {
+        LimitRate {
+            strategy: Strategy::SlidingWindow,
+            rate: Rate::new(limit, window),
+        }
+    }
+
+    #[test]
+    fn a_sliding_window_reserves_the_slots_its_estimate_frees_within_the_window() {
+        // 10 per 1,000 ticks, the first window full: in the second, the
+        // previous window's weight frees a unit every 100 ticks.
+        let limits = [sliding(10, 1_000)];
+        let mut state = [None];
+        let mut next = [None];
+        reserve_all(&limits, &state, &mut next, 0, 10, 0);
+        state = next;
+        let mut proceeds = Vec::new();
+        for _ in 0..10 {
+            let mut next = [None];
+            let r = reserve_all(&limits, &state, &mut next, 1_000, 1, u64::MAX);
+            assert!(r.compound.outcome.allowed);
+            assert!(!r.beyond_max_delay);
+            proceeds.push(1_000 + r.delay);
+            state = next;
+        }
+        assert_eq!(
+            proceeds,
+            [1_001, 1_101, 1_201, 1_301, 1_401, 1_501, 1_601, 1_701, 1_801, 1_901]
+        );
+        // Each proceeds where a plain decision, counting what proceeded
+        // before it, admits it.
+        let mut n = [None];
+        reserve_all(&limits, &[None], &mut n, 0, 10, 0);
+        let mut plain = n;
+        for &at in &proceeds {
+            let mut n = [None];
+            assert!(
+                decide_all(&limits, &plain, &mut n, at, 1).outcome.allowed,
+                "at {at}"
+            );
+            plain = n;
+        }
+        // The window is spoken for: the next slot lies in the window after,
+        // whose counts this one cannot hold. Refused until it turns.
+        let r = reserve_all(&limits, &state, &mut next, 1_000, 1, u64::MAX);
+        assert!(!r.compound.outcome.allowed);
+        assert_eq!(r.compound.outcome.retry_after, Some(1_000));
+        assert!(!r.beyond_max_delay, "waiting for the window helps");
+        // Beyond the longest wait: refused for good, by the excess.
+        let mut one = [None];
+        reserve_all(&limits, &[None], &mut one, 0, 10, 0);
+        let r = reserve_all(&limits, &one, &mut next, 1_000, 1, 0);
+        assert_eq!(r.compound.outcome.retry_after, Some(1), "as a decision says");
+        assert!(r.beyond_max_delay);
+    }
+
+    #[test]
+    fn a_sliding_reservation_given_back_leaves_the_state_it_found() {
+        let limits = [sliding(2, 1_000)];
+        let mut full = [None];
+        reserve_all(&limits, &[None], &mut full, 0, 2, 0);
+        let mut reserved = [None];
+        let r = reserve_all(&limits, &full, &mut reserved, 1_000, 1, u64::MAX);
+        assert_eq!(r.delay, 1, "the previous window's weight frees a unit at once");
+        let mut next = [None];
+        assert!(cancel_all(
+            &limits, &reserved, &mut next, 1_000, 1, &reserved, 1_001
+        ));
+        let mut rolled = [None];
+        decide_all(&limits, &full, &mut rolled, 1_000, 0);
+        assert_eq!(next, rolled, "as if never reserved");
+    }
+
+    #[test]
+    fn a_bucket_and_a_sliding_window_reserve_together_or_not_at_all() {
+        // The bucket frees a unit every 100 ticks; the window holds 3 per
+        // 1,000 and is full until its previous window's weight falls.
+        let limits = [bucket(10, 1_000), sliding(3, 1_000)];
+        let mut state = [None, None];
+        let mut next = [None, None];
+        let r = reserve_all(&limits, &state, &mut next, 0, 3, 0);
+        assert!(r.compound.outcome.allowed);
+        state = next;
+        // In the window: the sliding window admits nothing more until it
+        // turns, so nothing is charged on the bucket either.
+        let r = reserve_all(&limits, &state, &mut next, 10, 1, u64::MAX);
+        assert!(!r.compound.outcome.allowed);
+        assert_eq!(
+            (r.compound.outcome.retry_after, r.compound.bound_by),
+            (Some(990), 1)
+        );
+        assert_eq!(next, state, "nothing charged");
     }
 }

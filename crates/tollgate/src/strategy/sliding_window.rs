@@ -90,6 +90,40 @@ impl SlidingWindow {
     }
 }
 
+impl SlidingWindow {
+    /// When a request of `cost` units reserved at `now` could proceed with
+    /// its units counted in the current window: `(earliest, end)`, the
+    /// earliest tick at which the estimate, with every unit charged so far
+    /// counted, admits it (`now` when it admits at once), and the tick at
+    /// which the current window ends. A reservation must proceed before
+    /// `end`: within the window the estimate only falls, so a request
+    /// admitted at `earliest` is still admitted later in it. `None` when
+    /// the cost exceeds the limit.
+    pub(crate) fn earliest(
+        rate: &Rate,
+        state: Option<SlidingWindowState>,
+        now: u64,
+        cost: u64,
+    ) -> Option<(u64, u64)> {
+        let unit = unit_cost(cost);
+        if unit > rate.limit {
+            return None;
+        }
+        let w = rate.window;
+        let now = clamp_time(now);
+        let (s, t) = Self::roll(rate, state, now);
+        let e = t - s.start;
+        let capacity = u128::from(rate.limit) * u128::from(w);
+        let admitted = Self::estimate(w, e, s.curr, s.prev) + u128::from(unit - 1) * u128::from(w) < capacity;
+        let earliest = if admitted {
+            now
+        } else {
+            t.saturating_add(Self::retry_after(rate, &s, e, unit))
+        };
+        Some((earliest, s.start.saturating_add(w)))
+    }
+}
+
 /// `floor(a / b)`, with a 64-bit division whenever both fit.
 #[inline]
 fn div_floor(a: u128, b: u128) -> u128 {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::testing::TokioClock;
-use tollgate::{Limiter, Strategy};
+use tollgate::{Clock, Limiter, ManualClock, Strategy};
 
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
 
@@ -115,4 +115,153 @@ async fn a_deadline_refuses_without_charging_and_a_dropped_waiter_gives_its_slot
     // A cost over the limit can never be admitted: refused at once.
     let never = limiter.acquire_n("k", 2).await.unwrap();
     assert_eq!((never.allowed, never.retry_after), (false, None));
+}
+
+/// One waiter of the random traces below: it arrives this many ms after
+/// the one before, asks for this cost, with this deadline (ms, if any),
+/// and its future is dropped after this long (ms, if at all).
+type Waiter = (u64, u64, Option<u64>, Option<u64>);
+
+/// How a waiter ended: admitted at this clock reading, refused, or dropped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ended {
+    Admitted(u64),
+    Refused,
+    Dropped,
+}
+
+/// A policy whose times are whole milliseconds (a bucket's emission
+/// interval, a window), so that tokio's millisecond timer wakes each waiter
+/// exactly when its turn comes.
+fn ms_policy(kind: usize, limit: u64, steps: u64) -> (Strategy, u64, Duration) {
+    match kind {
+        0 => (
+            Strategy::TokenBucket,
+            limit,
+            Duration::from_millis(100 * steps * limit),
+        ),
+        1 => (Strategy::FixedWindow, limit, Duration::from_millis(500 * steps)),
+        _ => (Strategy::SlidingWindow, limit, Duration::from_millis(500 * steps)),
+    }
+}
+
+/// Runs `waiters` against one key on tokio's paused time; each waiter's
+/// arrival (clock reading) and how it ended, in arrival order.
+async fn run_waiters(limiter: &Arc<Limiter>, clock: &TokioClock, waiters: &[Waiter]) -> Vec<(u64, Ended)> {
+    let ended = Arc::new(Mutex::new(vec![(0, Ended::Dropped); waiters.len()]));
+    let mut tasks = Vec::new();
+    for (i, &(after, cost, deadline, drop_after)) in waiters.iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        let (limiter, clock, ended) = (limiter.clone(), *clock, ended.clone());
+        let arrived = clock.now_nanos();
+        tasks.push(tokio::spawn(async move {
+            let waiting = limiter.acquire_n_within("k", cost, deadline.map(Duration::from_millis));
+            let result = match drop_after {
+                Some(ms) => tokio::time::timeout(Duration::from_millis(ms), waiting)
+                    .await
+                    .ok(),
+                None => Some(waiting.await),
+            };
+            let how = match result.map(Result::unwrap) {
+                None => Ended::Dropped,
+                Some(decision) if decision.allowed => Ended::Admitted(clock.now_nanos()),
+                Some(_) => Ended::Refused,
+            };
+            ended.lock().unwrap()[i] = (arrived, how);
+        }));
+        // It asks (or joins the queue) before the next arrives.
+        tokio::task::yield_now().await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ended = ended.lock().unwrap().clone();
+    ended
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 96, ..Default::default() })]
+
+    /// Random arrivals, costs, deadlines and drops: admitted waiters
+    /// proceed in the order they came, every deadline holds, and what is
+    /// charged is exactly what was admitted. A plain limiter deciding each
+    /// admitted request at its admission time admits it and ends in the
+    /// same state, so no refusal and no drop charged anything, and nothing
+    /// was admitted early. (A sliding window's turn can fall between two
+    /// ticks of tokio's millisecond timer, so its waiters wake up to a
+    /// millisecond late: for it the order and the deadlines are checked;
+    /// its bound is checked on exact times in `reservations.rs`.)
+    #[test]
+    fn waiting_charges_what_is_admitted_first_come_first_served(
+        kind in 0usize..3,
+        limit in 1u64..5,
+        steps in 1u64..4,
+        waiters in proptest::collection::vec(
+            (
+                proptest::prop_oneof![2 => 0u64..3, 1 => 0u64..700],
+                1u64..3,
+                proptest::option::of(0u64..2_500),
+                proptest::option::weighted(0.25, 0u64..2_500),
+            ),
+            1..24,
+        ),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let (strategy, limit, window) = ms_policy(kind, limit, steps);
+        let (ended, real_peek, end) = rt.block_on(async {
+            let clock = TokioClock::new(EPOCH);
+            let limiter = Arc::new(
+                Limiter::builder()
+                    .strategy(strategy)
+                    .limit(limit)
+                    .window(window)
+                    .clock(clock)
+                    .build()
+                    .unwrap(),
+            );
+            let ended = run_waiters(&limiter, &clock, &waiters).await;
+            (ended, limiter.check_n("k", 0), clock.now_nanos())
+        });
+        let admitted: Vec<(usize, u64)> = ended
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e.1 {
+                Ended::Admitted(at) => Some((i, at)),
+                _ => None,
+            })
+            .collect();
+        for pair in admitted.windows(2) {
+            proptest::prop_assert!(pair[0].1 <= pair[1].1, "waiter {} before {}: {:?}", pair[0].0, pair[1].0, ended);
+        }
+        for (i, &(arrived, how)) in ended.iter().enumerate() {
+            let (_, cost, deadline, _) = waiters[i];
+            if let (Ended::Admitted(at), Some(d)) = (how, deadline) {
+                proptest::prop_assert!(at - arrived <= d * 1_000_000, "waiter {} admitted past its deadline", i);
+            }
+            if how == Ended::Refused && deadline.is_none() {
+                proptest::prop_assert!(cost > limit, "waiter {} refused without a deadline", i);
+            }
+        }
+        if strategy == Strategy::SlidingWindow {
+            return Ok(());
+        }
+        let clock = ManualClock::default();
+        let plain = Limiter::builder()
+            .strategy(strategy)
+            .limit(limit)
+            .window(window)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        for &(i, at) in &admitted {
+            clock.set_nanos(at);
+            proptest::prop_assert!(plain.check_n("k", waiters[i].1).allowed, "waiter {} admitted early", i);
+        }
+        clock.set_nanos(end);
+        proptest::prop_assert_eq!(plain.check_n("k", 0), real_peek, "charged: {:?}", ended);
+    }
 }

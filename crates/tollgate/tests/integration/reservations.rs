@@ -19,18 +19,24 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().build().unwrap()
 }
 
-/// A bucket of either kind, a window, or two buckets together.
+/// A bucket of either kind, a window, two buckets together, or a bucket
+/// and a sliding window together.
 fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
-    (0usize..5, 1u64..12, 1u64..2_000).prop_map(|(kind, limit, window_ms)| {
+    (0usize..6, 1u64..12, 1u64..2_000).prop_map(|(kind, limit, window_ms)| {
         let window = Duration::from_millis(window_ms);
         match kind {
             0 => Policy::new(Strategy::TokenBucket, limit, window).unwrap(),
             1 => Policy::new(Strategy::LeakyBucket, limit, window).unwrap(),
             2 => Policy::new(Strategy::FixedWindow, limit, window).unwrap(),
             3 => Policy::new(Strategy::SlidingWindow, limit, window).unwrap(),
-            _ => Policy::compound([
+            4 => Policy::compound([
                 Limit::new(Strategy::TokenBucket, limit, window).unwrap(),
                 Limit::new(Strategy::TokenBucket, limit * 3, window * 5).unwrap(),
+            ])
+            .unwrap(),
+            _ => Policy::compound([
+                Limit::new(Strategy::TokenBucket, limit * 2, window).unwrap(),
+                Limit::new(Strategy::SlidingWindow, limit * 3, window * 4).unwrap(),
             ])
             .unwrap(),
         }
@@ -93,6 +99,7 @@ proptest! {
             let also = rt.block_on(store.reserve_n("k", cost, max_delay)).unwrap();
             prop_assert_eq!(got.decision(), also.decision());
             prop_assert_eq!(got.delay(), also.delay());
+            prop_assert_eq!(got.exceeds_max_delay(), also.exceeds_max_delay());
             prop_assert!(got.delay() <= max_delay);
             if got.is_reserved() && cost > 0 {
                 made.push((now + got.delay().as_nanos() as u64, cost, false));
@@ -127,8 +134,25 @@ proptest! {
                             d >= rate.window || units <= 2 * rate.limit,
                             "{} units within {} ns under {}", units, d, policy
                         ),
+                        // Checked below, by deciding what proceeded.
                         Strategy::SlidingWindow => {}
                     }
+                }
+            }
+        }
+        // A sliding window alone: every request that proceeds, decided at
+        // its proceed time by a plain limiter that sees only what
+        // proceeded before it, is admitted (no over-admission at all).
+        if let [limit] = policy.limits() {
+            if limit.strategy() == Strategy::SlidingWindow {
+                let plain_clock = ManualClock::default();
+                let plain = Limiter::builder().policy(policy).clock(plain_clock.clone()).build().unwrap();
+                for &(at, cost) in &proceeding {
+                    plain_clock.set_nanos(at);
+                    prop_assert!(
+                        plain.check_n("k", cost).allowed,
+                        "{} units proceed at {} under {}, which a decision there denies", cost, at, policy
+                    );
                 }
             }
         }
