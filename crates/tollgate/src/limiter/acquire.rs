@@ -3,6 +3,7 @@
 //! ([awaiting admission](crate::_documentation::semantics#awaiting-admission)).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -105,8 +106,12 @@ impl<B: Backend> Limiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
-    pub async fn acquire(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.acquire_n_within(key, 1, None).await
+    pub fn acquire<'a>(
+        &'a self,
+        key: impl AsRef<[u8]> + 'a,
+    ) -> impl Future<Output = Result<Decision, Error>> + 'a {
+        // The acquisition's own future, not one around it.
+        self.acquire_n_within(key, 1, None)
     }
 
     /// Waits until a request of `cost` units for `key` is admitted, and
@@ -115,8 +120,12 @@ impl<B: Backend> Limiter<B> {
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
-    pub async fn acquire_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.acquire_n_within(key, cost, None).await
+    pub fn acquire_n<'a>(
+        &'a self,
+        key: impl AsRef<[u8]> + 'a,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + 'a {
+        self.acquire_n_within(key, cost, None)
     }
 
     /// Waits until a request of `cost` units for `key` is admitted, for at
@@ -165,7 +174,10 @@ impl<B: Backend> Limiter<B> {
             // no queue (and no reservation).
             let decision = match self.decide_now(key, cost) {
                 Some(result) => result?,
-                None => self.allow_n(key, cost).await?,
+                // Out of line: a decision that must be awaited is a future
+                // of about 2 KB, which would otherwise make every
+                // acquisition's future as large.
+                None => Box::pin(self.allow_n(key, cost)).await?,
             };
             if decision.allowed || decision.retry_after.is_none() || within.is_some_and(|w| w.is_zero()) {
                 return Ok(decision);

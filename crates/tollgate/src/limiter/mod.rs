@@ -185,11 +185,18 @@ impl<B: Backend> Limiter<B> {
             return Some(Ok(self.conclude(decision, key, cost)));
         }
         let started = self.start();
-        let result = self.binding.apply_now(key, cost)?;
-        Some(
-            self.finish(result, started, key, cost)
-                .map(|decision| self.conclude(decision, key, cost)),
-        )
+        match self.binding.apply_now(key, cost)? {
+            // The store's answer, taken straight on (an in-memory store
+            // never fails, and its failure path then drops out).
+            Ok(decision) => {
+                self.metrics.finish_sample(started);
+                Some(Ok(self.conclude(decision, key, cost)))
+            }
+            Err(err) => Some(
+                self.finish(Err(err), started, key, cost)
+                    .map(|decision| self.conclude(decision, key, cost)),
+            ),
+        }
     }
 
     /// [`Self::decide_now`] through the deny cache, the circuit breaker and
