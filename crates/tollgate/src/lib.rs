@@ -107,7 +107,7 @@ pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
 pub use keylist::KeyList;
 pub use lease::{Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
 pub use limiter::{
-    end_leases, together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX,
+    end_leases, together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX, MAX_JITTER,
 };
 pub use limits::{Limits, DEFAULT_POLICY_NAME};
 pub use live::{LiveLimiter, ServingLimiter};

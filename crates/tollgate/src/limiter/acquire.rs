@@ -148,6 +148,10 @@ impl<B: Backend> Limiter<B> {
     /// otherwise by the key's next head in this process before it asks the
     /// store (if none comes, its units stay charged).
     ///
+    /// A waiter that a window refused waits its `retry_after`, plus up to
+    /// the limiter's [`acquire_jitter`](crate::LimiterBuilder::acquire_jitter)
+    /// when one is set, and never past `within`.
+    ///
     /// While nobody waits in this process, a request admitted at once is
     /// one decision ([`allow_n`](Self::allow_n)); one that must wait is
     /// counted in the metrics as that first denial and then as what it
@@ -202,6 +206,20 @@ impl<B: Backend> Limiter<B> {
         })
     }
 
+    /// A random extra wait from zero to the limiter's
+    /// [`acquire_jitter`](crate::LimiterBuilder::acquire_jitter).
+    fn jitter(&self) -> Duration {
+        let max = self.options.as_ref().map_or(Duration::ZERO, |o| o.jitter);
+        if max.is_zero() {
+            return Duration::ZERO;
+        }
+        // Each `RandomState` is seeded afresh: a random number, not a
+        // secret.
+        let random = ahash::RandomState::new().hash_one(WAITING.load(Ordering::Relaxed));
+        let span = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(random % span.saturating_add(1))
+    }
+
     /// [`Self::acquire_n_within`] through the key's queue.
     async fn acquire_waiting(
         &self,
@@ -253,7 +271,9 @@ impl<B: Backend> Limiter<B> {
             if deadline.is_some_and(|d| now + wait > d) || within.is_some_and(|w| w.is_zero()) {
                 return Ok(decision);
             }
-            tokio::time::sleep(wait).await;
+            // Plus the jitter, short of the deadline.
+            let until = now + wait + self.jitter();
+            tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
         }
     }
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use builder::LimiterBuilder;
-pub use options::FailPolicy;
 pub(crate) use options::Options;
+pub use options::{FailPolicy, MAX_JITTER};
 pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 use way::{AtOnce, Awaited};

@@ -2,6 +2,7 @@
 //! shadow mode and what protects a remote store.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
 use crate::clock::{ClockHandle, SharedClock, SystemClock};
@@ -46,7 +47,14 @@ pub(crate) struct Options {
     pub(crate) deny: KeyList,
     pub(crate) top_keys: Option<TopKeys>,
     pub(crate) lease: Option<Lease>,
+    /// The longest random extra added to an awaited admission's retry
+    /// after a refusal (zero: none).
+    pub(crate) jitter: Duration,
 }
+
+/// The longest jitter a limiter accepts
+/// ([`LimiterBuilder::acquire_jitter`](crate::LimiterBuilder::acquire_jitter)).
+pub const MAX_JITTER: Duration = Duration::from_secs(3_600);
 
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,6 +69,7 @@ impl std::fmt::Debug for Options {
             .field("deny", &self.deny)
             .field("top_keys", &self.top_keys)
             .field("lease", &self.lease)
+            .field("jitter", &self.jitter)
             .finish()
     }
 }
@@ -84,6 +93,7 @@ impl Options {
             && self.exempt == other.exempt
             && self.deny == other.deny
             && self.lease == other.lease
+            && self.jitter == other.jitter
     }
 
     /// Checks that the fail policy and the fallback agree, and the top
@@ -94,6 +104,15 @@ impl Options {
         }
         if let Some(lease) = &self.lease {
             lease.validate()?;
+        }
+        if self.jitter > MAX_JITTER {
+            return Err(ConfigError::new(
+                "acquire_jitter",
+                format!(
+                    "{:?} is longer than the longest jitter, {:?}",
+                    self.jitter, MAX_JITTER
+                ),
+            ));
         }
         match (self.fail, &self.fallback) {
             (FailPolicy::Fallback, None) => Err(ConfigError::new(

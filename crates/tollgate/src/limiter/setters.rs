@@ -117,6 +117,21 @@ macro_rules! option_setters {
             self
         }
 
+        /// Spreads awaited admissions' retries: a waiter that a fixed
+        /// window, or a sliding window's spoken-for window, refused waits
+        /// its `retry_after` plus a random extra of up to `max` before it
+        /// asks again (default: none), so that the processes of a fleet
+        /// waiting on one key do not all ask the store at the instant the
+        /// window turns. A reservation's wait is never lengthened (its slot
+        /// is already its own), and the extra never carries a waiter past
+        /// its deadline. At most [`MAX_JITTER`](crate::MAX_JITTER) (one
+        /// hour), checked when the limiter is built (field
+        /// `acquire_jitter`).
+        pub fn acquire_jitter(mut self, max: std::time::Duration) -> Self {
+            self.options.jitter = max;
+            self
+        }
+
         #[doc = $crate::limiter::summary!($builder, shadow)]
         ///
         /// In shadow mode decisions are made and state kept as if enforced,

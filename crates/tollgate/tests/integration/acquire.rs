@@ -265,3 +265,63 @@ proptest::proptest! {
         proptest::prop_assert_eq!(plain.check_n("k", 0), real_peek, "charged: {:?}", ended);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn jitter_spreads_a_windows_retries_within_its_bound_and_the_deadline() {
+    let jittered = |max: Duration| {
+        Limiter::builder()
+            .strategy(Strategy::FixedWindow)
+            .limit(1)
+            .window(Duration::from_secs(1))
+            .clock(TokioClock::new(EPOCH))
+            .acquire_jitter(max)
+            .build()
+            .unwrap()
+    };
+    // One per second: each acquisition after the first waits for the next
+    // window, then up to 100 ms more.
+    let limiter = jittered(Duration::from_millis(100));
+    let start = tokio::time::Instant::now();
+    assert!(limiter.acquire("k").await.unwrap().allowed);
+    let mut extras = Vec::new();
+    for window in 1..=12u64 {
+        assert!(limiter.acquire("k").await.unwrap().allowed);
+        let turned = start + Duration::from_secs(window);
+        let extra = tokio::time::Instant::now() - turned;
+        assert!(
+            extra <= Duration::from_millis(100),
+            "window {window}: {extra:?} late"
+        );
+        extras.push(extra);
+    }
+    extras.sort_unstable();
+    extras.dedup();
+    assert!(extras.len() > 1, "the extra waits vary: {extras:?}");
+    assert!(
+        extras.iter().any(|e| *e >= Duration::from_millis(1)),
+        "{extras:?}"
+    );
+
+    // The extra never carries a waiter past its deadline: the window turns
+    // within a second, the deadline is 1 ms after that, the jitter up to
+    // 10 minutes.
+    let limiter = jittered(Duration::from_secs(600));
+    assert!(limiter.acquire("k").await.unwrap().allowed);
+    let asked = tokio::time::Instant::now();
+    let within = Duration::from_secs(1) + Duration::from_millis(1);
+    let decision = limiter.acquire_n_within("k", 1, Some(within)).await.unwrap();
+    assert!(
+        decision.allowed,
+        "admitted at the deadline, after the window turned"
+    );
+    assert!(asked.elapsed() <= within, "woken by its deadline at the latest");
+
+    // A jitter longer than an hour is refused, naming the setting.
+    let err = Limiter::builder()
+        .limit(1)
+        .window(Duration::from_secs(1))
+        .acquire_jitter(Duration::from_secs(7_200))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("acquire_jitter"), "{err}");
+}
