@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tollgate::testing::TokioClock;
+use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Backend;
+use tollgate::testing::{MapStore, TokioClock};
 use tollgate::{Clock, Limiter, ManualClock, Strategy};
 
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
@@ -147,7 +149,11 @@ fn ms_policy(kind: usize, limit: u64, steps: u64) -> (Strategy, u64, Duration) {
 
 /// Runs `waiters` against one key on tokio's paused time; each waiter's
 /// arrival (clock reading) and how it ended, in arrival order.
-async fn run_waiters(limiter: &Arc<Limiter>, clock: &TokioClock, waiters: &[Waiter]) -> Vec<(u64, Ended)> {
+async fn run_waiters<B: Backend>(
+    limiter: &Arc<Limiter<B>>,
+    clock: &TokioClock,
+    waiters: &[Waiter],
+) -> Vec<(u64, Ended)> {
     let ended = Arc::new(Mutex::new(vec![(0, Ended::Dropped); waiters.len()]));
     let mut tasks = Vec::new();
     for (i, &(after, cost, deadline, drop_after)) in waiters.iter().enumerate() {
@@ -182,20 +188,24 @@ async fn run_waiters(limiter: &Arc<Limiter>, clock: &TokioClock, waiters: &[Wait
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 96, ..Default::default() })]
 
-    /// Random arrivals, costs, deadlines and drops: admitted waiters
-    /// proceed in the order they came, every deadline holds, and what is
-    /// charged is exactly what was admitted. A plain limiter deciding each
-    /// admitted request at its admission time admits it and ends in the
-    /// same state, so no refusal and no drop charged anything, and nothing
-    /// was admitted early. (A sliding window's turn can fall between two
-    /// ticks of tokio's millisecond timer, so its waiters wake up to a
-    /// millisecond late: for it the order and the deadlines are checked;
-    /// its bound is checked on exact times in `reservations.rs`.)
+    /// Random arrivals, costs, deadlines and drops, in memory and on the
+    /// custom-store adapter (a store that is awaited: a dropped head's
+    /// reservation is given back by the next head, not at once): admitted
+    /// waiters proceed in the order they came, every deadline holds, and
+    /// nothing is admitted early: a plain limiter deciding each admitted
+    /// request at its admission time admits it. In memory, and on the
+    /// store when no waiter was dropped, it also ends in the same state,
+    /// so no refusal and no drop charged anything. (A sliding window's
+    /// turn can fall between two ticks of tokio's millisecond timer, so its
+    /// waiters wake up to a millisecond late: for it the order and the
+    /// deadlines are checked; its bound is checked on exact times in
+    /// `reservations.rs`.)
     #[test]
     fn waiting_charges_what_is_admitted_first_come_first_served(
         kind in 0usize..3,
         limit in 1u64..5,
         steps in 1u64..4,
+        on_store: bool,
         waiters in proptest::collection::vec(
             (
                 proptest::prop_oneof![2 => 0u64..3, 1 => 0u64..700],
@@ -214,17 +224,17 @@ proptest::proptest! {
         let (strategy, limit, window) = ms_policy(kind, limit, steps);
         let (ended, real_peek, end) = rt.block_on(async {
             let clock = TokioClock::new(EPOCH);
-            let limiter = Arc::new(
-                Limiter::builder()
-                    .strategy(strategy)
-                    .limit(limit)
-                    .window(window)
-                    .clock(clock)
-                    .build()
-                    .unwrap(),
-            );
-            let ended = run_waiters(&limiter, &clock, &waiters).await;
-            (ended, limiter.check_n("k", 0), clock.now_nanos())
+            let builder = Limiter::builder().strategy(strategy).limit(limit).window(window).clock(clock);
+            if on_store {
+                let store = StoreBackend::new(Arc::new(MapStore::new(clock))).clock(clock);
+                let limiter = Arc::new(builder.backend(store).build().unwrap());
+                let ended = run_waiters(&limiter, &clock, &waiters).await;
+                (ended, limiter.allow_n("k", 0).await.unwrap(), clock.now_nanos())
+            } else {
+                let limiter = Arc::new(builder.build().unwrap());
+                let ended = run_waiters(&limiter, &clock, &waiters).await;
+                (ended, limiter.check_n("k", 0), clock.now_nanos())
+            }
         });
         let admitted: Vec<(usize, u64)> = ended
             .iter()
@@ -260,6 +270,11 @@ proptest::proptest! {
         for &(i, at) in &admitted {
             clock.set_nanos(at);
             proptest::prop_assert!(plain.check_n("k", waiters[i].1).allowed, "waiter {} admitted early", i);
+        }
+        if on_store && ended.iter().any(|e| e.1 == Ended::Dropped) {
+            // A dropped head's reservation stays charged when no head came
+            // after it to give it back.
+            return Ok(());
         }
         clock.set_nanos(end);
         proptest::prop_assert_eq!(plain.check_n("k", 0), real_peek, "charged: {:?}", ended);
@@ -324,4 +339,41 @@ async fn jitter_spreads_a_windows_retries_within_its_bound_and_the_deadline() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("acquire_jitter"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_an_awaited_store_the_next_head_gives_a_dropped_heads_slot_back() {
+    let clock = TokioClock::new(EPOCH);
+    let store = StoreBackend::new(Arc::new(MapStore::new(clock))).clock(clock);
+    let limiter = Arc::new(
+        Limiter::builder()
+            .strategy(Strategy::TokenBucket)
+            .limit(1)
+            .window(Duration::from_secs(1))
+            .clock(clock)
+            .backend(store)
+            .build()
+            .unwrap(),
+    );
+    let start = tokio::time::Instant::now();
+    assert!(limiter.acquire("k").await.unwrap().allowed);
+    // The head reserves the slot at 1 s; the next waits behind it.
+    let head = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.acquire("k").await })
+    };
+    tokio::task::yield_now().await;
+    let next = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let decision = limiter.acquire("k").await.unwrap();
+            (decision.allowed, start.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    head.abort();
+    assert!(head.await.unwrap_err().is_cancelled());
+    // The next head gives the dropped reservation back before it asks, so
+    // it proceeds in that slot, not in the one after.
+    assert_eq!(next.await.unwrap(), (true, Duration::from_secs(1)));
 }
