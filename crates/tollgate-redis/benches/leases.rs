@@ -53,15 +53,6 @@ fn env_number(name: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
-fn fcalls(server: &RedisServer) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// One measurement.
 #[derive(Clone, Copy, Debug, Default)]
 struct Run {
@@ -152,13 +143,16 @@ fn measure(
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let pid = server.pid().to_string();
-    let (calls, cpu) = (fcalls(server), cpu_seconds(&pid).unwrap_or(0.0));
+    let (calls, cpu) = (server.script_calls(), cpu_seconds(&pid).unwrap_or(0.0));
     tally.counting.store(true, Ordering::Relaxed);
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
     tally.counting.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
-    let (calls, cpu) = (fcalls(server) - calls, cpu_seconds(&pid).unwrap_or(0.0) - cpu);
+    let (calls, cpu) = (
+        server.script_calls() - calls,
+        cpu_seconds(&pid).unwrap_or(0.0) - cpu,
+    );
     tally.stop.store(true, Ordering::Relaxed);
     for task in tasks {
         rt.block_on(task).unwrap();

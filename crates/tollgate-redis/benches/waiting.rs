@@ -26,15 +26,6 @@ const PROCESSES: usize = 5;
 const WORKERS: usize = 10;
 const LIMIT: u64 = 100;
 
-fn fcalls(server: &RedisServer) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn main() {
     let seconds: f64 = std::env::var("SECONDS")
         .ok()
@@ -71,7 +62,7 @@ fn main() {
                 )
             })
             .collect();
-        let calls = fcalls(&server);
+        let calls = server.script_calls();
         let started = Instant::now();
         let stop = started + Duration::from_secs_f64(seconds);
         let admitted: Arc<Mutex<Vec<Instant>>> = Arc::default();
@@ -97,7 +88,7 @@ fn main() {
             rt.block_on(task).unwrap();
         }
         let elapsed = started.elapsed().as_secs_f64();
-        let calls = fcalls(&server) - calls;
+        let calls = server.script_calls() - calls;
         let mut times = admitted.lock().unwrap().clone();
         times.sort();
         let mut most = 0;

@@ -8,7 +8,8 @@
 -- replace each other's functions.
 --
 -- <prefix>fixed_window, <prefix>sliding_window, <prefix>gcra: a policy of
--- one limit, as single.lua; <prefix>compound: several limits, as
+-- one limit, as single.lua; <prefix>batch_fixed_window and the others:
+-- several decisions of such a policy, as single.lua's batch; <prefix>compound: several limits, as
 -- compound.lua; <prefix>together: several parts of one request, as
 -- together.lua; <prefix>operate: a per-key operation, as operate.lua;
 -- <prefix>lease: a request asking for a lease, as lease.lua;
@@ -24,6 +25,15 @@ local function register(prefix)
   end)
   redis.register_function(prefix .. 'gcra', function(keys, args)
     return single(gcra, keys, args)
+  end)
+  redis.register_function(prefix .. 'batch_fixed_window', function(keys, args)
+    return batch(fixed_window, keys, args)
+  end)
+  redis.register_function(prefix .. 'batch_sliding_window', function(keys, args)
+    return batch(sliding_window, keys, args)
+  end)
+  redis.register_function(prefix .. 'batch_gcra', function(keys, args)
+    return batch(gcra, keys, args)
   end)
   redis.register_function(prefix .. 'compound', compound)
   redis.register_function(prefix .. 'together', together)

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tollgate::backend::{Backend, Scope};
 use tollgate::Error;
 
+use crate::batch::Batcher;
 use crate::binding::{Options, RedisBinding};
 use crate::connection::Connection;
 use crate::scripts::Functions;
@@ -26,6 +27,8 @@ pub struct RedisBackend {
     /// Whether decisions call the function library (see
     /// [`RedisBackend::uses_functions`]).
     functions: Arc<Functions>,
+    /// The lanes of batched calls, shared by every binding.
+    batcher: Arc<Batcher>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -46,6 +49,7 @@ impl std::fmt::Debug for RedisBackend {
             .field("caller_clock", &self.options.clock.is_some())
             .field("expiry_grace", &self.options.expiry_grace)
             .field("functions", &self.functions.enabled())
+            .field("batch_calls", &self.options.batch)
             .finish()
     }
 }
@@ -96,6 +100,7 @@ impl RedisBackend {
             conn,
             options,
             functions: Arc::new(Functions::new()),
+            batcher: Arc::new(Batcher::default()),
         }
     }
 }
@@ -104,7 +109,7 @@ impl Backend for RedisBackend {
     type Binding = RedisBinding;
 
     fn bind(&self, scope: &Scope<'_>) -> Result<RedisBinding, Error> {
-        RedisBinding::new(&self.conn, &self.functions, &self.options, scope)
+        RedisBinding::new(&self.conn, &self.functions, &self.batcher, &self.options, scope)
     }
 
     /// Leases: one function call (or script) takes a lease on every limit

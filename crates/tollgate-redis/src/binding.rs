@@ -15,6 +15,7 @@ use tollgate::strategy::{
 };
 use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
+use crate::batch::{self, Batcher, Entered};
 use crate::connection::Connection;
 use crate::error::backend_error;
 use crate::exact::{check_exact, MAX_EXACT_OPERAND};
@@ -29,7 +30,16 @@ pub(crate) struct Options {
     pub(crate) connect_timeout: Duration,
     pub(crate) clock: Option<SharedClock>,
     pub(crate) expiry_grace: Duration,
+    /// Whether decisions that find calls in flight go out together.
+    pub(crate) batch: bool,
 }
+
+/// The one lane of batched calls to a standalone server or Sentinel's
+/// primary (in a Cluster, each hash slot is a lane).
+const STANDALONE_LANE: Slot = match Slot::new(0) {
+    Some(slot) => slot,
+    None => panic!("slot 0 exists"),
+};
 
 /// Where a binding's state keys live.
 enum Layout {
@@ -42,11 +52,17 @@ enum Layout {
 struct BindingShared {
     conn: Connection,
     functions: Arc<Functions>,
+    /// The backend's batched calls; `None` when every decision goes out
+    /// alone.
+    batcher: Option<Arc<Batcher>>,
     timeout: Duration,
     /// How long a reconnection may take, before a probe gives up on it.
     connect_timeout: Duration,
     clock: Option<SharedClock>,
     script: &'static LuaScript,
+    /// What decides several requests in one call: for a policy of one
+    /// limit; `None` for several (their batches go through `together`).
+    batch_script: Option<&'static LuaScript>,
     layout: Layout,
     limits: Box<[LimitRate]>,
     /// The largest `L` of the limits: every cost above it decides alike.
@@ -92,6 +108,7 @@ impl RedisBinding {
     pub(crate) fn new(
         conn: &Connection,
         functions: &Arc<Functions>,
+        batcher: &Arc<Batcher>,
         options: &Options,
         scope: &Scope<'_>,
     ) -> Result<Self, Error> {
@@ -152,10 +169,12 @@ impl RedisBinding {
             shared: Arc::new(BindingShared {
                 conn: conn.clone(),
                 functions: Arc::clone(functions),
+                batcher: options.batch.then(|| Arc::clone(batcher)),
                 timeout: options.timeout,
                 connect_timeout: options.connect_timeout,
                 clock: options.clock.clone(),
                 script,
+                batch_script: policy.single().map(|limit| scripts::batch(limit.strategy())),
                 layout,
                 max_limit: limits.iter().map(|l| l.rate.limit).max().unwrap_or(1),
                 limits: limits.into_boxed_slice(),
@@ -201,7 +220,111 @@ impl RedisBinding {
         self.shared.script.function()
     }
 
+    /// Decides `cost` units for `key`: alone, or together with the
+    /// decisions waiting for the calls in flight to the same node (see
+    /// [`Batcher`]).
     async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let shared = &*self.shared;
+        let Some(batcher) = &shared.batcher else {
+            return self.decide_alone(key, cost).await;
+        };
+        let lane = if shared.conn.is_cluster() {
+            Slot::for_key(&self.state_keys(key)[0])
+        } else {
+            STANDALONE_LANE
+        };
+        match Batcher::enter(batcher, lane, self, key, cost) {
+            Entered::Alone(in_flight) => {
+                let decided = self.decide_alone(key, cost).await;
+                drop(in_flight);
+                decided
+            }
+            // Within the timeout from now: a decision that has not gone out
+            // by then is dropped from its batch, never charged.
+            Entered::Waits(answer) => tokio::time::timeout(shared.timeout, answer)
+                .await
+                .map_err(|_| BackendError::timeout(shared.timeout))?
+                .unwrap_or_else(|_| Err(batch::abandoned())),
+        }
+    }
+
+    /// Decides `parts` (each a binding of this backend, a key and a cost)
+    /// as one call of the `together` entry point, each part deciding only
+    /// itself, in order.
+    pub(crate) async fn decide_batch(
+        parts: &[(&RedisBinding, &[u8], u64)],
+    ) -> Result<Vec<Decision>, BackendError> {
+        let first = &parts[0].0.shared;
+        if let Some(script) = first.batch_script {
+            if parts.iter().all(|p| Arc::ptr_eq(&p.0.shared, first)) {
+                return Self::call_batch(first, script, parts).await;
+            }
+        }
+        let parts: Vec<BindingPart<'_, RedisBinding>> = parts
+            .iter()
+            .map(|&(binding, key, cost)| BindingPart {
+                binding,
+                key,
+                cost,
+                decisive: false,
+            })
+            .collect();
+        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
+        Self::call_together(&parts[0].binding.shared, &parts, &state_keys).await
+    }
+
+    /// Decides `parts`, all of one policy of one limit, in one call of
+    /// its batch entry point.
+    async fn call_batch(
+        shared: &BindingShared,
+        script: &LuaScript,
+        parts: &[(&RedisBinding, &[u8], u64)],
+    ) -> Result<Vec<Decision>, BackendError> {
+        let keys: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|&(binding, key, _)| binding.state_keys(key).remove(0))
+            .collect();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let now = shared.now_arg();
+        let costs: Vec<String> = parts
+            .iter()
+            .map(|&(_, _, cost)| cost.min(shared.max_limit + 1).to_string())
+            .collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + shared.limit_args.len() + costs.len());
+        args.extend([now.as_bytes(), shared.grace_ms.as_bytes()]);
+        args.extend(shared.limit_args.iter().map(String::as_bytes));
+        args.extend(costs.iter().map(String::as_bytes));
+        let reply = shared.call(script, &keys, &args).await?;
+        let bad = || {
+            BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply from the batch script: {reply:?}"),
+            )
+        };
+        if reply.len() != 4 * parts.len() {
+            return Err(bad());
+        }
+        reply
+            .chunks_exact(4)
+            .map(|answer| match *answer {
+                [-1, left, reset, _] => {
+                    parse_blocked(&[-1, left, reset], shared.limits[0].rate.limit)?.ok_or_else(bad)
+                }
+                _ => {
+                    let mut outcome = [NO_OUTCOME];
+                    let outcomes = parse_reply(answer, &mut outcome)?;
+                    Ok(Decision::from_compound(
+                        strategy::combine(outcomes),
+                        &shared.limits,
+                        Tick::Micros,
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Decides `cost` units for `key` in one call of its own.
+    pub(crate) async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
         // Every cost above a limit decides alike for it (denied, nothing
         // charged, no retry), so clamping above the largest keeps the

@@ -134,6 +134,7 @@ pub struct RedisBackendBuilder {
     tls: Option<TlsCertificates>,
     tcp: TcpOptions,
     sentinel_primary: PrimaryAuth,
+    batch: bool,
 }
 
 impl Default for RedisBackendBuilder {
@@ -146,6 +147,7 @@ impl Default for RedisBackendBuilder {
             tls: None,
             tcp: TcpOptions::default(),
             sentinel_primary: PrimaryAuth::default(),
+            batch: true,
         }
     }
 }
@@ -163,6 +165,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("tcp_keepalive_retries", &self.tcp.keepalive_retries)
             .field("tcp_user_timeout", &self.tcp.user_timeout)
             .field("sentinel_primary", &self.sentinel_primary)
+            .field("batch_calls", &self.batch)
             .finish()
     }
 }
@@ -177,6 +180,24 @@ impl RedisBackendBuilder {
     /// only make a limit stricter, never admit more.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Whether decisions that find calls in flight go out together
+    /// (default: on). A decision that finds fewer than two calls in flight
+    /// to its Redis node (in a Cluster, to its hash slot) goes out at once,
+    /// alone; the ones that arrive while two are in flight wait for one of
+    /// them to return and then go out as one call, up to 64 at a time,
+    /// each decided on its own exactly as in a call of its own (the
+    /// [batched calls](crate::_documentation::operations#batched-calls)).
+    /// There is no timer: a lone decision is never held. Under load this
+    /// spends less Redis and client CPU per decision; off, every decision
+    /// is a call of its own, pipelined on the connection.
+    ///
+    /// Only plain decisions are batched; leases, reservations, operations
+    /// and the parts of one Envoy request go out as before.
+    pub fn batch_calls(mut self, on: bool) -> Self {
+        self.batch = on;
         self
     }
 
@@ -366,6 +387,7 @@ impl RedisBackendBuilder {
             connect_timeout: self.connect_timeout,
             clock: self.clock.clone(),
             expiry_grace: self.expiry_grace,
+            batch: self.batch,
         }
     }
 

@@ -125,6 +125,7 @@ pub mod _documentation {
 }
 
 mod backend;
+mod batch;
 mod binding;
 mod builder;
 mod connection;

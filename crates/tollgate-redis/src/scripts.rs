@@ -130,6 +130,9 @@ struct Entries {
     fixed_window: LuaScript,
     sliding_window: LuaScript,
     gcra: LuaScript,
+    batch_fixed_window: LuaScript,
+    batch_sliding_window: LuaScript,
+    batch_gcra: LuaScript,
     compound: LuaScript,
     together: LuaScript,
     operations: LuaScript,
@@ -144,6 +147,9 @@ fn entries() -> &'static Entries {
         fixed_window: LuaScript::for_strategy(Strategy::FixedWindow),
         sliding_window: LuaScript::for_strategy(Strategy::SlidingWindow),
         gcra: LuaScript::for_strategy(Strategy::TokenBucket),
+        batch_fixed_window: LuaScript::batch_for_strategy(Strategy::FixedWindow),
+        batch_sliding_window: LuaScript::batch_for_strategy(Strategy::SlidingWindow),
+        batch_gcra: LuaScript::batch_for_strategy(Strategy::TokenBucket),
         compound: LuaScript::compound(),
         together: LuaScript::together(),
         operations: LuaScript::operations(),
@@ -160,6 +166,17 @@ pub(crate) fn single(strategy: Strategy) -> &'static LuaScript {
         Strategy::FixedWindow => &entries.fixed_window,
         Strategy::SlidingWindow => &entries.sliding_window,
         Strategy::TokenBucket | Strategy::LeakyBucket => &entries.gcra,
+    }
+}
+
+/// What decides several requests of a policy of one limit of `strategy`
+/// in one call (batched calls).
+pub(crate) fn batch(strategy: Strategy) -> &'static LuaScript {
+    let entries = entries();
+    match strategy {
+        Strategy::FixedWindow => &entries.batch_fixed_window,
+        Strategy::SlidingWindow => &entries.batch_sliding_window,
+        Strategy::TokenBucket | Strategy::LeakyBucket => &entries.batch_gcra,
     }
 }
 
@@ -209,6 +226,19 @@ impl LuaScript {
         Self::new(
             name,
             format!("{PRELUDE}{body}{SINGLE}return single({name}, KEYS, ARGV)\n"),
+        )
+    }
+
+    /// What decides several requests of a single limit of `strategy`,
+    /// each on its own key, in one call.
+    pub(crate) fn batch_for_strategy(strategy: Strategy) -> Self {
+        let (name, body) = function(strategy);
+        Self::new(
+            &format!("batch_{name}"),
+            format!(
+                "{PRELUDE}{body}{SINGLE}return batch({name}, KEYS, ARGV)
+"
+            ),
         )
     }
 

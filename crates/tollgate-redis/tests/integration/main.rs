@@ -4,6 +4,7 @@
 
 mod support;
 
+mod batch;
 mod bind;
 mod cluster;
 mod cluster_faults;

@@ -9,21 +9,6 @@ use tollgate::{CircuitBreaker, DenyCache, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-/// The number of decisions the server has run (`FCALL`, `EVALSHA` and
-/// `EVAL`).
-fn script_calls(server: &RedisServer) -> u64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .filter(|l| {
-            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
-                .iter()
-                .any(|c| l.starts_with(c))
-        })
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 fn policy(limit: u64) -> Policy {
     Policy::new(Strategy::SlidingWindow, limit, Duration::from_secs(600)).unwrap()
 }
@@ -57,7 +42,7 @@ async fn a_flood_on_an_over_limit_key_makes_a_handful_of_script_calls() {
     // Exactly what the store alone admits.
     assert_eq!(admitted, 10);
     // 10 admissions plus the one denial each process cached.
-    let calls = script_calls(&server);
+    let calls = server.script_calls();
     assert_eq!(calls, 10 + 2, "script calls for 1,000 decisions");
     // Without the cache every decision is a script call.
     let plain = Limiter::builder()
@@ -69,7 +54,7 @@ async fn a_flood_on_an_over_limit_key_makes_a_handful_of_script_calls() {
     for _ in 0..100 {
         assert!(!plain.allow("abuser").await.unwrap().allowed);
     }
-    assert_eq!(script_calls(&server), 100);
+    assert_eq!(server.script_calls(), 100);
 }
 
 /// A limiter on a shared limit of 1,000 per minute with a fallback of 5 per

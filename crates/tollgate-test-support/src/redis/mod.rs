@@ -183,6 +183,26 @@ impl RedisServer {
         cli(self.port, args)
     }
 
+    /// The rate-limit calls this server has run so far, functions and
+    /// scripts (`FCALL`, `FCALL_RO`, `EVALSHA`, `EVAL`), from `INFO
+    /// commandstats`.
+    pub fn script_calls(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter(|l| {
+                [
+                    "cmdstat_fcall:",
+                    "cmdstat_fcall_ro:",
+                    "cmdstat_evalsha:",
+                    "cmdstat_eval:",
+                ]
+                .iter()
+                .any(|c| l.starts_with(c))
+            })
+            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Creates the ACL user `scripts`, allowed every command but `FCALL`
     /// and `FUNCTION`, and returns a URL that logs in as it: a backend
     /// connected with it runs scripts instead of the function library.
