@@ -313,20 +313,51 @@ impl PolicySet {
     ///
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_leases(&self) -> Result<u64, tollgate::Error> {
-        let mut limiters: Vec<&Limiter<AnyBackend>> = Vec::new();
-        if let Some(policies) = &self.policies {
-            limiters.push(policies.default_limiter());
-            limiters.extend(policies.resources().map(|(_, limiter)| limiter));
-        }
-        for domain in self.domains.values() {
-            limiters.extend(
-                domain
-                    .rules
-                    .iter()
-                    .filter_map(|rule| rule.limiter().map(|l| &**l)),
-            );
-        }
-        tollgate::end_leases(limiters).await
+        tollgate::end_leases(self.limiters().collect()).await
+    }
+
+    /// Ends the leases of the limiters of this set that `next`, the set a
+    /// reload replaced it with, no longer serves (a changed policy gets a
+    /// limiter of its own; an unchanged one keeps its limiter, and its
+    /// leases), and gives their unspent units back: what a reload does
+    /// after it swapped `next` in. Returns the units given back.
+    ///
+    /// # Errors
+    ///
+    /// The first limiter's error, after every limiter was tried.
+    pub async fn end_replaced_leases(&self, next: &PolicySet) -> Result<u64, tollgate::Error> {
+        tollgate::end_leases(self.replaced_by(next).collect()).await
+    }
+
+    /// Whether a reload to `next` leaves a limiter of this set that leases
+    /// unserved: only then has [`Self::end_replaced_leases`] anything to do.
+    #[cfg(feature = "watch")]
+    pub(crate) fn leases_replaced_by(&self, next: &PolicySet) -> bool {
+        self.replaced_by(next).any(Limiter::leases)
+    }
+
+    /// The limiters of this set that `next` does not serve.
+    fn replaced_by<'a>(&'a self, next: &'a PolicySet) -> impl Iterator<Item = &'a Limiter<AnyBackend>> + 'a {
+        let kept: std::collections::HashSet<*const Limiter<AnyBackend>> =
+            next.limiters().map(std::ptr::from_ref).collect();
+        self.limiters()
+            .filter(move |l| !kept.contains(&std::ptr::from_ref(*l)))
+    }
+
+    /// Every limiter of the set: the policy file's (its default and one
+    /// per resource) and every Envoy limit's.
+    fn limiters(&self) -> impl Iterator<Item = &Limiter<AnyBackend>> {
+        let file = self.policies.iter().flat_map(|policies| {
+            std::iter::once(policies.default_limiter())
+                .chain(policies.resources().map(|(_, limiter)| limiter))
+        });
+        let envoy = self.domains.values().flat_map(|domain| {
+            domain
+                .rules
+                .iter()
+                .filter_map(|rule| rule.limiter().map(|l| &**l))
+        });
+        file.chain(envoy)
     }
 
     /// The Envoy domain called `name`, if one is configured.

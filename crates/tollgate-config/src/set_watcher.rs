@@ -168,10 +168,42 @@ pub(crate) enum Refresh {
 enum Step {
     /// The files are as they were.
     Unchanged,
-    /// The new set serves.
-    Applied(Arc<PolicySet>),
+    /// The new set serves; the old one, when a limiter it no longer serves
+    /// holds leases to end ([`Retired`]).
+    Applied(Arc<PolicySet>, Option<Retired>),
     /// The files name another store: it must be connected first.
     Connect(Vec<Read>),
+}
+
+/// A set a reload replaced whose limiters that the new set no longer
+/// serves hold leases: they are ended, and their unspent units given back
+/// ([`PolicySet::end_replaced_leases`]), after the new set serves.
+struct Retired {
+    old: Arc<PolicySet>,
+    new: Arc<PolicySet>,
+}
+
+impl Retired {
+    /// What retiring `old` for `new` takes: `None` when no limiter `new`
+    /// drops holds leases, and `old` is then freed here (freeing a large
+    /// set takes time too: on this thread, not on a request's, unless a
+    /// request holds it to the end).
+    fn after(old: Arc<PolicySet>, new: &Arc<PolicySet>) -> Option<Self> {
+        old.leases_replaced_by(new).then(|| Self {
+            old,
+            new: new.clone(),
+        })
+    }
+
+    /// Ends the leases, then frees the old set off the runtime's workers.
+    /// A return that fails is not repeated (its units stay charged until
+    /// they no longer count).
+    async fn end(self) {
+        let _ = self.old.end_replaced_leases(&self.new).await;
+        let Self { old, new } = self;
+        drop(new);
+        let _ = tokio::task::spawn_blocking(move || drop(old)).await;
+    }
 }
 
 impl PolicySetWatcher {
@@ -235,7 +267,11 @@ impl PolicySetHandle {
     /// Reads the files now and applies them, even when their bytes did not
     /// change; for a `SIGHUP` handler or an admin endpoint. The result is
     /// returned, not passed to the callbacks. Requests being decided finish
-    /// on the set they started with.
+    /// on the set they started with. The leases of the limiters the new
+    /// set replaced (changed policies) are ended, their unspent units given
+    /// back to the store, before it returns
+    /// ([`PolicySet::end_replaced_leases`]); a reload on a file change does
+    /// the same on a task of its own.
     ///
     /// # Errors
     ///
@@ -257,7 +293,15 @@ impl PolicySetHandle {
                 "",
                 "the files name another storage, which this watcher does not connect",
             ))),
-            Step::Unchanged | Step::Applied(_) => Ok(()),
+            Step::Unchanged => Ok(()),
+            Step::Applied(_, retired) => {
+                // No waiting here: on a runtime the leases end on a task
+                // of their own.
+                if let (Some(retired), Ok(runtime)) = (retired, tokio::runtime::Handle::try_current()) {
+                    runtime.spawn(retired.end());
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -466,7 +510,12 @@ impl Inner {
             .map_err(|join| self.failed(join))??;
         match step {
             Step::Unchanged => Ok(None),
-            Step::Applied(set) => Ok(Some(set)),
+            Step::Applied(set, retired) => {
+                if let Some(retired) = retired {
+                    retired.end().await;
+                }
+                Ok(Some(set))
+            }
             Step::Connect(read) => self.connect_and_apply(read).await.map(Some),
         }
     }
@@ -478,17 +527,21 @@ impl Inner {
         let set = Arc::new(PolicySet::load_read(&read, Some(previous), &self.options).await?);
         let this = self.clone();
         let applied = set.clone();
-        tokio::task::spawn_blocking(move || {
+        let retired = tokio::task::spawn_blocking(move || {
             let last = this.lock();
             // A reload that ran meanwhile read other bytes: its set stays.
             if *last == read {
-                let old = this.current.swap(applied);
+                let old = this.current.swap(applied.clone());
                 drop(last);
-                drop(old);
+                return Retired::after(old, &applied);
             }
+            None
         })
         .await
         .map_err(|join| self.failed(join))?;
+        if let Some(retired) = retired {
+            retired.end().await;
+        }
         Ok(set)
     }
 
@@ -502,7 +555,12 @@ impl Inner {
             .and_then(|read| self.apply_blocking(read, Refresh::IfChanged));
         match outcome {
             Ok(Step::Unchanged) => {}
-            Ok(Step::Applied(set)) => self.report(Ok(Some(set))),
+            Ok(Step::Applied(set, retired)) => {
+                if let Some(retired) = retired {
+                    runtime.spawn(retired.end());
+                }
+                self.report(Ok(Some(set)));
+            }
             Ok(Step::Connect(read)) => {
                 let inner = self.clone();
                 runtime.spawn(async move {
@@ -528,11 +586,9 @@ impl Inner {
             Some(set) => {
                 let set = Arc::new(set);
                 let old = self.current.swap(set.clone());
-                drop(last);
-                // Freeing a large set takes time too: here, not on a
-                // request's thread (unless a request holds it to the end).
-                drop((old, previous));
-                Ok(Step::Applied(set))
+                drop((last, previous));
+                let retired = Retired::after(old, &set);
+                Ok(Step::Applied(set, retired))
             }
             None => Ok(Step::Connect(read)),
         }

@@ -298,3 +298,60 @@ async fn a_file_leases_units_of_hot_keys_from_redis() {
         .unwrap();
     assert_eq!(charged, 20);
 }
+
+#[cfg(feature = "watch")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_gives_back_the_units_leased_under_a_changed_policy_and_keeps_an_unchanged_ones_leases() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policies.yaml");
+    let write = |login: u64| {
+        let text = format!(
+            "tollgate:\n  redis_url: {}\n  lease: {{ max_units: 16, max_age: 10s }}\n  \
+             default: {{ limit: 100, window: 1h, strategy: fixed_window }}\n  \
+             resources:\n    login: {{ limit: {login}, window: 1h, strategy: fixed_window }}\n",
+            server.url()
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    write(100);
+    let watcher = tollgate_config::PolicySetWatcher::builder([path.clone()])
+        .start()
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let charged = |key: &str| -> u64 {
+        server
+            .cli(&["GET", key])
+            .split(':')
+            .nth(1)
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    let before = watcher.current();
+    let limiters = before.policies().unwrap();
+    for _ in 0..20 {
+        assert!(limiters.limiter("").allow("hot").await.unwrap().allowed);
+        assert!(limiters.limiter("login").allow("hot").await.unwrap().allowed);
+    }
+    let default_key = "tollgate::fixed_window:hot";
+    let login_key = "tollgate:login:fixed_window:hot";
+    assert!(charged(default_key) > 20, "the default policy leased");
+    assert!(charged(login_key) > 20, "login leased");
+    let default_charged = charged(default_key);
+
+    // login's limit changes, the default policy's does not: once the
+    // reload returns, login's leased units are back and the default's
+    // lease still counts.
+    write(200);
+    watcher.reload().await.unwrap();
+    assert_eq!(charged(login_key), 20, "login's unspent units given back");
+    assert_eq!(
+        charged(default_key),
+        default_charged,
+        "the unchanged policy keeps its lease"
+    );
+    let after = watcher.current();
+    assert!(std::ptr::eq(
+        before.policies().unwrap().default_limiter(),
+        after.policies().unwrap().default_limiter()
+    ));
+}

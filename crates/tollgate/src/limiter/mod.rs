@@ -230,6 +230,13 @@ impl<B: Backend> Limiter<B> {
         way::awaited(self.operate_by::<Awaited>(key.as_ref(), op)).await
     }
 
+    /// Whether this limiter keeps leases: it was built to
+    /// [lease](LimiterBuilder::lease) on a backend that leases
+    /// ([`Backend::leases`]).
+    pub fn leases(&self) -> bool {
+        self.protection.as_ref().is_some_and(|p| p.lease.is_some())
+    }
+
     /// Ends every lease this limiter holds and gives the unspent units back
     /// to the store (see [`LimiterBuilder::lease`]): call it before the
     /// process exits, and after a policy is replaced, so that other
