@@ -1,7 +1,7 @@
 //! Batched calls against one call per decision: 64 callers deciding
 //! admitted requests over 10,000 keys on one Redis, with
 //! [`batch_calls`](tollgate_redis::RedisBackendBuilder::batch_calls) on (the
-//! default) and off.
+//! default) and off, and batched with leases (`Lease::new(64, 100ms)`).
 //!
 //! ```sh
 //! cargo bench -p tollgate-redis --bench batching
@@ -11,18 +11,19 @@
 //! one multiplexed connection) and 64 tasks on a two-thread runtime decide
 //! unit requests on keys taken in turn from 10,000, under a limit that
 //! admits them all, for `SECONDS` seconds (default 3) after a warm-up of
-//! 0.5 s. Each strategy is measured `ROUNDS` times (default 3), batching on
-//! and off in turn; medians are printed, with the batched Redis CPU per
-//! decision against batching off (the median of the per-round ratios). Per decision: decisions per second,
-//! calls (`INFO commandstats`: `cmdstat_fcall`), the CPU of `redis-server`
-//! and of this process (clients and the library together), both from
+//! 0.5 s. Each strategy is measured `ROUNDS` times (default 3), the three
+//! settings in turn; medians are printed, with each batched setting's Redis
+//! CPU per decision against batching off (the median of the per-round
+//! ratios). Per decision: decisions per second, calls (`INFO
+//! commandstats`: `cmdstat_fcall`), the CPU of `redis-server` and of this
+//! process (clients and the library together), both from
 //! `/proc`, and each decision's latency (p50, p99).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate::{Limiter, Policy, Strategy};
+use tollgate::{Lease, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
@@ -52,20 +53,18 @@ fn measure(
     rt: &tokio::runtime::Runtime,
     server: &RedisServer,
     strategy: Strategy,
-    batch: bool,
+    (batch, lease): (bool, bool),
     seconds: f64,
 ) -> Run {
     let backend = rt
         .block_on(RedisBackend::builder().batch_calls(batch).connect(&server.url()))
         .unwrap();
     let policy = Policy::new(strategy, 1 << 30, Duration::from_secs(1)).unwrap();
-    let limiter = Arc::new(
-        Limiter::builder()
-            .backend(backend)
-            .policy(policy)
-            .build()
-            .unwrap(),
-    );
+    let mut builder = Limiter::builder().backend(backend).policy(policy);
+    if lease {
+        builder = builder.lease(Lease::new(64, Duration::from_millis(100)));
+    }
+    let limiter = Arc::new(builder.build().unwrap());
     let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(|i| format!("user-{i}")).collect());
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -157,7 +156,11 @@ fn main() {
     );
     println!("| strategy | calls | decisions/s | calls per decision | Redis CPU µs/decision | client CPU µs/decision | p50 µs | p99 µs | Redis CPU vs off |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    let settings = [("batched", true), ("one per decision", false)];
+    let settings = [
+        ("batched + lease", (true, true)),
+        ("batched", (true, false)),
+        ("one per decision", (false, false)),
+    ];
     for strategy in [
         Strategy::FixedWindow,
         Strategy::SlidingWindow,
@@ -165,12 +168,12 @@ fn main() {
     ] {
         let mut runs: Vec<Vec<Run>> = vec![Vec::new(); settings.len()];
         for _ in 0..rounds {
-            for (runs, &(_, batch)) in runs.iter_mut().zip(&settings) {
-                runs.push(measure(&rt, &server, strategy, batch, seconds));
+            for (runs, &(_, setting)) in runs.iter_mut().zip(&settings) {
+                runs.push(measure(&rt, &server, strategy, setting, seconds));
             }
         }
         let off = &runs[settings.len() - 1];
-        for (runs, &(name, batch)) in runs.iter().zip(&settings) {
+        for (runs, &(name, (batch, _))) in runs.iter().zip(&settings) {
             let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
             let ratio = median(
                 runs.iter()
