@@ -15,7 +15,10 @@ use crate::scripts::Functions;
 /// Rate-limit state in Redis, shared by every process and host that uses the
 /// same server or cluster.
 ///
-/// Each decision is one atomic Lua script in one round trip; each rate-limit
+/// Each decision is one atomic Lua script in one round trip (decisions that
+/// arrive while calls are in flight go out together, each decided alone:
+/// [`RedisBackendBuilder::batch_calls`](crate::RedisBackendBuilder::batch_calls));
+/// each rate-limit
 /// key's whole state is one Redis key with an expiry per limit of the
 /// policy (one, or several all in one hash slot). Cloning is cheap and
 /// clones share the connection. See the [crate documentation](crate) for the

@@ -36,7 +36,9 @@
 //! Every decision is one Lua call (`scripts/*.lua` in this crate: a shared
 //! prelude, one decision function per strategy, the token and leaky buckets
 //! sharing `gcra.lua`, and an entry point for one limit, for several, and
-//! for per-key operations). On Redis 7 and later it is an `FCALL` of the
+//! for per-key operations); decisions that arrive while two calls are in
+//! flight share one call, each decided alone and in order
+//! ([batched calls](_documentation::operations#batched-calls)). On Redis 7 and later it is an `FCALL` of the
 //! backend's function library, which the backend loads with
 //! `FUNCTION LOAD REPLACE` on each server the first time a decision finds it
 //! missing (after a restart, failover or `FUNCTION FLUSH` too), so its
