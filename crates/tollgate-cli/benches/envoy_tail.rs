@@ -51,21 +51,13 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::{free_port, RedisServer};
 use tonic::transport::{Channel, Endpoint};
 
 /// Keys of the `admit` workload.
 const KEYS: usize = 10_000;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(value) => value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {value:?}")),
-        Err(_) => default,
-    }
-}
 
 /// What the bench was asked to measure.
 struct Settings {
@@ -416,12 +408,6 @@ fn quantile_bound(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option
         .iter()
         .find(|(bound, c)| c - count(before, *bound) >= q * total)
         .map(|(bound, _)| bound * 1e6)
-}
-
-fn median(values: impl IntoIterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.into_iter().collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn us(d: Duration) -> f64 {

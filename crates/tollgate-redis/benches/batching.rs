@@ -25,18 +25,12 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Lease, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
 
 const CALLERS: usize = 64;
 const KEYS: usize = 10_000;
-
-fn env_number(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One measurement.
 #[derive(Clone, Copy, Debug, Default)]
@@ -134,11 +128,6 @@ fn measure(
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -174,13 +163,8 @@ fn main() {
         }
         let off = &runs[settings.len() - 1];
         for (runs, &(name, (batch, _))) in runs.iter().zip(&settings) {
-            let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
-            let ratio = median(
-                runs.iter()
-                    .zip(off)
-                    .map(|(a, b)| a.redis_us / b.redis_us)
-                    .collect(),
-            );
+            let m = |f: fn(&Run) -> f64| median(runs.iter().map(f));
+            let ratio = median(runs.iter().zip(off).map(|(a, b)| a.redis_us / b.redis_us));
             println!(
                 "| {strategy} | {name} | {:.0} | {:.3} | {:.2} | {:.2} | {:.0} | {:.0} | {} |",
                 m(|r| r.decisions_per_second),

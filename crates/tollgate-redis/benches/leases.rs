@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use tollgate::{DenyCache, Lease, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
 
@@ -45,13 +46,6 @@ const PROCESSES: usize = 4;
 const CALLERS_PER_PROCESS: usize = 16;
 const CALLERS: usize = PROCESSES * CALLERS_PER_PROCESS;
 const LIMIT: u64 = 10_000;
-
-fn env_number(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One measurement.
 #[derive(Clone, Copy, Debug, Default)]
@@ -170,11 +164,6 @@ fn measure(
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let rounds = env_number("ROUNDS", 3.0) as usize;
     let seconds = env_number("SECONDS", 3.0);
@@ -216,14 +205,13 @@ fn main() {
                 }
             }
             for (i, (name, _, _)) in configurations.iter().enumerate() {
-                let field = |f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
+                let field = |f: fn(&Run) -> f64| median(runs[i].iter().map(f));
                 // Ratios to the store's figure within each round.
                 let ratio = median(
                     runs[i]
                         .iter()
                         .zip(&runs[0])
-                        .map(|(r, base)| r.decisions_per_second / base.decisions_per_second)
-                        .collect(),
+                        .map(|(r, base)| r.decisions_per_second / base.decisions_per_second),
                 );
                 println!(
                     "| {load} | {} | {name} | {:.0} | {ratio:.2} | {:.4} | {:.2} | {:.0} |",

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
+use tollgate_test_support::bench::env_number;
 use tollgate_test_support::redis::RedisServer;
 
 const PROCESSES: usize = 5;
@@ -27,10 +28,7 @@ const WORKERS: usize = 10;
 const LIMIT: u64 = 100;
 
 fn main() {
-    let seconds: f64 = std::env::var("SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10.0);
+    let seconds: f64 = env_number("SECONDS", 10.0);
     let server = RedisServer::start();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -44,17 +44,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_test_support::bench::env_number;
 use tollgate_test_support::process_cpu::cpu_seconds;
+use tollgate_test_support::redis::script_calls;
 
 const CONNECTIONS: usize = 64;
 const KEYS: usize = 10_000;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Sends request number `i` and waits for its answer.
 type Sender = Box<dyn FnMut(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
@@ -301,29 +296,6 @@ impl Drop for Redis {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The rate-limit calls `redis-server` on `port` has run so far (functions
-/// and scripts), from `INFO commandstats`.
-fn script_calls(port: u16) -> u64 {
-    let out = std::process::Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "INFO", "commandstats"])
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| {
-            [
-                "cmdstat_fcall:",
-                "cmdstat_fcall_ro:",
-                "cmdstat_evalsha:",
-                "cmdstat_eval:",
-            ]
-            .iter()
-            .any(|p| l.starts_with(p))
-        })
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// One over-limit key against admitted traffic on 10,000 keys, through

@@ -4,6 +4,8 @@
 //! - [`redis`]: real `redis-server` processes on free ports (standalone,
 //!   TLS, unix socket, a Redis Cluster, a primary and replica watched by a
 //!   Sentinel), killed when their handles are dropped;
+//! - [`bench`]: the benchmarks' settings from the environment, and
+//!   medians;
 //! - [`counting_alloc`]: a global allocator that counts live heap bytes,
 //!   for memory tests and benchmarks;
 //! - [`envoy_files`]: large Envoy rate-limit files for the service's
@@ -16,6 +18,7 @@
 //!
 //! Not published: a dev-dependency of the workspace's crates only.
 
+pub mod bench;
 pub mod counting_alloc;
 pub mod envoy_files;
 pub mod operation_traces;

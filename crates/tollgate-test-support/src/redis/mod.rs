@@ -183,24 +183,9 @@ impl RedisServer {
         cli(self.port, args)
     }
 
-    /// The rate-limit calls this server has run so far, functions and
-    /// scripts (`FCALL`, `FCALL_RO`, `EVALSHA`, `EVAL`), from `INFO
-    /// commandstats`.
+    /// The rate-limit calls this server has run so far ([`script_calls`]).
     pub fn script_calls(&self) -> u64 {
-        self.cli(&["INFO", "commandstats"])
-            .lines()
-            .filter(|l| {
-                [
-                    "cmdstat_fcall:",
-                    "cmdstat_fcall_ro:",
-                    "cmdstat_evalsha:",
-                    "cmdstat_eval:",
-                ]
-                .iter()
-                .any(|c| l.starts_with(c))
-            })
-            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-            .sum()
+        script_calls(self.port)
     }
 
     /// Creates the ACL user `scripts`, allowed every command but `FCALL`
@@ -236,6 +221,26 @@ impl Drop for RedisServer {
         }
         self.kill();
     }
+}
+
+/// The rate-limit calls the server on `port` has run so far, functions and
+/// scripts (`FCALL`, `FCALL_RO`, `EVALSHA`, `EVAL`), from `INFO
+/// commandstats`.
+pub fn script_calls(port: u16) -> u64 {
+    cli(port, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| {
+            [
+                "cmdstat_fcall:",
+                "cmdstat_fcall_ro:",
+                "cmdstat_evalsha:",
+                "cmdstat_eval:",
+            ]
+            .iter()
+            .any(|c| l.starts_with(c))
+        })
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Runs `redis-cli -h 127.0.0.1 -p port args...` and returns its standard
