@@ -4,7 +4,7 @@
 //! - [`redis`]: real `redis-server` processes on free ports (standalone,
 //!   TLS, unix socket, a Redis Cluster, a primary and replica watched by a
 //!   Sentinel), killed when their handles are dropped;
-//! - [`bench`]: the benchmarks' settings from the environment, and
+//! - [`bench`](mod@bench): the benchmarks' settings from the environment, and
 //!   medians;
 //! - [`counting_alloc`]: a global allocator that counts live heap bytes,
 //!   for memory tests and benchmarks;
