@@ -112,6 +112,24 @@ local function decide_limits(run, reply, KEYS, n, c)
   return all
 end
 
+-- Opens an entry point on the n limits of KEYS[1 .. n] and ARGV (after
+-- read_clock): reads their values and makes their decider. Returns the
+-- reply to send at once (an error, or a blocked key's reply), or nil
+-- followed by the values (`raws`), their states, the reply, the new states
+-- and expiries the decider fills, and the decider.
+local function open_limits(KEYS, ARGV, n)
+  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
+  local run = decider(ARGV, states, reply, news, expiries)
+  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
+  if not blocked_until then
+    return err
+  end
+  if blocked_until > now then
+    return blocked_reply(run, reply, KEYS, n, blocked_until)
+  end
+  return nil, raws, states, reply, news, expiries, run
+end
+
 local function compound(KEYS, ARGV)
   local bad_clock = read_clock(ARGV[1])
   if bad_clock then
@@ -119,16 +137,9 @@ local function compound(KEYS, ARGV)
   end
   local cost = numbers[ARGV[2]] or arg(ARGV[2])
   local n = #KEYS
-  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
-
-  local run = decider(ARGV, states, reply, news, expiries)
-
-  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
-  if not blocked_until then
-    return err
-  end
-  if blocked_until > now then
-    return blocked_reply(run, reply, KEYS, n, blocked_until)
+  local early, raws, states, reply, news, expiries, run = open_limits(KEYS, ARGV, n)
+  if early then
+    return early
   end
 
   local all, err = decide_limits(run, reply, KEYS, n, cost)

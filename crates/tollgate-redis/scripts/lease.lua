@@ -42,20 +42,13 @@ local function lease(KEYS, ARGV)
   local age = tonumber(ARGV[4 * n + 6])
   local returning = tonumber(ARGV[4 * n + 7])
   local before = tonumber(ARGV[4 * n + 8])
-  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
-  local limits = {}
-
-  local run = decider(ARGV, states, reply, news, expiries)
-
-  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
-  if not blocked_until then
-    return err
+  local early, raws, states, reply, news, expiries, run = open_limits(KEYS, ARGV, n)
+  if early then
+    return early
   end
+  local limits = {}
   for i = 1, n do
     limits[i] = { ARGV[4 * i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]) }
-  end
-  if blocked_until > now then
-    return blocked_reply(run, reply, KEYS, n, blocked_until)
   end
 
   -- The units of an ended lease, given back inside their window.

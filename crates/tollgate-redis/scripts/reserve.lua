@@ -43,16 +43,9 @@ local function reserve(KEYS, ARGV)
   local n = #KEYS
   local cost = tonumber(ARGV[2])
   local max_delay = tonumber(ARGV[4 * n + 4])
-  local raws, states, reply, news, expiries = {}, {}, {}, {}, {}
-
-  local run = decider(ARGV, states, reply, news, expiries)
-
-  local blocked_until, err = read_limits(KEYS, ARGV, n, raws, states)
-  if not blocked_until then
-    return err
-  end
-  if blocked_until > now then
-    return blocked_reply(run, reply, KEYS, n, blocked_until)
+  local early, raws, states, reply, news, expiries, run = open_limits(KEYS, ARGV, n)
+  if early then
+    return early
   end
 
   local ahead = cost > 0

@@ -31,7 +31,7 @@ pub struct RedisBackend {
     /// [`RedisBackend::uses_functions`]).
     functions: Arc<Functions>,
     /// The lanes of batched calls, shared by every binding.
-    batcher: Arc<Batcher>,
+    batcher: Arc<Batcher<RedisBinding>>,
 }
 
 impl std::fmt::Debug for RedisBackend {

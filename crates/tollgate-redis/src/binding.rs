@@ -15,7 +15,7 @@ use tollgate::strategy::{
 };
 use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
 
-use crate::batch::{self, Batcher, Entered};
+use crate::batch::{self, Batcher, Decider, Entered};
 use crate::connection::Connection;
 use crate::error::backend_error;
 use crate::exact::{check_exact, MAX_EXACT_OPERAND};
@@ -54,7 +54,7 @@ struct BindingShared {
     functions: Arc<Functions>,
     /// The backend's batched calls; `None` when every decision goes out
     /// alone.
-    batcher: Option<Arc<Batcher>>,
+    batcher: Option<Arc<Batcher<RedisBinding>>>,
     timeout: Duration,
     /// How long a reconnection may take, before a probe gives up on it.
     connect_timeout: Duration,
@@ -108,7 +108,7 @@ impl RedisBinding {
     pub(crate) fn new(
         conn: &Connection,
         functions: &Arc<Functions>,
-        batcher: &Arc<Batcher>,
+        batcher: &Arc<Batcher<RedisBinding>>,
         options: &Options,
         scope: &Scope<'_>,
     ) -> Result<Self, Error> {
@@ -248,31 +248,6 @@ impl RedisBinding {
         }
     }
 
-    /// Decides `parts` (each a binding of this backend, a key and a cost)
-    /// as one call of the `together` entry point, each part deciding only
-    /// itself, in order.
-    pub(crate) async fn decide_batch(
-        parts: &[(&RedisBinding, &[u8], u64)],
-    ) -> Result<Vec<Decision>, BackendError> {
-        let first = &parts[0].0.shared;
-        if let Some(script) = first.batch_script {
-            if parts.iter().all(|p| Arc::ptr_eq(&p.0.shared, first)) {
-                return Self::call_batch(first, script, parts).await;
-            }
-        }
-        let parts: Vec<BindingPart<'_, RedisBinding>> = parts
-            .iter()
-            .map(|&(binding, key, cost)| BindingPart {
-                binding,
-                key,
-                cost,
-                decisive: false,
-            })
-            .collect();
-        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
-        Self::call_together(&parts[0].binding.shared, &parts, &state_keys).await
-    }
-
     /// Decides `parts`, all of one policy of one limit, in one call of
     /// its batch entry point.
     async fn call_batch(
@@ -321,28 +296,6 @@ impl RedisBinding {
                 }
             })
             .collect()
-    }
-
-    /// Decides `cost` units for `key` in one call of its own.
-    pub(crate) async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
-        let shared = &*self.shared;
-        // Every cost above a limit decides alike for it (denied, nothing
-        // charged, no retry), so clamping above the largest keeps the
-        // argument exact.
-        let cost = cost.min(shared.max_limit + 1).to_string();
-        let reply = self
-            .invoke(shared.script, key, &cost, &shared.limit_args, None)
-            .await?;
-        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
-            return Ok(blocked);
-        }
-        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
-        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
-        Ok(Decision::from_compound(
-            strategy::combine(outcomes),
-            &shared.limits,
-            Tick::Micros,
-        ))
     }
 
     /// See [`Binding::apply_together`]: one call of the `together` entry
@@ -730,6 +683,53 @@ fn lessees_key(state_key: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     Some([b"{", state_key, b"}:lessees"].concat())
+}
+
+impl Decider for RedisBinding {
+    /// Decides `cost` units for `key` in one call of its own.
+    async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let shared = &*self.shared;
+        // Every cost above a limit decides alike for it (denied, nothing
+        // charged, no retry), so clamping above the largest keeps the
+        // argument exact.
+        let cost = cost.min(shared.max_limit + 1).to_string();
+        let reply = self
+            .invoke(shared.script, key, &cost, &shared.limit_args, None)
+            .await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(blocked);
+        }
+        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
+        Ok(Decision::from_compound(
+            strategy::combine(outcomes),
+            &shared.limits,
+            Tick::Micros,
+        ))
+    }
+
+    /// One call of the policy's batch entry point when every part is of
+    /// one policy of one limit; otherwise one call of `together`, every
+    /// part non-decisive.
+    async fn decide_batch(parts: &[(&RedisBinding, &[u8], u64)]) -> Result<Vec<Decision>, BackendError> {
+        let first = &parts[0].0.shared;
+        if let Some(script) = first.batch_script {
+            if parts.iter().all(|p| Arc::ptr_eq(&p.0.shared, first)) {
+                return RedisBinding::call_batch(first, script, parts).await;
+            }
+        }
+        let parts: Vec<BindingPart<'_, RedisBinding>> = parts
+            .iter()
+            .map(|&(binding, key, cost)| BindingPart {
+                binding,
+                key,
+                cost,
+                decisive: false,
+            })
+            .collect();
+        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
+        RedisBinding::call_together(&parts[0].binding.shared, &parts, &state_keys).await
+    }
 }
 
 impl Binding for RedisBinding {
