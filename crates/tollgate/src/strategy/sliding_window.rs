@@ -105,22 +105,19 @@ impl SlidingWindow {
         now: u64,
         cost: u64,
     ) -> Option<(u64, u64)> {
-        let unit = unit_cost(cost);
-        if unit > rate.limit {
-            return None;
-        }
-        let w = rate.window;
         let now = clamp_time(now);
-        let (s, t) = Self::roll(rate, state, now);
-        let e = t - s.start;
-        let capacity = u128::from(rate.limit) * u128::from(w);
-        let admitted = Self::estimate(w, e, s.curr, s.prev) + u128::from(unit - 1) * u128::from(w) < capacity;
-        let earliest = if admitted {
-            now
-        } else {
-            t.saturating_add(Self::retry_after(rate, &s, e, unit))
-        };
-        Some((earliest, s.start.saturating_add(w)))
+        // The decision at now, whose state after is the rolled one (counts
+        // are never all zero: it admits a cost of at least 1, or denies).
+        let (outcome, after) = Self::decide(rate, state, now, cost);
+        let after = after?;
+        let end = after.start.saturating_add(rate.window);
+        if outcome.allowed {
+            return Some((now, end));
+        }
+        // `retry_after` counts from the window's start when the clock is
+        // behind it; `None` when the cost exceeds the limit.
+        let retry = outcome.retry_after?;
+        Some((now.max(after.start).saturating_add(retry), end))
     }
 }
 
