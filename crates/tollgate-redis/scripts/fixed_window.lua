@@ -2,6 +2,11 @@
 -- tollgate: fixed window. State: "start:count", the start of the
 -- clock-aligned bucket (floor(now / W) * W) and the units charged in it.
 -- Port of crates/tollgate/src/strategy/fixed_window.rs.
+-- The last bucket a decision started: its window, its start and the start's
+-- text, so that a state in that bucket is recognised by comparing texts
+-- (interned in Lua: one pointer comparison) instead of reading a number.
+local current_window, current_start, current_text
+
 -- The bucket a decision at now uses: its start, its count and the time
 -- within it (now, or the bucket's start when the clock went back before it);
 -- nil when `raw` is not a fixed-window state: two fields of decimal digits,
@@ -14,7 +19,12 @@ local function fixed_window_bucket(raw, window)
       return nil
     end
     -- Digits only: `+ 0` reads them as tonumber does, without its call.
-    start, count = start + 0, count + 0
+    if start == current_text and window == current_window then
+      start = current_start
+    else
+      start = start + 0
+    end
+    count = count + 0
     if start >= 9007199254740992 or count >= 9007199254740992 then
       return nil
     end
@@ -25,7 +35,11 @@ local function fixed_window_bucket(raw, window)
       return start, count, now
     end
   end
-  return floor_div(now, window) * window, 0, now
+  local start = floor_div(now, window) * window
+  if start ~= current_start or window ~= current_window then
+    current_window, current_start, current_text = window, start, fmt(start)
+  end
+  return start, 0, now
 end
 
 local function fixed_window(raw, limit, window, interval, cost)

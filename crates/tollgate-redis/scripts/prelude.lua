@@ -136,6 +136,11 @@ local function split_block(raw)
   return ends, state
 end
 
+-- The expiry text of the last write on the server's clock and what it was
+-- made from: every key of a fixed window's bucket expires at the bucket's
+-- end, so a batch of them writes one text.
+local saved_expiry, saved_grace, saved_at
+
 -- Stores the state after a decision under `key`, whose value was `old`:
 -- deletes the key when the state equals absent state, leaves it alone when
 -- unchanged (`new` is then `old` itself), otherwise writes it with an
@@ -156,20 +161,22 @@ local function save(key, old, new, expires_at, grace_ms)
     return
   end
   if server_clock then
-    -- ceil_div(expires_at, 1000), inlined: a correctly rounded quotient
-    -- is off by at most one.
-    local at = math.ceil(expires_at / 1000)
-    if at * 1000 < expires_at then
-      at = at + 1
-    elseif (at - 1) * 1000 >= expires_at then
-      at = at - 1
+    if expires_at ~= saved_expiry or grace_ms ~= saved_grace then
+      -- ceil_div(expires_at, 1000), inlined: a correctly rounded quotient
+      -- is off by at most one.
+      local at = math.ceil(expires_at / 1000)
+      if at * 1000 < expires_at then
+        at = at + 1
+      elseif (at - 1) * 1000 >= expires_at then
+        at = at - 1
+      end
+      saved_expiry, saved_grace, saved_at = expires_at, grace_ms, fmt(at + grace_ms)
     end
-    at = fmt(at + grace_ms)
     if LIBRARY then
-      redis.call('SET', key, new, 'PXAT', at)
+      redis.call('SET', key, new, 'PXAT', saved_at)
     else
       redis.call('SET', key, new)
-      redis.call('PEXPIREAT', key, at)
+      redis.call('PEXPIREAT', key, saved_at)
     end
   else
     local ttl = ceil_div(expires_at - now, 1000)

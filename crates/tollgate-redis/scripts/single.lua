@@ -72,7 +72,9 @@ end
 -- KEYS[i]      decision i's state key
 -- ARGV[2]      milliseconds added to every expiry (grace for caller clocks)
 -- ARGV[3 .. 5] L, W and T, as for `single`
--- ARGV[5 + i]  decision i's cost (clamped to L + 1)
+-- ARGV[5 + i]  decision i's cost (clamped to L + 1); or ARGV[6] alone, the
+--              cost of every decision (the caller sends one when all are
+--              equal: one argument less to read per decision)
 --
 -- Returns four numbers per decision, in order: allowed, remaining,
 -- reset_us and retry_after_us (-1 for none); for a blocked key -1, the
@@ -88,14 +90,19 @@ local function batch(decide, KEYS, ARGV)
   -- Every value in one read; a key named twice is read back from what the
   -- decision before wrote.
   local raws, written, reply = redis.call('MGET', unpack(KEYS)), {}, {}
+  local each = #ARGV > 6
+  local cost = numbers[ARGV[6]] or arg(ARGV[6])
   for i = 1, #KEYS do
     local key = KEYS[i]
     local raw = written[key]
     if raw == nil then
       raw = raws[i]
     end
+    if each then
+      cost = numbers[ARGV[5 + i]] or arg(ARGV[5 + i])
+    end
     local allowed, remaining, reset, retry_after, after = decide_key(decide, key, raw,
-      numbers[ARGV[5 + i]] or arg(ARGV[5 + i]), limit, window, interval, grace_ms)
+      cost, limit, window, interval, grace_ms)
     if allowed == false then
       return remaining
     end

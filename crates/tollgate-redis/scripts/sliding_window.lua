@@ -28,19 +28,22 @@ local function sliding_window_retry_after(limit, window, unit, curr, prev, e)
 end
 
 -- The state rolled forward to now as a decision sees it: the time within
--- it, the current window's start and both counters; nil when `raw` is not a
--- sliding-window state.
+-- it, the current window's start and both counters, then the texts of the
+-- start and the previous count when they are the stored ones (nil
+-- otherwise); nil when `raw` is not a sliding-window state.
 local function sliding_window_roll(raw, window)
   local t = now
   local start, curr, prev = now, 0, 0
+  local start_text, prev_text
   if raw then
     -- Three fields of decimal digits, each below 2^53.
-    local s, c, p = string.match(raw, '^(%d+):(%d+):(%d+)$')
-    if not s then
+    local s_text, c, p_text = string.match(raw, '^(%d+):(%d+):(%d+)$')
+    if not s_text then
       return nil
     end
     -- Digits only: `+ 0` reads them as tonumber does, without its call.
-    s, c, p = s + 0, c + 0, p + 0
+    local s, p
+    s, c, p = s_text + 0, c + 0, p_text + 0
     if s >= 9007199254740992 or c >= 9007199254740992 or p >= 9007199254740992 then
       return nil
     end
@@ -51,21 +54,28 @@ local function sliding_window_roll(raw, window)
     local d = t - s
     if d < window then
       start, curr, prev = s, c, p
+      start_text, prev_text = s_text, p_text
     elseif d < 2 * window then
       start, curr, prev = s + window, 0, c
     end
     -- Both counters zero (including k >= 2): the same as absent state, a
     -- fresh window anchored at now.
     if curr == 0 and prev == 0 then
-      start = t
+      start, start_text = t, nil
     end
   end
-  return t, start, curr, prev
+  return t, start, curr, prev, start_text, prev_text
 end
 
--- The state (nil: equal to absent) and its expiry.
-local function sliding_window_state(start, curr, prev, window)
+-- The state (nil: equal to absent) and its expiry. `start_text` and
+-- `prev_text`, when given, are the texts of `start` and `prev` (as a roll
+-- returns them): the state is then written from them and the count, which
+-- formats one number instead of three.
+local function sliding_window_state(start, curr, prev, window, start_text, prev_text)
   if curr > 0 then
+    if start_text then
+      return start_text .. ':' .. fmt(curr) .. ':' .. prev_text, start + 2 * window
+    end
     return string.format('%d:%d:%d', start, curr, prev), start + 2 * window
   elseif prev > 0 then
     return string.format('%d:%d:%d', start, curr, prev), start + window
@@ -74,7 +84,7 @@ local function sliding_window_state(start, curr, prev, window)
 end
 
 local function sliding_window(raw, limit, window, interval, cost)
-  local t, start, curr, prev = sliding_window_roll(raw, window)
+  local t, start, curr, prev, start_text, prev_text = sliding_window_roll(raw, window)
   if not t then
     return nil, 'sliding-window'
   end
@@ -112,7 +122,7 @@ local function sliding_window(raw, limit, window, interval, cost)
     reset = window - e
   end
 
-  local new, expires_at = sliding_window_state(start, curr, prev, window)
+  local new, expires_at = sliding_window_state(start, curr, prev, window, start_text, prev_text)
   return allowed and 1 or 0, remaining, reset, retry_after, new, expires_at
 end
 

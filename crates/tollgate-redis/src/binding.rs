@@ -261,10 +261,15 @@ impl RedisBinding {
             .collect();
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let now = shared.now_arg();
-        let costs: Vec<String> = parts
-            .iter()
-            .map(|&(_, _, cost)| cost.min(shared.max_limit + 1).to_string())
-            .collect();
+        // One cost for the whole batch when every decision has the same
+        // (the script reads it for each): one argument per decision less.
+        let clamp = |cost: u64| cost.min(shared.max_limit + 1).to_string();
+        let first_cost = parts[0].2;
+        let costs: Vec<String> = if parts.iter().all(|p| p.2 == first_cost) {
+            vec![clamp(first_cost)]
+        } else {
+            parts.iter().map(|p| clamp(p.2)).collect()
+        };
         let mut args: Vec<&[u8]> = Vec::with_capacity(2 + shared.limit_args.len() + costs.len());
         args.extend([now.as_bytes(), shared.grace_ms.as_bytes()]);
         args.extend(shared.limit_args.iter().map(String::as_bytes));

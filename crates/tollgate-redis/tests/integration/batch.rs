@@ -4,7 +4,8 @@
 //! batches they went out, are the sequence a store deciding them one by one
 //! gives (the same multiset of answers), for every strategy and a compound
 //! policy, as functions and as scripts; and they did go out in fewer calls
-//! than decisions. A blocked key's answers in a batch are a blocked key's.
+//! than decisions. A blocked key's answers in a batch are a blocked key's,
+//! and decisions of different costs in one batch each pay their own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +108,36 @@ fn decisions_agree(server: &RedisServer, url: &str) {
             batched.sort_unstable();
             alone.sort_unstable();
             assert_eq!(batched, alone, "{policy}, key {key}");
+        }
+        // Costs that differ within a batch (a batch of equal costs sends
+        // one): one decision per key, so each answer is its key's own,
+        // whatever the batches. Costs above the limit are denied without a
+        // retry, as alone.
+        let costs = |i: usize| 1 + (i as u64 * 7) % 24;
+        let before = server.script_calls();
+        let got: Vec<Decision> = rt.block_on(async {
+            let tasks: Vec<_> = (0..KEYS * PER_KEY)
+                .map(|i| {
+                    let limiter = limiter.clone();
+                    tokio::spawn(async move { limiter.allow_n(format!("cost{i}"), costs(i)).await.unwrap() })
+                })
+                .collect();
+            let mut got = Vec::new();
+            for task in tasks {
+                got.push(task.await.unwrap());
+            }
+            got
+        });
+        let sent = server.script_calls() - before;
+        assert!(
+            sent < (KEYS * PER_KEY) as u64,
+            "{policy}: {sent} calls for mixed costs"
+        );
+        for (i, batched) in got.iter().enumerate() {
+            let alone = rt
+                .block_on(one_by_one.allow_n(format!("cost{i}"), costs(i)))
+                .unwrap();
+            assert_eq!(answer(batched), answer(&alone), "{policy}, cost {}", costs(i));
         }
     }
 }
