@@ -349,9 +349,26 @@ impl<B: Backend> Limiter<B> {
             breaker.record(passage.gate, result.is_ok(), p.clock.now_nanos());
         }
         if let Some(cache) = &p.deny {
-            // Only a unit request's denial says when every request is denied.
+            // Only a unit request's denial says when every request is
+            // denied; an admission that left nothing says it too, for a
+            // limit whose decision tells until when. Not with leases: units
+            // this process gives back would not end it.
             let settled = match &result {
-                Ok(decision) if cost == 1 && cache.insert(key, passage.now, decision) => Settled::Cached,
+                Ok(decision)
+                    if !decision.allowed && cost == 1 && cache.insert(key, passage.now, decision) =>
+                {
+                    Settled::Cached
+                }
+                Ok(decision)
+                    if decision.allowed
+                        && cost > 0
+                        && p.lease.is_none()
+                        && self.policy.single().is_some_and(|limit| {
+                            cache.insert_exhausted(key, passage.now, decision, limit)
+                        }) =>
+                {
+                    Settled::Cached
+                }
                 Ok(_) => Settled::Decided,
                 Err(_) => Settled::Failed,
             };

@@ -8,6 +8,8 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
 use crate::decision::Decision;
+use crate::policy::Limit;
+use crate::strategy::Strategy;
 
 /// Settings of a limiter's local deny cache (see the [module
 /// docs](crate::protection)).
@@ -28,12 +30,20 @@ use crate::decision::Decision;
 /// round trips, never memory. Hits are counted in
 /// `tollgate_deny_cache_hits_total`.
 ///
+/// An admission that leaves nothing (`remaining` 0) under a policy of one
+/// fixed window, token bucket or leaky bucket, without leases, is cached
+/// the same way, as the denial every unit request meets until the key has
+/// a unit again: the end of the window's bucket, or `reset − (L − 1)·T`
+/// for a bucket (`T` at least the backend's interval, so never longer than
+/// the store's own denial).
+///
 /// When a cached denial runs out, one request of the key asks the store
 /// while the key's other requests in this process wait for its answer
-/// (single flight): a denial is cached again and answers them all; an
-/// admission lets the next waiting request ask, one at a time, until the
-/// store denies again. So an over-limit key costs about two store calls per
-/// admission however many callers it has, instead of one per caller. A
+/// (single flight): a denial, or an admission that leaves nothing, is
+/// cached again and answers them all; an admission with units left lets
+/// the next waiting request ask, one at a time. So an over-limit key costs
+/// about one store call per admission however many callers it has,
+/// instead of one per caller. A
 /// failure of the store releases every waiting request to the store (and
 /// so to the fail policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,6 +145,35 @@ pub(crate) enum Settled {
 }
 
 const SHARDS: usize = 16;
+
+/// How long, at least, every unit request of a key is denied after an
+/// admission under `limit` that left nothing (`remaining` 0), counted from
+/// when the store decided; `None` when something remains, or when the
+/// decision does not tell (a sliding window's next admission depends on
+/// its two counts).
+///
+/// A fixed window admits nothing more until its bucket ends, at `reset`.
+/// A token or leaky bucket (GCRA, `reset` the time until it is full again)
+/// admits a unit again once it is `(L − 1)·T` from full: after `reset −
+/// (L − 1)·T`. `T` is taken as `max(1 µs, ⌊W / L⌋ ns)`, at least the
+/// interval a backend counting nanoseconds or microseconds computes, so the
+/// time is never longer than the store's own denial would be.
+pub(crate) fn exhausted_for(limit: &Limit, decision: &Decision) -> Option<Duration> {
+    if !decision.allowed || decision.remaining > 0 || decision.fail_open || decision.fallback {
+        return None;
+    }
+    let denied_for = match limit.strategy() {
+        Strategy::FixedWindow => decision.reset,
+        Strategy::TokenBucket | Strategy::LeakyBucket => {
+            let l = u128::from(limit.limit());
+            let interval = (limit.window().as_nanos() / l).max(1_000);
+            let refill = u64::try_from(interval * (l - 1)).ok()?;
+            decision.reset.checked_sub(Duration::from_nanos(refill))?
+        }
+        Strategy::SlidingWindow => return None,
+    };
+    (!denied_for.is_zero()).then_some(denied_for)
+}
 
 /// The cache itself: sharded tables of denials keyed by the caller's key,
 /// hashed with a randomly seeded hasher. The shards are allocated by the
@@ -270,15 +309,41 @@ impl DenyTable {
     ///
     /// Returns whether the denial was cached.
     pub(crate) fn insert(&self, key: &[u8], asked: u64, decision: &Decision) -> bool {
-        let Some(retry) = decision.retry_after else {
-            return false;
-        };
-        if decision.allowed || key.len() > self.max_key_len || self.per_shard == 0 {
+        match decision.retry_after {
+            Some(retry) if !decision.allowed => self.cache(key, asked, retry, decision),
+            _ => false,
+        }
+    }
+
+    /// Remembers an admission of `key` under the single `limit` of its
+    /// policy that left nothing for a unit request, asked at `asked`, as
+    /// the denial that every unit request meets until the key has a unit
+    /// again ([`exhausted_for`]): the requests waiting on the key's single
+    /// flight are answered by it instead of asking the store one by one.
+    ///
+    /// Returns whether it was cached.
+    pub(crate) fn insert_exhausted(
+        &self,
+        key: &[u8],
+        asked: u64,
+        decision: &Decision,
+        limit: &Limit,
+    ) -> bool {
+        match exhausted_for(limit, decision) {
+            Some(denied_for) => self.cache(key, asked, denied_for, decision),
+            None => false,
+        }
+    }
+
+    /// Caches `key` as denied for `denied_for` from `asked`, with the
+    /// `reset`, limit and binding limit of the store's `decision`.
+    fn cache(&self, key: &[u8], asked: u64, denied_for: Duration, decision: &Decision) -> bool {
+        if key.len() > self.max_key_len || self.per_shard == 0 {
             return false;
         }
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let denial = Denial {
-            until: asked.saturating_add(nanos(retry)),
+            until: asked.saturating_add(nanos(denied_for)),
             reset_at: asked.saturating_add(nanos(decision.reset)),
             limit: decision.limit,
             bound_by: decision.bound_by,
@@ -484,6 +549,94 @@ mod tests {
         // Once the entries expire, new keys find room again.
         table.insert(b"late", 2_000_000_000, &denied(1_000));
         assert!(table.get(b"late", 2_000_000_001).is_some());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Against the pure decision functions, in nanosecond and
+        /// microsecond ticks: after an admission that left nothing, a unit
+        /// request at the same instant would be denied for `retry_after`;
+        /// `exhausted_for` is never longer, and equal to it where the bound
+        /// is exact (a fixed window, or a bucket whose interval is the one
+        /// it assumes).
+        #[test]
+        fn an_exhausting_admission_is_a_denial_until_a_unit_is_back(
+            strategy in proptest::sample::select(vec![
+                Strategy::FixedWindow,
+                Strategy::TokenBucket,
+                Strategy::LeakyBucket,
+            ]),
+            limit in 1u64..40,
+            window_us in proptest::prop_oneof![1u64..100, 1u64..5_000_000],
+            extra_ns in proptest::prop_oneof![proptest::strategy::Just(0u64), 0u64..1_000],
+            micros in proptest::bool::ANY,
+            start in 0u64..10_000_000_000,
+            // Gaps in hundredths of the interval W / L: a key spending
+            // faster than it refills runs out.
+            steps in proptest::collection::vec((1u64..6, 0u64..200), 1..200),
+        ) {
+            use crate::decision::Tick;
+            use crate::strategy;
+            let window = Duration::from_nanos(window_us * 1_000 + extra_ns);
+            let limit = Limit::new(strategy, limit, window).unwrap();
+            let (tick, rate, tick_ns) = if micros {
+                (Tick::Micros, limit.rate_micros(), 1_000)
+            } else {
+                (Tick::Nanos, limit.rate_nanos(), 1)
+            };
+            let assumed = (window.as_nanos() / u128::from(rate.limit)).max(1_000);
+            let exact = strategy == Strategy::FixedWindow || assumed == u128::from(rate.interval * tick_ns);
+            let mut now = start / tick_ns;
+            let mut state = None;
+            let interval_ns = u64::try_from(window.as_nanos()).unwrap() / rate.limit;
+            for (cost, gap) in steps {
+                now += gap * interval_ns / 100 / tick_ns;
+                let (outcome, next) = strategy::decide(strategy, &rate, state, now, cost);
+                state = next;
+                let decision = Decision::from_outcome(outcome, rate.limit, tick);
+                let got = exhausted_for(&limit, &decision).unwrap_or(Duration::ZERO);
+                if !(decision.allowed && decision.remaining == 0) {
+                    proptest::prop_assert_eq!(got, Duration::ZERO);
+                    continue;
+                }
+                // A unit request at the same instant, not charged.
+                let (unit, _) = strategy::decide(strategy, &rate, state, now, 1);
+                proptest::prop_assert!(!unit.allowed);
+                let denied_for = tick.duration(unit.retry_after.unwrap());
+                proptest::prop_assert!(got <= denied_for, "{:?} cached, denied for {:?}", got, denied_for);
+                if exact {
+                    proptest::prop_assert_eq!(got, denied_for);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_an_admission_that_left_nothing_is_cached_as_exhausted() {
+        let minute = Duration::from_secs(60);
+        let fixed = Limit::new(Strategy::FixedWindow, 5, minute).unwrap();
+        let sliding = Limit::new(Strategy::SlidingWindow, 5, minute).unwrap();
+        let exhausted = Decision::new(true, 5, 0, Duration::from_secs(20), None);
+        let table = DenyTable::new(DenyCache::new());
+        assert!(!table.insert_exhausted(
+            b"k",
+            0,
+            &Decision::new(true, 5, 1, Duration::from_secs(20), None),
+            &fixed
+        ));
+        assert!(!table.insert_exhausted(b"k", 0, &exhausted, &sliding));
+        let mut fail_open = exhausted;
+        fail_open.fail_open = true;
+        assert!(!table.insert_exhausted(b"k", 0, &fail_open, &fixed));
+        assert_eq!(table.len(), 0);
+        assert!(table.insert_exhausted(b"k", 1_000, &exhausted, &fixed));
+        let hit = table.get(b"k", 2_000).expect("cached");
+        assert_eq!(
+            hit.retry_after,
+            Some(Duration::from_secs(20) - Duration::from_nanos(1_000))
+        );
+        assert!((!hit.allowed && hit.remaining == 0 && hit.limit == 5));
     }
 
     #[test]
