@@ -39,6 +39,30 @@ fn answer(d: &Decision) -> (bool, u64, Duration, Option<Duration>) {
     (d.allowed, d.remaining, d.reset, d.retry_after)
 }
 
+/// Decisions `0..n` of `limiter`, each on the key and cost `request(i)`
+/// gives, all in flight at once (so that they go out in batches); their
+/// answers in the order of `i`.
+fn all_at_once(
+    rt: &tokio::runtime::Runtime,
+    limiter: &Arc<Limiter<RedisBackend>>,
+    n: usize,
+    request: impl Fn(usize) -> (String, u64),
+) -> Vec<Decision> {
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let (limiter, (key, cost)) = (limiter.clone(), request(i));
+                tokio::spawn(async move { limiter.allow_n(key, cost).await.unwrap() })
+            })
+            .collect();
+        let mut got = Vec::with_capacity(n);
+        for task in tasks {
+            got.push(task.await.unwrap());
+        }
+        got
+    })
+}
+
 fn decisions_agree(server: &RedisServer, url: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -65,21 +89,12 @@ fn decisions_agree(server: &RedisServer, url: &str) {
         let block = Operation::Block(Duration::from_secs(30));
         rt.block_on(limiter.operate("key0", block)).unwrap();
         let before = server.script_calls();
-        let got: Vec<(usize, Decision)> = rt.block_on(async {
-            let mut tasks = Vec::new();
-            for i in 0..KEYS * PER_KEY {
-                let limiter = limiter.clone();
-                tasks.push(tokio::spawn(async move {
-                    let key = i % KEYS;
-                    (key, limiter.allow_n(format!("key{key}"), 1).await.unwrap())
-                }));
-            }
-            let mut got = Vec::new();
-            for task in tasks {
-                got.push(task.await.unwrap());
-            }
-            got
-        });
+        let got: Vec<(usize, Decision)> =
+            all_at_once(&rt, &limiter, KEYS * PER_KEY, |i| (format!("key{}", i % KEYS), 1))
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| (i % KEYS, d))
+                .collect();
         let sent = server.script_calls() - before;
         assert!(
             sent < (KEYS * PER_KEY) as u64,
@@ -115,18 +130,8 @@ fn decisions_agree(server: &RedisServer, url: &str) {
         // retry, as alone.
         let costs = |i: usize| 1 + (i as u64 * 7) % 24;
         let before = server.script_calls();
-        let got: Vec<Decision> = rt.block_on(async {
-            let tasks: Vec<_> = (0..KEYS * PER_KEY)
-                .map(|i| {
-                    let limiter = limiter.clone();
-                    tokio::spawn(async move { limiter.allow_n(format!("cost{i}"), costs(i)).await.unwrap() })
-                })
-                .collect();
-            let mut got = Vec::new();
-            for task in tasks {
-                got.push(task.await.unwrap());
-            }
-            got
+        let got = all_at_once(&rt, &limiter, KEYS * PER_KEY, move |i| {
+            (format!("cost{i}"), costs(i))
         });
         let sent = server.script_calls() - before;
         assert!(
