@@ -42,10 +42,10 @@ use crate::strategy::Strategy;
 /// (single flight): a denial, or an admission that leaves nothing, is
 /// cached again and answers them all; an admission with units left lets
 /// the next waiting request ask, one at a time. So an over-limit key costs
-/// about one store call per admission however many callers it has,
-/// instead of one per caller. A
-/// failure of the store releases every waiting request to the store (and
-/// so to the fail policy).
+/// about one store call per admission (two for a sliding window) however
+/// many callers it has, instead of one per caller. A failure of the store
+/// releases every waiting request to the store (and so to the fail
+/// policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DenyCache {
     capacity: usize,
