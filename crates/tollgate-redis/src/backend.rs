@@ -18,9 +18,8 @@ use crate::scripts::Functions;
 /// Each decision is one atomic Lua script in one round trip (decisions that
 /// arrive while calls are in flight go out together, each decided alone:
 /// [`RedisBackendBuilder::batch_calls`](crate::RedisBackendBuilder::batch_calls));
-/// each rate-limit
-/// key's whole state is one Redis key with an expiry per limit of the
-/// policy (one, or several all in one hash slot). Cloning is cheap and
+/// each rate-limit key's whole state is one Redis key with an expiry per
+/// limit of the policy (one, or several all in one hash slot). Cloning is cheap and
 /// clones share the connection. See the [crate documentation](crate) for the
 /// time source, key layout, limits and failure behaviour.
 #[derive(Clone)]

@@ -263,12 +263,11 @@ impl RedisBinding {
         let now = shared.now_arg();
         // One cost for the whole batch when every decision has the same
         // (the script reads it for each): one argument per decision less.
-        let clamp = |cost: u64| cost.min(shared.max_limit + 1).to_string();
         let first_cost = parts[0].2;
         let costs: Vec<String> = if parts.iter().all(|p| p.2 == first_cost) {
-            vec![clamp(first_cost)]
+            vec![shared.cost_arg(first_cost)]
         } else {
-            parts.iter().map(|p| clamp(p.2)).collect()
+            parts.iter().map(|p| shared.cost_arg(p.2)).collect()
         };
         let mut args: Vec<&[u8]> = Vec::with_capacity(2 + shared.limit_args.len() + costs.len());
         args.extend([now.as_bytes(), shared.grace_ms.as_bytes()]);
@@ -338,10 +337,7 @@ impl RedisBinding {
             .iter()
             .map(|p| {
                 let shared = &p.binding.shared;
-                (
-                    p.cost.min(shared.max_limit + 1).to_string(),
-                    shared.limits.len().to_string(),
-                )
+                (shared.cost_arg(p.cost), shared.limits.len().to_string())
             })
             .collect();
         let count = parts.len().to_string();
@@ -372,7 +368,7 @@ impl RedisBinding {
         }
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let cost = ask.cost.min(shared.max_limit + 1).to_string();
+        let cost = shared.cost_arg(ask.cost);
         let tail = [
             ask.want.min(MAX_EXACT_OPERAND).to_string(),
             ask.lessee.to_string(),
@@ -427,7 +423,7 @@ impl RedisBinding {
         let micros = u64::try_from(max_delay.as_micros())
             .unwrap_or(u64::MAX)
             .min(MAX_EXACT_OPERAND);
-        let amount = cost.min(shared.max_limit + 1).to_string();
+        let amount = shared.cost_arg(cost);
         let reply = shared
             .call_limits(scripts::reserve(), &keys, &amount, &[micros.to_string()])
             .await?;
@@ -585,6 +581,13 @@ impl RedisBinding {
 }
 
 impl BindingShared {
+    /// A cost as the scripts receive it. Every cost above a limit decides
+    /// alike for it (denied, nothing charged, no retry), so clamping above
+    /// the largest keeps the argument exact.
+    fn cost_arg(&self, cost: u64) -> String {
+        cost.min(self.max_limit + 1).to_string()
+    }
+
     /// The scripts' first argument: now in microseconds on the caller's
     /// clock, or empty for the server's.
     fn now_arg(&self) -> String {
@@ -694,10 +697,7 @@ impl Decider for RedisBinding {
     /// Decides `cost` units for `key` in one call of its own.
     async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
-        // Every cost above a limit decides alike for it (denied, nothing
-        // charged, no retry), so clamping above the largest keeps the
-        // argument exact.
-        let cost = cost.min(shared.max_limit + 1).to_string();
+        let cost = shared.cost_arg(cost);
         let reply = self
             .invoke(shared.script, key, &cost, &shared.limit_args, None)
             .await?;

@@ -38,11 +38,11 @@
 //! sharing `gcra.lua`, and an entry point for one limit, for several, and
 //! for per-key operations); decisions that arrive while two calls are in
 //! flight share one call, each decided alone and in order
-//! ([batched calls](_documentation::operations#batched-calls)). On Redis 7 and later it is an `FCALL` of the
-//! backend's function library, which the backend loads with
-//! `FUNCTION LOAD REPLACE` on each server the first time a decision finds it
-//! missing (after a restart, failover or `FUNCTION FLUSH` too), so its
-//! helpers are created once rather than on every call. Where the server has
+//! ([batched calls](_documentation::operations#batched-calls)). On Redis 7
+//! and later it is an `FCALL` of the backend's function library, which the
+//! backend loads with `FUNCTION LOAD REPLACE` on each server the first time
+//! a decision finds it missing (after a restart, failover or `FUNCTION
+//! FLUSH` too), so its helpers are created once rather than on every call. Where the server has
 //! no functions, or its ACL refuses them, the same code runs as a script:
 //! `EVALSHA`, repeated once as `EVAL` after `NOSCRIPT`
 //! ([`RedisBackend::uses_functions`] tells which; the
