@@ -354,14 +354,9 @@ impl<B: Backend> Limiter<B> {
             // limit whose decision tells until when. Not with leases: units
             // this process gives back would not end it.
             let settled = match &result {
+                Ok(decision) if cost == 1 && cache.insert(key, passage.now, decision) => Settled::Cached,
                 Ok(decision)
-                    if !decision.allowed && cost == 1 && cache.insert(key, passage.now, decision) =>
-                {
-                    Settled::Cached
-                }
-                Ok(decision)
-                    if decision.allowed
-                        && cost > 0
+                    if cost > 0
                         && p.lease.is_none()
                         && self.policy.single().is_some_and(|limit| {
                             cache.insert_exhausted(key, passage.now, decision, limit)
