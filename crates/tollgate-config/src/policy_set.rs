@@ -30,8 +30,8 @@ use crate::settings::Settings;
 /// keeps one up to date with its files. Envoy limits take the policy file's
 /// key prefix followed by `:envoy` (so that no resource of the policy file
 /// shares their state), its fail policy, and its file-wide `fallback`,
-/// `deny_cache` and `top_keys` (kept without a policy file too); nothing
-/// else of its settings.
+/// `deny_cache`, `top_keys` (kept without a policy file too) and `lease`;
+/// nothing else of its settings.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -221,10 +221,10 @@ impl PolicySet {
             None => None,
         };
         // Envoy rules take the file-wide fallback (their fail policy is the
-        // file's), deny cache (on by default with a remote store) and top
-        // keys, and nothing else of a policy file's settings. Top keys are
-        // kept as a policy file keeps them by default, or as its file-wide
-        // `top_keys` says.
+        // file's), deny cache (on by default with a remote store), top keys
+        // and lease, and nothing else of a policy file's settings. Top keys
+        // are kept as a policy file keeps them by default, or as its
+        // file-wide `top_keys` says.
         let mut envoy_settings = Settings {
             top_keys: Some(tollgate::TopKeys::new()),
             ..Settings::default()
@@ -234,6 +234,7 @@ impl PolicySet {
             envoy_settings.fallback = file_wide.fallback;
             envoy_settings.deny_cache = file_wide.deny_cache;
             envoy_settings.top_keys = file_wide.top_keys;
+            envoy_settings.lease = file_wide.lease;
         }
         let envoy_settings = Arc::new(envoy_settings);
         let before = previous.map(|p| Previous {

@@ -69,7 +69,9 @@ local function lease(KEYS, ARGV)
     redis.call('ZREMRANGEBYSCORE', set, '-inf', fmt(now))
     redis.call('ZADD', set, fmt(now + age), lessee)
     lessees = redis.call('ZCARD', set)
-    redis.call('PEXPIRE', set, fmt(ceil_div(age, 1000) + 1))
+    -- Kept past its last lessee's score by the expiry grace too, as the
+    -- state is: on a caller's clock the server's time may run ahead of it.
+    redis.call('PEXPIRE', set, fmt(ceil_div(age, 1000) + 1 + tonumber(ARGV[3])))
   end
 
   local extra = 0

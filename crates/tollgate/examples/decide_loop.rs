@@ -14,32 +14,46 @@
 //! `--toggle-collect='*decide_loop::measured*'`, and divide by their number.
 //! What remains varies by a few instructions between runs (hash seeds, and
 //! the latency metric's sampled clock readings, which follow wall time).
-//! Arguments: strategy, keys (`10.x.y.z` strings, cycled), decisions, and
-//! `closed` for a limit of 1 (every decision after a key's first is denied).
+//! Arguments: strategy, keys (`10.x.y.z` strings, cycled), decisions, then
+//! `closed` for a limit of 1 (every decision after a key's first is
+//! denied) and `protected` for the protected path: a deny cache, a circuit
+//! breaker and an in-memory fallback (the settings a shared store is
+//! served with), here in front of the in-memory store.
 //! Decisions run on a `ManualClock`, so their clock readings do not vary.
 
 use std::time::Duration;
 
-use tollgate::{Limiter, ManualClock, Strategy};
+use tollgate::{CircuitBreaker, DenyCache, FailPolicy, Limiter, ManualClock, Policy, Strategy};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: decide_loop STRATEGY KEYS DECISIONS [closed]";
+    let usage = "usage: decide_loop STRATEGY KEYS DECISIONS [closed] [protected]";
     let strategy: Strategy = args.get(1).expect(usage).parse().expect("a strategy name");
     let keys: usize = args.get(2).expect(usage).parse().expect("a number of keys");
     let decisions: usize = args.get(3).expect(usage).parse().expect("a number of decisions");
-    let limit = if args.get(4).map(String::as_str) == Some("closed") {
-        1
-    } else {
-        1_000_000_000
-    };
-    let limiter = Limiter::builder()
+    let (mut closed, mut protected) = (false, false);
+    for arg in &args[4..] {
+        match arg.as_str() {
+            "closed" => closed = true,
+            "protected" => protected = true,
+            other => panic!("{usage}: unknown argument {other:?}"),
+        }
+    }
+    let limit = if closed { 1 } else { 1_000_000_000 };
+    let window = Duration::from_secs(3_600);
+    let mut builder = Limiter::builder()
         .strategy(strategy)
         .limit(limit)
-        .window(Duration::from_secs(3_600))
-        .clock(ManualClock::new(Duration::from_secs(1_700_000_000)))
-        .build()
-        .expect("valid policy");
+        .window(window)
+        .clock(ManualClock::new(Duration::from_secs(1_700_000_000)));
+    if protected {
+        builder = builder
+            .deny_cache(DenyCache::default())
+            .circuit_breaker(CircuitBreaker::default())
+            .fail_policy(FailPolicy::Fallback)
+            .fallback(Policy::new(strategy, limit, window).expect("valid fallback"));
+    }
+    let limiter = builder.build().expect("valid policy");
     let keys: Vec<String> = (0..keys.max(1))
         .map(|i| format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255))
         .collect();

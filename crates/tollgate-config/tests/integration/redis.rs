@@ -355,3 +355,73 @@ async fn a_reload_gives_back_the_units_leased_under_a_changed_policy_and_keeps_a
         after.policies().unwrap().default_limiter()
     ));
 }
+
+#[tokio::test]
+async fn an_envoy_domain_takes_the_file_wide_lease_and_no_resource_lease() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let policies = dir.path().join("policies.yaml");
+    let envoy = dir.path().join("envoy.yaml");
+    let write = |file_wide: &str| {
+        std::fs::write(
+            &policies,
+            format!(
+                "tollgate:\n  redis_url: {}\n{file_wide}  default: {{ limit: 100, window: 1h }}\n  \
+                 resources:\n    search: {{ limit: 100, window: 1h, lease: {{ max_units: 16 }} }}\n",
+                server.url()
+            ),
+        )
+        .unwrap();
+    };
+    std::fs::write(
+        &envoy,
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000 }\n",
+    )
+    .unwrap();
+
+    // A resource's own lease stays the resource's.
+    write("");
+    let set = tollgate_config::PolicySet::load(&[&policies, &envoy])
+        .await
+        .unwrap();
+    let rule = set.domain("api").unwrap().find([("user", "bob")]).unwrap();
+    assert!(!rule.limiter().unwrap().leases());
+
+    write("  lease: { max_units: 16, max_age: 10s }\n");
+    let set = tollgate_config::PolicySet::load(&[&policies, &envoy])
+        .await
+        .unwrap();
+    let rule = set.domain("api").unwrap().find([("user", "alice")]).unwrap();
+    let limiter = rule.limiter().unwrap();
+    assert!(limiter.leases());
+    let mut remaining = Vec::new();
+    for _ in 0..20 {
+        remaining.push(limiter.allow("user_alice").await.unwrap().remaining);
+    }
+    assert_eq!(
+        remaining,
+        (980..1000).rev().collect::<Vec<_>>(),
+        "exact in one process"
+    );
+    // Redis counts what was leased as spent, beyond the 20 decided.
+    let keys = server.cli(&["KEYS", "*user_alice*"]);
+    let key = keys
+        .lines()
+        .map(str::trim)
+        .find(|key| !key.ends_with(":lessees"))
+        .expect("the key's state is in Redis")
+        .to_owned();
+    let charged = |key: &str| -> u64 {
+        server
+            .cli(&["GET", key])
+            .trim()
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(charged(&key) > 20, "a lease was taken: {}", charged(&key));
+    assert!(set.end_leases().await.unwrap() > 0);
+    assert_eq!(charged(&key), 20);
+}

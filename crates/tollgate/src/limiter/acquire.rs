@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::reserve::Reservation;
-use super::{way, Limiter};
+use super::Limiter;
 use crate::backend::Backend;
 use crate::decision::Decision;
 use crate::error::Error;
@@ -76,6 +76,16 @@ impl Drop for Place {
     }
 }
 
+/// Polls `future` once: its output when that is ready, as a future on a
+/// backend that [decides now](crate::backend::Backend::decides_now) is,
+/// whose calls never wait; otherwise `None`, the future dropped.
+fn poll_once<T>(future: impl Future<Output = T>) -> Option<T> {
+    match std::pin::pin!(future).poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// A reservation the head waits out: if its future is dropped first, the
 /// reservation is given back (at once in memory; otherwise by the next
 /// head of the queue, before it asks the store).
@@ -92,7 +102,7 @@ impl<B: Backend> Drop for Held<'_, B> {
         };
         if self.limiter.decides_now {
             // The in-memory store gives it back without waiting.
-            let _ = way::at_once(async { Some(self.limiter.cancel(reservation).await) });
+            let _ = poll_once(self.limiter.cancel(reservation));
         } else {
             *self.slot = Some(reservation);
         }

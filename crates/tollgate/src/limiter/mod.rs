@@ -2,12 +2,12 @@
 
 mod acquire;
 mod builder;
+mod drive;
+mod machine;
 mod options;
 mod reserve;
 mod setters;
-mod steps;
 pub mod together;
-mod way;
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,6 @@ pub(crate) use options::Options;
 pub use options::{FailPolicy, MAX_JITTER};
 pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
-use way::{AtOnce, Awaited};
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Binding, Scope};
@@ -136,98 +135,6 @@ impl<B: Backend> Limiter<B> {
             shadow: options.shadow,
             decides_now,
         })
-    }
-
-    /// Decides one request of cost 1 for `key`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Backend`] when the backend failed and the limiter fails
-    /// closed; the request must then be treated as denied.
-    pub async fn allow(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.allow_n(key, 1).await
-    }
-
-    /// Decides one request of `cost` units for `key` (`cost = 0` is a peek).
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::allow`].
-    pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        way::awaited(self.allow_by::<Awaited>(key.as_ref(), cost)).await
-    }
-
-    /// Whether the backend answers every decision at once
-    /// ([`Backend::decides_now`]), so that [`Limits::check_n`] decides
-    /// without waiting.
-    ///
-    /// [`Limits::check_n`]: crate::Limits::check_n
-    pub fn decides_now(&self) -> bool {
-        self.decides_now
-    }
-
-    /// [`Limiter::allow_n`] without waiting, step for step (the same body,
-    /// [`Limiter::allow_by`]), when the backend [decides
-    /// now](Backend::decides_now); `None`, with nothing done, otherwise.
-    #[inline]
-    pub(crate) fn decide_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
-        if !self.decides_now {
-            return None;
-        }
-        if self.protection.is_some() {
-            return self.decide_now_protected(key, cost);
-        }
-        // Without a deny cache, a breaker or a fallback, the body's steps
-        // that apply, taken directly: a future polled once costs about 170
-        // instructions more per in-memory decision
-        // (`.ci/instruction-budget`).
-        if let Some(decision) = self.listed(key) {
-            return Some(Ok(self.conclude(decision, key, cost)));
-        }
-        let started = self.start();
-        match self.binding.apply_now(key, cost)? {
-            // The store's answer, taken straight on (an in-memory store
-            // never fails, and its failure path then drops out).
-            Ok(decision) => {
-                self.metrics.finish_sample(started);
-                Some(Ok(self.conclude(decision, key, cost)))
-            }
-            Err(err) => Some(
-                self.finish(Err(err), started, key, cost)
-                    .map(|decision| self.conclude(decision, key, cost)),
-            ),
-        }
-    }
-
-    /// [`Self::decide_now`] through the deny cache, the circuit breaker and
-    /// the fail policy: the decision's body, polled once, out of the
-    /// unprotected decision's line.
-    #[inline(never)]
-    fn decide_now_protected(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
-        way::at_once(self.allow_by::<AtOnce>(key, cost))
-    }
-
-    /// [`Limiter::operate`] without waiting, when the backend [decides
-    /// now](Backend::decides_now); `None`, with nothing done, otherwise.
-    pub(crate) fn operate_at_once(&self, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
-        if !self.decides_now {
-            return None;
-        }
-        way::at_once(self.operate_by::<AtOnce>(key, op))
-    }
-
-    /// Applies a per-key operation to `key` on every limit of the policy
-    /// ([per-key operations](crate::_documentation::semantics#per-key-operations)),
-    /// and forgets any denial of the key in the deny cache.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] naming `cost` or `duration` when the argument is
-    /// out of range ([`Operation::validate`]); [`Error::Backend`] when the
-    /// backend failed or does not support operations. The fail policy does
-    /// not apply: an operation is never silently dropped.
-    pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        way::awaited(self.operate_by::<Awaited>(key.as_ref(), op)).await
     }
 
     /// Whether this limiter keeps leases: it was built to
@@ -424,66 +331,6 @@ impl<B: Backend> Limiter<B> {
     /// The backend's binding for this policy.
     pub fn binding(&self) -> &B::Binding {
         &self.binding
-    }
-}
-
-impl Limiter<MemoryBackend> {
-    /// Decides one request of cost 1 synchronously (in-memory only; cannot fail).
-    #[inline]
-    pub fn check(&self, key: impl AsRef<[u8]>) -> Decision {
-        self.check_n(key, 1)
-    }
-
-    /// Decides one request of `cost` units synchronously (in-memory only),
-    /// exactly as [`Limiter::allow_n`] does: the same steps (the lists, the
-    /// deny cache and the circuit breaker when there are any, shadow mode,
-    /// the metrics), taken without waiting.
-    /// [`Limits::check_n`](crate::Limits::check_n) is the same for any
-    /// backend that decides now.
-    #[inline]
-    pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        let key = key.as_ref();
-        if self.protection.is_some() {
-            return self.check_protected(key, cost);
-        }
-        // The steps of `decide_now` without protection, on the in-memory
-        // store's infallible call: carrying its `Result` through them costs
-        // about 135 instructions more per decision (`.ci/instruction-budget`).
-        if let Some(decision) = self.listed(key) {
-            return self.conclude(decision, key, cost);
-        }
-        let started = self.start();
-        let decision = self.binding.check(key, cost);
-        self.metrics.finish_sample(started);
-        self.conclude(decision, key, cost)
-    }
-
-    /// [`Self::check_n`] through the deny cache, the circuit breaker and the
-    /// fail policy: the decision's body, polled once, out of the
-    /// unprotected decision's line.
-    #[inline(never)]
-    fn check_protected(&self, key: &[u8], cost: u64) -> Decision {
-        match self.decide_now_protected(key, cost) {
-            Some(Ok(decision)) => decision,
-            // The in-memory store answers every call and never fails, so
-            // neither its breaker opens nor its fail policy applies.
-            Some(Err(_)) | None => unreachable!("the in-memory backend decides at once and cannot fail"),
-        }
-    }
-
-    /// Applies a per-key operation synchronously (in-memory only), exactly
-    /// as [`Limiter::operate`] does.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] naming `cost` or `duration` when the argument is
-    /// out of range ([`Operation::validate`]); the in-memory store itself
-    /// cannot fail.
-    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        match self.operate_at_once(key.as_ref(), op) {
-            Some(result) => result,
-            None => unreachable!("the in-memory backend applies operations at once"),
-        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::machine::Reserving;
 use super::Limiter;
 use crate::backend::{Backend, Binding, Receipt, Reserved};
 use crate::decision::Decision;
@@ -120,11 +121,10 @@ impl<B: Backend> Limiter<B> {
                     beyond_max_delay,
                 }
             };
-        if let Some(decision) = self.listed(key) {
-            let decision = self.conclude(decision, key, cost);
-            return Ok(reservation(decision, Duration::ZERO, None, false));
-        }
-        let started = self.start();
+        let pending = match self.begin_reservation(key, cost) {
+            Reserving::Listed(decision) => return Ok(reservation(decision, Duration::ZERO, None, false)),
+            Reserving::Ask(pending) => pending,
+        };
         let result = match self.binding.reserve(key, cost, max_delay).await {
             Some(result) => result,
             None => self
@@ -133,35 +133,8 @@ impl<B: Backend> Limiter<B> {
                 .await
                 .map(|decision| Reserved::new(decision, Duration::ZERO, None)),
         };
-        self.metrics.finish_sample(started);
-        let Reserved {
-            decision,
-            mut delay,
-            receipt,
-            beyond_max_delay,
-            ..
-        } = match result {
-            Ok(reserved) => reserved,
-            Err(err) => {
-                self.metrics.backend_error();
-                Reserved::new(self.on_failure(err, key, cost)?, Duration::ZERO, None)
-            }
-        };
-        let mut decision = decision;
-        if !delay.is_zero() {
-            self.metrics.delayed();
-        }
-        if self.shadow && decision.allowed && !delay.is_zero() {
-            // Enforcement would have the request wait: it proceeds now.
-            delay = Duration::ZERO;
-            decision.shadow_denied = true;
-        }
-        Ok(reservation(
-            self.conclude(decision, key, cost),
-            delay,
-            receipt,
-            beyond_max_delay,
-        ))
+        let (decision, delay, receipt, beyond_max_delay) = self.finish_reservation(pending, result)?;
+        Ok(reservation(decision, delay, receipt, beyond_max_delay))
     }
 
     /// Gives `reservation` back, when it was made, has not proceeded and

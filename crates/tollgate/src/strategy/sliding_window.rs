@@ -22,6 +22,7 @@ pub struct SlidingWindow;
 impl SlidingWindow {
     /// Rolls a stored state forward to `now`. Returns the state (all zero
     /// counts become a fresh window anchored at `now`) and the effective now.
+    #[inline]
     fn roll(rate: &Rate, state: Option<SlidingWindowState>, now: u64) -> (SlidingWindowState, u64) {
         let w = rate.window;
         let now = clamp_time(now);

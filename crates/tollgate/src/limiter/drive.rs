@@ -1,0 +1,209 @@
+//! The drivers of a decision's machine (`machine.rs`): each carries the
+//! machine's question to the store and the answer back, and orders none of
+//! the steps itself. [`Limiter::allow_n`] awaits any store;
+//! [`Limiter::check_n`] and the `Limits` traits' immediate calls run the
+//! machine at once on a store that [decides now](Backend::decides_now),
+//! where it is inlined synchronous code; [`Limiter::operate`] and its
+//! immediate twin drive a per-key operation.
+
+use super::machine::{Answer, Call, Pending, Step, Waiting};
+use super::Limiter;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, Binding};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::operation::Operation;
+
+impl<B: Backend> Limiter<B> {
+    /// Decides one request of cost 1 for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`] when the backend failed and the limiter fails
+    /// closed; the request must then be treated as denied.
+    pub async fn allow(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
+        self.allow_n(key, 1).await
+    }
+
+    /// Decides one request of `cost` units for `key` (`cost = 0` is a peek).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::allow`].
+    pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        let mut step = self.begin(key.as_ref(), cost);
+        loop {
+            match step {
+                Step::Done(result) => return result,
+                Step::Plain(plain) => {
+                    let result = self.binding.apply(plain.key, plain.cost).await;
+                    return self.finish_plain(plain, result);
+                }
+                Step::Wait(Waiting { notified, resume }) => {
+                    notified.await;
+                    step = self.resume(resume, true);
+                }
+                Step::Ask(mut pending) => {
+                    let answer = self.ask(&mut pending).await;
+                    return self.finish(pending, answer);
+                }
+            }
+        }
+    }
+
+    /// Asks the store what `pending` needs, re-establishing the connection
+    /// first for a circuit breaker's probe.
+    async fn ask(&self, pending: &mut Pending<'_>) -> Answer {
+        if pending.reconnects_first() {
+            if let Err(err) = self.binding.reconnect().await {
+                return Answer::Unreachable(err);
+            }
+        }
+        let (key, cost) = (pending.key(), pending.cost());
+        match pending.call() {
+            Call::Apply => Answer::Decided(self.binding.apply(key, cost).await),
+            Call::Lease(ask) => match self.binding.lease(key, ask).await {
+                Some(result) => Answer::Leased(result),
+                // `Backend::leases` said it leases; decided as without.
+                None => {
+                    pending.without_lease();
+                    Answer::Decided(self.binding.apply(key, cost).await)
+                }
+            },
+        }
+    }
+
+    /// Whether the backend answers every decision at once
+    /// ([`Backend::decides_now`]), so that [`Limits::check_n`] decides
+    /// without waiting.
+    ///
+    /// [`Limits::check_n`]: crate::Limits::check_n
+    pub fn decides_now(&self) -> bool {
+        self.decides_now
+    }
+
+    /// [`Limiter::allow_n`] without waiting, when the backend [decides
+    /// now](Backend::decides_now); `None`, with nothing done, otherwise.
+    #[inline]
+    pub(crate) fn decide_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
+        if !self.decides_now {
+            return None;
+        }
+        self.drive_now(self.begin(key, cost))
+    }
+
+    /// Runs the machine from `step` without waiting: a request that would
+    /// wait for another of its key asks the store itself, and one that
+    /// would ask for a lease asks for a plain decision (a backend that
+    /// decides now keeps no leases, and keeps no connection to
+    /// re-establish). `None`, with what the request held given back, when
+    /// the store cannot answer at once.
+    #[inline]
+    fn drive_now<'l>(&'l self, mut step: Step<'l>) -> Option<Result<Decision, Error>> {
+        loop {
+            match step {
+                Step::Done(result) => return Some(result),
+                Step::Plain(plain) => {
+                    let result = self.binding.apply_now(plain.key, plain.cost)?;
+                    return Some(self.finish_plain(plain, result));
+                }
+                Step::Wait(Waiting { resume, .. }) => step = self.resume(resume, false),
+                Step::Ask(mut pending) => {
+                    pending.without_lease();
+                    let answer = self.binding.apply_now(pending.key(), pending.cost())?;
+                    return Some(self.finish(pending, Answer::Decided(answer)));
+                }
+            }
+        }
+    }
+
+    /// Applies a per-key operation to `key` on every limit of the policy
+    /// ([per-key operations](crate::_documentation::semantics#per-key-operations)),
+    /// and forgets any denial of the key in the deny cache.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `cost` or `duration` when the argument is
+    /// out of range ([`Operation::validate`]); [`Error::Backend`] when the
+    /// backend failed or does not support operations. The fail policy does
+    /// not apply: an operation is never silently dropped.
+    pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        let key = key.as_ref();
+        if let Some(ask) = self.begin_operation(key, op)? {
+            let answer = self.binding.lease(key, ask).await;
+            self.lease_returned(ask, answer);
+        }
+        self.binding.operate(key, op).await.map_err(Error::Backend)
+    }
+
+    /// [`Limiter::operate`] without waiting, when the backend [decides
+    /// now](Backend::decides_now); `None` otherwise, or when the store
+    /// cannot apply it at once. A backend that decides now keeps no
+    /// leases, so there are no units to give back first.
+    pub(crate) fn operate_at_once(&self, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+        if !self.decides_now {
+            return None;
+        }
+        if let Err(err) = self.begin_operation(key, op) {
+            return Some(Err(err));
+        }
+        Some(self.binding.operate_now(key, op)?.map_err(Error::Backend))
+    }
+}
+
+impl Limiter<MemoryBackend> {
+    /// Decides one request of cost 1 synchronously (in-memory only; cannot fail).
+    #[inline]
+    pub fn check(&self, key: impl AsRef<[u8]>) -> Decision {
+        self.check_n(key, 1)
+    }
+
+    /// Decides one request of `cost` units synchronously (in-memory only),
+    /// exactly as [`Limiter::allow_n`] does: the same machine (the lists,
+    /// the deny cache and the circuit breaker when there are any, shadow
+    /// mode, the metrics), run without waiting.
+    /// [`Limits::check_n`](crate::Limits::check_n) is the same for any
+    /// backend that decides now.
+    #[inline]
+    pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        let key = key.as_ref();
+        match self.plain(key, cost) {
+            // The in-memory store's infallible call, taken straight on:
+            // carrying its `Result` through the machine's answer costs
+            // about 135 instructions more per decision, and the general
+            // step's size about 25 more (`.ci/instruction-budget`).
+            Some(plain) => {
+                let decision = self.binding.check(key, cost);
+                self.finish_infallible(plain, decision)
+            }
+            None => self.check_rest(key, cost),
+        }
+    }
+
+    /// [`Self::check_n`] for a limiter with lists, or a deny cache, a
+    /// circuit breaker or a fallback, out of the plain decision's line.
+    #[inline(never)]
+    fn check_rest(&self, key: &[u8], cost: u64) -> Decision {
+        match self.drive_now(self.begin(key, cost)) {
+            Some(Ok(decision)) => decision,
+            // The in-memory store answers every call and never fails, so
+            // neither its breaker opens nor its fail policy applies.
+            Some(Err(_)) | None => unreachable!("the in-memory backend decides at once and cannot fail"),
+        }
+    }
+
+    /// Applies a per-key operation synchronously (in-memory only), exactly
+    /// as [`Limiter::operate`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `cost` or `duration` when the argument is
+    /// out of range ([`Operation::validate`]); the in-memory store itself
+    /// cannot fail.
+    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
+        match self.operate_at_once(key.as_ref(), op) {
+            Some(result) => result,
+            None => unreachable!("the in-memory backend applies operations at once"),
+        }
+    }
+}
