@@ -39,9 +39,11 @@
 //! as `top_keys: false`), and `SERVE_ARGS='--grpc-threads 0'` adds
 //! arguments to every `tollgate serve`.
 
-use std::net::{SocketAddr, TcpStream};
+mod support;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,9 +53,10 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use support::{metrics_text, start_tollgate, Server};
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
-use tollgate_test_support::redis::{free_port, RedisServer};
+use tollgate_test_support::redis::RedisServer;
 use tonic::transport::{Channel, Endpoint};
 
 /// Keys of the `admit` workload.
@@ -150,52 +153,6 @@ struct Round {
     handler: Option<(f64, f64)>,
 }
 
-/// A server process under measurement, stopped when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    /// Where tollgate serves `/metrics` (none for a peer).
-    metrics: Option<SocketAddr>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SIGKILL: the bench does not measure draining, and a peer may not
-        // stop on SIGTERM at once.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Waits until the server accepts connections on its address.
-    fn wait_ready(mut self, what: &str) -> Self {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{what} exited before listening on {}: {status}", self.addr);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what} did not listen on {} within 30 s",
-                self.addr
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self
-    }
-
-    /// The process's CPU time (user and system) so far, in seconds.
-    fn cpu_seconds(&self) -> f64 {
-        cpu_seconds(&self.child.id().to_string()).expect("the server's CPU time, from /proc")
-    }
-}
-
-/// A free port on loopback, for a server to listen on.
-fn free_addr() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], free_port()))
-}
-
 /// The Envoy configuration the service is measured with.
 fn envoy_file(dir: &Path) -> PathBuf {
     let path = dir.join("bench-envoy.yaml");
@@ -216,36 +173,6 @@ fn redis_file(dir: &Path, redis: &str) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-/// Starts `tollgate serve` with `configs`, its gRPC API on a free port.
-fn start_tollgate(configs: &[PathBuf]) -> Server {
-    let addr = free_addr();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
-    command.arg("serve");
-    for config in configs {
-        command.arg("--config").arg(config);
-    }
-    let http = free_addr();
-    if let Ok(extra) = std::env::var("SERVE_ARGS") {
-        command.args(extra.split_whitespace());
-    }
-    let child = command
-        .arg("--listen")
-        .arg(http.to_string())
-        .arg("--grpc-listen")
-        .arg(addr.to_string())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starting tollgate serve");
-    Server {
-        child,
-        addr,
-        metrics: Some(http),
-    }
-    .wait_ready("tollgate serve")
 }
 
 /// Starts the peer with `command` (`{redis}` replaced by `redis`).
@@ -373,14 +300,8 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
 /// The cumulative buckets of the service's `ShouldRateLimit` duration
 /// histogram, `(upper bound in seconds, count)`, read from its `/metrics`.
 fn handler_buckets(addr: SocketAddr) -> Vec<(f64, f64)> {
-    use std::io::{Read, Write};
-    let mut stream = TcpStream::connect(addr).expect("connecting to /metrics");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).expect("reading /metrics");
-    text.lines()
+    metrics_text(addr)
+        .lines()
         .filter(|line| {
             line.starts_with("tollgate_server_request_duration_seconds_bucket{")
                 && line.contains(r#"endpoint="ShouldRateLimit""#)

@@ -52,6 +52,14 @@ pub struct Decision {
     /// Whether the key is on the policy's exempt list or deny list, which
     /// decided without the limits.
     pub listed: Option<Listed>,
+    /// Whether this is not a decision but a part of a request of several
+    /// parts ([`together`](crate::together)) that was never asked about: a
+    /// decisive part was denied before the store was asked (by a denial
+    /// its limiter's deny cache holds), so the request was denied with
+    /// nothing read or charged for this part. `allowed` is then `true` (it
+    /// denies nothing), `remaining` 0 and the times zero: they say nothing
+    /// about the key. Always `false` for a request of one part.
+    pub not_asked: bool,
 }
 
 /// The list that decided a request ([exemptions and deny
@@ -95,6 +103,7 @@ impl Decision {
             fallback: false,
             shadow_denied: false,
             listed: None,
+            not_asked: false,
         }
     }
 
@@ -156,6 +165,16 @@ impl Decision {
     pub fn failed_open(limit: u64) -> Self {
         Self {
             fail_open: true,
+            ..Self::new(true, limit, 0, Duration::ZERO, None)
+        }
+    }
+
+    /// A part of a request of several parts that was never asked about
+    /// ([`not_asked`](Decision::not_asked)); `limit` is that of its
+    /// policy's first limit.
+    pub(crate) fn unasked(limit: u64) -> Self {
+        Self {
+            not_asked: true,
             ..Self::new(true, limit, 0, Duration::ZERO, None)
         }
     }

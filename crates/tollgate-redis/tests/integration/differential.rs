@@ -99,7 +99,7 @@ pub(crate) fn any_compound_policy() -> impl proptest::strategy::Strategy<Value =
 }
 
 pub(crate) struct Harness {
-    _server: RedisServer,
+    server: RedisServer,
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) clock: ManualClock,
     backend: RedisBackend,
@@ -142,13 +142,18 @@ impl Harness {
             )
             .unwrap();
         Self {
-            _server: server,
+            server,
             rt,
             clock,
             backend,
             url,
             case: AtomicU64::new(0),
         }
+    }
+
+    /// The rate-limit calls the harness's Redis has run so far.
+    pub(crate) fn script_calls(&self) -> u64 {
+        self.server.script_calls()
     }
 
     /// The backend, on the harness's clock.

@@ -15,7 +15,13 @@
 //!   in request order, each against the charges of the request's earlier
 //!   descriptors; when one denies, nothing is charged, and every other
 //!   descriptor reports what it alone would get, uncharged. No other
-//!   request ever sees a charge that is taken back.
+//!   request ever sees a charge that is taken back. Each descriptor's
+//!   limiter takes its part as it takes a request of it alone: a
+//!   descriptor admitted from its lease asks Redis nothing, and one whose
+//!   denial the deny cache holds denies the request without a call (the
+//!   descriptors that would have asked are then reported not asked:
+//!   code OK, their limit, 0 remaining and no reset, since nothing was
+//!   read for them).
 //! - Several elsewhere (in memory, across Cluster slots, while a circuit
 //!   breaker is open): charged in request order, serialized per key in this
 //!   process; at the first denial the charges are given back exactly and

@@ -99,8 +99,9 @@ impl Entry {
 
 /// What a request of cost 1 or more does about the leases.
 pub(crate) enum Take<'t> {
-    /// Admitted from the key's lease.
-    Spent(Decision),
+    /// Admitted from the key's lease, the one taken at the time given (in
+    /// the clock's nanoseconds: what [`LeaseTable::put_back`] names it by).
+    Spent(Decision, u64),
     /// Waits for the request asking the store for a lease of the key, then
     /// looks again.
     Wait(OwnedNotified),
@@ -194,7 +195,7 @@ impl LeaseTable {
                 .decision
                 .reset
                 .saturating_sub(Duration::from_nanos(now - entry.taken.min(now)));
-            return Take::Spent(decision);
+            return Take::Spent(decision, entry.taken);
         }
         if let Some(flight) = &entry.flight {
             // Registered under the lock: the settling request wakes it.
@@ -224,6 +225,23 @@ impl LeaseTable {
             ask,
             sent,
             flying,
+        }
+    }
+
+    /// Puts back `cost` units of `key` spent from the lease taken at
+    /// `lease` ([`Take::Spent`]) for a request that was not made after all
+    /// (another part of it was denied), while that lease still runs at
+    /// `now`. Units of a lease ended or replaced since stay spent (at most
+    /// their cost of under-admission, as any lease's unspent units).
+    pub(crate) fn put_back(&self, key: &[u8], cost: u64, lease: u64, now: u64) {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.lock(hash);
+        if let Ok(entry) = shard.entries.find_entry(hash, |e| &*e.key == key) {
+            let entry = entry.into_mut();
+            if entry.taken == lease && now < entry.ends {
+                entry.units = entry.units.saturating_add(cost);
+                entry.curr = entry.curr.saturating_sub(cost);
+            }
         }
     }
 
@@ -304,6 +322,11 @@ impl LeaseCall<'_> {
     /// What to ask the store.
     pub(crate) fn ask(&self) -> LeaseAsk {
         self.ask
+    }
+
+    /// Whether the key's other requests wait for this one's answer.
+    pub(crate) fn flying(&self) -> bool {
+        self.flying
     }
 
     /// Records the store's answer: the lease it granted, the units the
@@ -421,9 +444,21 @@ mod tests {
         let leased = Decision::new(true, 100, 97, Duration::from_secs(1), None);
         let got = second.settle(Ok(Leased::new(leased, 1, None, u64::MAX))).unwrap();
         assert_eq!(got.remaining, 98, "the store's remaining and the lease's unit");
-        let Take::Spent(spent) = table.take(b"k", 1, 12) else {
+        let Take::Spent(spent, lease) = table.take(b"k", 1, 12) else {
             panic!("spent from the lease");
         };
         assert_eq!(spent.remaining, 97);
+        // Put back while the lease runs, the unit is spent again.
+        table.put_back(b"k", 1, lease, 13);
+        let Take::Spent(again, _) = table.take(b"k", 1, 14) else {
+            panic!("spent from the lease");
+        };
+        assert_eq!(again.remaining, 97, "the unit put back was the lease's");
+        // Named by another lease, nothing is put back.
+        table.put_back(b"k", 1, lease + 1, 15);
+        assert!(
+            matches!(table.take(b"k", 1, 16), Take::Ask(_)),
+            "the lease is spent"
+        );
     }
 }

@@ -35,6 +35,10 @@ impl<B: Backend> Limiter<B> {
         loop {
             match step {
                 Step::Done(result) => return result,
+                Step::Spent(decision, spend) => {
+                    spend.keep();
+                    return Ok(decision);
+                }
                 Step::Plain(plain) => {
                     let result = self.binding.apply(plain.key, plain.cost).await;
                     return self.finish_plain(plain, result);
@@ -89,30 +93,35 @@ impl<B: Backend> Limiter<B> {
         if !self.decides_now {
             return None;
         }
-        self.drive_now(self.begin(key, cost))
+        self.drive_now(key, cost)
     }
 
-    /// Runs the machine from `step` without waiting: a request that would
-    /// wait for another of its key asks the store itself, and one that
-    /// would ask for a lease asks for a plain decision (a backend that
-    /// decides now keeps no leases, and keeps no connection to
-    /// re-establish). `None`, with what the request held given back, when
-    /// the store cannot answer at once.
+    /// Runs the machine without waiting: a request that would wait for
+    /// another of its key asks the store itself, and one that would ask
+    /// for a lease asks for a plain decision (a backend that decides now
+    /// keeps no leases, and keeps no connection to re-establish). `None`,
+    /// with what the request held given back, when the store cannot answer
+    /// at once.
     #[inline]
-    fn drive_now<'l>(&'l self, mut step: Step<'l>) -> Option<Result<Decision, Error>> {
+    fn drive_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
+        let mut step = self.begin(key, cost);
         loop {
             match step {
                 Step::Done(result) => return Some(result),
+                Step::Spent(decision, spend) => {
+                    spend.keep();
+                    return Some(Ok(decision));
+                }
                 Step::Plain(plain) => {
                     let result = self.binding.apply_now(plain.key, plain.cost)?;
                     return Some(self.finish_plain(plain, result));
                 }
-                Step::Wait(Waiting { resume, .. }) => step = self.resume(resume, false),
                 Step::Ask(mut pending) => {
                     pending.without_lease();
                     let answer = self.binding.apply_now(pending.key(), pending.cost())?;
                     return Some(self.finish(pending, Answer::Decided(answer)));
                 }
+                Step::Wait(Waiting { resume, .. }) => step = self.resume(resume, false),
             }
         }
     }
@@ -184,7 +193,7 @@ impl Limiter<MemoryBackend> {
     /// circuit breaker or a fallback, out of the plain decision's line.
     #[inline(never)]
     fn check_rest(&self, key: &[u8], cost: u64) -> Decision {
-        match self.drive_now(self.begin(key, cost)) {
+        match self.drive_now(key, cost) {
             Some(Ok(decision)) => decision,
             // The in-memory store answers every call and never fails, so
             // neither its breaker opens nor its fail policy applies.

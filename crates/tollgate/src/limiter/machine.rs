@@ -36,6 +36,10 @@ pub(super) enum Step<'l> {
     /// Decided without the store: the decision, concluded, or the fail
     /// policy's error.
     Done(Result<Decision, Error>),
+    /// Admitted from the key's lease without the store: the decision,
+    /// concluded. Dropped without [`Spend::keep`], the [`Spend`] puts the
+    /// units back in the lease.
+    Spent(Decision, Spend<'l>),
     /// Nothing protects the store: ask it for a decision of the request's
     /// cost, then [`Limiter::finish_plain`] with its answer.
     Plain(Plain<'l>),
@@ -48,12 +52,101 @@ pub(super) enum Step<'l> {
     Wait(Waiting<'l>),
 }
 
+impl<'l> Step<'l> {
+    /// The step as a [`Begun`] one, or the wait it is.
+    pub(super) fn begun(self) -> Result<Begun<'l>, Waiting<'l>> {
+        Ok(match self {
+            Step::Done(result) => Begun::Done(result),
+            Step::Spent(decision, spend) => Begun::Spent(decision, spend),
+            Step::Plain(plain) => Begun::Plain(plain),
+            Step::Ask(pending) => Begun::Ask(pending),
+            Step::Wait(waiting) => return Err(waiting),
+        })
+    }
+
+    /// A request of `cost` for `key` waiting for `notified` in `stage`.
+    fn wait(
+        notified: OwnedNotified,
+        key: &'l [u8],
+        cost: u64,
+        protection: &'l Protection,
+        stage: Stage<'l>,
+    ) -> Self {
+        Step::Wait(Waiting {
+            notified,
+            resume: Resume {
+                key,
+                cost,
+                protection,
+                stage,
+            },
+        })
+    }
+}
+
+/// A [`Step`] that does not wait: where a request of several parts stands
+/// once each part went as far as it goes ([`Step::begun`]).
+pub(super) enum Begun<'l> {
+    /// As [`Step::Done`].
+    Done(Result<Decision, Error>),
+    /// As [`Step::Spent`].
+    Spent(Decision, Spend<'l>),
+    /// As [`Step::Plain`].
+    Plain(Plain<'l>),
+    /// As [`Step::Ask`].
+    Ask(Pending<'l>),
+}
+
+impl Begun<'_> {
+    /// Whether the request holds its key's single flight (the deny cache's
+    /// claim, or a lease's flight): other requests of the key wait for its
+    /// answer.
+    pub(super) fn holds_flight(&self) -> bool {
+        match self {
+            Begun::Ask(pending) => {
+                pending.passage.claim.is_some() || pending.lease.as_ref().is_some_and(|call| call.flying())
+            }
+            Begun::Done(_) | Begun::Spent(..) | Begun::Plain(_) => false,
+        }
+    }
+}
+
 /// A request waiting for another of its key to have the store's answer.
 pub(super) struct Waiting<'l> {
     /// Ready once the other request has the store's answer.
     pub(super) notified: OwnedNotified,
     /// Where the request goes on from.
     pub(super) resume: Resume<'l>,
+}
+
+/// Units a request spent from its key's lease: kept, or put back when the
+/// request is not made after all (another part of it was denied, or it is
+/// decided another way), which dropping it does.
+pub(super) struct Spend<'l> {
+    protection: &'l Protection,
+    key: &'l [u8],
+    cost: u64,
+    /// The lease spent from, named by when it was taken.
+    lease: u64,
+    kept: bool,
+}
+
+impl Spend<'_> {
+    /// The request was made: its units stay spent.
+    pub(super) fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Spend<'_> {
+    fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
+        if let Some(table) = &self.protection.lease {
+            table.put_back(self.key, self.cost, self.lease, self.protection.clock.now_nanos());
+        }
+    }
 }
 
 /// Where a waiting request goes on from: the stage that sent it waiting.
@@ -100,6 +193,8 @@ pub(super) struct Pending<'l> {
     /// (boxed: it is the largest part, and a step is moved between the
     /// machine and its driver).
     lease: Option<Box<LeaseCall<'l>>>,
+    /// Whether the store's answer may go into the deny cache.
+    cacheable: bool,
 }
 
 /// What a [`Pending`] request asks the store.
@@ -153,6 +248,13 @@ impl<'l> Pending<'l> {
     /// decision instead ([`Call::Apply`]), recorded as without a lease.
     pub(super) fn without_lease(&mut self) {
         self.lease = None;
+    }
+
+    /// The store's answer may depend on more than this request's own cost
+    /// (the same key named twice in one request of several parts): it is
+    /// not cached as the key's denial.
+    pub(super) fn not_cacheable(&mut self) {
+        self.cacheable = false;
     }
 }
 
@@ -220,20 +322,18 @@ impl<B: Backend> Limiter<B> {
                 let mut lease = None;
                 if let (true, true, Some(table)) = (waited, cost > 0, &p.lease) {
                     match table.take(key, cost, now) {
-                        Take::Spent(decision) => return Step::Done(Ok(self.conclude(decision, key, cost))),
-                        Take::Ask(call) => lease = Some(Box::new(call)),
-                        Take::Wait(notified) => {
-                            let stage = Stage::Lease;
-                            return Step::Wait(Waiting {
-                                notified,
-                                resume: Resume {
-                                    key,
-                                    cost,
-                                    protection: p,
-                                    stage,
-                                },
-                            });
+                        Take::Spent(decision, lease) => {
+                            let spend = Spend {
+                                protection: p,
+                                key,
+                                cost,
+                                lease,
+                                kept: false,
+                            };
+                            return Step::Spent(self.conclude(decision, key, cost), spend);
                         }
+                        Take::Ask(call) => lease = Some(Box::new(call)),
+                        Take::Wait(notified) => return Step::wait(notified, key, cost, p, Stage::Lease),
                     }
                 }
                 (lease, true)
@@ -245,17 +345,7 @@ impl<B: Backend> Limiter<B> {
             match self.look_up(cache, key, now) {
                 Looked::Denied(decision) => return Step::Done(Ok(self.conclude(decision, key, cost))),
                 Looked::Ask(claimed) => claim = claimed,
-                Looked::Wait(notified) => {
-                    return Step::Wait(Waiting {
-                        notified,
-                        resume: Resume {
-                            key,
-                            cost,
-                            protection: p,
-                            stage: Stage::Deny(lease),
-                        },
-                    });
-                }
+                Looked::Wait(notified) => return Step::wait(notified, key, cost, p, Stage::Deny(lease)),
             }
         }
         match self.pass_breaker(p, now, claim, key, cost) {
@@ -268,6 +358,7 @@ impl<B: Backend> Limiter<B> {
                 protection: p,
                 passage,
                 lease,
+                cacheable: true,
             }),
             Err(answer) => Step::Done(answer.map(|decision| self.conclude(decision, key, cost))),
         }
@@ -283,6 +374,7 @@ impl<B: Backend> Limiter<B> {
             protection: p,
             passage,
             lease,
+            cacheable,
         } = pending;
         let result = match (answer, lease) {
             (Answer::Unreachable(err), _) => {
@@ -297,7 +389,7 @@ impl<B: Backend> Limiter<B> {
             (Answer::Decided(result), None) => result,
             (Answer::Leased(result), None) => result.map(|leased| leased.decision),
         };
-        self.record_store(p, passage, result, started, key, cost)
+        self.record_store(p, passage, result, (started, cacheable), key, cost)
             .map(|decision| self.conclude(decision, key, cost))
     }
 
@@ -573,7 +665,7 @@ impl<B: Backend> Limiter<B> {
         p: &Protection,
         passage: Passage<'_>,
         result: Result<Decision, BackendError>,
-        started: Option<u64>,
+        (started, cacheable): (Option<u64>, bool),
         key: &[u8],
         cost: u64,
     ) -> Result<Decision, Error> {
@@ -587,6 +679,7 @@ impl<B: Backend> Limiter<B> {
             // limit whose decision tells until when. Not with leases: units
             // this process gives back would not end it.
             let settled = match &result {
+                Ok(_) if !cacheable => Settled::Decided,
                 Ok(decision) if cost == 1 && cache.insert(key, passage.now, decision) => Settled::Cached,
                 Ok(decision)
                     if cost > 0

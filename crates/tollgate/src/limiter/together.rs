@@ -24,13 +24,29 @@
 //! mode) is decided, reported and charged like the others, but its denial
 //! denies nothing.
 //!
-//! Each limiter's options apply to its part: its shadow mode, its metrics,
-//! its deny cache (a denial it holds denies the part without a charge, and
-//! a unit part's denial is cached as by [`Limiter::allow`]; the single
-//! flight of [`DenyCache`](crate::DenyCache) is not taken here, since one
-//! request waiting on several keys could wait on itself), and its fail
-//! policy when the store fails (each part then decided by its own limiter's
-//! fallback or fail policy, which cannot be one step).
+//! Each part goes through its limiter's decision machine as a request of
+//! that part alone does, so each limiter's options apply to its part: its
+//! shadow mode and metrics; its lease (a part admitted from it asks the
+//! store nothing and is charged nothing there; its units go back to the
+//! lease when another part denies the request); its deny cache (a denial
+//! it holds denies the part without a charge, and the store's denial of a
+//! unit part, or an admission that left nothing, is cached as by
+//! [`Limiter::allow`], unless the request names the key twice); and its
+//! fail policy when the store fails (each part that asked it then decided
+//! by its own limiter's fallback or fail policy, which cannot be one step).
+//! Where a part alone would wait for another request's answer on its key
+//! (the deny cache's or the lease's single flight), the part waits too
+//! while its request holds no single flight of its own; once it holds one
+//! it asks the store in the request's one step instead, so two requests
+//! never wait on each other.
+//!
+//! A request decided in one step that a decisive part's cached denial
+//! denies asks the store nothing, as that part alone would not: the part
+//! reports the cached denial, a part its own cache or lease decided reports
+//! that (a lease's units put back and reported unspent), and every other
+//! part is reported [not asked](crate::Decision::not_asked), nothing read or
+//! charged for it. So a flooded key costs a request of several parts no
+//! more store calls than it costs a request of it alone.
 //!
 //! [`decide_all`] decides any request on any backend: in one step where
 //! the store can, and otherwise one part at a time, charging in order and
@@ -38,16 +54,18 @@
 //! charge that another request may see before it is given back is the
 //! only difference). [`decide`] is the one-step path alone: it answers
 //! `None` when the backend cannot decide the parts in one step, when a
-//! limiter has exempt or deny lists, and while a limiter's circuit breaker
-//! is not closed (the one-by-one path probes and falls back as each
-//! limiter's breaker says). [`report`] gives every part's state when
-//! something else denies the request.
+//! limiter has exempt or deny lists, while a limiter's circuit breaker is
+//! not closed (the one-by-one path probes and falls back as each limiter's
+//! breaker says), and when a part would take a new lease or give a lease's
+//! units back (a call one step cannot carry). [`report`] gives every
+//! part's state when something else denies the request.
 
 use std::sync::OnceLock;
 
 use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
+use crate::limiter::machine::{Answer, Begun, Call, Waiting};
 use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::protection::Gate;
@@ -75,7 +93,9 @@ impl<B: Backend> Clone for Part<'_, B> {
 impl<B: Backend> Copy for Part<'_, B> {}
 
 /// Decides `parts` as one step (see the [module docs](self)): one decision
-/// per part, in order, each through its limiter's shadow mode and metrics.
+/// per part, in order, each through its limiter's decision machine as a
+/// request of that part alone would be (its lease, deny cache, circuit
+/// breaker, fail policy, shadow mode and metrics).
 ///
 /// `None` when they cannot be decided in one step: decide them one by one.
 ///
@@ -90,66 +110,96 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
     if !breakers_closed(parts) {
         return None;
     }
-    // Denials the limiters' caches hold: a decisive one is sent with a cost
-    // above every limit (denied alone, nothing charged), another as a peek.
-    let mut cached: Vec<Option<Decision>> = Vec::with_capacity(parts.len());
-    let mut asked = Vec::with_capacity(parts.len());
+    // Each part as far as it goes without the store. A part waits for
+    // another request's answer on its key (a single flight) only while the
+    // request holds no flight itself: two requests never wait on each other.
+    let mut begun: Vec<Begun<'_>> = Vec::with_capacity(parts.len());
+    let mut holding = false;
     for part in parts {
-        let protection = part.limiter.protection.as_deref();
-        let now = protection.map_or(0, |p| p.clock.now_nanos());
-        asked.push(now);
-        let hit = match protection.and_then(|p| p.deny.as_ref()) {
-            Some(cache) if part.cost > 0 => cache.get(part.key, now),
-            _ => None,
+        let mut step = part.limiter.begin(part.key, part.cost);
+        let part_begun = loop {
+            match step.begun() {
+                Ok(part_begun) => break part_begun,
+                Err(Waiting { notified, resume }) => {
+                    if !holding {
+                        notified.await;
+                    }
+                    step = part.limiter.resume(resume, !holding);
+                }
+            }
         };
-        if hit.is_some() {
-            part.limiter.metrics.deny_cache_hit();
+        holding |= part_begun.holds_flight();
+        begun.push(part_begun);
+    }
+    // A decisive part denied before the store (a denial its deny cache
+    // holds) denies the request, which then asks the store nothing.
+    let denied_here = parts.iter().zip(&begun).any(|(part, step)| {
+        part.decisive && !part.limiter.shadow && matches!(step, Begun::Done(Ok(d)) if !d.allowed)
+    });
+    if denied_here {
+        return Some(Ok(not_asked(parts, begun)));
+    }
+    // What one step cannot carry: a lease to take or give back, a probe of
+    // the store, a fail policy's error. Dropping what was begun gives back
+    // its claims and lease units.
+    let carried = begun.iter().all(|step| match step {
+        Begun::Ask(pending) => !pending.reconnects_first() && pending.call() == Call::Apply,
+        Begun::Done(result) => result.is_ok(),
+        Begun::Spent(..) | Begun::Plain(_) => true,
+    });
+    if !carried {
+        return None;
+    }
+    for (i, step) in begun.iter_mut().enumerate() {
+        // A key named twice may be denied by the request's own charge: not
+        // the key's denial to cache.
+        if let Begun::Ask(pending) = step {
+            let part = &parts[i];
+            let named = parts
+                .iter()
+                .filter(|p| std::ptr::eq(p.limiter, part.limiter) && p.key == part.key)
+                .count();
+            if named > 1 {
+                pending.not_cacheable();
+            }
         }
-        cached.push(hit);
     }
     let sent: Vec<BindingPart<'_, B::Binding>> = parts
         .iter()
-        .zip(&cached)
-        .map(|(part, hit)| {
+        .zip(&begun)
+        .map(|(part, step)| {
             let decisive = part.decisive && !part.limiter.shadow;
             BindingPart {
                 binding: &part.limiter.binding,
                 key: part.key,
-                cost: match hit {
-                    None => part.cost,
-                    Some(_) if decisive => u64::MAX,
-                    Some(_) => 0,
+                cost: match step {
+                    Begun::Plain(_) | Begun::Ask(_) => part.cost,
+                    // Decided here (a denial that decides nothing, an
+                    // admission from the lease): reported by the store,
+                    // uncharged.
+                    Begun::Done(_) | Begun::Spent(..) => 0,
                 },
                 decisive,
             }
         })
         .collect();
-    let started: Vec<Option<u64>> = parts.iter().map(|p| p.limiter.start()).collect();
     let result = B::Binding::apply_together(&sent).await?;
-    for part in parts {
-        if let Some(p) = part.limiter.protection.as_deref() {
-            if let Some(breaker) = &p.breaker {
-                breaker.record(Gate::Closed, result.is_ok(), p.clock.now_nanos());
-            }
-        }
-    }
     Some(match result {
         Ok(decisions) if decisions.len() == parts.len() => {
-            Ok(conclude(parts, decisions, cached, &asked, &started))
+            settle(parts, begun, decisions.into_iter().map(Ok))
         }
-        Ok(decisions) => fail(
-            parts,
-            &started,
-            BackendError::new(
+        Ok(decisions) => {
+            let err = BackendError::new(
                 crate::error::BackendErrorKind::Protocol,
                 format!(
                     "the store answered {} decisions for a request of {} parts",
                     decisions.len(),
                     parts.len()
                 ),
-            ),
-        ),
-        Err(err) => fail(parts, &started, err),
+            );
+            fail(parts, begun, &err)
+        }
+        Err(err) => fail(parts, begun, &err),
     })
 }
 
@@ -175,60 +225,78 @@ fn breakers_closed<B: Backend>(parts: &[Part<'_, B>]) -> bool {
     closed
 }
 
-/// The store's decisions through each limiter: timing, the deny cache,
-/// shadow mode and the counts.
-fn conclude<B: Backend>(
+/// Every part's answer through its limiter's machine: the store's answer
+/// for the parts that asked it, the part's own decision for the others.
+/// The units of a part admitted from its lease stay spent when the request
+/// is admitted, and go back to the lease when it is denied (the part then
+/// reports them unspent).
+fn settle<B: Backend>(
     parts: &[Part<'_, B>],
-    decisions: Vec<Decision>,
-    cached: Vec<Option<Decision>>,
-    asked: &[u64],
-    started: &[Option<u64>],
-) -> Vec<Decision> {
-    let mut out = Vec::with_capacity(parts.len());
-    for (i, ((part, decision), hit)) in parts.iter().zip(decisions).zip(cached).enumerate() {
-        part.limiter.metrics.finish_sample(started[i]);
-        let decision = match hit {
-            Some(hit) => hit,
-            None => {
-                // Only a unit request's own denial says when every request
-                // is denied; a key named twice may have been denied by the
-                // request's own charge.
-                let named_once = || {
-                    parts
-                        .iter()
-                        .filter(|p| std::ptr::eq(p.limiter, part.limiter) && p.key == part.key)
-                        .count()
-                        == 1
-                };
-                if part.cost == 1 && !decision.allowed && named_once() {
-                    if let Some(cache) = part.limiter.protection.as_deref().and_then(|p| p.deny.as_ref()) {
-                        cache.insert(part.key, asked[i], &decision);
-                    }
-                }
+    begun: Vec<Begun<'_>>,
+    answers: impl Iterator<Item = Result<Decision, BackendError>>,
+) -> Result<Vec<Decision>, Error> {
+    let mut decisions = Vec::with_capacity(parts.len());
+    let mut spends = Vec::new();
+    for ((part, step), answer) in parts.iter().zip(begun).zip(answers) {
+        let limiter = part.limiter;
+        decisions.push(match step {
+            Begun::Ask(pending) => limiter.finish(pending, Answer::Decided(answer))?,
+            Begun::Plain(plain) => limiter.finish_plain(plain, answer)?,
+            Begun::Done(result) => result?,
+            Begun::Spent(decision, spend) => {
+                spends.push((decisions.len(), spend));
                 decision
             }
-        };
-        out.push(part.limiter.conclude(decision, part.key, part.cost));
+        });
     }
-    out
+    let denied = parts
+        .iter()
+        .zip(&decisions)
+        .any(|(p, d)| p.decisive && !p.limiter.shadow && !d.allowed);
+    for (i, spend) in spends {
+        if denied {
+            drop(spend);
+            decisions[i].remaining = decisions[i].remaining.saturating_add(parts[i].cost);
+        } else {
+            spend.keep();
+        }
+    }
+    Ok(decisions)
 }
 
-/// Every part through its limiter's fail policy after the store failed.
+/// The parts of a request that a decisive part denied before the store:
+/// each part decided here as it was (a cached denial, an admission from the
+/// lease, whose units go back to it and are reported unspent), every other
+/// part [not asked](Decision::not_asked), what it began given back.
+fn not_asked<B: Backend>(parts: &[Part<'_, B>], begun: Vec<Begun<'_>>) -> Vec<Decision> {
+    parts
+        .iter()
+        .zip(begun)
+        .map(|(part, step)| match step {
+            Begun::Done(Ok(decision)) => decision,
+            Begun::Spent(decision, spend) => {
+                drop(spend);
+                Decision {
+                    remaining: decision.remaining.saturating_add(part.cost),
+                    ..decision
+                }
+            }
+            Begun::Done(Err(_)) | Begun::Plain(_) | Begun::Ask(_) => {
+                Decision::unasked(part.limiter.policy().limits()[0].limit())
+            }
+        })
+        .collect()
+}
+
+/// Every part that asked the store through its limiter's fail policy after
+/// the store failed; the others as decided without it.
 fn fail<B: Backend>(
     parts: &[Part<'_, B>],
-    started: &[Option<u64>],
-    err: BackendError,
+    begun: Vec<Begun<'_>>,
+    err: &BackendError,
 ) -> Result<Vec<Decision>, Error> {
-    let mut out = Vec::with_capacity(parts.len());
-    for (part, started) in parts.iter().zip(started) {
-        let limiter = part.limiter;
-        limiter.metrics.finish_sample(*started);
-        limiter.metrics.backend_error();
-        let copy = BackendError::new(err.kind(), err.to_string());
-        let decision = limiter.on_failure(copy, part.key, part.cost)?;
-        out.push(limiter.conclude(decision, part.key, part.cost));
-    }
-    Ok(out)
+    let answers = std::iter::repeat_with(|| Err(BackendError::new(err.kind(), err.to_string())));
+    settle(parts, begun, answers)
 }
 
 /// What [`decide_all`] answers: one decision per part, in order, and the
@@ -265,8 +333,8 @@ fn one_by_one_locks() -> &'static KeyLocks {
 ///
 /// One part is one decision ([`Limiter::allow_n`]). Several parts that the
 /// store cannot decide in one step (in memory, across Redis Cluster slots,
-/// a custom store, while a circuit breaker is not closed, or a limiter
-/// with exempt or deny lists) are charged in order, each against the
+/// a custom store, while a circuit breaker is not closed, a limiter
+/// with exempt or deny lists, or a part taking a new lease) are charged in order, each against the
 /// charges of the earlier ones; at the first decisive denial the parts
 /// already charged are given back exactly what they were charged (a refund
 /// right after a charge undoes it) and report their state as it then
