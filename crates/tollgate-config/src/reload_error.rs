@@ -29,17 +29,6 @@ pub enum ReloadError {
         /// The storage the file names now.
         to: Box<Storage>,
     },
-    /// The new policies could not be built. No longer produced: a file
-    /// that cannot be served is a [`ReloadError::File`] of kind
-    /// [`ErrorKind::Unservable`](crate::ErrorKind::Unservable), which names
-    /// the file and the field like every other mistake.
-    #[deprecated(note = "reported as ReloadError::File of kind ErrorKind::Unservable")]
-    Build {
-        /// The file.
-        file: String,
-        /// The builder's error.
-        error: tollgate::Error,
-    },
     /// Changes can no longer be watched (events were lost, or the
     /// directory went away): [`reload`](crate::PolicyWatcher::reload)
     /// still applies the file on demand.
@@ -47,14 +36,13 @@ pub enum ReloadError {
     Watch(crate::watch_error::WatchError),
 }
 
-#[allow(deprecated)]
 impl ReloadError {
     /// The file the error is about, as it was given (the path that could
     /// not be watched, for [`ReloadError::Watch`]).
     pub fn file(&self) -> &str {
         match self {
             ReloadError::File(err) => err.file(),
-            ReloadError::StorageChanged { file, .. } | ReloadError::Build { file, .. } => file,
+            ReloadError::StorageChanged { file, .. } => file,
             #[cfg(feature = "watch")]
             ReloadError::Watch(err) => err.path(),
         }
@@ -75,12 +63,12 @@ impl ReloadError {
         match self {
             ReloadError::File(err) => err.field(),
             ReloadError::StorageChanged { field, .. } => field,
-            _ => "",
+            #[cfg(feature = "watch")]
+            ReloadError::Watch(_) => "",
         }
     }
 }
 
-#[allow(deprecated)]
 impl fmt::Display for ReloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -95,19 +83,16 @@ impl fmt::Display for ReloadError {
                 "{file}: {field}: the storage changed from {from} to {to}; a running limiter cannot \
                  move its state to another store, so the policies in effect stay until a restart"
             ),
-            ReloadError::Build { file, error } => write!(f, "{file}: {error}"),
             #[cfg(feature = "watch")]
             ReloadError::Watch(err) => err.fmt(f),
         }
     }
 }
 
-#[allow(deprecated)]
 impl std::error::Error for ReloadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ReloadError::File(err) => Some(err),
-            ReloadError::Build { error, .. } => Some(error),
             #[cfg(feature = "watch")]
             ReloadError::Watch(err) => Some(err),
             ReloadError::StorageChanged { .. } => None,

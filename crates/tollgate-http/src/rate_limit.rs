@@ -322,8 +322,9 @@ impl<L: Limits> RateLimit<L> {
     ///   not the fallback), a skipped request, or a cost of 0.
     /// - A compound policy is refunded on each of its limits, each of which
     ///   was charged the cost.
-    /// - A refund gives back what [`tollgate::Limiter::refund`] gives back:
-    ///   for a response that comes after the request's window has ended, at
+    /// - A refund gives back what
+    ///   [`Operation::Refund`](tollgate::Operation::Refund) gives back: for
+    ///   a response that comes after the request's window has ended, at
     ///   most what the key was charged in the current window.
     /// - When the service fails without a response (its future returns an
     ///   error), nothing is refunded: there is no status to judge.

@@ -255,13 +255,6 @@ impl RedisBackendBuilder {
         self
     }
 
-    /// The former name of [`caller_clock`](Self::caller_clock), kept for
-    /// one release.
-    #[deprecated(since = "0.2.0", note = "renamed to `caller_clock`")]
-    pub fn with_caller_clock(self, clock: impl Clock) -> Self {
-        self.caller_clock(clock)
-    }
-
     /// Extra time each state key is kept after its state has expired
     /// (default [`DEFAULT_EXPIRY_GRACE`], rounded up to whole milliseconds).
     ///

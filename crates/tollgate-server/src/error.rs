@@ -1,10 +1,5 @@
 //! What can stop the service from loading its configuration or starting.
 
-/// A mistake in a configuration file, or a configuration that cannot be
-/// served: `tollgate-config`'s error, which names the file, line and field.
-#[deprecated(note = "use tollgate_config::ReloadError, which ServerError::Config now holds")]
-pub type ConfigError = tollgate_config::ReloadError;
-
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -87,13 +87,11 @@ mod server;
 mod shared;
 mod threads;
 
-#[allow(deprecated)]
-pub use error::{ConfigError, ServerError};
+pub use error::ServerError;
 pub use http::auth::{COST_HEADER, KEY_HEADER, RESOURCE_HEADER};
 pub use http::decide::MAX_BODY_BYTES;
 pub use http::health::READY_TIMEOUT;
-#[allow(deprecated)]
-pub use reload::{Reloader, DEBOUNCE};
+pub use reload::Reloader;
 pub use server::{
     Server, ServerBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,

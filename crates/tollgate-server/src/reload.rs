@@ -12,11 +12,6 @@ pub struct Reloader {
     sets: PolicySetHandle,
 }
 
-/// How long file changes must stop before a reload starts: an editor's
-/// save is often several writes and renames.
-#[deprecated(note = "use tollgate_config::DEFAULT_DEBOUNCE")]
-pub const DEBOUNCE: std::time::Duration = tollgate_config::DEFAULT_DEBOUNCE;
-
 impl Reloader {
     pub(crate) fn new(sets: PolicySetHandle) -> Self {
         Self { sets }

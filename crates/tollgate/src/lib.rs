@@ -117,34 +117,3 @@ pub use protection::{CircuitBreaker, DenyCache};
 pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};
 pub use top::{TopKey, TopKeys, TopList, TopMetric};
-
-// The backend implementer's names, at the root until 0.1 (deprecated for
-// one release). Types are deprecated aliases, which warn where they are
-// used; a trait cannot be aliased, and rustc does not warn on the use of a
-// deprecated re-export (rust-lang/rust#30827), so the traits' old paths
-// keep compiling silently.
-
-/// Moved to [`backend::Backend`].
-#[deprecated(note = "use tollgate::backend::Backend")]
-#[doc(hidden)]
-pub use backend::Backend;
-
-/// Moved to [`backend::Binding`].
-#[deprecated(note = "use tollgate::backend::Binding")]
-#[doc(hidden)]
-pub use backend::Binding;
-
-/// Moved to [`backend::store::Store`].
-#[deprecated(note = "use tollgate::backend::store::Store")]
-#[doc(hidden)]
-pub use backend::store::Store;
-
-/// Moved to [`backend::store::StoreBackend`].
-#[deprecated(note = "use tollgate::backend::store::StoreBackend")]
-#[doc(hidden)]
-pub type StoreBackend<S> = backend::store::StoreBackend<S>;
-
-/// Moved to [`backend::Tick`].
-#[deprecated(note = "use tollgate::backend::Tick")]
-#[doc(hidden)]
-pub type Tick = backend::Tick;

@@ -6,10 +6,8 @@ use arc_swap::ArcSwap;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
-use crate::decision::Decision;
 use crate::error::Error;
 use crate::limiter::Limiter;
-use crate::operation::Operation;
 use crate::resources::{ResourceLimiter, ResourceLimiterBuilder};
 
 /// A [`ResourceLimiter`] whose policies can be replaced while it serves.
@@ -144,61 +142,9 @@ impl<B: Backend> LiveLimiter<B> {
     pub fn limiter(&self, resource: &str) -> ServingLimiter<B> {
         ServingLimiter(Arc::clone(self.current.load().shared_limiter(resource)))
     }
-
-    /// Decides one request of cost 1 (see [`ResourceLimiter::allow`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`ResourceLimiter::allow`].
-    #[deprecated(
-        note = "use `limiter(resource).allow(key)`, or `Limits::allow` in code generic over limiters"
-    )]
-    pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.limiter(resource).allow(key).await
-    }
-
-    /// Decides one request of `cost` units (see [`ResourceLimiter::allow_n`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`ResourceLimiter::allow`].
-    #[deprecated(
-        note = "use `limiter(resource).allow_n(key, cost)`, or `Limits::allow_n` in code generic over limiters"
-    )]
-    pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.limiter(resource).allow_n(key, cost).await
-    }
-
-    /// Applies a per-key operation (see [`ResourceLimiter::operate`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`ResourceLimiter::operate`].
-    #[deprecated(
-        note = "use `limiter(resource).operate(key, op)`, or `Limits::operate` in code generic over limiters"
-    )]
-    pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        self.limiter(resource).operate(key, op).await
-    }
 }
 
-impl LiveLimiter<MemoryBackend> {
-    /// Decides one request of cost 1 synchronously (in memory).
-    #[deprecated(
-        note = "use `limiter(resource).check(key)`, or `Limits::check` in code generic over limiters"
-    )]
-    pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
-        self.with_current(|current| current.limiter(resource).check(key))
-    }
-
-    /// Decides one request of `cost` units synchronously (in memory).
-    #[deprecated(
-        note = "use `limiter(resource).check_n(key, cost)`, or `Limits::check_n` in code generic over limiters"
-    )]
-    pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        self.with_current(|current| current.limiter(resource).check_n(key, cost))
-    }
-}
+impl LiveLimiter<MemoryBackend> {}
 
 /// The limiter serving one resource of a [`LiveLimiter`], as it was when
 /// [`LiveLimiter::limiter`] took it: a shared reference to a [`Limiter`],

@@ -6,12 +6,10 @@ use std::sync::Arc;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
-use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
 use crate::lease::Lease;
 use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_KEY_PREFIX};
-use crate::operation::Operation;
 use crate::policy::Policy;
 use crate::protection::DenyCache;
 use crate::top::TopKeys;
@@ -103,74 +101,9 @@ impl<B: Backend> ResourceLimiter<B> {
             .collect();
         crate::limiter::end_leases(limiters).await
     }
-
-    /// Decides one request of cost 1 for `key` under `resource`'s policy.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::allow`].
-    #[deprecated(
-        note = "use `limiter(resource).allow(key)`, or `Limits::allow` in code generic over limiters"
-    )]
-    pub async fn allow(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.limiter(resource).allow(key).await
-    }
-
-    /// Decides one request of `cost` units for `key` under `resource`'s policy.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::allow`].
-    #[deprecated(
-        note = "use `limiter(resource).allow_n(key, cost)`, or `Limits::allow_n` in code generic over limiters"
-    )]
-    pub async fn allow_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.limiter(resource).allow_n(key, cost).await
-    }
-
-    /// Reports whether a unit request would be admitted, charging nothing.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::allow`].
-    #[deprecated(
-        note = "use `limiter(resource).allow_n(key, 0)`: a request of cost 0 is decided and charged nothing"
-    )]
-    pub async fn peek(&self, resource: &str, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.limiter(resource).allow_n(key, 0).await
-    }
-
-    /// Applies a per-key operation to `key` under `resource`'s policy (see
-    /// [`Limiter::operate`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::operate`].
-    #[deprecated(
-        note = "use `limiter(resource).operate(key, op)`, or `Limits::operate` in code generic over limiters"
-    )]
-    pub async fn operate(&self, resource: &str, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        self.limiter(resource).operate(key, op).await
-    }
 }
 
-impl ResourceLimiter<MemoryBackend> {
-    /// Decides one request of cost 1 synchronously (in-memory only).
-    #[deprecated(
-        note = "use `limiter(resource).check(key)`, or `Limits::check` in code generic over limiters"
-    )]
-    pub fn check(&self, resource: &str, key: impl AsRef<[u8]>) -> Decision {
-        self.limiter(resource).check(key)
-    }
-
-    /// Decides one request of `cost` units synchronously (in-memory only).
-    #[deprecated(
-        note = "use `limiter(resource).check_n(key, cost)`, or `Limits::check_n` in code generic over limiters"
-    )]
-    pub fn check_n(&self, resource: &str, key: impl AsRef<[u8]>, cost: u64) -> Decision {
-        self.limiter(resource).check_n(key, cost)
-    }
-}
+impl ResourceLimiter<MemoryBackend> {}
 
 /// Configures a [`ResourceLimiter`].
 #[derive(Debug, Clone)]

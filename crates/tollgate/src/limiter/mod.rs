@@ -12,7 +12,6 @@ pub mod together;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use builder::LimiterBuilder;
 pub(crate) use options::Options;
@@ -25,7 +24,6 @@ use crate::backend::{Backend, Binding, Scope};
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::metrics::LimiterMetrics;
-use crate::operation::Operation;
 use crate::policy::Policy;
 use crate::protection::Protection;
 use crate::top::{self, TopList, TopMetric, TopSlot};
@@ -183,49 +181,6 @@ impl<B: Backend> Limiter<B> {
         }
     }
 
-    /// Brings `key` back to fresh state and ends a block on it.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::operate`].
-    #[deprecated(note = "use `operate(key, Operation::Reset)`")]
-    pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
-        self.operate(key, Operation::Reset).await
-    }
-
-    /// Denies every request for `key` for `duration` from now (replacing a
-    /// block it had; zero lifts it), without changing its state.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::operate`].
-    #[deprecated(note = "use `operate(key, Operation::Block(duration))`")]
-    pub async fn block(&self, key: impl AsRef<[u8]>, duration: Duration) -> Result<(), Error> {
-        self.operate(key, Operation::Block(duration)).await
-    }
-
-    /// Gives back up to `cost` units `key` was charged (a failed request,
-    /// a cost known only after the response).
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::operate`].
-    #[deprecated(note = "use `operate(key, Operation::Refund(cost))`")]
-    pub async fn refund(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<(), Error> {
-        self.operate(key, Operation::Refund(cost)).await
-    }
-
-    /// Charges `key` `cost` units without an admission test (an abuse
-    /// signal, a cost known only after the response).
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::operate`].
-    #[deprecated(note = "use `operate(key, Operation::Penalty(cost))`")]
-    pub async fn penalty(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<(), Error> {
-        self.operate(key, Operation::Penalty(cost)).await
-    }
-
     /// Whether `options` are the ones this limiter was built with.
     pub(crate) fn built_with(&self, options: &Options) -> bool {
         let same_rest = match &self.options {
@@ -300,16 +255,6 @@ impl<B: Backend> Limiter<B> {
     /// Whether the limiter is in shadow mode.
     pub fn is_shadow(&self) -> bool {
         self.shadow
-    }
-
-    /// Reports whether a unit request would be admitted now, charging nothing.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Limiter::allow`].
-    #[deprecated(note = "use `allow_n(key, 0)`: a request of cost 0 is decided and charged nothing")]
-    pub async fn peek(&self, key: impl AsRef<[u8]>) -> Result<Decision, Error> {
-        self.allow_n(key, 0).await
     }
 
     /// The policy this limiter enforces.

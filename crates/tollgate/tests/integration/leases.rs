@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::backend::store::Store;
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::{decode_record, namespace};
 use tollgate::strategy::State;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Clock, Lease, Limiter, ManualClock, Operation, Policy, Store, Strategy};
+use tollgate::{Clock, Lease, Limiter, ManualClock, Operation, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 
