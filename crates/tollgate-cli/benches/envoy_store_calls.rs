@@ -43,7 +43,6 @@ use support::{metrics_text, start_tollgate, Server};
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
-use tonic::transport::{Channel, Endpoint};
 
 /// One round's figures.
 struct Round {
@@ -141,14 +140,7 @@ async fn measure(
     let servers = [start_tollgate(configs), start_tollgate(configs)];
     let mut channels = Vec::new();
     for server in &servers {
-        for _ in 0..connections {
-            let channel: Channel = Endpoint::from_shared(format!("http://{}", server.addr))
-                .unwrap()
-                .connect()
-                .await
-                .expect("connecting to the service");
-            channels.push(channel);
-        }
+        channels.extend(server.channels(connections).await);
     }
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));

@@ -57,7 +57,6 @@ use support::{metrics_text, start_tollgate, Server};
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
-use tonic::transport::{Channel, Endpoint};
 
 /// Keys of the `admit` workload.
 const KEYS: usize = 10_000;
@@ -200,16 +199,7 @@ fn start_peer(addr: SocketAddr, command: &str, redis: Option<&str>) -> Server {
 /// Measures `server` under `workload`: `in_flight` tasks over
 /// `connections` HTTP/2 connections.
 async fn measure(server: &Server, workload: Workload, connections: usize, settings: &Settings) -> Round {
-    let mut channels = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        // One connection per channel: tonic's `connect` opens exactly one.
-        let channel: Channel = Endpoint::from_shared(format!("http://{}", server.addr))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connecting to the server");
-        channels.push(channel);
-    }
+    let channels = server.channels(connections).await;
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::with_capacity(settings.in_flight);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::free_port;
+use tonic::transport::{Channel, Endpoint};
 
 /// A server process under measurement, stopped when dropped.
 pub struct Server {
@@ -44,6 +45,21 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         self
+    }
+
+    /// `n` HTTP/2 connections to its gRPC API, one per channel (tonic's
+    /// `connect` opens exactly one).
+    pub async fn channels(&self, n: usize) -> Vec<Channel> {
+        let mut channels = Vec::with_capacity(n);
+        for _ in 0..n {
+            let channel = Endpoint::from_shared(format!("http://{}", self.addr))
+                .unwrap()
+                .connect()
+                .await
+                .expect("connecting to the server");
+            channels.push(channel);
+        }
+        channels
     }
 
     /// The process's CPU time (user and system) so far, in seconds.

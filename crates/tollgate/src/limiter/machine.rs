@@ -268,11 +268,7 @@ impl<B: Backend> Limiter<B> {
             return Step::Done(Ok(self.conclude(decision, key, cost)));
         }
         match self.protection.as_deref() {
-            None => Step::Plain(Plain {
-                key,
-                cost,
-                started: self.start(),
-            }),
+            None => Step::Plain(self.to_store(key, cost)),
             Some(protection) => self.begin_protected(protection, key, cost),
         }
     }
@@ -285,11 +281,18 @@ impl<B: Backend> Limiter<B> {
         if self.has_lists || self.protection.is_some() {
             return None;
         }
-        Some(Plain {
+        Some(self.to_store(key, cost))
+    }
+
+    /// A request of `cost` for `key` on its way to the store, its time
+    /// started when it is a call to time.
+    #[inline]
+    fn to_store<'l>(&self, key: &'l [u8], cost: u64) -> Plain<'l> {
+        Plain {
             key,
             cost,
             started: self.start(),
-        })
+        }
     }
 
     /// [`Self::begin`]'s protected stages, out of the unprotected
@@ -350,11 +353,7 @@ impl<B: Backend> Limiter<B> {
         }
         match self.pass_breaker(p, now, claim, key, cost) {
             Ok(passage) => Step::Ask(Pending {
-                plain: Plain {
-                    key,
-                    cost,
-                    started: self.start(),
-                },
+                plain: self.to_store(key, cost),
                 protection: p,
                 passage,
                 lease,
@@ -420,11 +419,7 @@ impl<B: Backend> Limiter<B> {
     pub(super) fn begin_reservation<'l>(&'l self, key: &'l [u8], cost: u64) -> Reserving<'l> {
         match self.listed(key) {
             Some(decision) => Reserving::Listed(self.conclude(decision, key, cost)),
-            None => Reserving::Ask(Plain {
-                key,
-                cost,
-                started: self.start(),
-            }),
+            None => Reserving::Ask(self.to_store(key, cost)),
         }
     }
 

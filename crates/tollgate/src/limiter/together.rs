@@ -65,7 +65,7 @@ use std::sync::OnceLock;
 use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
-use crate::limiter::machine::{Answer, Begun, Call, Waiting};
+use crate::limiter::machine::{Answer, Begun, Call, Spend, Waiting};
 use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::protection::Gate;
@@ -133,9 +133,10 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
     }
     // A decisive part denied before the store (a denial its deny cache
     // holds) denies the request, which then asks the store nothing.
-    let denied_here = parts.iter().zip(&begun).any(|(part, step)| {
-        part.decisive && !part.limiter.shadow && matches!(step, Begun::Done(Ok(d)) if !d.allowed)
-    });
+    let denied_here = parts
+        .iter()
+        .zip(&begun)
+        .any(|(part, step)| matches!(step, Begun::Done(Ok(d)) if denies(part, d)));
     if denied_here {
         return Some(Ok(not_asked(parts, begun)));
     }
@@ -249,19 +250,32 @@ fn settle<B: Backend>(
             }
         });
     }
-    let denied = parts
-        .iter()
-        .zip(&decisions)
-        .any(|(p, d)| p.decisive && !p.limiter.shadow && !d.allowed);
+    let denied = parts.iter().zip(&decisions).any(|(p, d)| denies(p, d));
     for (i, spend) in spends {
         if denied {
-            drop(spend);
-            decisions[i].remaining = decisions[i].remaining.saturating_add(parts[i].cost);
+            decisions[i] = put_back(decisions[i], spend, parts[i].cost);
         } else {
             spend.keep();
         }
     }
     Ok(decisions)
+}
+
+/// Whether `part`'s concluded `decision` denies its request: a decisive
+/// part's denial (a limiter in shadow mode concludes every decision as an
+/// admission, so its part never denies).
+fn denies<B: Backend>(part: &Part<'_, B>, decision: &Decision) -> bool {
+    part.decisive && !decision.allowed
+}
+
+/// A part admitted from its lease in a request that was denied: the units
+/// go back to the lease, and the part reports them unspent.
+fn put_back(decision: Decision, spend: Spend<'_>, cost: u64) -> Decision {
+    drop(spend);
+    Decision {
+        remaining: decision.remaining.saturating_add(cost),
+        ..decision
+    }
 }
 
 /// The parts of a request that a decisive part denied before the store:
@@ -274,13 +288,7 @@ fn not_asked<B: Backend>(parts: &[Part<'_, B>], begun: Vec<Begun<'_>>) -> Vec<De
         .zip(begun)
         .map(|(part, step)| match step {
             Begun::Done(Ok(decision)) => decision,
-            Begun::Spent(decision, spend) => {
-                drop(spend);
-                Decision {
-                    remaining: decision.remaining.saturating_add(part.cost),
-                    ..decision
-                }
-            }
+            Begun::Spent(decision, spend) => put_back(decision, spend, part.cost),
             Begun::Done(Err(_)) | Begun::Plain(_) | Begun::Ask(_) => {
                 Decision::unasked(part.limiter.policy().limits()[0].limit())
             }
@@ -360,10 +368,7 @@ pub async fn decide_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Er
     }
     if let Some(result) = decide(parts).await {
         let decisions = result?;
-        let denied = parts
-            .iter()
-            .zip(&decisions)
-            .any(|(p, d)| p.decisive && !d.allowed);
+        let denied = parts.iter().zip(&decisions).any(|(p, d)| denies(p, d));
         // A fallback's charge in a denied request stays where it is.
         let partial_charges = if denied {
             decisions.iter().filter(|d| d.allowed && d.fallback).count() as u64
@@ -400,7 +405,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
                 return Err(err);
             }
         };
-        if !decision.allowed && part.decisive {
+        if denies(part, &decision) {
             denial = Some(i);
         } else if charges(&decision) {
             charged.push(i);
