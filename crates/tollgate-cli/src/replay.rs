@@ -170,7 +170,7 @@ where
 }
 
 /// One limiter per target of `targets` on `backend`, with state keys under
-/// `prefix`, laid out as a [`tollgate::ResourceLimiter`] lays out a policy
+/// `prefix`, laid out as [`tollgate::Limiters`] lays out a policy
 /// file's: the first target (the default, or the one policy of the flags)
 /// under the empty resource, every other under its name. So one layout
 /// serves every backend, compound policies included.

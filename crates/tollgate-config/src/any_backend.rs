@@ -72,7 +72,7 @@ impl Backend for AnyBackend {
 
     /// In memory, yes (as [`MemoryBackend`]); on Redis, no. So a policy
     /// file's in-memory limiter decides without waiting
-    /// ([`Limits::check_n`](tollgate::Limits::check_n)).
+    /// ([`Limiter::decide_now`](tollgate::Limiter::decide_now)).
     fn decides_now(&self) -> bool {
         match self {
             AnyBackend::Memory(backend) => backend.decides_now(),

@@ -257,7 +257,7 @@ impl std::error::Error for ConfigFileError {
     }
 }
 
-/// The error of [`load_limiter`](crate::load_limiter): the file is wrong, or
+/// The error of [`load_limiters`](crate::load_limiters): the file is wrong, or
 /// its limiter could not be built (an unreachable Redis, a policy the
 /// backend cannot serve); for a [`PolicyWatcher`](crate::PolicyWatcher),
 /// also a directory that cannot be watched.

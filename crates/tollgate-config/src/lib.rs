@@ -19,7 +19,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let limiter = tollgate_config::load_limiter("policies.yaml").await?;
+//! let limiter = tollgate_config::load_limiters("policies.yaml").await?;
 //! let decision = limiter.limiter("login").allow("203.0.113.7").await?;
 //! # let _ = decision;
 //! # Ok(())
@@ -116,7 +116,7 @@
 //! ## Watching the file
 //!
 //! With the `watch` feature (on by default), [`PolicyWatcher`] keeps a
-//! running [`tollgate::LiveLimiter`] up to date with its file: it watches
+//! running [`tollgate::Limiters`] up to date with its file: it watches
 //! the file's directory (with the [`notify`](notify_debouncer_mini::notify)
 //! crate, so replacing the file by renaming another over it, or swapping a
 //! symbolic link, is seen too), waits until the directory has been quiet
@@ -137,7 +137,7 @@
 //! })
 //! .start()
 //! .await?;
-//! let decision = watcher.limiter().limiter("login").allow("203.0.113.7").await?;
+//! let decision = watcher.limiters().limiter("login").allow("203.0.113.7").await?;
 //! # let _ = decision;
 //! # Ok(())
 //! # }
@@ -252,9 +252,7 @@ pub fn read_config_file(path: impl AsRef<Path>) -> Result<String, ConfigFileErro
 ///
 /// [`LoadError::File`] for a mistake in the file, [`LoadError::Build`] when
 /// the limiter cannot be built (for example an unreachable Redis).
-pub async fn load_limiter(
-    path: impl AsRef<Path>,
-) -> Result<tollgate::ResourceLimiter<AnyBackend>, LoadError> {
+pub async fn load_limiters(path: impl AsRef<Path>) -> Result<tollgate::Limiters<AnyBackend>, LoadError> {
     let file = PolicyFile::load(path)?;
     Ok(file.build().await?)
 }

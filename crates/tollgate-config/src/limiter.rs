@@ -2,7 +2,7 @@
 //! binding every policy.
 
 use tollgate::backend::{Backend, Scope};
-use tollgate::{ConfigError, Error, MemoryBackend, ResourceLimiter, ResourceLimiterBuilder};
+use tollgate::{ConfigError, Error, Limiters, LimitersBuilder, MemoryBackend};
 
 use crate::any_backend::AnyBackend;
 use crate::policy_file::{PolicyFile, Storage, Target};
@@ -42,16 +42,16 @@ impl PolicyFile {
     /// field (for example `tollgate.resources.login.limit` above the Redis
     /// backend's exact range), or when the file names Redis and this build
     /// has no Redis support.
-    pub async fn build(&self) -> Result<ResourceLimiter<AnyBackend>, Error> {
+    pub async fn build(&self) -> Result<Limiters<AnyBackend>, Error> {
         let backend = self.backend().await?;
         self.build_on(backend)
     }
 
     /// Builds the limiter on `backend` (as [`PolicyFile::build`] does once
     /// connected).
-    pub(crate) fn build_on(&self, backend: AnyBackend) -> Result<ResourceLimiter<AnyBackend>, Error> {
+    pub(crate) fn build_on(&self, backend: AnyBackend) -> Result<Limiters<AnyBackend>, Error> {
         self.check_backend(&backend)?;
-        self.limiter_builder(backend).build()
+        self.limiters_builder(backend).build()
     }
 
     /// Checks that `backend` can serve every policy, naming the field of
@@ -134,10 +134,10 @@ impl PolicyFile {
     /// A limiter builder on `backend` with the file's policies, fail policy,
     /// key prefix and settings, for backends configured in code (a
     /// [`MemoryBackend`] on a [`tollgate::ManualClock`], a custom store),
-    /// or for replacing the policies of a running
-    /// [`LiveLimiter`](tollgate::LiveLimiter).
-    pub fn limiter_builder<B: Backend>(&self, backend: B) -> ResourceLimiterBuilder<B> {
-        let mut builder = ResourceLimiter::builder()
+    /// or for replacing the policies of running
+    /// [`Limiters`] ([`Limiters::replace`]).
+    pub fn limiters_builder<B: Backend>(&self, backend: B) -> LimitersBuilder<B> {
+        let mut builder = Limiters::builder()
             .backend(backend)
             .default_policy(*self.default_policy())
             .fail_policy(self.fail_policy())

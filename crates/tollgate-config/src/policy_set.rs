@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tollgate::{
-    FailPolicy, Limiter, MemoryBackend, Policy, ResourceLimiter, SharedClock, Strategy, DEFAULT_KEY_PREFIX,
+    FailPolicy, Limiter, Limiters, MemoryBackend, Policy, SharedClock, Strategy, DEFAULT_KEY_PREFIX,
 };
 
 use crate::any_backend::AnyBackend;
@@ -21,7 +21,7 @@ use crate::set_files::{self, read_off_runtime, Parsed, Read};
 use crate::settings::Settings;
 
 /// The policies of a set of configuration files, ready to decide: the
-/// tollgate policy file's as a [`ResourceLimiter`] (built as
+/// tollgate policy file's as [`Limiters`] (built as
 /// [`PolicyFile::build`] builds it), and every Envoy domain with a
 /// fixed-window limiter per limit, all on the storage the policy file names
 /// (in memory without one).
@@ -50,7 +50,7 @@ pub struct PolicySet {
     prefix: String,
     fail: FailPolicy,
     file: Option<Arc<PolicyFile>>,
-    policies: Option<Arc<ResourceLimiter<AnyBackend>>>,
+    policies: Option<Arc<Limiters<AnyBackend>>>,
     domains: HashMap<String, Domain>,
     /// The settings every Envoy limit was built with, so that a reload
     /// keeps an Envoy limiter only when they are unchanged too.
@@ -187,7 +187,7 @@ impl PolicySet {
 
     /// Builds the limiters of `parsed` on `backend`. The policy file's
     /// policies are built after `previous`'s as
-    /// [`ResourceLimiterBuilder::build_from`](tollgate::ResourceLimiterBuilder::build_from)
+    /// [`LimitersBuilder::build_from`](tollgate::LimitersBuilder::build_from)
     /// does (a policy whose settings and limits are unchanged keeps its
     /// limiter; a changed one keeps the state of every limit whose strategy
     /// and window stay); so are Envoy limits, by resource.
@@ -211,7 +211,7 @@ impl PolicySet {
             Some(file) => {
                 let unservable = |err| ConfigFileError::unservable(file.origin(), "tollgate", err);
                 file.check_backend(&backend).map_err(unservable)?;
-                let builder = file.limiter_builder(backend.clone());
+                let builder = file.limiters_builder(backend.clone());
                 let built = match previous.and_then(|p| p.policies.as_deref()) {
                     Some(before) => builder.build_from(before),
                     None => builder.build(),
@@ -301,7 +301,7 @@ impl PolicySet {
 
     /// The policy file's limiter (its default policy and one per
     /// resource), if the set has a policy file.
-    pub fn policies(&self) -> Option<&Arc<ResourceLimiter<AnyBackend>>> {
+    pub fn policies(&self) -> Option<&Arc<Limiters<AnyBackend>>> {
         self.policies.as_ref()
     }
 
@@ -314,7 +314,8 @@ impl PolicySet {
     ///
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_leases(&self) -> Result<u64, tollgate::Error> {
-        tollgate::end_leases(self.limiters().collect()).await
+        let limiters = self.limiters();
+        tollgate::end_leases(limiters.iter().map(|l| &**l).collect()).await
     }
 
     /// Ends the leases of the limiters of this set that `next`, the set a
@@ -327,38 +328,38 @@ impl PolicySet {
     ///
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_replaced_leases(&self, next: &PolicySet) -> Result<u64, tollgate::Error> {
-        tollgate::end_leases(self.replaced_by(next).collect()).await
+        let replaced = self.replaced_by(next);
+        tollgate::end_leases(replaced.iter().map(|l| &**l).collect()).await
     }
 
     /// Whether a reload to `next` leaves a limiter of this set that leases
     /// unserved: only then has [`Self::end_replaced_leases`] anything to do.
     #[cfg(feature = "watch")]
     pub(crate) fn leases_replaced_by(&self, next: &PolicySet) -> bool {
-        self.replaced_by(next).any(Limiter::leases)
+        self.replaced_by(next).iter().any(|l| l.leases())
     }
 
     /// The limiters of this set that `next` does not serve.
-    fn replaced_by<'a>(&'a self, next: &'a PolicySet) -> impl Iterator<Item = &'a Limiter<AnyBackend>> + 'a {
+    fn replaced_by(&self, next: &PolicySet) -> Vec<Arc<Limiter<AnyBackend>>> {
         let kept: std::collections::HashSet<*const Limiter<AnyBackend>> =
-            next.limiters().map(std::ptr::from_ref).collect();
-        self.limiters()
-            .filter(move |l| !kept.contains(&std::ptr::from_ref(*l)))
+            next.limiters().iter().map(Arc::as_ptr).collect();
+        let mut replaced = self.limiters();
+        replaced.retain(|l| !kept.contains(&Arc::as_ptr(l)));
+        replaced
     }
 
     /// Every limiter of the set: the policy file's (its default and one
     /// per resource) and every Envoy limit's.
-    fn limiters(&self) -> impl Iterator<Item = &Limiter<AnyBackend>> {
+    fn limiters(&self) -> Vec<Arc<Limiter<AnyBackend>>> {
         let file = self.policies.iter().flat_map(|policies| {
-            std::iter::once(policies.default_limiter())
-                .chain(policies.resources().map(|(_, limiter)| limiter))
+            std::iter::once(policies.limiter(""))
+                .chain(policies.resources().into_iter().map(|(_, limiter)| limiter))
         });
-        let envoy = self.domains.values().flat_map(|domain| {
-            domain
-                .rules
-                .iter()
-                .filter_map(|rule| rule.limiter().map(|l| &**l))
-        });
-        file.chain(envoy)
+        let envoy = self
+            .domains
+            .values()
+            .flat_map(|domain| domain.rules.iter().filter_map(|rule| rule.limiter().cloned()));
+        file.chain(envoy).collect()
     }
 
     /// The Envoy domain called `name`, if one is configured.
@@ -388,14 +389,14 @@ impl PolicySet {
 
     /// A limiter to probe the store with (the default policy, or the first
     /// Envoy limit with state), if the set has any.
-    pub fn probe(&self) -> Option<&Limiter<AnyBackend>> {
+    pub fn probe(&self) -> Option<Arc<Limiter<AnyBackend>>> {
         if let Some(policies) = &self.policies {
-            return Some(policies.default_limiter());
+            return Some(policies.limiter(""));
         }
         self.domains
             .values()
             .flat_map(|d| &d.rules)
-            .find_map(|rule| rule.limiter.as_deref())
+            .find_map(|rule| rule.limiter.clone())
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
 ///   set is built after the old one: a policy whose limits and settings are
 ///   unchanged keeps its limiter as it is, a changed one keeps the state of
 ///   every limit whose strategy and window stay (only the limit changed),
-///   anything else starts fresh (see [`tollgate::LiveLimiter`] for why);
+///   anything else starts fresh (see [`tollgate::Limiters`] for why);
 /// - an invalid set changes nothing: the error, with the file, line and
 ///   field, goes to the [`on_error`](PolicySetWatcherBuilder::on_error)
 ///   callback, and the old set keeps serving until the files are fixed;

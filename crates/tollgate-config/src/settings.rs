@@ -4,8 +4,8 @@
 
 use serde::de::MapAccess;
 use tollgate::{
-    resource_path, ConfigError, DenyCache, KeyList, Lease, LimiterBuilder, Policy, ResourceLimiterBuilder,
-    Strategy, TopKeys,
+    resource_path, ConfigError, DenyCache, KeyList, Lease, LimiterBuilder, LimitersBuilder, Policy, Strategy,
+    TopKeys,
 };
 
 use crate::fallback_policy::FallbackPolicy;
@@ -158,11 +158,7 @@ impl Own {
 
     /// Adds these settings of resource `name` to `builder`, on top of the
     /// file-wide ones.
-    pub(crate) fn apply<B>(
-        &self,
-        name: &str,
-        mut builder: ResourceLimiterBuilder<B>,
-    ) -> ResourceLimiterBuilder<B>
+    pub(crate) fn apply<B>(&self, name: &str, mut builder: LimitersBuilder<B>) -> LimitersBuilder<B>
     where
         B: tollgate::backend::Backend,
     {
@@ -230,7 +226,7 @@ impl Settings {
     }
 
     /// Adds these settings, as the file-wide ones, to `builder`.
-    pub(crate) fn apply<B>(&self, builder: ResourceLimiterBuilder<B>) -> ResourceLimiterBuilder<B>
+    pub(crate) fn apply<B>(&self, builder: LimitersBuilder<B>) -> LimitersBuilder<B>
     where
         B: tollgate::backend::Backend,
     {
@@ -300,7 +296,7 @@ macro_rules! configurable {
 }
 
 configurable!(LimiterBuilder);
-configurable!(ResourceLimiterBuilder);
+configurable!(LimitersBuilder);
 
 /// The message of a resource's `fallback` in a file without a file-wide
 /// one.

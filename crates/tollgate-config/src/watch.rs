@@ -1,11 +1,11 @@
-//! [`PolicyWatcher`]: a running [`LiveLimiter`] kept up to date with its
+//! [`PolicyWatcher`]: a running [`Limiters`] kept up to date with its
 //! policy file, by a [`PolicySetWatcher`] of that one file.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::LiveLimiter;
+use tollgate::Limiters;
 
 use crate::any_backend::AnyBackend;
 use crate::error::LoadError;
@@ -14,7 +14,7 @@ use crate::policy_set::PolicySet;
 use crate::reload_error::ReloadError;
 use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DEBOUNCE};
 
-/// Keeps a [`LiveLimiter`] up to date with a policy file.
+/// Keeps a [`Limiters`] up to date with a policy file.
 ///
 /// It watches the file's directory (editors and deployments often replace
 /// a file by renaming another over it, which a watch on the file itself
@@ -24,11 +24,11 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 /// and, when its bytes changed, applies it:
 ///
 /// - a valid file replaces the policies atomically
-///   ([`LiveLimiter::replace`]): every decision is made wholly under the
+///   ([`Limiters::replace`]): every decision is made wholly under the
 ///   old policies or wholly under the new ones, and keys keep their state
 ///   where the core allows it (a resource whose strategy and window stay
 ///   keeps every key's state when only its limit changes; see
-///   [`LiveLimiter`]);
+///   [`Limiters`]);
 /// - an invalid file changes nothing: the error, with the file, line and
 ///   field, goes to the `on_error` callback, and the policies in effect
 ///   stay until the file is fixed;
@@ -49,7 +49,7 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 ///     .on_reload(|file| eprintln!("policies reloaded from {}", file.origin()))
 ///     .start()
 ///     .await?;
-/// let limiter = watcher.limiter().clone(); // share it with the request handlers
+/// let limiter = watcher.limiters().clone(); // share it with the request handlers
 /// let decision = limiter.limiter("login").allow("203.0.113.7").await?;
 /// # let _ = decision;
 /// // On SIGHUP:
@@ -59,13 +59,13 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 /// ```
 ///
 /// It is a [`PolicySetWatcher`] of the one file that keeps its storage,
-/// whose every applied set is served by the [`LiveLimiter`]; start it on a
+/// whose every applied set is served by the [`Limiters`]; start it on a
 /// tokio runtime, which runs the reloads and the callbacks, one at a time
 /// (they should return quickly). Dropping the watcher stops the watching;
 /// the limiter keeps serving with the policies it has.
 pub struct PolicyWatcher {
     path: PathBuf,
-    live: Arc<LiveLimiter<AnyBackend>>,
+    live: Arc<Limiters<AnyBackend>>,
     watcher: PolicySetWatcher,
 }
 
@@ -113,8 +113,9 @@ impl PolicyWatcher {
         }
     }
 
-    /// The limiter, serving the policies in effect.
-    pub fn limiter(&self) -> &Arc<LiveLimiter<AnyBackend>> {
+    /// The limiters serving the policies in effect, replaced in place on
+    /// each reload.
+    pub fn limiters(&self) -> &Arc<Limiters<AnyBackend>> {
         &self.live
     }
 
@@ -158,9 +159,9 @@ fn policy_file(set: &PolicySet) -> Arc<PolicyFile> {
 }
 
 /// Serves the policies of `set` in `live`.
-fn serve(live: &LiveLimiter<AnyBackend>, set: &PolicySet) {
+fn serve(live: &Limiters<AnyBackend>, set: &PolicySet) {
     if let Some(policies) = set.policies() {
-        live.store(policies.clone());
+        live.serve_as(policies);
     }
 }
 
@@ -200,7 +201,7 @@ impl PolicyWatcherBuilder {
     pub async fn start(self) -> Result<PolicyWatcher, LoadError> {
         // The limiter is made before the watcher starts, so that the first
         // reload already has it; it is filled in at once below.
-        type Serving = (Arc<LiveLimiter<AnyBackend>>, PolicySetHandle);
+        type Serving = (Arc<Limiters<AnyBackend>>, PolicySetHandle);
         let live: Arc<std::sync::OnceLock<Serving>> = Arc::default();
         let on_reload = self.on_reload;
         let serving = live.clone();
@@ -241,7 +242,7 @@ impl PolicyWatcherBuilder {
             .cloned()
             .expect("a PolicyWatcher's set holds its policy file");
         let (limiter, _) = live
-            .get_or_init(|| (Arc::new(LiveLimiter::from_shared(policies)), watcher.handle()))
+            .get_or_init(|| (Arc::new(Limiters::clone(&policies)), watcher.handle()))
             .clone();
         // A reload that finished before the limiter was set.
         serve(&limiter, &watcher.current());

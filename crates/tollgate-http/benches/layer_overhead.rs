@@ -256,7 +256,7 @@ fn bare() -> Router {
 type Case = (&'static str, u16, fn() -> Router);
 
 /// The allowed case with `configure` applied to its configuration.
-fn configured(configure: fn(RateLimit<Limiter>) -> RateLimit<Limiter>) -> Router {
+fn configured(configure: fn(RateLimit) -> RateLimit) -> Router {
     let config = RateLimit::new(limiter(GENEROUS, SECOND)).headers(HeaderMode::RateLimit);
     router().layer(configure(config).layer())
 }

@@ -20,7 +20,7 @@ use tollgate_http::RateLimit;
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = support::Settings::from_env_or_exit();
-    let middleware = RateLimit::new(support::limiter()?)
+    let middleware = RateLimit::new(support::limiters()?)
         .key(settings.key)
         .headers(settings.headers)
         .cost_fn(support::cost)

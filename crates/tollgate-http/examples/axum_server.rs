@@ -27,7 +27,7 @@ use tollgate_http::RateLimit;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = support::Settings::from_env_or_exit();
-    let rate_limit = RateLimit::new(support::limiter()?)
+    let rate_limit = RateLimit::new(support::limiters()?)
         .key(settings.key)
         .headers(settings.headers)
         .cost_fn(support::cost);

@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use tollgate::Operation;
+use tollgate::backend::Backend;
+use tollgate::{Limiters, Operation};
 
 use crate::cost::Cost;
 use crate::cost_error::CostError;
@@ -18,7 +19,6 @@ use crate::request::RequestInfo;
 use crate::resource::ResourceExtractor;
 use crate::response_cost::{Charge, ResponseCost};
 use crate::skip::Skip;
-use tollgate::Limits;
 
 pub(crate) type DeniedFn = dyn Fn(&Denied<'_>) -> Reply + Send + Sync;
 pub(crate) type FailureFn = dyn Fn(&Failure<'_>) -> Reply + Send + Sync;
@@ -27,8 +27,8 @@ pub(crate) type CostErrorFn = dyn Fn(&CostRejected<'_>) -> Reply + Send + Sync;
 
 /// The framework-neutral part of the middleware, shared by every request:
 /// the configuration, and from a request to a [`Verdict`].
-pub(crate) struct Engine<L> {
-    pub(crate) limits: Arc<L>,
+pub(crate) struct Engine<B: Backend> {
+    pub(crate) limiters: Arc<Limiters<B>>,
     pub(crate) key: KeyExtractor,
     pub(crate) missing: MissingKey,
     pub(crate) resource: ResourceExtractor,
@@ -51,10 +51,10 @@ pub(crate) struct Engine<L> {
     pub(crate) delay: Option<std::time::Duration>,
 }
 
-impl<L> Clone for Engine<L> {
+impl<B: Backend> Clone for Engine<B> {
     fn clone(&self) -> Self {
         Self {
-            limits: self.limits.clone(),
+            limiters: self.limiters.clone(),
             key: self.key.clone(),
             missing: self.missing,
             resource: self.resource.clone(),
@@ -74,7 +74,7 @@ impl<L> Clone for Engine<L> {
     }
 }
 
-impl<L> std::fmt::Debug for Engine<L> {
+impl<B: Backend> std::fmt::Debug for Engine<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("key", &self.key)
@@ -112,10 +112,10 @@ pub(crate) enum Verdict {
     Reply(Reply),
 }
 
-impl<L> Engine<L> {
-    pub(crate) fn new(limits: Arc<L>) -> Self {
+impl<B: Backend> Engine<B> {
+    pub(crate) fn new(limiters: Arc<Limiters<B>>) -> Self {
         Self {
-            limits,
+            limiters,
             key: KeyExtractor::default(),
             missing: MissingKey::default(),
             resource: ResourceExtractor::default(),
@@ -135,7 +135,7 @@ impl<L> Engine<L> {
     }
 }
 
-impl<L: Limits> Engine<L> {
+impl<B: Backend> Engine<B> {
     /// Whether `req` bypasses the limiter: no decision, no charge, no
     /// headers.
     #[inline]
@@ -154,7 +154,9 @@ impl<L: Limits> Engine<L> {
             GrpcMode::Never => Some(false),
         };
         let is_grpc = || grpc.unwrap_or_else(|| req.is_grpc());
-        let resource = if self.limits.uses_resources() {
+        // Without a policy of its own for any resource, every request is
+        // the default's: the resource is not taken (no route lookup).
+        let resource = if self.limiters.has_resources() {
             self.resource.extract(req)
         } else {
             Cow::Borrowed("")
@@ -179,21 +181,27 @@ impl<L: Limits> Engine<L> {
         })
     }
 
-    /// Whether [`Engine::verdict_now`] decides (the limiter answers without
+    /// Whether [`Engine::verdict_now`] decides (the backend answers without
     /// waiting, as in memory). Used by the tower service, which calls the
     /// inner service from `call` when it can.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn can_check(&self) -> bool {
         // A request that may be held waits, which only the awaited path can.
-        self.delay.is_none() && self.limits.can_check()
+        self.delay.is_none() && self.limiters.decides_now()
     }
 
     /// The verdict for `p`, taken from `req`, without waiting, when the
-    /// limiter can give one.
+    /// limiter can give one. A backend that decides now but failed gives
+    /// `None`: the awaited path, which decides again, reports the error.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     #[inline]
     pub(crate) fn verdict_now(&self, p: &Prepared<'_>, req: &RequestInfo<'_>) -> Option<Verdict> {
-        let decision = self.limits.check_n(&p.resource, p.key.as_bytes(), p.cost)?;
+        let decision = self
+            .limiters
+            .with_limiter(&p.resource, |limiter| {
+                limiter.decide_now(p.key.as_bytes(), p.cost)
+            })?
+            .ok()?;
         Some(self.decided(&decision, p, || req.is_grpc()))
     }
 
@@ -204,7 +212,8 @@ impl<L: Limits> Engine<L> {
         if let Some(max_delay) = self.delay {
             return self.verdict_held(p, max_delay, is_grpc).await;
         }
-        match self.limits.allow_n(&p.resource, p.key.as_bytes(), p.cost).await {
+        let limiter = self.limiters.limiter(&p.resource);
+        match limiter.allow_n(p.key.as_bytes(), p.cost).await {
             Ok(decision) => self.decided(&decision, p, is_grpc),
             Err(error) => self.failed(&error, p, is_grpc),
         }
@@ -220,11 +229,8 @@ impl<L: Limits> Engine<L> {
         max_delay: std::time::Duration,
         is_grpc: impl FnOnce() -> bool,
     ) -> Verdict {
-        match self
-            .limits
-            .reserve_n(&p.resource, p.key.as_bytes(), p.cost, max_delay)
-            .await
-        {
+        let limiter = self.limiters.limiter(&p.resource);
+        match limiter.reserve_n(p.key.as_bytes(), p.cost, max_delay).await {
             Ok(reservation) => {
                 if reservation.is_reserved() && !reservation.delay().is_zero() {
                     tokio::time::sleep(reservation.delay()).await;
@@ -249,7 +255,7 @@ impl<L: Limits> Engine<L> {
         if decision.fail_open {
             return Verdict::Allow(RateHeaders::default(), None);
         }
-        let headers = RateHeaders::for_decision(self.headers, decision, || self.limits.policy(&p.resource));
+        let headers = RateHeaders::for_decision(self.headers, decision, || self.limiters.policy(&p.resource));
         if decision.allowed {
             let charge = self
                 .response_cost
@@ -318,7 +324,10 @@ impl<L: Limits> Engine<L> {
     /// memory); `false` when it must be awaited ([`Engine::settle`]). A
     /// failure is counted, never returned: the response stands.
     pub(crate) fn settle_now(&self, charge: &Charge, op: Operation) -> bool {
-        match self.limits.operate_now(&charge.resource, &charge.key, op) {
+        let applied = self
+            .limiters
+            .with_limiter(&charge.resource, |limiter| limiter.operate_now(&charge.key, op));
+        match applied {
             Some(result) => {
                 self.response_cost.count(op, result.is_ok());
                 true
@@ -342,7 +351,8 @@ impl<L: Limits> Engine<L> {
         if self.settle_now(charge, op) {
             return;
         }
-        let result = self.limits.operate(&charge.resource, &charge.key, op).await;
+        let limiter = self.limiters.limiter(&charge.resource);
+        let result = limiter.operate(&charge.key, op).await;
         self.response_cost.count(op, result.is_ok());
     }
 

@@ -12,10 +12,10 @@
 //! # #[cfg(feature = "axum")] {
 //! use std::time::Duration;
 //! use axum::{routing::get, Router};
-//! use tollgate::{Policy, ResourceLimiter, Strategy};
+//! use tollgate::{Limiters, Policy, Strategy};
 //! use tollgate_http::{HeaderMode, KeyExtractor, RateLimit};
 //!
-//! let limiter = ResourceLimiter::builder()
+//! let limiters = Limiters::builder()
 //!     .default_policy(Policy::new(Strategy::SlidingWindow, 100, Duration::from_secs(60))?)
 //!     .resource("/", Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(10))?)
 //!     .build()?;
@@ -25,7 +25,7 @@
 //!     // `Router::layer` runs the limiter after routing, so it sees the
 //!     // matched route template (`/users/{id}`), not the raw path.
 //!     .layer(
-//!         RateLimit::new(limiter)
+//!         RateLimit::new(limiters)
 //!             .key(KeyExtractor::peer_ip())
 //!             .headers(HeaderMode::RateLimit)
 //!             .layer(),
@@ -42,9 +42,8 @@
 //!   ([`IpGrouping`], /64 by default). When no key can be taken,
 //!   [`MissingKey`] says whether to reject the request or fall back to the
 //!   peer address.
-//! - [`ResourceExtractor`]: which policy of a
-//!   [`ResourceLimiter`](tollgate::ResourceLimiter) applies: the matched route
-//!   template (axum's `MatchedPath`, actix-web's `match_pattern()`), the
+//! - [`ResourceExtractor`]: which policy of a [`Limiters`](tollgate::Limiters)
+//!   set applies: the matched route template (axum's `MatchedPath`, actix-web's `match_pattern()`), the
 //!   method, or any closure. A policy may hold several limits (a burst
 //!   limit and an hourly one, see [`tollgate::Policy::compound`]): a
 //!   request passes only if every limit admits it.
@@ -116,8 +115,9 @@
 //! a [`RateLimit`] and wraps services in a
 //! [`tower::RateLimitService`] (with `new`, `get_ref`, `get_mut` and
 //! `into_inner`), whose [`tower::ResponseFuture`] is pin-projected, not
-//! boxed, for a limiter that decides at once ([`Limits::can_check`]: its
-//! backend is in memory, whatever its type). Its responses keep the inner service's
+//! boxed, for a backend that decides at once
+//! ([`Limiter::decides_now`](tollgate::Limiter::decides_now): in memory,
+//! whatever its type). Its responses keep the inner service's
 //! body type, which writes replies through [`tower::ReplyBody`]; any other
 //! body type can be wrapped in a [`tower::RateLimitBody`].
 //! [`actix::RateLimitMiddleware`] is the
@@ -182,9 +182,6 @@ pub use request::{HeaderValues, RequestInfo};
 pub use resource::ResourceExtractor;
 pub use response_cost::Adjustments;
 pub use skip::Skip;
-/// The trait the middleware decides through, implemented by every tollgate
-/// limiter (re-exported from [`tollgate::Limits`], where it is defined).
-pub use tollgate::Limits;
 
 #[cfg(feature = "actix")]
 pub use crate::actix::RateLimitMiddleware;

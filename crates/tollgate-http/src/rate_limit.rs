@@ -15,9 +15,12 @@ use crate::request::{assert_header_name, RequestInfo};
 use crate::resource::ResourceExtractor;
 use crate::response_cost::{Adjustments, StatusFn};
 use crate::skip::Skip;
-use tollgate::Limits;
+use tollgate::backend::Backend;
+use tollgate::{Limiters, MemoryBackend};
 
-/// A rate-limiting middleware configuration around a limiter.
+/// A rate-limiting middleware configuration around a set of limiters
+/// ([`Limiters`]) on backend `B`: in memory by default, or any other
+/// backend (Redis, a store of your own, one chosen at run time).
 ///
 /// Configure it once, then turn it into a tower layer with
 /// `RateLimit::layer` (feature `tower`) or an actix-web middleware with
@@ -38,11 +41,11 @@ use tollgate::Limits;
 ///     .format(ReplyFormat::ProblemJson);
 /// # Ok::<(), tollgate::Error>(())
 /// ```
-pub struct RateLimit<L> {
-    engine: Arc<Engine<L>>,
+pub struct RateLimit<B: Backend = MemoryBackend> {
+    engine: Arc<Engine<B>>,
 }
 
-impl<L> Clone for RateLimit<L> {
+impl<B: Backend> Clone for RateLimit<B> {
     fn clone(&self) -> Self {
         Self {
             engine: self.engine.clone(),
@@ -50,32 +53,31 @@ impl<L> Clone for RateLimit<L> {
     }
 }
 
-impl<L> std::fmt::Debug for RateLimit<L> {
+impl<B: Backend> std::fmt::Debug for RateLimit<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.engine.fmt(f)
     }
 }
 
-impl<L: Limits> RateLimit<L> {
-    /// Limits requests with `limiter` (a [`tollgate::Limiter`],
-    /// [`tollgate::ResourceLimiter`] or [`tollgate::LiveLimiter`] on any
-    /// backend, or an `Arc` of one: any [`Limits`]), keyed by peer address,
-    /// with resources taken from the matched route.
-    pub fn new(limiter: L) -> Self {
-        Self::shared(Arc::new(limiter))
-    }
-
-    /// Like [`RateLimit::new`], for a limiter the application also uses
-    /// directly.
-    pub fn shared(limiter: Arc<L>) -> Self {
+impl<B: Backend> RateLimit<B> {
+    /// Limits requests with `limiters`, keyed by peer address, with
+    /// resources taken from the matched route.
+    ///
+    /// Takes a single [`Limiter`](tollgate::Limiter) (its policy applies to
+    /// every request), a [`Limiters`] (a resource's own policy, or the
+    /// default one), or an `Arc<Limiters>` the application keeps too: to
+    /// [`replace`](Limiters::replace) its policies while it serves, or to
+    /// decide through it elsewhere.
+    pub fn new(limiters: impl Into<Arc<Limiters<B>>>) -> Self {
         Self {
-            engine: Arc::new(Engine::new(limiter)),
+            engine: Arc::new(Engine::new(limiters.into())),
         }
     }
 
-    /// The limiter.
-    pub fn limiter(&self) -> &Arc<L> {
-        &self.engine.limits
+    /// The limiters requests are decided by, shared with every clone of
+    /// this configuration.
+    pub fn limiters(&self) -> &Arc<Limiters<B>> {
+        &self.engine.limiters
     }
 
     /// How to take the key from a request (default: the peer address).
@@ -91,7 +93,8 @@ impl<L: Limits> RateLimit<L> {
     }
 
     /// How to take the resource from a request (default: the matched route
-    /// template). Ignored by a plain [`tollgate::Limiter`].
+    /// template). A resource without a policy of its own in the
+    /// [`Limiters`] is decided under the default policy.
     pub fn resource(mut self, resource: ResourceExtractor) -> Self {
         self.engine_mut().resource = resource;
         self
@@ -106,7 +109,7 @@ impl<L: Limits> RateLimit<L> {
     /// (`get(upload).layer(rate_limit.clone().cost(5).layer())`) or
     /// `Router::route_layer` on a router of the costly routes; with
     /// actix-web, `wrap` on the resource or scope. The clone shares the
-    /// limiter, so the route still draws on the budget of its key. One
+    /// limiters, so the route still draws on the budget of its key. One
     /// layer can also price each route with [`RateLimit::cost_fn`] and
     /// [`RequestInfo::route`].
     ///
@@ -178,7 +181,8 @@ impl<L: Limits> RateLimit<L> {
 
     /// Holds a request over the rate for its turn, up to `max`, instead of
     /// refusing it (nginx's `limit_req … burst= delay=`): its units are
-    /// reserved at once on the limiter ([`Limits::reserve_n`]), and it is
+    /// reserved at once
+    /// ([`Limiter::reserve_n`](tollgate::Limiter::reserve_n)), and it is
     /// passed on when its delay has passed; a request whose turn is further
     /// than `max` away is refused as without this setting, with
     /// `Retry-After` the wait after which it would be held no longer than
@@ -429,16 +433,14 @@ impl<L: Limits> RateLimit<L> {
     pub fn adjustments(&self) -> Adjustments {
         self.engine.response_cost.adjustments()
     }
-}
 
-impl<L> RateLimit<L> {
     /// The engine, to configure; copied first when it is shared.
-    fn engine_mut(&mut self) -> &mut Engine<L> {
+    fn engine_mut(&mut self) -> &mut Engine<B> {
         Arc::make_mut(&mut self.engine)
     }
 
     /// The engine that decides each request.
-    pub(crate) fn engine(&self) -> &Engine<L> {
+    pub(crate) fn engine(&self) -> &Engine<B> {
         &self.engine
     }
 }
@@ -462,6 +464,6 @@ mod tests {
         let changed = original.clone().headers(HeaderMode::Legacy);
         assert_eq!(original.engine().headers, HeaderMode::Off);
         assert_eq!(changed.engine().headers, HeaderMode::Legacy);
-        assert!(Arc::ptr_eq(original.limiter(), changed.limiter()));
+        assert!(Arc::ptr_eq(original.limiters(), changed.limiters()));
     }
 }

@@ -72,7 +72,10 @@ impl<'a, W: Copy> ReplyContext<'a, W> {
         self.key
     }
 
-    /// The resource whose policy applies (empty for the default policy).
+    /// The resource taken from the request; empty when the limiters name
+    /// no resource (every request is then the default policy's). A
+    /// resource without a policy of its own was decided under the default
+    /// policy.
     pub fn resource(&self) -> &'a str {
         self.resource
     }

@@ -1,5 +1,5 @@
-//! Which policy of a [`ResourceLimiter`](tollgate::ResourceLimiter) applies
-//! to a request.
+//! Which policy of a [`Limiters`](tollgate::Limiters) set applies to a
+//! request.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -8,11 +8,12 @@ use crate::request::RequestInfo;
 
 type ResourceFn = dyn Fn(&RequestInfo<'_>) -> Option<String> + Send + Sync;
 
-/// Takes the resource name from a request. With a plain
-/// [`Limiter`](tollgate::Limiter) the resource is ignored.
+/// Takes the resource name from a request, which selects the policy of a
+/// [`Limiters`](tollgate::Limiters) set.
 ///
 /// A request without a resource (no route matched, a closure returned
-/// `None`) gets the limiter's default policy.
+/// `None`), or whose resource has no policy of its own (as in a set made
+/// from a single [`Limiter`](tollgate::Limiter)), gets the default policy.
 ///
 /// ```
 /// use tollgate_http::ResourceExtractor;

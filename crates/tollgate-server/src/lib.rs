@@ -8,7 +8,7 @@
 //!
 //! - `POST /v1/decide` with `{"resource": "login", "key": "user-1", "cost": 1}`
 //!   (`resource` optional: the default policy, also for a resource the
-//!   policy file does not name, as [`tollgate::ResourceLimiter`] does;
+//!   policy file does not name, as [`tollgate::Limiters`] does;
 //!   `cost` optional: 1; 0 asks without charging) answers 200 with
 //!   `{"allowed": true, "limit": 5, "remaining": 4, "reset_ms": 12000,
 //!   "retry_after_ms": null, "policy": "login", "bound_by": 0, "strategy":

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use tollgate::{Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiters, Policy, Strategy};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddr = std::env::var("TOLLGATE_METRICS_ADDR")
@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .parse()?;
     PrometheusBuilder::new().with_http_listener(addr).install()?;
 
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .default_policy(Policy::new(
             Strategy::SlidingWindow,
             100,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tollgate::{Limiter, ManualClock, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiter, Limiters, ManualClock, Policy, Strategy};
 
 fn main() -> Result<(), tollgate::Error> {
     // 5 requests per 10 seconds per client, smoothed across window boundaries.
@@ -29,7 +29,7 @@ fn main() -> Result<(), tollgate::Error> {
     println!("12s later: allowed={}", limiter.check("203.0.113.7").allowed);
 
     // Per-resource policies: logins are scarcer than searches.
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .clock(clock)
         .default_policy(Policy::new(
             Strategy::SlidingWindow,

@@ -25,9 +25,9 @@
 //!
 //! ## What is where
 //!
-//! The crate's root holds what a caller of the library uses: the limiters
-//! ([`Limiter`], [`ResourceLimiter`], [`LiveLimiter`]) and [`Limits`], the
-//! trait they all decide through; policies, decisions, errors, operations,
+//! The crate's root holds what a caller of the library uses: the two
+//! things to hold, a [`Limiter`] (one policy) and [`Limiters`] (a default
+//! policy and named ones, replaced while they serve); policies, decisions, errors, operations,
 //! the in-memory backend, clocks and the options that protect a store.
 //! What a backend implementer needs (the [`backend::Backend`] and
 //! [`backend::Binding`] traits, the [`backend::store::Store`] adapter,
@@ -67,15 +67,13 @@ mod error;
 mod keylist;
 mod lease;
 mod limiter;
-mod limits;
-mod live;
+mod limiters;
 pub mod metrics;
 mod millis;
 mod operation;
 mod policy;
 pub mod protection;
 mod redact;
-mod resources;
 pub mod strategy;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -109,11 +107,9 @@ pub use lease::{Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
 pub use limiter::{
     end_leases, together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX, MAX_JITTER,
 };
-pub use limits::{Limits, DEFAULT_POLICY_NAME};
-pub use live::{LiveLimiter, ServingLimiter};
+pub use limiters::{check_resource_name, resource_path, Limiters, LimitersBuilder, DEFAULT_POLICY_NAME};
 pub use operation::Operation;
 pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
 pub use protection::{CircuitBreaker, DenyCache};
-pub use resources::{check_resource_name, resource_path, ResourceLimiter, ResourceLimiterBuilder};
 pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};
 pub use top::{TopKey, TopKeys, TopList, TopMetric};

@@ -483,7 +483,7 @@ async fn a_compound_resource_admits_only_what_every_limit_admits() {
     .unwrap();
     let clock = ManualClock::new(Duration::from_secs(1_700_000_040)); // 0 s into a minute
     let backend = AnyBackend::from(MemoryBackend::new().clock(clock.clone()));
-    let limiter = file.limiter_builder(backend).build().unwrap();
+    let limiter = file.limiters_builder(backend).build().unwrap();
     // The bucket holds 3: the fourth request at once is denied by limits[0].
     for _ in 0..3 {
         assert!(limiter.limiter("api").allow("k").await.unwrap().allowed);

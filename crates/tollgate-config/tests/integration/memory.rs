@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tollgate::{FailPolicy, ManualClock, MemoryBackend, Strategy};
-use tollgate_config::{load_limiter, AnyBackend, Format, LoadError, PolicyFile};
+use tollgate_config::{load_limiters, AnyBackend, Format, LoadError, PolicyFile};
 
 const POLICIES: &str = "\
 tollgate:
@@ -29,7 +29,7 @@ async fn decisions_follow_each_resource_policy() {
     let file = PolicyFile::from_str(POLICIES, Format::Yaml, "policies.yaml").unwrap();
     let limiter = file.build().await.unwrap();
     assert!(matches!(
-        limiter.default_limiter().binding(),
+        limiter.limiter("").binding(),
         tollgate_config::AnyBinding::Memory(_)
     ));
 
@@ -64,20 +64,20 @@ async fn decisions_follow_each_resource_policy() {
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
 
     assert_eq!(
-        limiter.policy("search").limits()[0].strategy(),
+        limiter.policy("search").1.limits()[0].strategy(),
         Strategy::TokenBucket
     );
     assert_eq!(
-        limiter.policy("login").limits()[0].strategy(),
+        limiter.policy("login").1.limits()[0].strategy(),
         Strategy::SlidingWindow
     );
     assert_eq!(
-        limiter.policy("export").limits()[0].strategy(),
+        limiter.policy("export").1.limits()[0].strategy(),
         Strategy::FixedWindow
     );
-    assert_eq!(limiter.policy("checkout"), file.default_policy());
+    assert_eq!(limiter.policy("checkout"), ("default", *file.default_policy()));
     assert_eq!(limiter.limiter("login").fail_policy(), FailPolicy::Open);
-    assert_eq!(limiter.resources().count(), 3);
+    assert_eq!(limiter.resources().len(), 3);
 }
 
 #[tokio::test]
@@ -85,7 +85,7 @@ async fn a_file_on_a_manual_clock() {
     let file = PolicyFile::from_str(POLICIES, Format::Yaml, "policies.yaml").unwrap();
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
     let backend = AnyBackend::from(MemoryBackend::new().clock(clock.clone()));
-    let limiter = file.limiter_builder(backend).build().unwrap();
+    let limiter = file.limiters_builder(backend).build().unwrap();
 
     // export: fixed window, 2 per clock-aligned minute.
     assert!(limiter.limiter("export").allow("k").await.unwrap().allowed);
@@ -103,8 +103,8 @@ async fn a_file_on_a_manual_clock() {
 async fn load_limiter_reads_and_builds_in_one_call() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(&dir, "policies.yml", POLICIES);
-    let limiter = load_limiter(&path).await.unwrap();
-    assert_eq!(limiter.policy("login").limits()[0].limit(), 5);
+    let limiter = load_limiters(&path).await.unwrap();
+    assert_eq!(limiter.policy("login").1.limits()[0].limit(), 5);
     assert!(limiter.limiter("login").allow("carol").await.unwrap().allowed);
 
     let path = write(
@@ -112,7 +112,7 @@ async fn load_limiter_reads_and_builds_in_one_call() {
         "broken.toml",
         "[tollgate]\ndefault = { limit = 0, window = \"1m\" }\n",
     );
-    match load_limiter(&path).await {
+    match load_limiters(&path).await {
         Err(LoadError::File(err)) => {
             assert_eq!(
                 err.to_string(),
@@ -130,7 +130,7 @@ async fn the_example_files_build() {
         return; // the examples would connect to that server
     }
     for name in ["policies.yaml", "policies.toml", "policies.json"] {
-        let limiter = load_limiter(dir.join(name)).await.unwrap();
+        let limiter = load_limiters(dir.join(name)).await.unwrap();
         let d = limiter.limiter("search").allow("k").await.unwrap();
         assert_eq!((d.allowed, d.limit), (true, 50), "{name}");
         // api: 10 per second and 1000 per hour; the tighter binds.

@@ -5,7 +5,7 @@ use crate::support;
 
 use support::{free_port, RedisServer};
 use tollgate::{BackendErrorKind, Error};
-use tollgate_config::{load_limiter, AnyBinding, Format, LoadError, PolicyFile};
+use tollgate_config::{load_limiters, AnyBinding, Format, LoadError, PolicyFile};
 
 fn file(text: &str) -> PolicyFile {
     PolicyFile::from_str(text, Format::Yaml, "policies.yaml").unwrap_or_else(|err| panic!("{err}"))
@@ -59,7 +59,7 @@ async fn an_unreachable_redis_is_a_clear_error() {
         "{message}"
     );
     assert!(matches!(
-        load_limiter(&path).await,
+        load_limiters(&path).await,
         Err(LoadError::Build(Error::Backend(_)))
     ));
 
@@ -86,7 +86,7 @@ async fn a_policy_redis_cannot_serve_exactly_names_its_field() {
     assert_eq!(err.field(), "tollgate.resources.huge.limit");
     assert!(err.reason().contains("exceeds 2^51"), "{err}");
     // The same file in memory is fine.
-    let in_memory = policies.limiter_builder(tollgate::MemoryBackend::new()).build();
+    let in_memory = policies.limiters_builder(tollgate::MemoryBackend::new()).build();
     assert!(in_memory.is_ok());
 }
 
@@ -101,7 +101,7 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
     // Down: admitted, with nothing left and no error, and counted.
     let d = limiter.limiter("api").allow("alice").await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 0));
-    assert_eq!(limiter.default_limiter().fail_open_events(), 1);
+    assert_eq!(limiter.limiter("").fail_open_events(), 1);
 
     // Up: decided on Redis, within a deadline polled for.
     let server = RedisServer::start_on(port);
@@ -121,12 +121,12 @@ async fn a_fail_open_file_starts_with_redis_down_and_uses_redis_once_it_is_up() 
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    let events = limiter.default_limiter().fail_open_events();
+    let events = limiter.limiter("").fail_open_events();
     // The decision made while Redis was down charged nothing.
     assert_eq!(limiter.limiter("api").allow("alice").await.unwrap().remaining, 1);
     assert_eq!(limiter.limiter("api").allow("alice").await.unwrap().remaining, 0);
     assert!(!limiter.limiter("api").allow("alice").await.unwrap().allowed);
-    assert_eq!(limiter.default_limiter().fail_open_events(), events);
+    assert_eq!(limiter.limiter("").fail_open_events(), events);
     assert_eq!(server.cli(&["EXISTS", "tollgate::sliding_window:alice"]), "1");
 }
 
@@ -350,9 +350,9 @@ async fn a_reload_gives_back_the_units_leased_under_a_changed_policy_and_keeps_a
         "the unchanged policy keeps its lease"
     );
     let after = watcher.current();
-    assert!(std::ptr::eq(
-        before.policies().unwrap().default_limiter(),
-        after.policies().unwrap().default_limiter()
+    assert!(std::sync::Arc::ptr_eq(
+        &before.policies().unwrap().limiter(""),
+        &after.policies().unwrap().limiter("")
     ));
 }
 

@@ -103,9 +103,9 @@ async fn an_envoy_edit_applies_and_unchanged_limits_keep_their_state() {
         .limiter()
         .cloned();
     assert!(Arc::ptr_eq(&path_limiter.unwrap(), &path_after.unwrap()));
-    assert!(std::ptr::eq(
-        policies_before.default_limiter(),
-        after.policies().unwrap().default_limiter()
+    assert!(std::sync::Arc::ptr_eq(
+        &policies_before.limiter(""),
+        &after.policies().unwrap().limiter("")
     ));
 }
 
@@ -155,7 +155,7 @@ async fn an_invalid_envoy_edit_changes_nothing_and_the_same_bytes_apply_nothing(
             .current()
             .policies()
             .unwrap()
-            .default_limiter()
+            .limiter("")
             .policy()
             .limits()[0]
             .limit(),

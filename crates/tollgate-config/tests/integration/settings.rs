@@ -235,11 +235,11 @@ fn list_entries_are_expanded_from_the_environment() {
 }
 
 /// The limiter of [`YAML`] on a manual clock.
-fn limiter() -> tollgate::ResourceLimiter<AnyBackend> {
+fn limiter() -> tollgate::Limiters<AnyBackend> {
     let file = PolicyFile::from_str(YAML, Format::Yaml, "p.yaml").unwrap();
     let backend =
         AnyBackend::from(MemoryBackend::new().clock(ManualClock::new(Duration::from_secs(1_000_000))));
-    file.limiter_builder(backend).build().unwrap()
+    file.limiters_builder(backend).build().unwrap()
 }
 
 #[tokio::test]
@@ -304,13 +304,13 @@ async fn shadow_mode_allows_what_enforcement_would_deny_and_marks_it() {
     }
     assert_eq!(allowed, [true, true, false]);
     assert!(limiter.limiter("api").is_shadow());
-    assert!(!limiter.limiter("login").is_shadow() && !limiter.default_limiter().is_shadow());
+    assert!(!limiter.limiter("login").is_shadow() && !limiter.limiter("").is_shadow());
 }
 
 #[tokio::test]
 async fn a_fallback_gives_every_limiter_the_fail_policy_fallback() {
     let limiter = limiter();
-    assert_eq!(limiter.default_limiter().fail_policy(), FailPolicy::Fallback);
+    assert_eq!(limiter.limiter("").fail_policy(), FailPolicy::Fallback);
     assert_eq!(limiter.limiter("api").fail_policy(), FailPolicy::Fallback);
     // `fail_open: false` beside a fallback changes nothing.
     let file = PolicyFile::from_str(

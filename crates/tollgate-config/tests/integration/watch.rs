@@ -73,13 +73,20 @@ async fn watch(dir: &Path, text: &str, debounce: Duration) -> (PolicyWatcher, Re
 
 /// The `api` limit of the policies in effect.
 fn api_limit(watcher: &PolicyWatcher) -> u64 {
-    watcher.limiter().current().policy("api").limits()[0].limit()
+    watcher.limiters().policy("api").1.limits()[0].limit()
 }
 
 /// How many more requests of `key` under `api` are admitted.
 async fn admitted(watcher: &PolicyWatcher, key: &str) -> u64 {
     let mut n = 0;
-    while watcher.limiter().limiter("api").allow(key).await.unwrap().allowed {
+    while watcher
+        .limiters()
+        .limiter("api")
+        .allow(key)
+        .await
+        .unwrap()
+        .allowed
+    {
         n += 1;
     }
     n
@@ -92,7 +99,7 @@ async fn an_edit_applies_the_new_limit_and_keys_keep_what_they_spent() {
     for remaining in [2, 1] {
         assert_eq!(
             watcher
-                .limiter()
+                .limiters()
                 .limiter("api")
                 .allow("k")
                 .await
@@ -114,7 +121,15 @@ async fn an_edit_applies_the_new_limit_and_keys_keep_what_they_spent() {
 async fn an_invalid_edit_keeps_the_policies_and_reports_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let (watcher, reports, path) = watch(dir.path(), &policies(3), Duration::from_millis(50)).await;
-    assert!(watcher.limiter().limiter("api").allow("k").await.unwrap().allowed);
+    assert!(
+        watcher
+            .limiters()
+            .limiter("api")
+            .allow("k")
+            .await
+            .unwrap()
+            .allowed
+    );
     std::fs::write(
         &path,
         policies(4).replace("window: 1h\n      strategy", "window: 1 mnute\n      strategy"),
@@ -194,7 +209,15 @@ async fn reload_applies_the_file_on_demand() {
     let dir = tempfile::tempdir().unwrap();
     // A debounce longer than the test: only reload() applies anything.
     let (watcher, reports, path) = watch(dir.path(), &policies(3), Duration::from_secs(3_600)).await;
-    assert!(watcher.limiter().limiter("api").allow("k").await.unwrap().allowed);
+    assert!(
+        watcher
+            .limiters()
+            .limiter("api")
+            .allow("k")
+            .await
+            .unwrap()
+            .allowed
+    );
     std::fs::write(&path, policies(10)).unwrap();
     watcher.reload().unwrap();
     assert_eq!(api_limit(&watcher), 10);

@@ -4,14 +4,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tollgate::{Limit, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limit, Limiters, Policy, Strategy};
 use tollgate_http::{ClientIp, CostError, HeaderMode, KeyExtractor, RequestInfo};
 
 /// One policy per route template: `GET /` allows 5 requests per 10
 /// seconds per client; every other route bursts of up to 10 per second and
 /// 60 per minute (two limits, both checked on every request).
-pub fn limiter() -> Result<ResourceLimiter, tollgate::Error> {
-    ResourceLimiter::builder()
+pub fn limiters() -> Result<Limiters, tollgate::Error> {
+    Limiters::builder()
         .default_policy(Policy::compound([
             Limit::new(Strategy::TokenBucket, 10, Duration::from_secs(1))?,
             Limit::new(Strategy::SlidingWindow, 60, Duration::from_secs(60))?,

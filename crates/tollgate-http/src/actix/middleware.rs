@@ -8,23 +8,24 @@ use actix_web::Error;
 
 use super::service::RateLimitService;
 use crate::rate_limit::RateLimit;
-use tollgate::Limits;
+use tollgate::backend::Backend;
+use tollgate::MemoryBackend;
 
 /// An actix-web middleware that rate-limits requests; made with
 /// [`RateLimitMiddleware::new`] or [`RateLimit::actix`], added with
 /// `App::wrap` or `Scope::wrap`.
-pub struct RateLimitMiddleware<L> {
-    config: RateLimit<L>,
+pub struct RateLimitMiddleware<B: Backend = MemoryBackend> {
+    config: RateLimit<B>,
 }
 
-impl<L> RateLimitMiddleware<L> {
+impl<B: Backend> RateLimitMiddleware<B> {
     /// A middleware limiting requests as `config` says.
-    pub fn new(config: RateLimit<L>) -> Self {
+    pub fn new(config: RateLimit<B>) -> Self {
         Self { config }
     }
 }
 
-impl<L> Clone for RateLimitMiddleware<L> {
+impl<B: Backend> Clone for RateLimitMiddleware<B> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
@@ -32,29 +33,29 @@ impl<L> Clone for RateLimitMiddleware<L> {
     }
 }
 
-impl<L> std::fmt::Debug for RateLimitMiddleware<L> {
+impl<B: Backend> std::fmt::Debug for RateLimitMiddleware<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("RateLimitMiddleware").field(&self.config).finish()
     }
 }
 
-impl<L: Limits> RateLimit<L> {
+impl<B: Backend> RateLimit<B> {
     /// This configuration as an actix-web middleware:
     /// [`RateLimitMiddleware::new`].
-    pub fn actix(self) -> RateLimitMiddleware<L> {
+    pub fn actix(self) -> RateLimitMiddleware<B> {
         RateLimitMiddleware::new(self)
     }
 }
 
-impl<S, B, L> Transform<S, ServiceRequest> for RateLimitMiddleware<L>
+impl<S, Body, B> Transform<S, ServiceRequest> for RateLimitMiddleware<B>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: MessageBody + 'static,
-    L: Limits,
+    S: Service<ServiceRequest, Response = ServiceResponse<Body>, Error = Error> + 'static,
+    Body: MessageBody + 'static,
+    B: Backend,
 {
-    type Response = ServiceResponse<EitherBody<B>>;
+    type Response = ServiceResponse<EitherBody<Body>>;
     type Error = Error;
-    type Transform = RateLimitService<S, L>;
+    type Transform = RateLimitService<S, B>;
     type InitError = ();
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 

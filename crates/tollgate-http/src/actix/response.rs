@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::headers::{FieldValue, RateHeaders};
 use crate::reply::Reply;
 use crate::response_cost::Charge;
-use tollgate::Limits;
+use tollgate::backend::Backend;
 
 /// Sets the rate-limit headers on an actix-web header map.
 pub(super) fn write_headers(headers: RateHeaders, map: &mut HeaderMap) {
@@ -47,10 +47,10 @@ pub(super) fn to_response(reply: Reply) -> HttpResponse {
 
 /// Settles the charge of an admitted request from its response, and removes
 /// the cost header when configured.
-pub(super) async fn settle<L: Limits, B>(
-    engine: &Engine<L>,
+pub(super) async fn settle<B: Backend, Body>(
+    engine: &Engine<B>,
     charge: Option<&Charge>,
-    response: &mut ServiceResponse<B>,
+    response: &mut ServiceResponse<Body>,
 ) {
     let status = response.status().as_u16();
     let headers = response.headers_mut();

@@ -12,18 +12,19 @@ use super::response::{settle, to_response, write_headers};
 use crate::engine::Verdict;
 use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
-use tollgate::Limits;
+use tollgate::backend::Backend;
+use tollgate::MemoryBackend;
 
 /// A service that rate-limits requests before passing them to `S`; made by
 /// [`RateLimitMiddleware`](super::RateLimitMiddleware).
-pub struct RateLimitService<S, L> {
+pub struct RateLimitService<S, B: Backend = MemoryBackend> {
     service: Rc<S>,
-    config: RateLimit<L>,
+    config: RateLimit<B>,
 }
 
-impl<S, L> RateLimitService<S, L> {
+impl<S, B: Backend> RateLimitService<S, B> {
     /// `service`, limited as `config` says.
-    pub fn new(service: S, config: RateLimit<L>) -> Self {
+    pub fn new(service: S, config: RateLimit<B>) -> Self {
         Self {
             service: Rc::new(service),
             config,
@@ -36,12 +37,12 @@ impl<S, L> RateLimitService<S, L> {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &RateLimit<L> {
+    pub fn config(&self) -> &RateLimit<B> {
         &self.config
     }
 }
 
-impl<S, L> std::fmt::Debug for RateLimitService<S, L> {
+impl<S, B: Backend> std::fmt::Debug for RateLimitService<S, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("config", &self.config)
@@ -52,15 +53,15 @@ impl<S, L> std::fmt::Debug for RateLimitService<S, L> {
 /// The future of [`RateLimitService`].
 pub type ResponseFuture<B> = Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<B>>, Error>>>>;
 
-impl<S, B, L> Service<ServiceRequest> for RateLimitService<S, L>
+impl<S, Body, B> Service<ServiceRequest> for RateLimitService<S, B>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: MessageBody + 'static,
-    L: Limits,
+    S: Service<ServiceRequest, Response = ServiceResponse<Body>, Error = Error> + 'static,
+    Body: MessageBody + 'static,
+    B: Backend,
 {
-    type Response = ServiceResponse<EitherBody<B>>;
+    type Response = ServiceResponse<EitherBody<Body>>;
     type Error = Error;
-    type Future = ResponseFuture<B>;
+    type Future = ResponseFuture<Body>;
 
     forward_ready!(service);
 

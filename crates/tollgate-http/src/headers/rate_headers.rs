@@ -1,5 +1,6 @@
 //! The rate-limit headers of one decision, kept small until written.
 
+use std::borrow::Borrow;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,7 +36,7 @@ impl RateHeaders {
     /// The headers for `decision` under `mode`. `policy` gives the policy's
     /// name and the policy the decision was made under, for the structured
     /// fields only. `Retry-After` is not among them: see [`write_denial`].
-    pub(crate) fn for_decision<'p, P: std::ops::Deref<Target = Policy>>(
+    pub(crate) fn for_decision<'p, P: Borrow<Policy>>(
         mode: HeaderMode,
         decision: &Decision,
         policy: impl FnOnce() -> (&'p str, P),
@@ -50,7 +51,7 @@ impl RateHeaders {
             },
             HeaderMode::IetfDraft => {
                 let (name, policy) = policy();
-                Self::structured(decision, name, &policy)
+                Self::structured(decision, name, policy.borrow())
             }
         }
     }
@@ -61,8 +62,9 @@ impl RateHeaders {
     #[inline(never)]
     fn structured(decision: &Decision, name: &str, policy: &Policy) -> Self {
         let limits = policy.limits();
-        // Only a `Limits` that breaks its promise names a limit its policy
-        // does not have; the first then stands for it.
+        // A decision names a limit its policy does not have only when the
+        // policy was replaced between the decision and this lookup; the
+        // first limit then stands for it.
         let bound = if decision.bound_by < limits.len() {
             decision.bound_by
         } else {

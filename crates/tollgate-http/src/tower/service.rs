@@ -12,24 +12,25 @@ use crate::engine::Verdict;
 use crate::headers::RateHeaders;
 use crate::rate_limit::RateLimit;
 use crate::request::RequestInfo;
-use tollgate::Limits;
+use tollgate::backend::Backend;
+use tollgate::MemoryBackend;
 
 /// A service that rate-limits requests before passing them to `S`.
 ///
-/// With a limiter that decides at once ([`Limits::can_check`]: its backend
-/// is in memory, whatever the backend's type) each request is decided
-/// within `call`: an admitted one goes to the inner service at once, the
-/// one that was polled ready. A limiter that must be waited for (Redis)
-/// decides in the response future, which then calls a clone of the inner
-/// service.
-pub struct RateLimitService<S, L> {
+/// With a backend that decides at once
+/// ([`Limiter::decides_now`](tollgate::Limiter::decides_now): in memory,
+/// whatever the backend's type) each request is decided within `call`:
+/// an admitted one goes to the inner service at once, the one that was
+/// polled ready. A backend that must be waited for (Redis) decides in the
+/// response future, which then calls a clone of the inner service.
+pub struct RateLimitService<S, B: Backend = MemoryBackend> {
     inner: S,
-    config: RateLimit<L>,
+    config: RateLimit<B>,
 }
 
-impl<S, L> RateLimitService<S, L> {
+impl<S, B: Backend> RateLimitService<S, B> {
     /// `inner`, limited as `config` says.
-    pub fn new(inner: S, config: RateLimit<L>) -> Self {
+    pub fn new(inner: S, config: RateLimit<B>) -> Self {
         Self { inner, config }
     }
 
@@ -49,12 +50,12 @@ impl<S, L> RateLimitService<S, L> {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &RateLimit<L> {
+    pub fn config(&self) -> &RateLimit<B> {
         &self.config
     }
 }
 
-impl<S: Clone, L> Clone for RateLimitService<S, L> {
+impl<S: Clone, B: Backend> Clone for RateLimitService<S, B> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -63,7 +64,7 @@ impl<S: Clone, L> Clone for RateLimitService<S, L> {
     }
 }
 
-impl<S: std::fmt::Debug, L> std::fmt::Debug for RateLimitService<S, L> {
+impl<S: std::fmt::Debug, B: Backend> std::fmt::Debug for RateLimitService<S, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
@@ -72,9 +73,9 @@ impl<S: std::fmt::Debug, L> std::fmt::Debug for RateLimitService<S, L> {
     }
 }
 
-impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, L>
+impl<S, B, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, B>
 where
-    L: Limits,
+    B: Backend,
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
@@ -108,8 +109,9 @@ where
                     return ResponseFuture::allowed(self.inner.call(req), headers, after);
                 }
                 Some(Verdict::Reply(reply)) => return ResponseFuture::replied(reply),
-                // Only a `Limits` that breaks its promise gets here; it is
-                // then decided like any limiter that must be waited for.
+                // A backend that decides now but failed, or one that could
+                // not answer at once: decided again on the awaited path,
+                // which reports the error.
                 None => {}
             }
         }
@@ -117,7 +119,7 @@ where
     }
 }
 
-impl<S, L> RateLimitService<S, L> {
+impl<S, B: Backend> RateLimitService<S, B> {
     /// The response future for a limiter that must be waited for: decides
     /// in the future, then calls the inner service. Out of line, so that
     /// the in-memory path's code in `call` stays short.
@@ -136,7 +138,6 @@ impl<S, L> RateLimitService<S, L> {
             > + Clone
             + Send
             + 'static,
-        L: Limits,
         ReqBody: Send + 'static,
         ResBody: ReplyBody + Send + 'static,
     {
@@ -187,7 +188,9 @@ mod tests {
     use std::task::Waker;
     use std::time::Duration;
 
-    use tollgate::{Decision, Error, Limiter, LiveLimiter, Policy, ResourceLimiter, Strategy};
+    use tollgate::backend::store::StoreBackend;
+    use tollgate::testing::MapStore;
+    use tollgate::{Limiter, Limiters, Policy, Strategy};
 
     use super::*;
     use crate::tower::{PeerAddr, RateLimitBody};
@@ -224,31 +227,16 @@ mod tests {
         }
     }
 
-    /// A limiter that can only be awaited: the default `can_check`.
-    struct Awaited(Limiter);
-
-    impl Limits for Awaited {
-        fn allow_n(
-            &self,
-            _: &str,
-            key: &[u8],
-            cost: u64,
-        ) -> impl Future<Output = Result<Decision, Error>> + Send {
-            self.0.allow_n(key.to_vec(), cost)
-        }
-
-        fn policy<'a>(&'a self, _: &'a str) -> (&'a str, std::borrow::Cow<'a, Policy>) {
-            ("default", std::borrow::Cow::Borrowed(self.0.policy()))
-        }
+    fn policy() -> Policy {
+        Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap()
     }
 
     fn limiter() -> Limiter {
-        let policy = Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap();
-        Limiter::builder().policy(policy).build().unwrap()
+        Limiter::builder().policy(policy()).build().unwrap()
     }
 
     /// Calls `service` once from 192.0.2.1 and returns the status.
-    fn status<L: Limits>(service: &mut RateLimitService<Counting, L>) -> u16 {
+    fn status<B: Backend>(service: &mut RateLimitService<Counting, B>) -> u16 {
         let mut req = Request::new(());
         req.extensions_mut()
             .insert(PeerAddr(SocketAddr::from(([192, 0, 2, 1], 1000))));
@@ -278,13 +266,12 @@ mod tests {
         // Another type than `MemoryBackend`, in memory at run time: the
         // backend a policy file chooses.
         let backend = tollgate_config::AnyBackend::Memory(tollgate::MemoryBackend::new());
-        let policy = Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap();
         let limiter = Limiter::builder()
-            .policy(policy)
+            .policy(policy())
             .backend(backend)
             .build()
             .unwrap();
-        assert!(Limits::can_check(&limiter));
+        assert!(limiter.decides_now());
         let mut service = RateLimitService::new(Counting::default(), RateLimit::new(limiter));
         assert_eq!(
             [status(&mut service), status(&mut service), status(&mut service)],
@@ -296,22 +283,18 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_live_limiter_decides_in_call_and_follows_its_replacements() {
+    fn shared_limiters_decide_in_call_and_follow_their_replacements() {
         let per_minute = |limit| Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60)).unwrap();
-        let live = Arc::new(LiveLimiter::new(
-            ResourceLimiter::builder()
-                .default_policy(per_minute(2))
-                .build()
-                .unwrap(),
-        ));
-        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(live.clone()));
+        let limiters = Arc::new(Limiters::builder().default_policy(per_minute(2)).build().unwrap());
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(limiters.clone()));
         assert_eq!(
             [status(&mut service), status(&mut service), status(&mut service)],
             [200, 200, 429]
         );
         // The application replaces the policy through its own handle; the
         // key keeps the two units it spent.
-        live.replace(ResourceLimiter::builder().default_policy(per_minute(3)))
+        limiters
+            .replace(Limiters::builder().default_policy(per_minute(3)))
             .unwrap();
         assert_eq!([status(&mut service), status(&mut service)], [200, 429]);
         assert_eq!(service.get_ref().calls, 3);
@@ -320,7 +303,15 @@ mod tests {
 
     #[test]
     fn a_limiter_that_must_be_awaited_is_decided_in_the_future_by_the_polled_service() {
-        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(Awaited(limiter())));
+        // A store that answers at once, behind the store adapter, which
+        // never decides now: every decision is awaited, yet none waits.
+        let limiter = Limiter::builder()
+            .policy(policy())
+            .backend(StoreBackend::new(MapStore::default()))
+            .build()
+            .unwrap();
+        assert!(!limiter.decides_now());
+        let mut service = RateLimitService::new(Counting::default(), RateLimit::new(limiter));
         assert_eq!(
             [status(&mut service), status(&mut service), status(&mut service)],
             [200, 200, 429]

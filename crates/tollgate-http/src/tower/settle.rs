@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use crate::engine::Engine;
 use crate::rate_limit::RateLimit;
 use crate::response_cost::Charge;
-use tollgate::Limits;
+use tollgate::backend::Backend;
 
 /// The work left for a response, boxed in the response future only when a
 /// configuration asks for it.
@@ -17,17 +17,17 @@ pub(crate) trait AfterResponse: Send {
 }
 
 /// A request's charge and the configuration that settles it.
-pub(crate) struct Settle<L> {
-    config: RateLimit<L>,
+pub(crate) struct Settle<B: Backend> {
+    config: RateLimit<B>,
     charge: Option<Box<Charge>>,
 }
 
-impl<L: Limits> Settle<L> {
+impl<B: Backend> Settle<B> {
     /// The work left for the response to a request admitted with `charge`,
     /// if any.
     #[inline]
     pub(crate) fn boxed(
-        config: &RateLimit<L>,
+        config: &RateLimit<B>,
         charge: Option<Box<Charge>>,
     ) -> Option<Box<dyn AfterResponse>> {
         if !config.engine().reads_response(charge.as_deref()) {
@@ -40,7 +40,7 @@ impl<L: Limits> Settle<L> {
     }
 }
 
-impl<L: Limits> AfterResponse for Settle<L> {
+impl<B: Backend> AfterResponse for Settle<B> {
     fn run(self: Box<Self>, status: StatusCode, headers: &mut HeaderMap) {
         let engine = self.config.engine();
         if let Some((charge, op)) = edit(engine, self.charge.as_deref(), status, headers) {
@@ -52,8 +52,8 @@ impl<L: Limits> AfterResponse for Settle<L> {
 /// Removes the cost header when configured, and returns the operation
 /// that settles `charge`, if any: the part of settling shared by the
 /// in-memory and the awaited paths.
-pub(crate) fn edit<'c, L: Limits>(
-    engine: &Engine<L>,
+pub(crate) fn edit<'c, B: Backend>(
+    engine: &Engine<B>,
     charge: Option<&'c Charge>,
     status: StatusCode,
     headers: &mut HeaderMap,

@@ -14,7 +14,7 @@ use support::apps::{start, Stack};
 use support::{client, clock, count_fields, header, params, parse_list, present, secs_up, url, Item};
 use tollgate::backend::store::StoreBackend;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Decision, Limit, Limiter, ManualClock, Policy, ResourceLimiter, Strategy};
+use tollgate::{Decision, Limit, Limiter, Limiters, ManualClock, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit};
 
 /// A burst limit of 2 per second and an hourly limit of 5.
@@ -27,8 +27,8 @@ fn burst_and_hour() -> Policy {
 }
 
 /// `/` under [`burst_and_hour`], every other route under one limit.
-fn limiter(clock: &ManualClock) -> ResourceLimiter {
-    ResourceLimiter::builder()
+fn limiters(clock: &ManualClock) -> Limiters {
+    Limiters::builder()
         .clock(clock.clone())
         .default_policy(Policy::new(Strategy::FixedWindow, 100, Duration::from_secs(10)).unwrap())
         .resource("/", burst_and_hour())
@@ -95,7 +95,7 @@ async fn every_header_mode_follows_the_binding_limit(stack: Stack) {
     let clock = clock();
     let mut servers = Vec::new();
     for mode in [HeaderMode::RateLimit, HeaderMode::Legacy, HeaderMode::IetfDraft] {
-        let config = RateLimit::new(limiter(&clock)).headers(mode);
+        let config = RateLimit::new(limiters(&clock)).headers(mode);
         servers.push((mode, start(stack, config).await.addr));
     }
     let reference = twin(&clock);
@@ -141,7 +141,7 @@ async fn every_header_mode_follows_the_binding_limit(stack: Stack) {
 
 async fn a_single_limit_resource_keeps_its_plain_name(stack: Stack) {
     let clock = clock();
-    let config = RateLimit::new(limiter(&clock)).headers(HeaderMode::IetfDraft);
+    let config = RateLimit::new(limiters(&clock)).headers(HeaderMode::IetfDraft);
     let server = start(stack, config).await;
     let res = client().get(url(server.addr, "/users/1")).send().await.unwrap();
     assert_eq!(
@@ -156,9 +156,9 @@ async fn a_single_limit_resource_keeps_its_plain_name(stack: Stack) {
 
 async fn a_cost_above_one_limit_is_denied_without_retry_after(stack: Stack) {
     let clock = clock();
-    let shared = Arc::new(limiter(&clock));
-    let costly = start(stack, RateLimit::shared(shared.clone()).cost(3)).await;
-    let affordable = start(stack, RateLimit::shared(shared).cost(2)).await;
+    let shared = Arc::new(limiters(&clock));
+    let costly = start(stack, RateLimit::new(shared.clone()).cost(3)).await;
+    let affordable = start(stack, RateLimit::new(shared).cost(2)).await;
     let reference = twin(&clock);
     let c = client();
 
@@ -194,7 +194,8 @@ async fn fail_open_sends_no_headers(stack: Stack) {
             .build()
             .unwrap();
         let config = RateLimit::new(limiter).headers(mode);
-        let store = config.limiter().clone();
+        // A set of one limiter, which no replacement changes.
+        let store = config.limiters().limiter("");
         let server = start(stack, config).await;
         let c = client();
 

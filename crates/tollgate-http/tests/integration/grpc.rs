@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use support::clock;
 use support::redis::RedisServer;
+use tollgate::backend::Backend;
 use tollgate::{Limiter, Policy, Strategy};
-use tollgate_http::{GrpcMode, Limits, RateLimit};
+use tollgate_http::{GrpcMode, RateLimit};
 use tollgate_redis::RedisBackend;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Channel;
@@ -18,7 +19,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 /// Serves tonic's health service behind `config` on 127.0.0.1.
-async fn serve<L: Limits>(config: RateLimit<L>) -> SocketAddr {
+async fn serve<B: Backend>(config: RateLimit<B>) -> SocketAddr {
     let (_reporter, health) = tonic_health::server::health_reporter();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

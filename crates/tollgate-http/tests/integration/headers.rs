@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use support::apps::{start, Stack};
 use support::{assert_problem, client, clock, header, params, parse_list, present, url, Item};
-use tollgate::{Limiter, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiter, Limiters, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit, ReplyFormat};
 
 fn fixed(limit: u64) -> Policy {
@@ -67,13 +67,13 @@ async fn rate_limit_fields_by_default(stack: Stack) {
 }
 
 async fn ietf_draft_structured_fields(stack: Stack) {
-    let limiter = ResourceLimiter::builder()
+    let limiters = Limiters::builder()
         .clock(clock())
         .default_policy(fixed(100))
         .resource("/users/{id}", fixed(2))
         .build()
         .unwrap();
-    let server = start(stack, RateLimit::new(limiter).headers(HeaderMode::IetfDraft)).await;
+    let server = start(stack, RateLimit::new(limiters).headers(HeaderMode::IetfDraft)).await;
     let c = client();
 
     let res = c.get(url(server.addr, "/users/7")).send().await.unwrap();

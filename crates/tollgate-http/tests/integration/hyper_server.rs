@@ -22,7 +22,7 @@ use tower::ServiceBuilder;
 
 /// Serves `respond`'s response behind `layer` on 127.0.0.1, with each
 /// connection's peer recorded as a `PeerAddr`.
-async fn serve<B>(layer: RateLimitLayer<Limiter>, respond: fn() -> Response<B>) -> SocketAddr
+async fn serve<B>(layer: RateLimitLayer, respond: fn() -> Response<B>) -> SocketAddr
 where
     B: ReplyBody + hyper::body::Body + Send + 'static,
     B::Data: Send,

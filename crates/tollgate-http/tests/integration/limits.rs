@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use support::apps::{start, Stack};
 use support::{assert_exactly, burst, client, client_from, clock, header, url};
-use tollgate::{Limiter, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiter, Limiters, Policy, Strategy};
 use tollgate_http::{RateLimit, ResourceExtractor};
 
 fn fixed(limit: u64) -> Policy {
@@ -39,13 +39,13 @@ async fn exactly_the_limit_of_a_concurrent_burst_is_admitted(stack: Stack) {
 }
 
 async fn route_templates_share_one_policy(stack: Stack) {
-    let limiter = ResourceLimiter::builder()
+    let limiters = Limiters::builder()
         .clock(clock())
         .default_policy(fixed(100))
         .resource("/users/{id}", fixed(2))
         .build()
         .unwrap();
-    let server = start(stack, RateLimit::new(limiter)).await;
+    let server = start(stack, RateLimit::new(limiters)).await;
     let c = client();
     let get = |path: &'static str| c.get(url(server.addr, path)).send();
 
@@ -74,7 +74,7 @@ async fn route_templates_share_one_policy(stack: Stack) {
 }
 
 async fn methods_can_select_the_policy(stack: Stack) {
-    let limiter = ResourceLimiter::builder()
+    let limiters = Limiters::builder()
         .clock(clock())
         .default_policy(fixed(100))
         .resource("POST", fixed(1))
@@ -82,7 +82,7 @@ async fn methods_can_select_the_policy(stack: Stack) {
         .unwrap();
     let server = start(
         stack,
-        RateLimit::new(limiter).resource(ResourceExtractor::method()),
+        RateLimit::new(limiters).resource(ResourceExtractor::method()),
     )
     .await;
     let c = client();

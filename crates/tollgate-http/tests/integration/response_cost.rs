@@ -15,11 +15,13 @@ use std::time::Duration;
 use support::apps::{start, Stack, TOKENS_USED};
 use support::{client, clock, header, url};
 use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Backend;
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
-    FailPolicy, KeyList, Limit, Limiter, LimiterBuilder, ManualClock, MemoryBackend, Policy, Strategy,
+    FailPolicy, KeyList, Limit, Limiter, LimiterBuilder, Limiters, ManualClock, MemoryBackend, Policy,
+    Strategy,
 };
-use tollgate_http::{Adjustments, Limits, RateLimit};
+use tollgate_http::{Adjustments, RateLimit};
 
 /// The key of every request of these tests (the peer address).
 const KEY: &str = "127.0.0.1";
@@ -30,23 +32,22 @@ fn fixed(limit: u64, secs: u64) -> Limit {
 
 type Configure = fn(LimiterBuilder<MemoryBackend>) -> LimiterBuilder<MemoryBackend>;
 
-/// Runs `$scenario(stack, clock, limiter)` twice, each on a fresh clock:
+/// Runs `$scenario(stack, clock, limiters)` twice, each on a fresh clock:
 /// on an in-memory limiter, then on a store the tower layer must await,
-/// each built by `$configure` from a builder on the clock.
+/// each built by `$configure` from a builder on the clock and shared as a
+/// set of one.
 macro_rules! in_memory_and_on_a_store {
     ($scenario:ident, $stack:expr, $configure:expr) => {{
         let configure: Configure = $configure;
         let clock = support::clock();
-        let limiter = Arc::new(
-            configure(Limiter::builder().clock(clock.clone()))
-                .build()
-                .unwrap(),
-        );
-        $scenario($stack, &clock, limiter).await;
+        let limiter = configure(Limiter::builder().clock(clock.clone()))
+            .build()
+            .unwrap();
+        $scenario($stack, &clock, limiter.into()).await;
         let clock = support::clock();
         let builder = configure(Limiter::builder().clock(clock.clone()))
             .backend(StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone()));
-        $scenario($stack, &clock, Arc::new(builder.build().unwrap())).await;
+        $scenario($stack, &clock, builder.build().unwrap().into()).await;
     }};
 }
 
@@ -66,12 +67,12 @@ fn counts(refunds: u64, penalties: u64, failed: u64, unread: u64) -> Adjustments
     a
 }
 
-async fn server_errors_are_refunded_and_successes_charged<L: Limits>(
+async fn server_errors_are_refunded_and_successes_charged<B: Backend>(
     stack: Stack,
     _: &ManualClock,
-    limiter: Arc<L>,
+    limiters: Arc<Limiters<B>>,
 ) {
-    let config = RateLimit::shared(limiter).no_charge_on_server_errors();
+    let config = RateLimit::new(limiters).no_charge_on_server_errors();
     let server = start(stack, config.clone()).await;
     // Each is charged (its headers say so), then refunded.
     for code in [500, 503, 500, 502, 599] {
@@ -88,12 +89,12 @@ async fn server_errors_are_refunded_and_successes_charged<L: Limits>(
     assert_eq!(config.adjustments(), counts(5, 0, 0, 0));
 }
 
-async fn the_response_header_settles_the_charge_up_and_down<L: Limits>(
+async fn the_response_header_settles_the_charge_up_and_down<B: Backend>(
     stack: Stack,
     _: &ManualClock,
-    limiter: Arc<L>,
+    limiters: Arc<Limiters<B>>,
 ) {
-    let config = RateLimit::shared(limiter)
+    let config = RateLimit::new(limiters)
         .cost(3)
         .cost_from_response_header(TOKENS_USED);
     let server = start(stack, config.clone()).await;
@@ -113,8 +114,12 @@ async fn the_response_header_settles_the_charge_up_and_down<L: Limits>(
     assert_eq!(config.adjustments(), counts(2, 1, 0, 0));
 }
 
-async fn an_unreadable_header_leaves_the_charge<L: Limits>(stack: Stack, _: &ManualClock, limiter: Arc<L>) {
-    let config = RateLimit::shared(limiter)
+async fn an_unreadable_header_leaves_the_charge<B: Backend>(
+    stack: Stack,
+    _: &ManualClock,
+    limiters: Arc<Limiters<B>>,
+) {
+    let config = RateLimit::new(limiters)
         .cost(3)
         .cost_from_response_header(TOKENS_USED)
         .remove_response_cost_header(true);
@@ -139,12 +144,12 @@ async fn an_unreadable_header_leaves_the_charge<L: Limits>(stack: Stack, _: &Man
     assert_eq!(config.adjustments(), counts(0, 0, 0, 3));
 }
 
-async fn a_compound_policy_is_refunded_on_every_limit<L: Limits>(
+async fn a_compound_policy_is_refunded_on_every_limit<B: Backend>(
     stack: Stack,
     clock: &ManualClock,
-    limiter: Arc<L>,
+    limiters: Arc<Limiters<B>>,
 ) {
-    let server = start(stack, RateLimit::shared(limiter).no_charge_on_server_errors()).await;
+    let server = start(stack, RateLimit::new(limiters).no_charge_on_server_errors()).await;
     for _ in 0..6 {
         assert_eq!(get(server.addr, "/status/500").await, (500, remaining(1)));
     }
@@ -160,8 +165,12 @@ async fn a_compound_policy_is_refunded_on_every_limit<L: Limits>(
 }
 
 /// Nothing was charged for an exempt key, so nothing is refunded.
-async fn an_exempt_key_is_not_refunded<L: Limits>(stack: Stack, _: &ManualClock, limiter: Arc<L>) {
-    let config = RateLimit::shared(limiter).no_charge_on_server_errors();
+async fn an_exempt_key_is_not_refunded<B: Backend>(
+    stack: Stack,
+    _: &ManualClock,
+    limiters: Arc<Limiters<B>>,
+) {
+    let config = RateLimit::new(limiters).no_charge_on_server_errors();
     let server = start(stack, config.clone()).await;
     for _ in 0..3 {
         assert_eq!(get(server.addr, "/status/500").await, (500, remaining(1)));
@@ -171,8 +180,12 @@ async fn an_exempt_key_is_not_refunded<L: Limits>(stack: Stack, _: &ManualClock,
 
 /// A request enforcement would deny is charged nothing in shadow mode, so
 /// nothing is refunded: the state stays as enforcement left it.
-async fn a_shadow_denial_is_not_refunded<L: Limits>(stack: Stack, _: &ManualClock, limiter: Arc<L>) {
-    let config = RateLimit::shared(limiter.clone()).no_charge_on_server_errors();
+async fn a_shadow_denial_is_not_refunded<B: Backend>(
+    stack: Stack,
+    _: &ManualClock,
+    limiters: Arc<Limiters<B>>,
+) {
+    let config = RateLimit::new(limiters.clone()).no_charge_on_server_errors();
     let server = start(stack, config.clone()).await;
     assert_eq!(get(server.addr, "/").await, (200, remaining(1)));
     assert_eq!(get(server.addr, "/").await, (200, remaining(0)));
@@ -180,7 +193,7 @@ async fn a_shadow_denial_is_not_refunded<L: Limits>(stack: Stack, _: &ManualCloc
         assert_eq!(get(server.addr, "/status/503").await, (503, remaining(0)));
     }
     assert_eq!(config.adjustments(), counts(0, 0, 0, 0));
-    let peek = limiter.allow_n("", KEY.as_bytes(), 0).await.unwrap();
+    let peek = limiters.limiter("").allow_n(KEY, 0).await.unwrap();
     assert!(peek.shadow_denied && peek.remaining == 0, "{peek:?}");
 }
 
@@ -195,10 +208,10 @@ async fn failures_leave_the_response(stack: Stack) {
         .fail_policy(FailPolicy::Open)
         .build()
         .unwrap();
-    let limiter = Arc::new(limiter);
+    let limiters: Arc<Limiters<_>> = limiter.into();
     let failing = store.clone();
     // The store fails from the moment the service has answered.
-    let config = RateLimit::shared(limiter.clone()).no_charge_when(move |status| {
+    let config = RateLimit::new(limiters.clone()).no_charge_when(move |status| {
         failing.set_failing(true);
         status.is_server_error()
     });
@@ -224,7 +237,7 @@ async fn failures_leave_the_response(stack: Stack) {
     assert_eq!(config.adjustments(), counts(0, 0, 1, 0));
     // The failed refund left the first charge.
     store.set_failing(false);
-    assert_eq!(Limiter::allow_n(&limiter, KEY, 0).await.unwrap().remaining, 4);
+    assert_eq!(limiters.limiter("").allow_n(KEY, 0).await.unwrap().remaining, 4);
 }
 
 async fn server_errors(stack: Stack) {

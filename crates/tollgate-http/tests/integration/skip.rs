@@ -11,9 +11,10 @@ use std::time::Duration;
 use support::apps::{start, Stack};
 use support::{client, clock, header, url};
 use tollgate::backend::store::StoreBackend;
+use tollgate::backend::Backend;
 use tollgate::testing::MapStore;
 use tollgate::{Limiter, Policy, Strategy};
-use tollgate_http::{Limits, RateLimit, Skip};
+use tollgate_http::{RateLimit, Skip};
 
 fn fixed(limit: u64) -> Policy {
     Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(10)).unwrap()
@@ -30,7 +31,7 @@ async fn sent(request: reqwest::RequestBuilder) -> (u16, Option<String>, bool) {
     (res.status().as_u16(), header(&res, "ratelimit-remaining"), any)
 }
 
-async fn skipped_requests_pass_without_a_charge_or_headers<L: Limits>(stack: Stack, limiter: L) {
+async fn skipped_requests_pass_without_a_charge_or_headers<B: Backend>(stack: Stack, limiter: Limiter<B>) {
     let config = RateLimit::new(limiter)
         .skip(Skip::path("/users/1"))
         .skip(Skip::method("POST"))

@@ -1,5 +1,5 @@
 //! A policy file watched under a running application: the middleware
-//! serves a `PolicyWatcher`'s live limiter, and an edit of the file changes
+//! serves a `PolicyWatcher`'s limiters, and an edit of the file changes
 //! the limit of the next request, with the keys' state kept.
 
 use crate::on_both_stacks;
@@ -42,7 +42,7 @@ async fn an_edited_policy_file_applies_to_the_running_app(stack: Stack) {
         .start()
         .await
         .unwrap();
-    let server = start(stack, RateLimit::new(watcher.limiter().clone())).await;
+    let server = start(stack, RateLimit::new(watcher.limiters().clone())).await;
     assert_eq!(statuses(server.addr, 3).await, [200, 200, 429]);
     std::fs::write(&path, policies(5)).unwrap();
     let applied = tokio::task::spawn_blocking(move || reloads.recv_timeout(Duration::from_secs(5)))

@@ -93,7 +93,7 @@ struct PoliciesBody<'a> {
     storage: String,
     file: Option<&'a str>,
     default: Option<PolicyBody>,
-    resources: std::collections::BTreeMap<&'a str, PolicyBody>,
+    resources: std::collections::BTreeMap<Box<str>, PolicyBody>,
     envoy: Vec<EnvoyDomainBody<'a>>,
 }
 
@@ -145,10 +145,11 @@ fn policies_body(config: &PolicySet) -> PoliciesBody<'_> {
     PoliciesBody {
         storage: config.storage().to_string(),
         file: config.policy_file().map(|f| f.origin()),
-        default: policies.map(|p| policy_body(p.default_limiter().policy())),
+        default: policies.map(|p| policy_body(p.limiter("").policy())),
         resources: policies
             .map(|p| {
                 p.resources()
+                    .into_iter()
                     .map(|(name, limiter)| (name, policy_body(limiter.policy())))
                     .collect()
             })

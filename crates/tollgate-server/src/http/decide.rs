@@ -3,7 +3,6 @@
 //! `"max_delay_ms"`, one reservation: the request waits up to that long
 //! for its turn instead of being refused.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tollgate::{Decision, Limits, Policy, ResourceLimiter};
+use tollgate::{Decision, Limiters, Policy};
 use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
@@ -41,7 +40,8 @@ pub const MAX_DELAY_MS: u64 = 3_600_000;
 pub(crate) struct Decided<'a> {
     /// The resource's name, or `default`.
     pub(crate) name: &'a str,
-    pub(crate) policy: Cow<'a, Policy>,
+    /// The policy the decision was made under.
+    pub(crate) policy: Policy,
     pub(crate) decision: Decision,
 }
 
@@ -55,21 +55,21 @@ pub(crate) async fn decide<'a>(
 ) -> Result<Decided<'a>, ApiError> {
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
-    let decision = policies
-        .limiter(resource)
+    let limiter = policies.limiter(resource);
+    let decision = limiter
         .allow_n(key, cost)
         .await
         .map_err(|err| ApiError::backend(&err))?;
-    let (name, policy) = Limits::policy(policies, resource);
+    let (name, _) = policies.policy(resource);
     Ok(Decided {
         name,
-        policy,
+        policy: *limiter.policy(),
         decision,
     })
 }
 
 /// The policy file's limiter; 404 without a policy file.
-pub(crate) fn policies(config: &PolicySet) -> Result<&ResourceLimiter<AnyBackend>, ApiError> {
+pub(crate) fn policies(config: &PolicySet) -> Result<&Limiters<AnyBackend>, ApiError> {
     match config.policies() {
         Some(policies) => Ok(policies),
         None => Err(ApiError::new(
@@ -157,13 +157,13 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     };
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
-    let reservation = policies
-        .limiter(resource)
+    let limiter = policies.limiter(resource);
+    let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await
         .map_err(|err| ApiError::backend(&err))?;
-    let (name, policy) = Limits::policy(policies, resource);
-    let mut answer = self::body(name, &policy, reservation.decision());
+    let (name, _) = policies.policy(resource);
+    let mut answer = self::body(name, limiter.policy(), reservation.decision());
     if reservation.is_reserved() {
         let delay = reservation.delay();
         answer.delay_ms = Some(ceil_millis(delay));

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tollgate::{BackendErrorKind, Error, Limits, Operation};
+use tollgate::{BackendErrorKind, Error, Operation};
 
 use crate::http::decide::{cost, key, object, read_body, resource, whole_number};
 use crate::http::error::ApiError;
@@ -116,7 +116,7 @@ async fn run(kind: Kind, shared: &Shared, headers: &HeaderMap, body: Body) -> Re
     let config = shared.config.load();
     let policies = crate::http::decide::policies(&config)?;
     let resource = resource.as_deref().unwrap_or("");
-    let (name, _) = Limits::policy(policies, resource);
+    let (name, _) = policies.policy(resource);
     match policies.limiter(resource).operate(&key, op).await {
         Ok(()) => {
             tracing::info!(

@@ -22,6 +22,7 @@
 //! did not answer. 400 names a wrong parameter, 404 an unknown resource,
 //! 409 a policy that keeps no top keys (`top_keys: false`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
@@ -129,11 +130,11 @@ fn asked(pairs: Vec<(String, String)>) -> Result<Asked, ApiError> {
 fn limiter<'c>(
     config: &'c PolicySet,
     resource: Option<&str>,
-) -> Result<(&'c str, &'c Limiter<AnyBackend>), ApiError> {
+) -> Result<(Cow<'c, str>, Arc<Limiter<AnyBackend>>), ApiError> {
     let policies = config.policies();
     let Some(resource) = resource else {
         return match policies {
-            Some(p) => Ok((DEFAULT_POLICY_NAME, p.default_limiter())),
+            Some(p) => Ok((Cow::Borrowed(DEFAULT_POLICY_NAME), p.limiter(""))),
             None => Err(ApiError::field(
                 "resource",
                 "is required: no policy file is loaded, so there is no default policy; name an \
@@ -143,17 +144,17 @@ fn limiter<'c>(
     };
     if let Some(p) = policies {
         if resource == DEFAULT_POLICY_NAME {
-            return Ok((DEFAULT_POLICY_NAME, p.default_limiter()));
+            return Ok((Cow::Borrowed(DEFAULT_POLICY_NAME), p.limiter("")));
         }
-        if let Some(found) = p.resources().find(|(name, _)| *name == resource) {
-            return Ok(found);
+        if let Some((name, limiter)) = p.resources().into_iter().find(|(name, _)| &**name == resource) {
+            return Ok((Cow::Owned(name.into()), limiter));
         }
     }
     for (_, domain) in config.domains() {
         for rule in domain.rules() {
             if rule.rule().resource == resource {
                 if let Some(limiter) = rule.limiter() {
-                    return Ok((&rule.rule().resource, limiter));
+                    return Ok((Cow::Borrowed(&rule.rule().resource), limiter.clone()));
                 }
             }
         }
@@ -211,7 +212,7 @@ async fn run(
     Ok(json_response(
         StatusCode::OK,
         &TopBody {
-            resource: name,
+            resource: &name,
             by: asked.by.name(),
             window_s: list.window.as_secs(),
             capacity: list.capacity,

@@ -88,8 +88,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether every binding this backend makes answers at once: its
     /// [`Binding::apply_now`] and [`Binding::operate_now`] give an answer
     /// (`Some`) for every call, so that a limiter on it can decide without
-    /// waiting ([`Limits::check_n`](crate::Limits::check_n), and
-    /// [`Limits::can_check`](crate::Limits::can_check) is true). A limiter
+    /// waiting ([`Limiter::decide_now`](crate::Limiter::decide_now)). A limiter
     /// reads it once, when it binds a policy.
     ///
     /// `true` for the [`MemoryBackend`](memory::MemoryBackend), and for a

@@ -151,9 +151,8 @@ impl<B: Backend> LimiterBuilder<B> {
     /// at run time), keeping the state of every limit whose strategy and
     /// window stay, as [`Backend::rebind`] does. `previous` must have served
     /// the same key prefix and resource on the same backend; the caller
-    /// swaps the new limiter in (as a
-    /// [`LiveLimiter`](crate::LiveLimiter) does for a whole
-    /// [`ResourceLimiter`](crate::ResourceLimiter)).
+    /// swaps the new limiter in (as [`Limiters::replace`](crate::Limiters::replace)
+    /// does for each of its limiters).
     ///
     /// # Errors
     ///

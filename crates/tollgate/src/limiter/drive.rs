@@ -1,10 +1,10 @@
 //! The drivers of a decision's machine (`machine.rs`): each carries the
 //! machine's question to the store and the answer back, and orders none of
 //! the steps itself. [`Limiter::allow_n`] awaits any store;
-//! [`Limiter::check_n`] and the `Limits` traits' immediate calls run the
-//! machine at once on a store that [decides now](Backend::decides_now),
-//! where it is inlined synchronous code; [`Limiter::operate`] and its
-//! immediate twin drive a per-key operation.
+//! [`Limiter::check_n`] and [`Limiter::decide_now`] run the machine at
+//! once on a store that [decides now](Backend::decides_now), where it is
+//! inlined synchronous code; [`Limiter::operate`] and
+//! [`Limiter::operate_now`] drive a per-key operation.
 
 use super::machine::{Answer, Call, Pending, Step, Waiting};
 use super::Limiter;
@@ -78,22 +78,41 @@ impl<B: Backend> Limiter<B> {
     }
 
     /// Whether the backend answers every decision at once
-    /// ([`Backend::decides_now`]), so that [`Limits::check_n`] decides
+    /// ([`Backend::decides_now`]), so that [`Limiter::decide_now`] decides
     /// without waiting.
-    ///
-    /// [`Limits::check_n`]: crate::Limits::check_n
     pub fn decides_now(&self) -> bool {
         self.decides_now
     }
 
-    /// [`Limiter::allow_n`] without waiting, when the backend [decides
-    /// now](Backend::decides_now); `None`, with nothing done, otherwise.
+    /// [`Limiter::allow_n`] without waiting, on any backend: the same
+    /// decision, with the same effects on the key's state, the deny cache,
+    /// the circuit breaker and the metrics, when the backend [decides
+    /// now](Backend::decides_now); `None`, with nothing done, otherwise,
+    /// and the caller then awaits [`Limiter::allow_n`]. In memory,
+    /// [`Limiter::check_n`] gives the decision itself.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Policy, Strategy};
+    ///
+    /// let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(60))?;
+    /// let limiter = Limiter::builder().policy(policy).build()?;
+    /// assert!(limiter.decides_now());
+    /// assert!(limiter.decide_now(b"k", 1).unwrap()?.allowed);
+    /// assert!(!limiter.decide_now(b"k", 1).unwrap()?.allowed);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Inside the `Some`, as for [`Limiter::allow`]: a backend that
+    /// decides now but failed, under fail-closed (never in memory).
     #[inline]
-    pub(crate) fn decide_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
+    pub fn decide_now(&self, key: impl AsRef<[u8]>, cost: u64) -> Option<Result<Decision, Error>> {
         if !self.decides_now {
             return None;
         }
-        self.drive_now(key, cost)
+        self.drive_now(key.as_ref(), cost)
     }
 
     /// Runs the machine without waiting: a request that would wait for
@@ -145,11 +164,18 @@ impl<B: Backend> Limiter<B> {
         self.binding.operate(key, op).await.map_err(Error::Backend)
     }
 
-    /// [`Limiter::operate`] without waiting, when the backend [decides
-    /// now](Backend::decides_now); `None` otherwise, or when the store
-    /// cannot apply it at once. A backend that decides now keeps no
-    /// leases, so there are no units to give back first.
-    pub(crate) fn operate_at_once(&self, key: &[u8], op: Operation) -> Option<Result<(), Error>> {
+    /// [`Limiter::operate`] without waiting, on any backend: applied at
+    /// once when the backend [decides now](Backend::decides_now) (always in
+    /// memory); `None`, with nothing done, otherwise or when the store
+    /// cannot apply it at once, and the caller then awaits
+    /// [`Limiter::operate`]. A backend that decides now keeps no leases,
+    /// so there are no units to give back first.
+    ///
+    /// # Errors
+    ///
+    /// Inside the `Some`, as for [`Limiter::operate`].
+    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Option<Result<(), Error>> {
+        let key = key.as_ref();
         if !self.decides_now {
             return None;
         }
@@ -171,8 +197,8 @@ impl Limiter<MemoryBackend> {
     /// exactly as [`Limiter::allow_n`] does: the same machine (the lists,
     /// the deny cache and the circuit breaker when there are any, shadow
     /// mode, the metrics), run without waiting.
-    /// [`Limits::check_n`](crate::Limits::check_n) is the same for any
-    /// backend that decides now.
+    /// [`Limiter::decide_now`] is the same for any backend that decides
+    /// now.
     #[inline]
     pub fn check_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Decision {
         let key = key.as_ref();
@@ -198,21 +224,6 @@ impl Limiter<MemoryBackend> {
             // The in-memory store answers every call and never fails, so
             // neither its breaker opens nor its fail policy applies.
             Some(Err(_)) | None => unreachable!("the in-memory backend decides at once and cannot fail"),
-        }
-    }
-
-    /// Applies a per-key operation synchronously (in-memory only), exactly
-    /// as [`Limiter::operate`] does.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] naming `cost` or `duration` when the argument is
-    /// out of range ([`Operation::validate`]); the in-memory store itself
-    /// cannot fail.
-    pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
-        match self.operate_at_once(key.as_ref(), op) {
-            Some(result) => result,
-            None => unreachable!("the in-memory backend applies operations at once"),
         }
     }
 }

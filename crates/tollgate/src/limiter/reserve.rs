@@ -31,18 +31,6 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// A reservation that is `decision` itself: made with no delay when it
-    /// admits, refused otherwise; nothing to give back.
-    pub(crate) fn decided(key: &[u8], decision: Decision) -> Self {
-        Self {
-            key: key.into(),
-            decision,
-            delay: Duration::ZERO,
-            receipt: None,
-            beyond_max_delay: false,
-        }
-    }
-
     /// Whether the reservation was made: the caller may proceed after
     /// [`delay`](Self::delay).
     pub fn is_reserved(&self) -> bool {

@@ -1,39 +1,39 @@
 //! The setters of the [`Options`](super::Options) every builder shares:
 //! [`LimiterBuilder`](crate::LimiterBuilder) and
-//! [`ResourceLimiterBuilder`](crate::ResourceLimiterBuilder) set the fail
+//! [`LimitersBuilder`](crate::LimitersBuilder) set the fail
 //! policy, the protection of a remote store, shadow mode, the key lists and
 //! the key prefix alike.
 
 /// The opening words of the setters a
-/// [`ResourceLimiterBuilder`](crate::ResourceLimiterBuilder) can override per
+/// [`LimitersBuilder`](crate::LimitersBuilder) can override per
 /// resource, by builder: [`option_setters`] follows them with what both
 /// builders' setters share.
 macro_rules! summary {
     (LimiterBuilder, fallback) => {
         "The in-memory policy that decides while the store fails."
     };
-    (ResourceLimiterBuilder, fallback) => {
+    (LimitersBuilder, fallback) => {
         "The in-memory fallback policy of every resource without one of its own \
          ([`resource_fallback`](Self::resource_fallback)), and of the default policy."
     };
     (LimiterBuilder, deny_cache) => {
         "A local cache of the keys the store denied."
     };
-    (ResourceLimiterBuilder, deny_cache) => {
+    (LimitersBuilder, deny_cache) => {
         "A deny cache for every resource unless turned off per resource \
          ([`resource_deny_cache`](Self::resource_deny_cache)), and for the default policy."
     };
     (LimiterBuilder, lease) => {
         "Leases of hot keys' units from a shared store (default: off)."
     };
-    (ResourceLimiterBuilder, lease) => {
+    (LimitersBuilder, lease) => {
         "Leases for every resource without a setting of its own \
          ([`resource_lease`](Self::resource_lease)), and for the default policy."
     };
     (LimiterBuilder, shadow) => {
         "Shadow mode, on or off (default: off)."
     };
-    (ResourceLimiterBuilder, shadow) => {
+    (LimitersBuilder, shadow) => {
         "Shadow mode for every resource without a setting of its own \
          ([`resource_shadow`](Self::resource_shadow)), and for the default policy."
     };
@@ -41,28 +41,28 @@ macro_rules! summary {
         "Keeps the keys with the most denied requests, admitted units and shadow-denied \
          requests over the last minute (default: off)."
     };
-    (ResourceLimiterBuilder, top_keys) => {
+    (LimitersBuilder, top_keys) => {
         "Top keys for every resource without a setting of its own \
          ([`resource_top_keys`](Self::resource_top_keys)), and for the default policy."
     };
     (LimiterBuilder, exempt) => {
         "Keys exempt from the limit."
     };
-    (ResourceLimiterBuilder, exempt) => {
+    (LimitersBuilder, exempt) => {
         "Keys exempt under every resource and the default policy; a resource may exempt more \
          ([`resource_exempt`](Self::resource_exempt))."
     };
     (LimiterBuilder, deny) => {
         "Keys denied whatever the limit."
     };
-    (ResourceLimiterBuilder, deny) => {
+    (LimitersBuilder, deny) => {
         "Keys denied under every resource and the default policy; a resource may deny more \
          ([`resource_deny`](Self::resource_deny))."
     };
 }
 
 /// Defines, inside the `impl` block of the builder `$builder`
-/// (`LimiterBuilder` or `ResourceLimiterBuilder`), the setters of its
+/// (`LimiterBuilder` or `LimitersBuilder`), the setters of its
 /// `options` (an [`Options`](super::Options)) and of its key `prefix` (a
 /// `String`). The settings a resource can override open with the builder's
 /// own words ([`summary`]).

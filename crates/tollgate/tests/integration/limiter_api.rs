@@ -7,7 +7,7 @@ use std::time::Duration;
 use tollgate::backend::store::{Store, StoreBackend};
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
-    BackendErrorKind, Error, FailPolicy, Limiter, ManualClock, Policy, ResourceLimiter, Strategy, MAX_LIMIT,
+    BackendErrorKind, Error, FailPolicy, Limiter, Limiters, ManualClock, Policy, Strategy, MAX_LIMIT,
     MAX_WINDOW,
 };
 
@@ -40,14 +40,14 @@ fn invalid_configuration_names_the_field() {
     assert!(ok().window(MAX_WINDOW).build().is_ok());
 
     let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
-    assert_eq!(config_field(ResourceLimiter::builder().build()), "default");
-    let empty = ResourceLimiter::builder()
+    assert_eq!(config_field(Limiters::builder().build()), "default");
+    let empty = Limiters::builder()
         .default_policy(policy)
         .resource("", policy)
         .build();
     assert_eq!(config_field(empty), r#"resources."""#);
     for bad in ["log\nin", "\u{1b}[31mred", "tab\there", "nul\0"] {
-        let built = ResourceLimiter::builder()
+        let built = Limiters::builder()
             .default_policy(policy)
             .resource(bad, policy)
             .build();
@@ -61,7 +61,7 @@ fn invalid_configuration_names_the_field() {
     for fine in ["login", "api:v1", "déjà vu", "a.b"] {
         assert!(tollgate::check_resource_name(fine).is_ok(), "{fine:?}");
     }
-    let twice = ResourceLimiter::builder()
+    let twice = Limiters::builder()
         .default_policy(policy)
         .resource("login", policy)
         .resource("login", policy)
@@ -86,7 +86,7 @@ fn strategies_parse_from_their_names() {
 #[test]
 fn resources_have_separate_state_and_policies() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .clock(clock.clone())
         .default_policy(Policy::new(Strategy::SlidingWindow, 3, Duration::from_secs(10)).unwrap())
         .resource(
@@ -107,11 +107,11 @@ fn resources_have_separate_state_and_policies() {
     // Unknown resources share the default policy and its state.
     assert_eq!(limiter.limiter("another").check("k").remaining, 1);
     assert_eq!(
-        limiter.policy("login").limits()[0].strategy(),
+        limiter.policy("login").1.limits()[0].strategy(),
         Strategy::FixedWindow
     );
-    assert_eq!(limiter.policy("nope").limits()[0].limit(), 3);
-    assert_eq!(limiter.resources().count(), 2);
+    assert_eq!(limiter.policy("nope").1.limits()[0].limit(), 3);
+    assert_eq!(limiter.resources().len(), 2);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn resources_sharing_a_store_never_collide() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let store = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
     let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(60)).unwrap();
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .backend(store)
         .default_policy(policy)
         .resource("a", policy)
@@ -242,7 +242,7 @@ async fn fail_open_admits_and_counts() {
 async fn resource_limiters_mark_fail_open_decisions() {
     let clock = ManualClock::new(Duration::from_secs(10));
     let policy = Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .default_policy(policy)
         .resource("login", policy)
         .fail_policy(FailPolicy::Open)
@@ -252,7 +252,7 @@ async fn resource_limiters_mark_fail_open_decisions() {
     for resource in ["login", "other"] {
         assert!(!limiter.limiter(resource).allow("k").await.unwrap().fail_open);
     }
-    limiter.default_limiter().binding().store().set_failing(true);
+    limiter.limiter("").binding().store().set_failing(true);
     for resource in ["login", "other"] {
         let d = limiter.limiter(resource).allow_n("k", 2).await.unwrap();
         assert!(d.allowed && d.fail_open, "{resource}: {d:?}");
@@ -437,7 +437,7 @@ impl tollgate::backend::Backend for SmallLimitsOnly {
 fn a_resource_the_backend_cannot_serve_is_named_in_the_error() {
     let small = Policy::new(Strategy::FixedWindow, 10, Duration::from_secs(1)).unwrap();
     let large = Policy::new(Strategy::FixedWindow, 1_000, Duration::from_secs(1)).unwrap();
-    let err = ResourceLimiter::builder()
+    let err = Limiters::builder()
         .backend(SmallLimitsOnly(tollgate::MemoryBackend::new()))
         .default_policy(small)
         .resource("login", small)

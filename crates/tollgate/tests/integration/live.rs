@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use tollgate::backend::store::StoreBackend;
 use tollgate::testing::MapStore;
-use tollgate::{Limit, LiveLimiter, ManualClock, Policy, ResourceLimiter, ResourceLimiterBuilder, Strategy};
+use tollgate::{Limit, Limiters, LimitersBuilder, ManualClock, Policy, Strategy};
 
 fn hourly(strategy: Strategy, limit: u64) -> Policy {
     Policy::new(strategy, limit, Duration::from_secs(3_600)).unwrap()
 }
 
-fn builder(clock: &ManualClock, login: Policy) -> ResourceLimiterBuilder<tollgate::MemoryBackend> {
-    ResourceLimiter::builder()
+fn builder(clock: &ManualClock, login: Policy) -> LimitersBuilder<tollgate::MemoryBackend> {
+    Limiters::builder()
         .clock(clock.clone())
         .default_policy(hourly(Strategy::FixedWindow, 1_000))
         .resource("login", login)
@@ -24,7 +24,7 @@ fn builder(clock: &ManualClock, login: Policy) -> ResourceLimiterBuilder<tollgat
 fn replacing_policies_under_load_keeps_state_and_never_exceeds_either_limit() {
     for strategy in Strategy::ALL {
         let clock = ManualClock::new(Duration::from_secs(1_000_000));
-        let live = LiveLimiter::new(builder(&clock, hourly(strategy, 100)).build().unwrap());
+        let live = builder(&clock, hourly(strategy, 100)).build().unwrap();
         let admitted = AtomicU64::new(0);
         let spent_at_larger = AtomicBool::new(false);
         let done = AtomicBool::new(false);
@@ -86,7 +86,7 @@ fn replacing_policies_under_load_keeps_state_and_never_exceeds_either_limit() {
 #[test]
 fn a_changed_window_or_strategy_starts_fresh_and_unchanged_resources_keep_everything() {
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
-    let live = LiveLimiter::new(builder(&clock, hourly(Strategy::TokenBucket, 3)).build().unwrap());
+    let live = builder(&clock, hourly(Strategy::TokenBucket, 3)).build().unwrap();
     for _ in 0..3 {
         live.limiter("login").check("k");
         live.limiter("other").check("k");
@@ -115,11 +115,9 @@ fn compound_limits_keep_their_state_when_reordered_or_joined() {
     let burst = Limit::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
     let hour = Limit::new(Strategy::SlidingWindow, 10, Duration::from_secs(3_600)).unwrap();
     let day = Limit::new(Strategy::FixedWindow, 100, Duration::from_secs(86_400)).unwrap();
-    let live = LiveLimiter::new(
-        builder(&clock, Policy::compound([burst, hour]).unwrap())
-            .build()
-            .unwrap(),
-    );
+    let live = builder(&clock, Policy::compound([burst, hour]).unwrap())
+        .build()
+        .unwrap();
     for _ in 0..4 {
         assert!(live.limiter("login").check("k").allowed);
     }
@@ -140,7 +138,7 @@ fn compound_limits_keep_their_state_when_reordered_or_joined() {
 #[test]
 fn blocks_survive_a_replacement_and_an_invalid_one_changes_nothing() {
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
-    let live = LiveLimiter::new(builder(&clock, hourly(Strategy::FixedWindow, 3)).build().unwrap());
+    let live = builder(&clock, hourly(Strategy::FixedWindow, 3)).build().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(
         live.limiter("login")
@@ -150,16 +148,16 @@ fn blocks_survive_a_replacement_and_an_invalid_one_changes_nothing() {
     live.replace(builder(&clock, hourly(Strategy::FixedWindow, 4)))
         .unwrap();
     assert!(!live.limiter("login").check("k").allowed, "still blocked");
-    let before = live.current();
+    let before = live.limiter("login");
     let err = live
         .replace(
-            ResourceLimiter::builder()
+            Limiters::builder()
                 .clock(clock.clone())
                 .resource("login", hourly(Strategy::FixedWindow, 1)),
         )
         .unwrap_err();
     assert!(err.to_string().contains("default"), "{err}");
-    assert!(std::sync::Arc::ptr_eq(&before, &live.current()));
+    assert!(std::sync::Arc::ptr_eq(&before, &live.limiter("login")));
 }
 
 #[test]
@@ -167,11 +165,11 @@ fn a_shared_store_keeps_state_across_a_changed_limit() {
     let clock = ManualClock::new(Duration::from_secs(1_000_000));
     let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
     let store_builder = |limit| {
-        ResourceLimiter::builder()
+        Limiters::builder()
             .backend(backend.clone())
             .default_policy(hourly(Strategy::SlidingWindow, limit))
     };
-    let live = LiveLimiter::new(store_builder(2).build().unwrap());
+    let live = store_builder(2).build().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     for _ in 0..2 {
         assert!(rt.block_on(live.limiter("").allow("k")).unwrap().allowed);

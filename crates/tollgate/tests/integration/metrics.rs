@@ -7,7 +7,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
 use tollgate::backend::store::StoreBackend;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Limiter, ManualClock, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiter, Limiters, ManualClock, Policy, Strategy};
 
 /// Label (name, value) pairs, sorted.
 type Labels = Vec<(String, String)>;
@@ -55,7 +55,7 @@ fn counts_follow_decisions_per_resource_and_strategy() {
     let snapshotter = recorder.snapshotter();
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let limiter = metrics::with_local_recorder(&recorder, || {
-        ResourceLimiter::builder()
+        Limiters::builder()
             .clock(clock.clone())
             .default_policy(Policy::new(Strategy::SlidingWindow, 3, Duration::from_secs(60)).unwrap())
             .resource(

@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use tollgate::{ManualClock, Policy, ResourceLimiter, Strategy};
+use tollgate::{Limiters, ManualClock, Policy, Strategy};
 
 fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
@@ -59,7 +59,7 @@ fn scraped_counters_match_the_decisions() {
         .with_http_listener(addr)
         .install()
         .expect("installing the exporter");
-    let limiter = ResourceLimiter::builder()
+    let limiter = Limiters::builder()
         .clock(ManualClock::new(Duration::from_secs(1_000)))
         .default_policy(Policy::new(Strategy::SlidingWindow, 1, Duration::from_secs(60)).unwrap())
         .resource(

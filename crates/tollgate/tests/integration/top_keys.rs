@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tollgate::{KeyList, Limit, Limiter, ManualClock, Policy, ResourceLimiter, Strategy, TopKeys, TopMetric};
+use tollgate::{KeyList, Limit, Limiter, Limiters, ManualClock, Policy, Strategy, TopKeys, TopMetric};
 
 fn clock() -> ManualClock {
     ManualClock::new(Duration::from_secs(1_000_000))
@@ -114,7 +114,7 @@ fn shadow_mode_counts_what_enforcement_would_deny_apart() {
 #[test]
 fn each_resource_keeps_its_own_and_one_may_turn_them_off() {
     let hour = Duration::from_secs(3600);
-    let limits = ResourceLimiter::builder()
+    let limits = Limiters::builder()
         .default_policy(Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
         .resource("login", Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
         .resource("quiet", Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
@@ -129,11 +129,11 @@ fn each_resource_keeps_its_own_and_one_may_turn_them_off() {
     }
     let login = limits.limiter("login").top_keys(TopMetric::Denied, 10).unwrap();
     assert_eq!(ranked(&login), [("a".to_owned(), 2)]);
-    let default = limits.default_limiter().top_keys(TopMetric::Denied, 10).unwrap();
+    let default = limits.limiter("").top_keys(TopMetric::Denied, 10).unwrap();
     assert_eq!(ranked(&default), [("b".to_owned(), 2)]);
     assert!(limits.limiter("quiet").top_keys(TopMetric::Denied, 10).is_none());
     // A rebuild with a changed policy keeps the counts; turned off, they go.
-    let rebuilt = ResourceLimiter::builder()
+    let rebuilt = Limiters::builder()
         .default_policy(Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
         .resource("login", Policy::new(Strategy::FixedWindow, 2, hour).unwrap())
         .top_keys(TopKeys::new())
@@ -143,7 +143,7 @@ fn each_resource_keeps_its_own_and_one_may_turn_them_off() {
         ranked(&rebuilt.limiter("login").top_keys(TopMetric::Denied, 10).unwrap()),
         [("a".to_owned(), 2)]
     );
-    let off = ResourceLimiter::builder()
+    let off = Limiters::builder()
         .default_policy(Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
         .resource("login", Policy::new(Strategy::FixedWindow, 2, hour).unwrap())
         .build_from(&rebuilt)

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::Semaphore;
-use tollgate_http::{Limits, RateLimit};
+use tollgate::backend::Backend;
+use tollgate_http::RateLimit;
 
 /// The response header of `GET /used/{value}`.
 pub const TOKENS_USED: &str = "x-tokens-used";
@@ -37,7 +38,7 @@ pub struct Server {
 }
 
 /// Serves the application behind `config` on `stack`.
-pub async fn start<L: Limits>(stack: Stack, config: RateLimit<L>) -> Server {
+pub async fn start<B: Backend>(stack: Stack, config: RateLimit<B>) -> Server {
     let gate = Arc::new(Semaphore::new(0));
     let addr = match stack {
         Stack::Axum => axum_app::start(config, gate.clone()).await,
@@ -49,10 +50,10 @@ pub async fn start<L: Limits>(stack: Stack, config: RateLimit<L>) -> Server {
 /// Serves `GET /` behind `cheap` and `GET /costly` behind `costly`, each
 /// route with a middleware of its own (axum: a layer on the route;
 /// actix-web: `wrap` on the resource), for costs per route.
-pub async fn start_per_route<L: Limits>(
+pub async fn start_per_route<B: Backend>(
     stack: Stack,
-    cheap: RateLimit<L>,
-    costly: RateLimit<L>,
+    cheap: RateLimit<B>,
+    costly: RateLimit<B>,
 ) -> SocketAddr {
     match stack {
         Stack::Axum => {
@@ -107,7 +108,7 @@ mod axum_app {
     use axum::routing::{get, post};
     use axum::Router;
 
-    pub async fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
+    pub async fn start<B: Backend>(config: RateLimit<B>, gate: Arc<Semaphore>) -> SocketAddr {
         let app = Router::new()
             .route("/", get(|| async { "ok" }).post(|| async { "posted" }))
             .route(
@@ -157,7 +158,7 @@ mod actix_app {
     use actix_web::http::StatusCode;
     use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
-    pub fn start<L: Limits>(config: RateLimit<L>, gate: Arc<Semaphore>) -> SocketAddr {
+    pub fn start<B: Backend>(config: RateLimit<B>, gate: Arc<Semaphore>) -> SocketAddr {
         let middleware = config.actix();
         serve(move || {
             App::new()

@@ -1,10 +1,9 @@
-//! `tollgate::Limits`, the trait callers decide through: a backend that
-//! decides now (in memory under a type of its own, as a backend chosen at
-//! run time is) gets the synchronous path, whose decisions, state and
-//! metrics are exactly those of the awaited path; one that does not gets
-//! none; and `Arc`s and live limiters decide through it too.
+//! Deciding at once (`Limiter::decide_now`, `Limiter::operate_now`): a
+//! backend that decides now (in memory under a type of its own, as a
+//! backend chosen at run time is) gets the synchronous path, whose
+//! decisions, state and metrics are exactly those of the awaited path; one
+//! that does not gets none; and a set's limiters decide through it too.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -20,8 +19,8 @@ use crate::support;
 use tollgate::backend::memory::MemoryBinding;
 use tollgate::backend::{Backend, Binding, Scope};
 use tollgate::{
-    BackendError, Decision, DenyCache, Error, FailPolicy, KeyList, Limiter, Limits, LiveLimiter, ManualClock,
-    MemoryBackend, Operation, Policy, ResourceLimiter, Strategy, DEFAULT_POLICY_NAME,
+    BackendError, Decision, DenyCache, Error, FailPolicy, KeyList, Limiter, Limiters, ManualClock,
+    MemoryBackend, Operation, Policy, Strategy, DEFAULT_POLICY_NAME,
 };
 
 /// The in-memory backend under another type, as a backend chosen at run
@@ -92,8 +91,13 @@ fn per_minute(limit: u64) -> Policy {
     Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(60)).unwrap()
 }
 
+/// The decision [`Limiter::decide_now`] gives at once, if it gives one.
+fn now<B: Backend>(limiter: &Limiter<B>, key: &[u8], cost: u64) -> Option<Decision> {
+    limiter.decide_now(key, cost).map(Result::unwrap)
+}
+
 #[test]
-fn a_limiter_on_another_backend_type_that_decides_now_checks_without_waiting() {
+fn a_limiter_on_another_backend_type_that_decides_now_decides_without_waiting() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let limiter = Limiter::builder()
         .policy(per_minute(2))
@@ -101,46 +105,48 @@ fn a_limiter_on_another_backend_type_that_decides_now_checks_without_waiting() {
         .build()
         .unwrap();
     assert!(limiter.decides_now());
-    assert!(Limits::can_check(&limiter));
     let remaining: Vec<_> = (0..3)
-        .map(|_| Limits::check(&limiter, "", b"k").map(|d| (d.allowed, d.remaining)))
+        .map(|_| now(&limiter, b"k", 1).map(|d| (d.allowed, d.remaining)))
         .collect();
     assert_eq!(remaining, [Some((true, 1)), Some((true, 0)), Some((false, 0))]);
     // An operation applies at once too, and the awaited path sees it.
     assert_eq!(
-        Limits::operate_now(&limiter, "", b"k", Operation::Reset).map(|r| r.is_ok()),
+        limiter.operate_now(b"k", Operation::Reset).map(|r| r.is_ok()),
         Some(true)
     );
     assert_eq!(ready(limiter.allow("k")).unwrap().remaining, 1);
     // A refund too large is refused at once, as `operate` refuses it.
-    let refused = Limits::operate_now(&limiter, "", b"k", Operation::Refund(u64::MAX));
+    let refused = limiter.operate_now(b"k", Operation::Refund(u64::MAX));
     assert!(matches!(refused, Some(Err(Error::Config(_)))), "{refused:?}");
 
-    let resources = ResourceLimiter::builder()
+    let limiters = Limiters::builder()
         .default_policy(per_minute(5))
         .resource("login", per_minute(1))
         .backend(elsewhere(&clock, true))
         .build()
         .unwrap();
-    assert!(Limits::can_check(&resources));
     assert_eq!(
-        Limits::check(&resources, "login", b"k").map(|d| d.remaining),
+        limiters
+            .with_limiter("login", |l| now(l, b"k", 1))
+            .map(|d| d.remaining),
         Some(0)
     );
     assert_eq!(
-        Limits::check(&resources, "search", b"k").map(|d| d.remaining),
+        limiters
+            .with_limiter("search", |l| now(l, b"k", 1))
+            .map(|d| d.remaining),
         Some(4)
     );
-    let live = Arc::new(LiveLimiter::new(resources));
-    assert!(Limits::can_check(&live));
     assert_eq!(
-        Limits::check(&live, "login", b"k").map(|d| d.allowed),
+        limiters
+            .with_limiter("login", |l| now(l, b"k", 1))
+            .map(|d| d.allowed),
         Some(false)
     );
 }
 
 #[test]
-fn a_limiter_on_a_backend_that_must_be_awaited_checks_nothing_and_charges_nothing() {
+fn a_limiter_on_a_backend_that_must_be_awaited_decides_nothing_at_once_and_charges_nothing() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let limiter = Limiter::builder()
         .policy(per_minute(2))
@@ -149,57 +155,64 @@ fn a_limiter_on_a_backend_that_must_be_awaited_checks_nothing_and_charges_nothin
         .build()
         .unwrap();
     assert!(!limiter.decides_now());
-    assert!(!Limits::can_check(&limiter));
-    assert_eq!(Limits::check_n(&limiter, "", b"k", 1), None);
-    assert!(Limits::operate_now(&limiter, "", b"k", Operation::Penalty(2)).is_none());
+    assert_eq!(now(&limiter, b"k", 1), None);
+    assert!(limiter.operate_now(b"k", Operation::Penalty(2)).is_none());
     // Neither the check nor the operation touched the key.
     assert_eq!(ready(limiter.allow("k")).unwrap().remaining, 1);
 
-    let live = LiveLimiter::new(
-        ResourceLimiter::builder()
-            .default_policy(per_minute(2))
-            .backend(elsewhere(&clock, false))
-            .build()
-            .unwrap(),
-    );
-    assert!(!Limits::can_check(&live));
-    assert_eq!(Limits::check(&live, "", b"k"), None);
+    let limiters = Limiters::builder()
+        .default_policy(per_minute(2))
+        .backend(elsewhere(&clock, false))
+        .build()
+        .unwrap();
+    assert!(!limiters.with_limiter("", Limiter::decides_now));
+    assert_eq!(limiters.with_limiter("", |l| now(l, b"k", 1)), None);
 }
 
 #[test]
-fn a_live_limiter_names_and_copies_the_policy_serving_now() {
-    let live = Arc::new(LiveLimiter::new(
-        ResourceLimiter::builder()
+fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
+    let limiters = Arc::new(
+        Limiters::builder()
             .default_policy(per_minute(5))
             .resource("login", per_minute(1))
             .build()
             .unwrap(),
-    ));
-    let (name, policy) = Limits::policy(&live, "login");
-    assert_eq!((name, policy.limits()[0].limit()), ("login", 1));
-    assert!(
-        matches!(policy, Cow::Owned(_)),
-        "a live policy can be replaced: it is copied"
     );
-    assert_eq!(Limits::policy(&live, "search").0, DEFAULT_POLICY_NAME);
-    assert!(ready(Limits::allow(&live, "login", b"k")).unwrap().allowed);
-    assert!(!Limits::check(&live, "login", b"k").unwrap().allowed);
+    let (name, policy) = limiters.policy("login");
+    assert_eq!((name, policy.limits()[0].limit()), ("login", 1));
+    assert_eq!(limiters.policy("search").0, DEFAULT_POLICY_NAME);
+    let taken = limiters.limiter("login");
+    assert!(ready(taken.allow(b"k")).unwrap().allowed);
+    assert!(
+        !limiters
+            .with_limiter("login", |l| now(l, b"k", 1))
+            .unwrap()
+            .allowed
+    );
     // Replaced, the resource is gone: its requests fall to the default.
-    live.replace(ResourceLimiter::builder().default_policy(per_minute(3)))
+    limiters
+        .replace(Limiters::builder().default_policy(per_minute(3)))
         .unwrap();
-    let (name, policy) = Limits::policy(&live, "login");
+    let (name, policy) = limiters.policy("login");
     assert_eq!((name, policy.limits()[0].limit()), (DEFAULT_POLICY_NAME, 3));
-    assert_eq!(Limits::check(&live, "login", b"k").unwrap().remaining, 2);
-    // Borrowed where nothing can replace it.
-    let limiter = Limiter::builder().policy(per_minute(1)).build().unwrap();
-    assert!(matches!(
-        Limits::policy(&limiter, "x"),
-        ("default", Cow::Borrowed(_))
-    ));
+    assert_eq!(
+        limiters
+            .with_limiter("login", |l| now(l, b"k", 1))
+            .unwrap()
+            .remaining,
+        2
+    );
+    // The limiter taken before the replacement still decides under its
+    // own policy, on its own state.
+    assert_eq!(taken.policy().limits()[0].limit(), 1);
+    assert!(!taken.check("k").allowed);
+    // A set made from one limiter serves it as its default.
+    let one = Limiters::from(Limiter::builder().policy(per_minute(1)).build().unwrap());
+    assert_eq!(one.policy("x").0, DEFAULT_POLICY_NAME);
+    assert!(one.limiter("x").check("k").allowed);
+    assert!(!one.limiter("").check("k").allowed);
 }
 
-/// Every counter of `snapshotter` with its value, sorted (histograms are
-/// sampled per thread, so not compared).
 fn counters(snapshotter: &Snapshotter) -> Vec<(String, u64)> {
     let mut out: Vec<_> = snapshotter
         .snapshot()
@@ -286,7 +299,7 @@ proptest! {
         let in_memory = metrics::with_local_recorder(&recorders[2], || {
             twin(memory(&clocks[2]), &clocks[2], policy, variant)
         });
-        prop_assert!(Limits::can_check(&checked));
+        prop_assert!(checked.decides_now());
         for (i, (advance_ms, step)) in steps.iter().enumerate() {
             for clock in &clocks {
                 clock.advance(Duration::from_millis(*advance_ms));
@@ -294,7 +307,7 @@ proptest! {
             match step {
                 Step::Decide { key, cost } => {
                     let key = KEYS[*key];
-                    let now = Limits::check_n(&checked, "", key.as_bytes(), *cost);
+                    let now = now(&checked, key.as_bytes(), *cost);
                     let later = ready(awaited.allow_n(key, *cost)).unwrap();
                     let direct = in_memory.check_n(key, *cost);
                     prop_assert_eq!(now, Some(later), "step {}: {:?}", i, step);
@@ -302,11 +315,11 @@ proptest! {
                 }
                 Step::Operate { key, op } => {
                     let key = KEYS[*key];
-                    let now = Limits::operate_now(&checked, "", key.as_bytes(), *op);
+                    let now = checked.operate_now(key.as_bytes(), *op);
                     let later = ready(awaited.operate(key, *op));
                     let direct = in_memory.operate_now(key, *op);
                     prop_assert_eq!(now.map(|r| r.is_ok()), Some(later.is_ok()), "step {}", i);
-                    prop_assert_eq!(direct.is_ok(), later.is_ok(), "step {}", i);
+                    prop_assert_eq!(direct.map(|r| r.is_ok()), Some(later.is_ok()), "step {}", i);
                 }
             }
         }

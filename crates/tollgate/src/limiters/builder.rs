@@ -1,4 +1,6 @@
-//! A limiter with a default policy and named per-resource policies.
+//! The builder of a [`Limiters`] set: a default policy, named
+//! resources, and the settings each resource takes in place of the
+//! builder's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,100 +16,12 @@ use crate::policy::Policy;
 use crate::protection::DenyCache;
 use crate::top::TopKeys;
 
-/// Enforces a default policy plus named per-resource overrides.
-///
-/// State of different resources never collides, even for equal keys.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::{Policy, ResourceLimiter, Strategy};
-///
-/// let limiter = ResourceLimiter::builder()
-///     .default_policy(Policy::new(Strategy::SlidingWindow, 100, Duration::from_secs(60))?)
-///     .resource("login", Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60))?)
-///     .build()?;
-/// assert_eq!(limiter.limiter("login").check("alice").remaining, 4);
-/// assert_eq!(limiter.limiter("search").check("alice").remaining, 99);
-/// # Ok::<(), tollgate::Error>(())
-/// ```
-pub struct ResourceLimiter<B: Backend = MemoryBackend> {
-    default: Arc<Limiter<B>>,
-    resources: HashMap<Box<str>, Arc<Limiter<B>>>,
-    prefix: String,
-}
+use super::names::{check_resource_name, resource_path};
+use super::{Limiters, Named};
 
-impl<B: Backend> std::fmt::Debug for ResourceLimiter<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResourceLimiter")
-            .field("default", &self.default)
-            .field("resources", &self.resources)
-            .finish()
-    }
-}
-
-impl ResourceLimiter {
-    /// A builder for an in-memory resource-scoped limiter.
-    pub fn builder() -> ResourceLimiterBuilder<MemoryBackend> {
-        ResourceLimiterBuilder {
-            backend: MemoryBackend::new(),
-            default: None,
-            resources: Vec::new(),
-            options: Options::default(),
-            overrides: HashMap::new(),
-            prefix: DEFAULT_KEY_PREFIX.to_owned(),
-        }
-    }
-}
-
-impl<B: Backend> ResourceLimiter<B> {
-    /// The limiter for `resource`, or the default one.
-    ///
-    /// A caller decides and applies operations with its methods:
-    /// `limiter.limiter("login").check(ip)`.
-    pub fn limiter(&self, resource: &str) -> &Limiter<B> {
-        self.shared_limiter(resource)
-    }
-
-    /// [`Self::limiter`] as the [`Arc`] it is kept in.
-    pub(crate) fn shared_limiter(&self, resource: &str) -> &Arc<Limiter<B>> {
-        self.resources.get(resource).unwrap_or(&self.default)
-    }
-
-    /// The policy applied to `resource`.
-    pub fn policy(&self, resource: &str) -> &Policy {
-        self.limiter(resource).policy()
-    }
-
-    /// The default limiter.
-    pub fn default_limiter(&self) -> &Limiter<B> {
-        &self.default
-    }
-
-    /// The named resources and their limiters.
-    pub fn resources(&self) -> impl Iterator<Item = (&str, &Limiter<B>)> {
-        self.resources.iter().map(|(name, l)| (&**name, &**l))
-    }
-
-    /// Ends the leases of every limiter (the default policy's and each
-    /// resource's) and gives their unspent units back, as
-    /// [`Limiter::end_leases`] does. Returns the units given back.
-    ///
-    /// # Errors
-    ///
-    /// The first limiter's error, after every limiter was tried.
-    pub async fn end_leases(&self) -> Result<u64, Error> {
-        let limiters: Vec<&Limiter<B>> = std::iter::once(&*self.default)
-            .chain(self.resources.values().map(|l| &**l))
-            .collect();
-        crate::limiter::end_leases(limiters).await
-    }
-}
-
-impl ResourceLimiter<MemoryBackend> {}
-
-/// Configures a [`ResourceLimiter`].
+/// Configures a [`Limiters`] set; made by [`Limiters::builder`].
 #[derive(Debug, Clone)]
-pub struct ResourceLimiterBuilder<B> {
+pub struct LimitersBuilder<B> {
     backend: B,
     default: Option<Policy>,
     resources: Vec<(String, Policy)>,
@@ -128,7 +42,19 @@ struct Override {
     deny: KeyList,
 }
 
-impl ResourceLimiterBuilder<MemoryBackend> {
+impl LimitersBuilder<MemoryBackend> {
+    /// A builder on a new in-memory backend, with no policy yet.
+    pub(super) fn new() -> Self {
+        Self {
+            backend: MemoryBackend::new(),
+            default: None,
+            resources: Vec::new(),
+            options: Options::default(),
+            overrides: HashMap::new(),
+            prefix: DEFAULT_KEY_PREFIX.to_owned(),
+        }
+    }
+
     /// Runs the in-memory backend on `clock`.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.backend = self.backend.clock(clock);
@@ -136,7 +62,7 @@ impl ResourceLimiterBuilder<MemoryBackend> {
     }
 }
 
-impl<B: Backend> ResourceLimiterBuilder<B> {
+impl<B: Backend> LimitersBuilder<B> {
     /// The policy for resources without an override (required).
     pub fn default_policy(mut self, policy: Policy) -> Self {
         self.default = Some(policy);
@@ -149,7 +75,7 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         self
     }
 
-    option_setters!(ResourceLimiterBuilder);
+    option_setters!(LimitersBuilder);
 
     /// The fallback policy of resource `name`, in place of the builder's
     /// [`fallback`](Self::fallback). The fail policy must be
@@ -203,8 +129,8 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
     }
 
     /// Replaces the backend.
-    pub fn backend<C: Backend>(self, backend: C) -> ResourceLimiterBuilder<C> {
-        ResourceLimiterBuilder {
+    pub fn backend<C: Backend>(self, backend: C) -> LimitersBuilder<C> {
+        LimitersBuilder {
             backend,
             default: self.default,
             resources: self.resources,
@@ -214,35 +140,38 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
         }
     }
 
-    /// Validates the configuration and builds the limiter.
+    /// Validates the configuration and builds the set.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] naming the field: a missing default policy, a
     /// resource name that [`check_resource_name`] refuses, a duplicate
     /// resource name, an empty key prefix.
-    pub fn build(self) -> Result<ResourceLimiter<B>, Error> {
-        self.build_after(None)
+    pub fn build(self) -> Result<Limiters<B>, Error> {
+        self.build_after(None).map(Limiters::serving)
     }
 
-    /// Builds the limiter to take over from `previous` (policies changed at
-    /// run time), keeping state: a resource (or the default) whose policy and
-    /// settings are unchanged keeps its limiter as it is; one whose policy
-    /// changed keeps the state of every limit whose strategy and window stay
-    /// (see [`Backend::rebind`]); anything else starts fresh. Nothing is kept
-    /// when the key prefix changed. Swap the result in with a
-    /// [`LiveLimiter`](crate::LiveLimiter).
+    /// Builds a set to take over from `previous` (policies changed at run
+    /// time), keeping state as [`Limiters::replace`] does, while `previous`
+    /// goes on serving what it serves: for a caller that swaps whole
+    /// configurations of its own, of which the set is one part.
     ///
     /// # Errors
     ///
     /// As for [`build`](Self::build); `previous` is left as it was.
-    pub fn build_from(self, previous: &ResourceLimiter<B>) -> Result<ResourceLimiter<B>, Error> {
-        self.build_after(Some(previous))
+    pub fn build_from(self, previous: &Limiters<B>) -> Result<Limiters<B>, Error> {
+        self.build_after(Some(&previous.current())).map(Limiters::serving)
     }
 
-    fn build_after(self, previous: Option<&ResourceLimiter<B>>) -> Result<ResourceLimiter<B>, Error> {
+    /// Builds the set's limiters to take over from `previous` (policies
+    /// changed at run time), keeping state: a resource (or the default)
+    /// whose policy and settings are unchanged keeps its limiter as it is;
+    /// one whose policy changed keeps the state of every limit whose
+    /// strategy and window stay (see [`Backend::rebind`]); anything else
+    /// starts fresh. Nothing is kept when the key prefix changed.
+    pub(super) fn build_after(self, previous: Option<&Named<B>>) -> Result<Named<B>, Error> {
         validate_prefix(&self.prefix)?;
-        let previous = previous.filter(|p| p.prefix == self.prefix);
+        let previous = previous.filter(|p| p.prefix.as_deref() == Some(self.prefix.as_str()));
         let default = self
             .default
             .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
@@ -317,63 +246,10 @@ impl<B: Backend> ResourceLimiterBuilder<B> {
             })?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
-        Ok(ResourceLimiter {
+        Ok(Named {
             default,
             resources,
-            prefix: self.prefix,
+            prefix: Some(self.prefix),
         })
-    }
-}
-
-/// Checks that `name` can name a resource: it must not be empty (the empty
-/// name is the default policy's) and must not contain control characters
-/// (`char::is_control`: line breaks, tabs, escape sequences and the like),
-/// which would corrupt logs, metrics labels and error messages that show it.
-///
-/// Every other string is accepted; backends escape names in their keys.
-/// [`ResourceLimiterBuilder::build`] applies this rule, and so should any
-/// reader of resource names (policy files, traces) to refuse the same names.
-///
-/// # Errors
-///
-/// A [`ConfigError`] whose field is `resources.NAME`, the name written as in
-/// [`resource_path`], e.g. `resources.""` or `resources."log\nin"`.
-///
-/// ```
-/// assert!(tollgate::check_resource_name("login").is_ok());
-/// let err = tollgate::check_resource_name("log\nin").unwrap_err();
-/// assert_eq!(err.field(), r#"resources."log\nin""#);
-/// assert!(tollgate::check_resource_name("").is_err());
-/// ```
-pub fn check_resource_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::new(
-            resource_path(name),
-            "a resource name must not be empty (the empty name is the default policy's)",
-        ));
-    }
-    if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
-        return Err(ConfigError::new(
-            resource_path(name),
-            format!(
-                "a resource name must not contain control characters; found U+{:04X} at byte {at}",
-                u32::from(c)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The field path of resource `name` in error messages: `resources.login`
-/// for names of letters, digits, `_` and `-`, otherwise the name quoted and
-/// escaped as Rust's `Debug` writes it (`resources."api:v1"`,
-/// `resources."log\nin"`), so no name can inject line breaks or fake a
-/// nested field.
-pub fn resource_path(name: &str) -> String {
-    let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
-    if plain {
-        format!("resources.{name}")
-    } else {
-        format!("resources.{name:?}")
     }
 }
