@@ -1,7 +1,8 @@
 //! A policy file's settings beside its policies, in words, as `check` and
 //! `simulate --config` show them.
 
-use tollgate::{DenyCache, TopKeys};
+use tollgate::protection::DenyCache;
+use tollgate::top::TopKeys;
 use tollgate_config::Settings;
 
 /// Whether the words are for a replay, which applies only the lists and

@@ -146,7 +146,7 @@ impl Policies {
                     0 => "tollgate.default".to_owned(),
                     _ => format!(
                         "tollgate.{}",
-                        tollgate::resource_path(&targets.policies[target].0)
+                        tollgate::Limiters::resource_path(&targets.policies[target].0)
                     ),
                 };
                 CliError::Policy {

@@ -16,7 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Runtime;
 use tollgate::__private::redact_url;
-use tollgate::{Decision, Limiter, ManualClock};
+use tollgate::clock::ManualClock;
+use tollgate::{Decision, Limiter};
 use tollgate_redis::redis;
 use tollgate_redis::{ConnectError, RedisBackend};
 

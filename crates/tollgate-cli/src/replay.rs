@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use tollgate::backend::Backend;
-use tollgate::{Decision, Limit, Limiter, Listed, ManualClock, MemoryBackend, Policy, DEFAULT_KEY_PREFIX};
+use tollgate::clock::ManualClock;
+use tollgate::{Decision, Limit, Limiter, Listed, MemoryBackend, Policy};
 
 use tollgate_config::Settings;
 
@@ -157,7 +158,8 @@ where
     E: From<tollgate::Error>,
 {
     let (clock, backend) = replay_backend(trace);
-    let limiters = limiters(targets, &backend, DEFAULT_KEY_PREFIX).map_err(|(_, err)| E::from(err))?;
+    let limiters = limiters(targets, &backend, tollgate::Limiter::DEFAULT_KEY_PREFIX)
+        .map_err(|(_, err)| E::from(err))?;
     replay_through(
         trace,
         targets,
@@ -245,7 +247,8 @@ where
     E: From<tollgate::Error>,
 {
     let (clock, backend) = replay_backend(trace);
-    let limiters = limiters(targets, &backend, DEFAULT_KEY_PREFIX).map_err(|(_, err)| E::from(err))?;
+    let limiters = limiters(targets, &backend, tollgate::Limiter::DEFAULT_KEY_PREFIX)
+        .map_err(|(_, err)| E::from(err))?;
     // The in-memory limiter answers at once: its futures are ready when
     // first polled, on a runtime without a driver.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use tollgate::backend::memory::MemoryBinding;
+use tollgate::backend::BackendError;
 use tollgate::backend::{Backend, Binding, BindingPart, LeaseAsk, Leased, Receipt, Reserved, Scope};
-use tollgate::{BackendError, Decision, Error, MemoryBackend, Operation, Policy};
+use tollgate::{Decision, Error, MemoryBackend, Operation, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
 

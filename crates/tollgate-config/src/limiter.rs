@@ -133,7 +133,7 @@ impl PolicyFile {
 
     /// A limiter builder on `backend` with the file's policies, fail policy,
     /// key prefix and settings, for backends configured in code (a
-    /// [`MemoryBackend`] on a [`tollgate::ManualClock`], a custom store),
+    /// [`MemoryBackend`] on a [`tollgate::clock::ManualClock`], a custom store),
     /// or for replacing the policies of running
     /// [`Limiters`] ([`Limiters::replace`]).
     pub fn limiters_builder<B: Backend>(&self, backend: B) -> LimitersBuilder<B> {

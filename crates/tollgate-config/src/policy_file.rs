@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::Path;
 
 use tollgate::__private::redact_url;
-use tollgate::{resource_path, ConfigError, FailPolicy, Policy, Strategy, DEFAULT_KEY_PREFIX};
+use tollgate::{ConfigError, FailPolicy, Policy, Strategy};
 
 use crate::error::ConfigFileError;
 use crate::format::Format;
@@ -109,7 +109,7 @@ impl PolicyFile {
         let mut resources = BTreeMap::new();
         let mut own = BTreeMap::new();
         for (name, entry) in &section.resources {
-            let path = format!("tollgate.{}", resource_path(name));
+            let path = format!("tollgate.{}", tollgate::Limiters::resource_path(name));
             let policy = entry
                 .policy
                 .policy(strategy)
@@ -153,7 +153,7 @@ impl PolicyFile {
             },
             key_prefix: section
                 .key_prefix
-                .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned()),
+                .unwrap_or_else(|| tollgate::Limiter::DEFAULT_KEY_PREFIX.to_owned()),
             settings,
             own,
         })
@@ -260,7 +260,7 @@ impl PolicyFile {
     /// or for a resource; top keys kept by default do not count.
     pub fn has_settings(&self) -> bool {
         let untouched = Settings {
-            top_keys: Some(tollgate::TopKeys::new()),
+            top_keys: Some(tollgate::top::TopKeys::new()),
             ..Settings::default()
         };
         self.settings != untouched || !self.own.is_empty()

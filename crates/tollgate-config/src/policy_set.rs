@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tollgate::{
-    FailPolicy, Limiter, Limiters, MemoryBackend, Policy, SharedClock, Strategy, DEFAULT_KEY_PREFIX,
-};
+use tollgate::clock::SharedClock;
+use tollgate::{FailPolicy, Limiter, Limiters, MemoryBackend, Policy, Strategy};
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::limiters::{envoy_label, envoy_prefix, EnvoyLimits, Previous};
@@ -205,7 +204,7 @@ impl PolicySet {
             .map_or(FailPolicy::Closed, |f| f.fail_policy());
         let prefix = policy_file
             .as_ref()
-            .map_or(DEFAULT_KEY_PREFIX, |f| f.key_prefix())
+            .map_or(tollgate::Limiter::DEFAULT_KEY_PREFIX, |f| f.key_prefix())
             .to_owned();
         let policies = match &policy_file {
             Some(file) => {
@@ -226,7 +225,7 @@ impl PolicySet {
         // are kept as a policy file keeps them by default, or as its
         // file-wide `top_keys` says.
         let mut envoy_settings = Settings {
-            top_keys: Some(tollgate::TopKeys::new()),
+            top_keys: Some(tollgate::top::TopKeys::new()),
             ..Settings::default()
         };
         if let Some(file) = &policy_file {
@@ -307,7 +306,7 @@ impl PolicySet {
 
     /// Ends the leases of every limiter of the set (the policy file's and
     /// every Envoy limit's) and gives their unspent units back to the
-    /// store (see [`tollgate::Lease`]): what a service does before it
+    /// store (see [`tollgate::protection::Lease`]): what a service does before it
     /// exits. Returns the units given back.
     ///
     /// # Errors
@@ -315,7 +314,7 @@ impl PolicySet {
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_leases(&self) -> Result<u64, tollgate::Error> {
         let limiters = self.limiters();
-        tollgate::end_leases(limiters.iter().map(|l| &**l).collect()).await
+        tollgate::together::end_leases(limiters.iter().map(Arc::as_ref)).await
     }
 
     /// Ends the leases of the limiters of this set that `next`, the set a
@@ -329,7 +328,7 @@ impl PolicySet {
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_replaced_leases(&self, next: &PolicySet) -> Result<u64, tollgate::Error> {
         let replaced = self.replaced_by(next);
-        tollgate::end_leases(replaced.iter().map(|l| &**l).collect()).await
+        tollgate::together::end_leases(replaced.iter().map(Arc::as_ref)).await
     }
 
     /// Whether a reload to `next` leaves a limiter of this set that leases

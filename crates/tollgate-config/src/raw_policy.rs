@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use tollgate::{ConfigError, Limit, Policy, Strategy, MAX_LIMITS};
+use tollgate::{ConfigError, Limit, Policy, Strategy};
 
 use crate::fields::{deserialize_any_with, next};
 use crate::setting_field::SettingField;
@@ -284,7 +284,7 @@ impl<'de> Visitor<'de> for AnotherLimit<'_> {
     }
 }
 
-/// `limits`: one to [`MAX_LIMITS`] limits, no two with the same strategy
+/// `limits`: one to [`tollgate::Policy::MAX_LIMITS`] limits, no two with the same strategy
 /// and window.
 struct LimitList(Vec<RawLimit>);
 
@@ -314,15 +314,16 @@ impl<'de> Visitor<'de> for LimitListVisitor {
     }
 }
 
-/// Checks `limit`, read after `before`: within [`MAX_LIMITS`], and not the
+/// Checks `limit`, read after `before`: within [`tollgate::Policy::MAX_LIMITS`], and not the
 /// strategy and window of an earlier limit as written (both naming the
 /// same strategy, or both none). A limit that names a strategy and one that
 /// takes `tollgate.strategy` are compared once the file is read
 /// ([`RawPolicy::policy`]).
 fn check_another(before: &[RawLimit], limit: RawLimit) -> Result<(), String> {
-    if before.len() >= MAX_LIMITS {
+    if before.len() >= tollgate::Policy::MAX_LIMITS {
         return Err(format!(
-            "one limit too many: a policy holds at most {MAX_LIMITS} limits"
+            "one limit too many: a policy holds at most {} limits",
+            tollgate::Policy::MAX_LIMITS
         ));
     }
     let same = |other: &RawLimit| other.strategy == limit.strategy && other.window == limit.window;

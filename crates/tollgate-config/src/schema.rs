@@ -355,9 +355,9 @@ impl Visitor<'_> for ResourceNameVisitor {
     }
 }
 
-/// Checks a resource name by the core's rule ([`tollgate::check_resource_name`]:
+/// Checks a resource name by the core's rule ([`tollgate::Limiters::check_resource_name`]:
 /// not empty, no control characters), so a name the file accepts is one a
 /// limiter and a trace accept too.
 fn check_resource_name(name: &str) -> Result<(), String> {
-    tollgate::check_resource_name(name).map_err(|e| e.reason().to_owned())
+    tollgate::Limiters::check_resource_name(name).map_err(|e| e.reason().to_owned())
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
-use tollgate::SharedClock;
+use tollgate::clock::SharedClock;
 
 use crate::any_backend::AnyBackend;
 use crate::error::ConfigFileError;
@@ -340,7 +340,7 @@ impl PolicySetWatcherBuilder {
 
     /// Keeps the state on `backend` instead of the one the files name (a
     /// [`MemoryBackend`](tollgate::MemoryBackend) on a
-    /// [`ManualClock`](tollgate::ManualClock), a Redis backend configured
+    /// [`ManualClock`](tollgate::clock::ManualClock), a Redis backend configured
     /// in code). A change of the files' storage fields is refused.
     pub fn backend(mut self, backend: impl Into<AnyBackend>) -> Self {
         self.options.backend = Some(backend.into());

@@ -8,7 +8,10 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexp
 use serde::Deserialize;
 use std::time::Duration;
 
-use tollgate::{DenyCache, KeyList, Lease, TopKeys, MAX_LEASE_AGE, MAX_LEASE_UNITS};
+use tollgate::protection::DenyCache;
+use tollgate::protection::Lease;
+use tollgate::top::TopKeys;
+use tollgate::KeyList;
 
 use crate::fields::deserialize_any_with;
 use crate::values::{expanded, shown};
@@ -229,7 +232,7 @@ impl<'de> Visitor<'de> for LeaseVisitor {
     }
 }
 
-/// `lease.max_units`: a whole number from 1 to [`MAX_LEASE_UNITS`].
+/// `lease.max_units`: a whole number from 1 to [`tollgate::protection::Lease::MAX_UNITS`].
 struct LeaseUnits(u64);
 deserialize_any_with!(LeaseUnits, LeaseUnitsVisitor);
 
@@ -243,12 +246,13 @@ impl Visitor<'_> for LeaseUnitsVisitor {
     }
 
     fn visit_u64<E: de::Error>(self, n: u64) -> Result<LeaseUnits, E> {
-        if (1..=MAX_LEASE_UNITS).contains(&n) {
+        if (1..=tollgate::protection::Lease::MAX_UNITS).contains(&n) {
             Ok(LeaseUnits(n))
         } else {
             Err(E::custom(format!(
-                "must be from 1 to {MAX_LEASE_UNITS} (1: every request asks the store; to turn \
-                 leases off, write `lease: false`)"
+                "must be from 1 to {} (1: every request asks the store; to turn \
+                 leases off, write `lease: false`)",
+                tollgate::protection::Lease::MAX_UNITS
             )))
         }
     }
@@ -269,7 +273,7 @@ impl Visitor<'_> for LeaseUnitsVisitor {
     }
 }
 
-/// `lease.max_age`: a duration from 1 ms to [`MAX_LEASE_AGE`].
+/// `lease.max_age`: a duration from 1 ms to [`tollgate::protection::Lease::MAX_AGE`].
 struct LeaseAge(Duration);
 deserialize_any_with!(LeaseAge, LeaseAgeVisitor);
 
@@ -286,11 +290,11 @@ impl Visitor<'_> for LeaseAgeVisitor {
         let text = expanded(raw)?;
         let age = humantime::parse_duration(text.trim())
             .map_err(|e| E::custom(format!("{} is not a duration ({e})", shown(raw, &text))))?;
-        if age < Duration::from_millis(1) || age > MAX_LEASE_AGE {
+        if age < Duration::from_millis(1) || age > tollgate::protection::Lease::MAX_AGE {
             return Err(E::custom(format!(
                 "must be from 1ms to {}s: a lease is spent within it, and an operation on a key \
                  reaches every process within it",
-                MAX_LEASE_AGE.as_secs()
+                tollgate::protection::Lease::MAX_AGE.as_secs()
             )));
         }
         Ok(LeaseAge(age))

@@ -3,10 +3,10 @@
 //! `deny`, `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`.
 
 use serde::de::MapAccess;
-use tollgate::{
-    resource_path, ConfigError, DenyCache, KeyList, Lease, LimiterBuilder, LimitersBuilder, Policy, Strategy,
-    TopKeys,
-};
+use tollgate::protection::DenyCache;
+use tollgate::protection::Lease;
+use tollgate::top::TopKeys;
+use tollgate::{ConfigError, KeyList, LimiterBuilder, LimitersBuilder, Policy, Strategy};
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
@@ -305,7 +305,7 @@ pub(crate) fn fallback_without_file_wide(resource: &str) -> String {
         "`{}.fallback` is given but `fallback` is not: a resource's fallback takes the place of \
          the file-wide one, which gives the whole file the fail policy `fallback`; give \
          `fallback` under `tollgate` too",
-        resource_path(resource)
+        tollgate::Limiters::resource_path(resource)
     )
 }
 

@@ -18,13 +18,13 @@ pub(crate) fn expanded<E: de::Error>(raw: &str) -> Result<Cow<'_, str>, E> {
 }
 
 /// What is wrong with a limit beyond what 64 bits hold: it is over the
-/// core's maximum ([`tollgate::MAX_LIMIT`]), said the same way in every
+/// core's maximum ([`tollgate::Policy::MAX_LIMIT`]), said the same way in every
 /// format.
 pub(crate) fn limit_too_large() -> String {
     format!(
         "must be at most {} (2^62, the maximum limit, within which every time and product the \
          strategies compute is exact)",
-        tollgate::MAX_LIMIT
+        tollgate::Policy::MAX_LIMIT
     )
 }
 

@@ -175,7 +175,7 @@ impl PolicyWatcherBuilder {
 
     /// Keeps the state on `backend` instead of the one the file names (a
     /// [`MemoryBackend`](tollgate::MemoryBackend) on a
-    /// [`ManualClock`](tollgate::ManualClock), a Redis backend configured
+    /// [`ManualClock`](tollgate::clock::ManualClock), a Redis backend configured
     /// in code). A change of the file's storage fields is refused all the
     /// same.
     pub fn backend(mut self, backend: impl Into<AnyBackend>) -> Self {

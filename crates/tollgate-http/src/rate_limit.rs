@@ -383,7 +383,7 @@ impl<B: Backend> RateLimit<B> {
     /// strategy says.
     ///
     /// The value must be one decimal integer from 0 to 2⁶²
-    /// ([`tollgate::MAX_LIMIT`]), in digits only. A response without the
+    /// ([`tollgate::Policy::MAX_LIMIT`]), in digits only. A response without the
     /// header, with it more than once, or with any other value leaves the
     /// charge as it was and is counted in [`RateLimit::adjustments`]
     /// (`unread`). What is settled and what is not (exempt keys, shadow

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::StatusCode;
-use tollgate::{Decision, Operation, MAX_LIMIT};
+use tollgate::{Decision, Operation};
 
 use crate::cost::parse_cost;
 
@@ -182,13 +182,15 @@ impl ResponseCost {
 }
 
 /// The cost in the one value of a response's cost header: decimal digits,
-/// at most [`MAX_LIMIT`], the largest cost an operation takes.
+/// at most [`tollgate::Policy::MAX_LIMIT`], the largest cost an operation takes.
 fn read_cost<'v>(mut values: impl Iterator<Item = &'v [u8]>) -> Option<u64> {
     let value = values.next()?;
     if values.next().is_some() {
         return None;
     }
-    parse_cost(value).ok().filter(|&cost| cost <= MAX_LIMIT)
+    parse_cost(value)
+        .ok()
+        .filter(|&cost| cost <= tollgate::Policy::MAX_LIMIT)
 }
 
 /// The operation that turns a charge of `charged` into one of `actual`.
@@ -262,7 +264,7 @@ mod tests {
         assert_eq!(settle(&rc, 3, 404, &[b"003"]), None);
         assert_eq!(
             settle(&rc, 0, 200, &[b"4611686018427387904"]),
-            Some(Operation::Penalty(MAX_LIMIT))
+            Some(Operation::Penalty(tollgate::Policy::MAX_LIMIT))
         );
         assert_eq!(rc.adjustments().unread, 0);
     }

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate::{Lease, Limiter, Policy, Strategy};
+use tollgate::protection::Lease;
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;

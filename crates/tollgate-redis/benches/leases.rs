@@ -36,7 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate::{DenyCache, Lease, Limiter, Policy, Strategy};
+use tollgate::protection::DenyCache;
+use tollgate::protection::Lease;
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tokio::runtime::Runtime;
-use tollgate::{CircuitBreaker, DenyCache, Limiter, LimiterBuilder, Policy, Strategy};
+use tollgate::protection::CircuitBreaker;
+use tollgate::protection::DenyCache;
+use tollgate::{Limiter, LimiterBuilder, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

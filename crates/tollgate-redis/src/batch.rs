@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::cluster_routing::Slot;
 use tokio::sync::oneshot;
-use tollgate::{BackendError, BackendErrorKind, Decision};
+use tollgate::backend::BackendError;
+use tollgate::backend::BackendErrorKind;
+use tollgate::Decision;
 
 /// What makes the calls of a lane: a decision in a call of its own, or
 /// several in one.

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
+use tollgate::backend::BackendError;
+use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
     namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope, Tick,
 };
+use tollgate::clock::SharedClock;
 use tollgate::strategy::{
     self, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
 };
-use tollgate::{BackendError, BackendErrorKind, Decision, Error, Operation, SharedClock, MAX_LIMITS};
+use tollgate::{Decision, Error, Operation};
 
 use crate::batch::{self, Batcher, Decider, Entered};
 use crate::connection::Connection;
@@ -395,7 +398,7 @@ impl RedisBinding {
         let &[extra, window_end, window_left] = lease else {
             return Err(bad());
         };
-        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
         let outcomes = parse_reply(decided, &mut outcomes[..n])?;
         let decision = Decision::from_compound(strategy::combine(outcomes), &shared.limits, Tick::Micros);
         let extra = u64::try_from(extra).map_err(|_| bad())?;
@@ -443,7 +446,7 @@ impl RedisBinding {
         if left.len() != 3 * n {
             return Err(bad());
         }
-        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
         let outcomes = parse_reply(decided, &mut outcomes[..n])?;
         let wait = u64::try_from(wait).map_err(|_| bad())?;
         let compound = match status {
@@ -466,7 +469,7 @@ impl RedisBinding {
             2 => return Ok(Reserved::beyond_max_delay(decision)),
             _ => return Ok(Reserved::new(decision, Duration::ZERO, None)),
         }
-        let mut states = [None; MAX_LIMITS];
+        let mut states = [None; tollgate::Policy::MAX_LIMITS];
         for ((state, left), limit) in states.iter_mut().zip(left.chunks_exact(3)).zip(&shared.limits) {
             let [a, b, c] = [left[0], left[1], left[2]].map(u64::try_from);
             let (Ok(a), Ok(b), Ok(c)) = (a, b, c) else {
@@ -704,7 +707,7 @@ impl Decider for RedisBinding {
         if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
             return Ok(blocked);
         }
-        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
         let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
         Ok(Decision::from_compound(
             strategy::combine(outcomes),

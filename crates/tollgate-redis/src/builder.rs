@@ -7,7 +7,8 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::TlsCertificates;
-use tollgate::{Clock, SharedClock};
+use tollgate::clock::Clock;
+use tollgate::clock::SharedClock;
 
 use crate::backend::RedisBackend;
 use crate::binding::Options;
@@ -17,7 +18,7 @@ use crate::sentinel::PrimaryAuth;
 use crate::tcp::TcpOptions;
 
 /// How long a decision may take before it fails with
-/// [`BackendErrorKind::Timeout`](tollgate::BackendErrorKind::Timeout), unless configured otherwise.
+/// [`BackendErrorKind::Timeout`](tollgate::backend::BackendErrorKind::Timeout), unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// How long connecting and the first `PING` may take, unless configured
@@ -173,7 +174,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
 impl RedisBackendBuilder {
     /// The longest a decision may take, round trip included (default
     /// [`DEFAULT_TIMEOUT`]). A decision that takes longer fails with
-    /// [`BackendErrorKind::Timeout`](tollgate::BackendErrorKind::Timeout) and the limiter's fail policy decides.
+    /// [`BackendErrorKind::Timeout`](tollgate::backend::BackendErrorKind::Timeout) and the limiter's fail policy decides.
     ///
     /// A timed-out script may still run on the server, so the request may
     /// have been charged even though the caller saw an error: timeouts can
@@ -216,7 +217,7 @@ impl RedisBackendBuilder {
     /// shares one timeline however far apart their own clocks are: use the
     /// server clock whenever several hosts share limits. A caller clock makes
     /// decisions follow the host's clock: needed to drive time by hand (a
-    /// [`tollgate::ManualClock`] in tests or replays), and fine for a single
+    /// [`tollgate::clock::ManualClock`] in tests or replays), and fine for a single
     /// host, but hosts with skewed clocks then disagree about time.
     ///
     /// **Skew admits more than the limit**, and nothing short of a shared
@@ -263,7 +264,7 @@ impl RedisBackendBuilder {
     /// clock steps back to a time at which it was still live, or when a
     /// caller clock is behind the server's. The grace absorbs such steps and
     /// skew; zero makes keys disappear at the exact millisecond their state
-    /// expires. A [`tollgate::ManualClock`] that runs slower than real time
+    /// expires. A [`tollgate::clock::ManualClock`] that runs slower than real time
     /// needs a grace longer than the run.
     pub fn expiry_grace(mut self, grace: Duration) -> Self {
         self.expiry_grace = grace;
@@ -327,7 +328,7 @@ impl RedisBackendBuilder {
     ///
     /// When the network silently drops a connection's packets (a failed
     /// link, a partition, a firewall losing state), each decision fails
-    /// with [`BackendErrorKind::Timeout`](tollgate::BackendErrorKind::Timeout) after the decision
+    /// with [`BackendErrorKind::Timeout`](tollgate::backend::BackendErrorKind::Timeout) after the decision
     /// [timeout](Self::timeout), but without a user timeout the connection
     /// stays open, and is never replaced, until the kernel gives up. With
     /// it, the connection is closed this long after the first unanswered
@@ -502,7 +503,7 @@ impl RedisBackendBuilder {
     /// used within about a second. A decision made while the first attempt
     /// is under way waits for it, within the decision
     /// [timeout](Self::timeout). Until an attempt succeeds, decisions fail
-    /// with a [`BackendErrorKind::Unavailable`](tollgate::BackendErrorKind::Unavailable) error whose source is a
+    /// with a [`BackendErrorKind::Unavailable`](tollgate::backend::BackendErrorKind::Unavailable) error whose source is a
     /// [`ConnectError`] of kind
     /// [`NotConnected`](crate::ConnectErrorKind::NotConnected), naming the
     /// URL (without its password) and the last attempt's error; the

@@ -1,10 +1,12 @@
 //! Errors: failures to connect, and the mapping of Redis errors onto
-//! [`tollgate::BackendError`] kinds.
+//! [`tollgate::backend::BackendError`] kinds.
 
 use std::fmt;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
-use tollgate::{BackendError, BackendErrorKind, ConfigError};
+use tollgate::backend::BackendError;
+use tollgate::backend::BackendErrorKind;
+use tollgate::ConfigError;
 
 /// What went wrong while connecting to Redis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

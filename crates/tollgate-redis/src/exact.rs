@@ -7,7 +7,7 @@ use tollgate::{ConfigError, Strategy};
 /// The largest limit and the largest window (in microseconds) the scripts
 /// accept: 2^51, so that every time and product they compute stays an exact
 /// integer in Lua's doubles. Tighter than the core's bounds
-/// ([`tollgate::MAX_LIMIT`], 2^62, and [`tollgate::MAX_WINDOW`], 100 years),
+/// ([`tollgate::Policy::MAX_LIMIT`], 2^62, and [`tollgate::Policy::MAX_WINDOW`], 100 years),
 /// which every backend also applies.
 pub const MAX_EXACT_OPERAND: u64 = 1 << 51;
 

@@ -72,7 +72,7 @@
 //!   [`tollgate::ConfigError`] when its arithmetic could leave the exact
 //!   integers ([`MAX_EXACT_OPERAND`], [`MAX_SLIDING_PRODUCT`]; see
 //!   [the 2^53 bound](_documentation::operations#microsecond-ticks-and-the-253-bound)).
-//! - Errors become [`tollgate::BackendError`]s of kind `Unavailable`,
+//! - Errors become [`tollgate::backend::BackendError`]s of kind `Unavailable`,
 //!   `Timeout` (no answer within [`RedisBackendBuilder::timeout`]),
 //!   `Protocol` or `Other`, and the limiter's fail policy decides. A lost
 //!   connection is re-established by the next decision; TCP keepalive and

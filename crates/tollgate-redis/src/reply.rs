@@ -1,9 +1,11 @@
 //! The scripts' replies read as decisions: a reply that is not what the
 //! scripts send is a [`BackendErrorKind::Protocol`] error.
 
+use tollgate::backend::BackendError;
+use tollgate::backend::BackendErrorKind;
 use tollgate::backend::Tick;
 use tollgate::strategy::{self, LimitRate, Outcome};
-use tollgate::{BackendError, BackendErrorKind, Decision, MAX_LIMITS};
+use tollgate::Decision;
 
 /// The decision of a blocked key when `reply` is `{-1, left_us, reset_us}`
 /// (`limit`: the policy's first limit's); `None` for any other reply.
@@ -44,7 +46,7 @@ pub(crate) fn parse_together<'a>(
         }
         let (fields, tail) = rest.split_at(len);
         rest = tail;
-        let mut outcomes = [NO_OUTCOME; MAX_LIMITS];
+        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
         let outcomes = parse_reply(&fields[1..], &mut outcomes[..limits.len()])?;
         let blocked_for = u64::try_from(fields[0]).map_err(|_| bad())?;
         decisions.push(if blocked_for > 0 {

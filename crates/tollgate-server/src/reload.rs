@@ -42,7 +42,7 @@ impl Reloader {
 /// A watch that cannot start is logged, and the server runs without it.
 pub(crate) async fn start(
     files: Vec<std::path::PathBuf>,
-    clock: tollgate::SharedClock,
+    clock: tollgate::clock::SharedClock,
     watch: bool,
     sighup: bool,
 ) -> Result<PolicySetWatcher, ReloadError> {

@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tollgate::{Clock, SharedClock, SystemClock};
+use tollgate::clock::Clock;
+use tollgate::clock::SharedClock;
+use tollgate::clock::SystemClock;
 
 use crate::connection::Timeouts;
 use crate::envoy::service::EnvoyService;
@@ -235,7 +237,7 @@ impl ServerBuilder {
     }
 
     /// The clock of in-memory state (default: the system clock), such as a
-    /// [`tollgate::ManualClock`] in tests.
+    /// [`tollgate::clock::ManualClock`] in tests.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self

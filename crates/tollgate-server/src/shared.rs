@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tollgate::SharedClock;
+use tollgate::clock::SharedClock;
 use tollgate_config::PolicySetHandle;
 
 /// The state behind every listener.

@@ -8,14 +8,14 @@ use proptest::prelude::*;
 use tollgate::backend::{Backend, Tick};
 use tollgate::strategy::{decide_all, LimitRate, State};
 use tollgate::together::Part;
-use tollgate::{Decision, Limiter, MAX_LIMITS};
+use tollgate::{Decision, Limiter};
 
 /// One part of a planned request: a policy index, a key index, a cost and
 /// whether the part is decisive.
 pub type PlanPart = (usize, usize, u64, bool);
 
 /// The state of every policy's every key, one per limit.
-pub type States = Vec<Vec<[Option<State>; MAX_LIMITS]>>;
+pub type States = Vec<Vec<[Option<State>; tollgate::Policy::MAX_LIMITS]>>;
 
 /// Random requests of one to four parts over `policies` policies and
 /// `keys` keys, each with a clock step in nanoseconds (occasionally
@@ -56,13 +56,13 @@ pub fn parts<'a, B: Backend>(
 /// its decision and next state (charged only when it admits).
 pub fn alone(
     limits: &[LimitRate],
-    state: &[Option<State>; MAX_LIMITS],
+    state: &[Option<State>; tollgate::Policy::MAX_LIMITS],
     now: u64,
     cost: u64,
     tick: Tick,
-) -> (Decision, [Option<State>; MAX_LIMITS]) {
+) -> (Decision, [Option<State>; tollgate::Policy::MAX_LIMITS]) {
     let n = limits.len();
-    let mut next = [None; MAX_LIMITS];
+    let mut next = [None; tollgate::Policy::MAX_LIMITS];
     let outcome = decide_all(limits, &state[..n], &mut next[..n], now, cost);
     (Decision::from_compound(outcome, limits, tick), next)
 }

@@ -12,7 +12,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tollgate::backend::store::{Store, StoreBackend};
-use tollgate::{BackendError, Limiter, Strategy};
+use tollgate::backend::BackendError;
+use tollgate::{Limiter, Strategy};
 
 /// Values with their expiry deadlines, ordered by key.
 type Entries = BTreeMap<Vec<u8>, (Vec<u8>, Instant)>;

@@ -23,7 +23,10 @@
 
 use std::time::Duration;
 
-use tollgate::{CircuitBreaker, DenyCache, FailPolicy, Limiter, ManualClock, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::protection::CircuitBreaker;
+use tollgate::protection::DenyCache;
+use tollgate::{FailPolicy, Limiter, Policy, Strategy};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use tollgate::{Limiter, Limiters, ManualClock, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Limiter, Limiters, Policy, Strategy};
 
 fn main() -> Result<(), tollgate::Error> {
     // 5 requests per 10 seconds per client, smoothed across window boundaries.

@@ -1,4 +1,6 @@
-//! Time sources.
+//! The clocks a limiter reads: [`SystemClock`] by default, a
+//! [`ManualClock`] that a test moves by hand, or any [`Clock`] of your own,
+//! shared as a [`SharedClock`].
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -27,11 +27,23 @@
 //!
 //! The crate's root holds what a caller of the library uses: the two
 //! things to hold, a [`Limiter`] (one policy) and [`Limiters`] (a default
-//! policy and named ones, replaced while they serve); policies, decisions, errors, operations,
-//! the in-memory backend, clocks and the options that protect a store.
-//! What a backend implementer needs (the [`backend::Backend`] and
-//! [`backend::Binding`] traits, the [`backend::store::Store`] adapter,
-//! [`backend::Tick`]) is in [`backend`].
+//! policy and named ones, replaced while they serve), their builders, and
+//! what they take and give: policies, decisions, errors, operations, key
+//! lists, reservations and the in-memory backend. The rest sits in a module
+//! named for what it holds:
+//!
+//! - [`clock`]: the clocks a limiter reads ([`clock::ManualClock`] for
+//!   tests);
+//! - [`protection`]: what protects a remote store (the deny cache, the
+//!   circuit breaker, leases);
+//! - [`top`]: the heaviest keys a limiter counts;
+//! - [`together`]: deciding the parts of one request together;
+//! - [`metrics`]: the names of the metrics every limiter records;
+//! - [`strategy`]: the strategies as pure functions;
+//! - [`backend`]: what a store's implementer needs (the
+//!   [`backend::Backend`] and [`backend::Binding`] traits, the
+//!   [`backend::store::Store`] adapter, [`backend::Tick`], the store's
+//!   errors).
 //!
 //! ## Documentation
 //!
@@ -61,7 +73,7 @@
 
 pub mod _documentation;
 pub mod backend;
-mod clock;
+pub mod clock;
 mod decision;
 mod error;
 mod keylist;
@@ -77,7 +89,7 @@ mod redact;
 pub mod strategy;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod top;
+pub mod top;
 
 /// Helpers the other tollgate crates share with this one. Not public API:
 /// anything here may change or go away in any release.
@@ -99,17 +111,11 @@ struct CrateReadmeDoctests;
 struct ReadmeDoctests;
 
 pub use backend::memory::MemoryBackend;
-pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use decision::{Decision, Listed};
-pub use error::{BackendError, BackendErrorKind, ConfigError, Error};
+pub use error::{ConfigError, Error};
 pub use keylist::KeyList;
-pub use lease::{Lease, MAX_LEASED_KEYS, MAX_LEASE_AGE, MAX_LEASE_UNITS};
-pub use limiter::{
-    end_leases, together, FailPolicy, Limiter, LimiterBuilder, Reservation, DEFAULT_KEY_PREFIX, MAX_JITTER,
-};
-pub use limiters::{check_resource_name, resource_path, Limiters, LimitersBuilder, DEFAULT_POLICY_NAME};
+pub use limiter::{together, FailPolicy, Limiter, LimiterBuilder, Reservation};
+pub use limiters::{Limiters, LimitersBuilder};
 pub use operation::Operation;
-pub use policy::{Limit, Policy, MAX_LIMITS, MAX_WINDOW};
-pub use protection::{CircuitBreaker, DenyCache};
-pub use strategy::{Strategy, UnknownStrategy, MAX_LIMIT};
-pub use top::{TopKey, TopKeys, TopList, TopMetric};
+pub use policy::{Limit, Policy};
+pub use strategy::Strategy;

@@ -21,13 +21,13 @@
 //! | `tollgate_circuit_open_total` | counter | requests not sent to the store because its [circuit breaker](crate::protection::CircuitBreaker) was open |
 //! | `tollgate_shadow_denied_total` | counter | requests a policy in shadow mode allowed that enforcement would have denied |
 //! | `tollgate_delayed_total` | counter | requests reserved to proceed after a delay ([`Limiter::reserve_n`](crate::Limiter::reserve_n), `acquire`, the middleware's `delay`) instead of being refused |
-//! | `tollgate_lease_decisions_total` | counter | requests admitted from a [lease](crate::Lease), without a round trip |
+//! | `tollgate_lease_decisions_total` | counter | requests admitted from a [lease](crate::protection::Lease), without a round trip |
 //! | `tollgate_lease_returned_units_total` | counter | unspent units of ended leases given back to the store |
 //! | `tollgate_decision_seconds` | histogram | time to decide, sampled: one decision in [`LATENCY_SAMPLE`] per thread |
 //!
 //! Latency is sampled because timing an in-memory decision costs about as
 //! much as the decision; one sample in [`LATENCY_SAMPLE`] per thread, timed
-//! with the counter-based [`crate::SystemClock`], keeps the histogram's shape
+//! with the counter-based [`crate::clock::SystemClock`], keeps the histogram's shape
 //! at a small fraction of that cost.
 
 use std::cell::Cell;

@@ -25,8 +25,8 @@ pub enum Operation {
 
 impl Operation {
     /// Checks the operation's argument: a cost of at most
-    /// [`MAX_LIMIT`](crate::MAX_LIMIT), a block of at most
-    /// [`MAX_WINDOW`](crate::MAX_WINDOW).
+    /// [`MAX_LIMIT`](crate::Policy::MAX_LIMIT), a block of at most
+    /// [`MAX_WINDOW`](crate::Policy::MAX_WINDOW).
     ///
     /// # Errors
     ///

@@ -8,12 +8,8 @@ use crate::decision::Tick;
 use crate::error::ConfigError;
 use crate::strategy::{LimitRate, Rate, Strategy, MAX_LIMIT};
 
-/// The longest window a policy accepts: 100 years of 365 days.
-///
-/// It keeps the window in nanoseconds below
-/// [`MAX_WINDOW_TICKS`](crate::strategy::MAX_WINDOW_TICKS), within which all
-/// decision arithmetic is exact; longer windows serve no real use.
-pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The longest window a policy accepts ([`Policy::MAX_WINDOW`]).
+pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// One validated limit: a strategy, a limit `L` and a window `W`.
 ///
@@ -23,8 +19,8 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub struct Limit {
     strategy: Strategy,
     limit: u64,
-    /// `W` in nanoseconds: at most [`MAX_WINDOW`], so it fits, and 8 bytes
-    /// where a `Duration` takes 16 (a [`Policy`] holds [`MAX_LIMITS`]).
+    /// `W` in nanoseconds: at most [`Policy::MAX_WINDOW`](crate::Policy::MAX_WINDOW), so it fits, and 8 bytes
+    /// where a `Duration` takes 16 (a [`Policy`] holds [`Policy::MAX_LIMITS`](crate::Policy::MAX_LIMITS)).
     window_nanos: u64,
 }
 
@@ -43,9 +39,9 @@ impl Limit {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] naming `limit` when it is 0 or above [`MAX_LIMIT`]
+    /// [`ConfigError`] naming `limit` when it is 0 or above [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT)
     /// (2^62), or `window` when it is zero, shorter than one microsecond, or
-    /// longer than [`MAX_WINDOW`].
+    /// longer than [`Policy::MAX_WINDOW`](crate::Policy::MAX_WINDOW).
     pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
         if limit == 0 {
             return Err(ConfigError::new("limit", "must be at least 1"));
@@ -120,8 +116,8 @@ impl fmt::Display for Limit {
     }
 }
 
-/// The most limits one [`Policy`] may hold.
-pub const MAX_LIMITS: usize = 8;
+/// The most limits one [`Policy`] may hold ([`Policy::MAX_LIMITS`]).
+pub(crate) const MAX_LIMITS: usize = 8;
 
 /// What a resource enforces: one [`Limit`], or several decided together as
 /// one atomic step (a compound policy).
@@ -166,6 +162,19 @@ impl fmt::Debug for Policy {
 }
 
 impl Policy {
+    /// The largest limit `L` of any limit of a policy: 2^62, within which
+    /// every time and product the strategies compute is exact.
+    pub const MAX_LIMIT: u64 = MAX_LIMIT;
+
+    /// The most limits one policy may hold.
+    pub const MAX_LIMITS: usize = MAX_LIMITS;
+
+    /// The longest window a policy accepts: 100 years of 365 days. It keeps
+    /// the window in nanoseconds below
+    /// [`MAX_WINDOW_TICKS`](crate::strategy::MAX_WINDOW_TICKS), within which
+    /// all decision arithmetic is exact; longer windows serve no real use.
+    pub const MAX_WINDOW: Duration = MAX_WINDOW;
+
     /// A policy of one limit; the same as [`Limit::new`] then
     /// [`Policy::from`].
     ///
@@ -182,7 +191,7 @@ impl Policy {
     /// # Errors
     ///
     /// [`ConfigError`] naming `limits` when there are none or more than
-    /// [`MAX_LIMITS`], or `limits[i]` when two limits share a strategy and a
+    /// [`Policy::MAX_LIMITS`](crate::Policy::MAX_LIMITS), or `limits[i]` when two limits share a strategy and a
     /// window (the one with the larger limit could never deny: keep the
     /// smaller). A strategy and a window identify a limit's state, so a
     /// limit can later change its `L` and keep its state.

@@ -13,7 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate::{Limiter, ManualClock, MemoryBackend, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Limiter, MemoryBackend, Strategy};
 
 use tollgate_test_support::counting_alloc::{live, Counting};
 

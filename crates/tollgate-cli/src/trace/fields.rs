@@ -76,14 +76,14 @@ pub fn parse_cost(field: &str) -> Result<u64, Problem> {
 /// # Errors
 ///
 /// [`Problem::Resource`] when the name breaks the core's rule for resource
-/// names ([`tollgate::check_resource_name`]), the same rule policy files
+/// names ([`tollgate::Limiters::check_resource_name`]), the same rule policy files
 /// follow, so every resource a trace names can have a policy.
 pub fn parse_resource(field: &str) -> Result<Option<&str>, Problem> {
     let name = field.trim();
     if name.is_empty() {
         return Ok(None);
     }
-    tollgate::check_resource_name(name).map_err(|err| Problem::Resource {
+    tollgate::Limiters::check_resource_name(name).map_err(|err| Problem::Resource {
         value: field.to_owned(),
         reason: err.reason().to_owned(),
     })?;

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use tollgate::{Limit, ManualClock, MemoryBackend, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Limit, MemoryBackend, Policy, Strategy};
 use tollgate_config::{AnyBackend, ErrorKind, Format, PolicyFile, Target};
 
 use crate::support::rejects;
@@ -112,7 +113,7 @@ fn eight_limits_are_accepted() {
         let file = PolicyFile::from_str(&text, format, "inline").unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(
             file.policy("api").limits().len(),
-            tollgate::MAX_LIMITS,
+            tollgate::Policy::MAX_LIMITS,
             "{format}"
         );
     }

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tollgate::{DenyCache, FailPolicy, KeyList, Limit, Policy, Strategy};
+use tollgate::protection::DenyCache;
+use tollgate::{FailPolicy, KeyList, Limit, Policy, Strategy};
 use tollgate_config::{ErrorKind, Format, PolicyFile, Settings, Storage, Target};
 
 fn example(name: &str) -> PathBuf {
@@ -25,7 +26,7 @@ fn settings(target: Target<'_>) -> Settings {
     settings.deny = keys(&["192.0.2.66"]);
     settings.deny_cache = Some(DenyCache::new());
     settings.fallback = Some(policy(Strategy::SlidingWindow, 25, Duration::from_secs(60)));
-    settings.top_keys = Some(tollgate::TopKeys::new());
+    settings.top_keys = Some(tollgate::top::TopKeys::new());
     match target {
         Target::Resource("login") => settings.deny = keys(&["192.0.2.66", "198.51.100.0/24"]),
         Target::Resource("search") => settings.deny_cache = None,

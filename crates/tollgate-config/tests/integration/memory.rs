@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tollgate::{FailPolicy, ManualClock, MemoryBackend, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{FailPolicy, MemoryBackend, Strategy};
 use tollgate_config::{load_limiters, AnyBackend, Format, LoadError, PolicyFile};
 
 const POLICIES: &str = "\

@@ -817,7 +817,7 @@ fn a_byte_that_is_not_utf8_is_located() {
 
 /// What a file says about a limit beyond 64 bits: the core's maximum.
 fn largest_limit_message() -> String {
-    format!("must be at most {}", tollgate::MAX_LIMIT)
+    format!("must be at most {}", tollgate::Policy::MAX_LIMIT)
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use crate::support;
 
 use support::{free_port, RedisServer};
-use tollgate::{BackendErrorKind, Error};
+use tollgate::backend::BackendErrorKind;
+use tollgate::Error;
 use tollgate_config::{load_limiters, AnyBinding, Format, LoadError, PolicyFile};
 
 fn file(text: &str) -> PolicyFile {

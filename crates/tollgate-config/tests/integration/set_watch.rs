@@ -9,7 +9,8 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{ManualClock, SharedClock};
+use tollgate::clock::ManualClock;
+use tollgate::clock::SharedClock;
 use tollgate_config::envoy::descriptor_key;
 use tollgate_config::{PolicySet, PolicySetWatcher, ReloadError};
 

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use tollgate::{
-    DenyCache, FailPolicy, KeyList, Lease, Limit, Listed, ManualClock, MemoryBackend, Policy, Strategy,
-    TopKeys,
-};
+use tollgate::clock::ManualClock;
+use tollgate::protection::DenyCache;
+use tollgate::protection::Lease;
+use tollgate::top::TopKeys;
+use tollgate::{FailPolicy, KeyList, Limit, Listed, MemoryBackend, Policy, Strategy};
 use tollgate_config::{AnyBackend, Format, PolicyFile, Settings, Target};
 
 const SECOND: Duration = Duration::from_secs(1);

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use tollgate::{ManualClock, MemoryBackend};
+use tollgate::clock::ManualClock;
+use tollgate::MemoryBackend;
 use tollgate_config::{LoadError, PolicyWatcher, ReloadError, Storage};
 
 /// How long a test waits for the watcher to report.

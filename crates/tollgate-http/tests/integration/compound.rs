@@ -13,8 +13,9 @@ use std::time::Duration;
 use support::apps::{start, Stack};
 use support::{client, clock, count_fields, header, params, parse_list, present, secs_up, url, Item};
 use tollgate::backend::store::StoreBackend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Decision, Limit, Limiter, Limiters, ManualClock, Policy, Strategy};
+use tollgate::{Decision, Limit, Limiter, Limiters, Policy, Strategy};
 use tollgate_http::{HeaderMode, RateLimit};
 
 /// A burst limit of 2 per second and an hourly limit of 5.

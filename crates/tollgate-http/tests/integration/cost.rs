@@ -14,8 +14,9 @@ use support::apps::{start, start_per_route, Stack};
 use support::{assert_problem, client, clock, count_fields, header, present, url};
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Backend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{Limiter, ManualClock, Policy, Strategy};
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_http::http::StatusCode;
 use tollgate_http::{CostError, RateLimit, Reply, ReplyFormat};
 

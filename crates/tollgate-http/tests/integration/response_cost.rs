@@ -16,10 +16,10 @@ use support::apps::{start, Stack, TOKENS_USED};
 use support::{client, clock, header, url};
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Backend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::{FlakyStore, MapStore};
 use tollgate::{
-    FailPolicy, KeyList, Limit, Limiter, LimiterBuilder, Limiters, ManualClock, MemoryBackend, Policy,
-    Strategy,
+    FailPolicy, KeyList, Limit, Limiter, LimiterBuilder, Limiters, MemoryBackend, Policy, Strategy,
 };
 use tollgate_http::{Adjustments, RateLimit};
 

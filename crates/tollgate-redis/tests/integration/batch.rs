@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{Decision, Limit, Limiter, ManualClock, Operation, Policy, Strategy};
+use tollgate::{Decision, Limit, Limiter, Operation, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use tollgate::{BackendErrorKind, Error, Limiter, ManualClock, Strategy};
+use tollgate::backend::BackendErrorKind;
+use tollgate::clock::ManualClock;
+use tollgate::{Error, Limiter, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -258,7 +258,7 @@ async fn leases_on_a_cluster_stay_exact_and_keep_their_lessees_in_the_key_slot()
             .unwrap();
         backends.push(backend);
     }
-    let lease = tollgate::Lease::new(8, Duration::from_secs(30));
+    let lease = tollgate::protection::Lease::new(8, Duration::from_secs(30));
     for (p, policy) in policies().into_iter().enumerate() {
         let prefix = format!("lease{p}");
         let limiters: Vec<_> = backends

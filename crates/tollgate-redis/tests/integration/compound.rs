@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use support::limiters::{connect_many, hammer, limiters};
 use support::window_count;
+use tollgate::backend::BackendErrorKind;
 use tollgate::backend::CompoundKeys;
-use tollgate::{BackendErrorKind, Error, Limit, Limiter, ManualClock, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Error, Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tollgate::{BackendErrorKind, Limiter, Strategy};
+use tollgate::backend::BackendErrorKind;
+use tollgate::{Limiter, Strategy};
 use tollgate_redis::{ConnectError, ConnectErrorKind, RedisBackend};
 use tollgate_test_support::redis::{free_port, socket_path, RedisServer};
 

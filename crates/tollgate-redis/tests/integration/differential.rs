@@ -12,8 +12,10 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
 use tollgate::strategy::{decide, decide_all, LimitRate, State};
-use tollgate::{Clock, Decision, Limit, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
+use tollgate::{Decision, Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
@@ -185,7 +187,7 @@ impl Harness {
     fn agrees_with_the_pure_functions(
         &self,
         limiter: &Limiter<RedisBackend>,
-        states: &mut [[Option<State>; MAX_LIMITS]],
+        states: &mut [[Option<State>; tollgate::Policy::MAX_LIMITS]],
         key: usize,
         cost: u64,
         request: usize,
@@ -208,7 +210,7 @@ impl Harness {
             }
             _ => {
                 let n = limits.len();
-                let mut next = [None; MAX_LIMITS];
+                let mut next = [None; tollgate::Policy::MAX_LIMITS];
                 let compound = decide_all(&limits, &states[key][..n], &mut next[..n], now, cost);
                 states[key] = next;
                 Decision::from_compound(compound, &limits, Tick::Micros)
@@ -250,7 +252,7 @@ fn matches_the_pure_functions(
         .run(&(policies, trace(3_000_000_000)), |(policy, trace)| {
             h.clock.set_nanos(START + 123_456_789);
             let limiter = h.limiter(policy);
-            let mut states = [[None; MAX_LIMITS]; 4];
+            let mut states = [[None; tollgate::Policy::MAX_LIMITS]; 4];
             for (i, &(dt, key, cost)) in trace.iter().enumerate() {
                 h.step(dt);
                 h.agrees_with_the_pure_functions(&limiter, &mut states, key, cost, i)?;
@@ -376,7 +378,7 @@ fn stays_exact_at_the_edges(policies: impl proptest::strategy::Strategy<Value = 
             h.clock.set_nanos(START);
             let limiter = h.limiter(policy);
             let last_us = (1u64 << 52) - 1;
-            let mut states = [[None; MAX_LIMITS]; 2];
+            let mut states = [[None; tollgate::Policy::MAX_LIMITS]; 2];
             for (i, &(per_mille, key, frac, kind)) in steps.iter().enumerate() {
                 let rate = policy.limits()[i % policy.limits().len()].rate_micros();
                 // Steps of 0 to 2.5 windows, capped below 2^52µs.

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate::{BackendErrorKind, Error, Limiter, Strategy};
+use tollgate::backend::BackendErrorKind;
+use tollgate::{Error, Limiter, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -11,8 +11,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
+use tollgate::protection::Lease;
 use tollgate::testing::MapStore;
-use tollgate::{Lease, Limiter, ManualClock, Policy, Strategy};
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

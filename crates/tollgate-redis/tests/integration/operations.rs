@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use tollgate::backend::BackendErrorKind;
 use tollgate::backend::Tick;
-use tollgate::{BackendErrorKind, Clock, Error, Limiter, Policy, Strategy};
+use tollgate::clock::Clock;
+use tollgate::{Error, Limiter, Policy, Strategy};
 use tollgate_redis::{RedisBackend, MAX_EXACT_OPERAND};
 use tollgate_test_support::operation_traces::{reference, trace, Step};
 use tollgate_test_support::redis::RedisServer;

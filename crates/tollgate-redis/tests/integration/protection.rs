@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate::{CircuitBreaker, DenyCache, Limiter, Policy, Strategy};
+use tollgate::protection::CircuitBreaker;
+use tollgate::protection::DenyCache;
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 

@@ -139,9 +139,9 @@ async fn caller_clock_skew_re_grants_exactly_the_documented_bound() {
     ];
     for strategy in Strategy::ALL {
         for (case, &s_us) in skews_us.iter().enumerate() {
-            let behind = tollgate::ManualClock::new(Duration::from_micros(start_us));
-            let ahead = tollgate::ManualClock::new(Duration::from_micros(start_us + s_us));
-            let host = async |clock: &tollgate::ManualClock| {
+            let behind = tollgate::clock::ManualClock::new(Duration::from_micros(start_us));
+            let ahead = tollgate::clock::ManualClock::new(Duration::from_micros(start_us + s_us));
+            let host = async |clock: &tollgate::clock::ManualClock| {
                 let backend = RedisBackend::builder()
                     .caller_clock(clock.clone())
                     .expiry_grace(Duration::from_secs(3_600))
@@ -167,7 +167,7 @@ async fn caller_clock_skew_re_grants_exactly_the_documented_bound() {
             assert_eq!(admitted, bound, "{strategy}, skew {s_us}µs");
 
             // It is what one host on one clock admits over that time.
-            let clock = tollgate::ManualClock::new(Duration::from_micros(start_us));
+            let clock = tollgate::clock::ManualClock::new(Duration::from_micros(start_us));
             let one_host = Limiter::builder()
                 .clock(clock.clone())
                 .strategy(strategy)

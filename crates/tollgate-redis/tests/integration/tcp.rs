@@ -8,7 +8,8 @@ use std::os::fd::{BorrowedFd, RawFd};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tollgate::{BackendErrorKind, Error, Limiter, Strategy};
+use tollgate::backend::BackendErrorKind;
+use tollgate::{Error, Limiter, Strategy};
 use tollgate_redis::redis::io::tcp::socket2::SockRef;
 use tollgate_redis::{
     ConnectErrorKind, RedisBackend, RedisBackendBuilder, DEFAULT_TCP_KEEPALIVE,

@@ -15,9 +15,12 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
+use tollgate::clock::Clock;
+use tollgate::protection::DenyCache;
+use tollgate::protection::Lease;
 use tollgate::strategy::LimitRate;
 use tollgate::together::{self, Part};
-use tollgate::{Clock, DenyCache, Lease, Limiter, Policy, Strategy, MAX_LIMITS};
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 use tollgate_test_support::together_model::{alone, expected, parts, request, States};
@@ -43,7 +46,7 @@ fn matches_the_contract(
             h.clock.set_nanos(START + 987_654_321);
             let limiters: Vec<Limiter<RedisBackend>> = policies.iter().map(|p| h.limiter(*p)).collect();
             let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Micros)).collect();
-            let mut states: States = vec![vec![[None; MAX_LIMITS]; KEYS]; POLICIES];
+            let mut states: States = vec![vec![[None; tollgate::Policy::MAX_LIMITS]; KEYS]; POLICIES];
             let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
             for (r, (dt, plan)) in requests.iter().enumerate() {
                 let now = h.clock.now_nanos();

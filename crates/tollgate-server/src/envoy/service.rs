@@ -122,7 +122,7 @@ impl EnvoyService {
                 )));
             }
             let cost = descriptor.hits_addend.map_or(request_hits, |h| h.value);
-            if cost > tollgate::MAX_LIMIT {
+            if cost > tollgate::Policy::MAX_LIMIT {
                 return Err(invalid(format!(
                     "descriptors[{i}].hits_addend: {cost} exceeds the largest limit, 2^62"
                 )));

@@ -82,7 +82,7 @@ async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError>
                     "X-Tollgate-Cost",
                     format!(
                         "must be one decimal integer from 0 to {} (digits only); {problem}",
-                        tollgate::MAX_LIMIT
+                        tollgate::Policy::MAX_LIMIT
                     ),
                 )
             })?;

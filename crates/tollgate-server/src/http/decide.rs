@@ -403,10 +403,10 @@ pub(crate) fn key(fields: &Map<String, Value>) -> Result<Vec<u8>, ApiError> {
     }
 }
 
-/// The `cost` field: a whole number from 0 to [`tollgate::MAX_LIMIT`],
+/// The `cost` field: a whole number from 0 to [`tollgate::Policy::MAX_LIMIT`],
 /// 1 when absent.
 pub(crate) fn cost(fields: &Map<String, Value>) -> Result<u64, ApiError> {
-    Ok(whole_number(fields, "cost", "a cost", tollgate::MAX_LIMIT, check_cost)?.unwrap_or(1))
+    Ok(whole_number(fields, "cost", "a cost", tollgate::Policy::MAX_LIMIT, check_cost)?.unwrap_or(1))
 }
 
 /// The field `name`, when present: a whole number from 0 to `max`
@@ -455,10 +455,10 @@ pub(crate) fn whole_number(
 
 /// A cost within what a limit can hold.
 pub(crate) fn check_cost(n: u64) -> Result<u64, String> {
-    if n > tollgate::MAX_LIMIT {
+    if n > tollgate::Policy::MAX_LIMIT {
         return Err(format!(
             "{n} exceeds {}, the largest limit (2^62), so it could never be admitted",
-            tollgate::MAX_LIMIT
+            tollgate::Policy::MAX_LIMIT
         ));
     }
     Ok(n)

@@ -7,8 +7,8 @@
 //!
 //! The bodies are validated as `/v1/decide`'s (400 naming the field, 413
 //! over [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES)). `duration_ms` is
-//! required, from 0 (lifts a block) to [`tollgate::MAX_WINDOW`] (100
-//! years); `cost` is 1 when absent, at most [`tollgate::MAX_LIMIT`]. Applied:
+//! required, from 0 (lifts a block) to [`tollgate::Policy::MAX_WINDOW`] (100
+//! years); `cost` is 1 when absent, at most [`tollgate::Policy::MAX_LIMIT`]. Applied:
 //! `204 No Content`. The store failed: 503 with its message (the operation
 //! may not have been applied; retrying it is safe for reset and block, not
 //! for refund and penalty). The store cannot apply operations: 501.
@@ -21,7 +21,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tollgate::{BackendErrorKind, Error, Operation};
+use tollgate::backend::BackendErrorKind;
+use tollgate::{Error, Operation};
 
 use crate::http::decide::{cost, key, object, read_body, resource, whole_number};
 use crate::http::error::ApiError;
@@ -73,7 +74,7 @@ impl Kind {
 
 /// The required `duration_ms` of a block.
 fn duration(fields: &Map<String, Value>) -> Result<Duration, ApiError> {
-    let max = u64::try_from(tollgate::MAX_WINDOW.as_millis()).unwrap_or(u64::MAX);
+    let max = u64::try_from(tollgate::Policy::MAX_WINDOW.as_millis()).unwrap_or(u64::MAX);
     let ms = whole_number(fields, "duration_ms", "a block", max, |n| {
         if n > max {
             return Err(format!("{n} ms exceeds {max} ms (100 years), the longest block"));

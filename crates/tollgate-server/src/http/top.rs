@@ -1,6 +1,6 @@
 //! `GET /v1/top`, an admin route: who is limited right now. The keys of one
 //! policy with the most denied requests, admitted units or shadow-denied
-//! requests over the last minute ([`tollgate::TopKeys`]), each with what a
+//! requests over the last minute ([`tollgate::top::TopKeys`]), each with what a
 //! charge-free decision would leave it now.
 //!
 //! Query parameters: `resource` (a policy file's resource, `default`, or
@@ -30,7 +30,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tollgate::{Limiter, TopMetric, DEFAULT_POLICY_NAME};
+use tollgate::top::TopMetric;
+use tollgate::Limiter;
 use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
@@ -134,7 +135,10 @@ fn limiter<'c>(
     let policies = config.policies();
     let Some(resource) = resource else {
         return match policies {
-            Some(p) => Ok((Cow::Borrowed(DEFAULT_POLICY_NAME), p.limiter(""))),
+            Some(p) => Ok((
+                Cow::Borrowed(tollgate::Limiters::DEFAULT_POLICY_NAME),
+                p.limiter(""),
+            )),
             None => Err(ApiError::field(
                 "resource",
                 "is required: no policy file is loaded, so there is no default policy; name an \
@@ -143,8 +147,11 @@ fn limiter<'c>(
         };
     };
     if let Some(p) = policies {
-        if resource == DEFAULT_POLICY_NAME {
-            return Ok((Cow::Borrowed(DEFAULT_POLICY_NAME), p.limiter("")));
+        if resource == tollgate::Limiters::DEFAULT_POLICY_NAME {
+            return Ok((
+                Cow::Borrowed(tollgate::Limiters::DEFAULT_POLICY_NAME),
+                p.limiter(""),
+            ));
         }
         if let Some((name, limiter)) = p.resources().into_iter().find(|(name, _)| &**name == resource) {
             return Ok((Cow::Owned(name.into()), limiter));

@@ -9,7 +9,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{rate_l
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::UInt64Value;
-use tollgate::{Clock, Limiter, ManualClock, Policy, Strategy};
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
+use tollgate::{Limiter, Policy, Strategy};
 use tonic::transport::Channel;
 
 use crate::support::{self, start, Running};

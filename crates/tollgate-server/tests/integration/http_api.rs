@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tollgate::{Limiter, ManualClock, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Limiter, Policy, Strategy};
 
 use crate::support::{self, decide, json, start};
 

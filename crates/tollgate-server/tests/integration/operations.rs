@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use tollgate::{Decision, Limiter, ManualClock, Operation, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Decision, Limiter, Operation, Policy, Strategy};
 
 use crate::support::{self, decide, json, start, Running};
 
@@ -207,7 +208,7 @@ async fn malformed_operations_get_the_status_and_the_field() {
         ("/v1/penalty", r#"{"key": "k", "cost": true}"#, Some("cost")),
         ("/v1/penalty", r#"{"cost": 1}"#, Some("key")),
     ];
-    let max_ms = tollgate::MAX_WINDOW.as_millis();
+    let max_ms = tollgate::Policy::MAX_WINDOW.as_millis();
     let over = format!(r#"{{"key": "k", "duration_ms": {}}}"#, max_ms + 1);
     let longest = format!(r#"{{"key": "k", "duration_ms": {max_ms}}}"#);
     let cases = [cases, &[("/v1/block", over.as_str(), Some("duration_ms"))]].concat();

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate::ManualClock;
+use tollgate::clock::ManualClock;
 
 use crate::support::{self, decide, start};
 

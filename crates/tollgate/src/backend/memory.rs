@@ -67,7 +67,7 @@ impl MemoryBackend {
         }
     }
 
-    /// Uses `clock` instead of the system clock (e.g. a [`crate::ManualClock`]).
+    /// Uses `clock` instead of the system clock (e.g. a [`crate::clock::ManualClock`]).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockHandle::of(clock);
         self

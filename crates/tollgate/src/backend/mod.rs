@@ -23,6 +23,7 @@ mod trim;
 use std::future::Future;
 
 pub use crate::decision::Tick;
+pub use crate::error::{BackendError, BackendErrorKind};
 pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
 pub use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
@@ -30,7 +31,7 @@ pub use leasing::{LeaseAsk, Leased};
 pub use reserving::{Receipt, Reserved};
 
 use crate::decision::Decision;
-use crate::error::{BackendError, BackendErrorKind, Error};
+use crate::error::Error;
 use crate::operation::Operation;
 use crate::policy::Policy;
 
@@ -260,7 +261,7 @@ pub trait Binding: Send + Sync + 'static {
 
     /// Makes sure the store can be reached, re-establishing a lost
     /// connection; a limiter calls it before a [circuit
-    /// breaker](crate::CircuitBreaker)'s probe, so that the probe's decision
+    /// breaker](crate::protection::CircuitBreaker)'s probe, so that the probe's decision
     /// meets a live connection instead of failing on the one the outage
     /// broke (which would keep the store out for another cool-down although
     /// it is back). It should take no longer than a decision's timeout plus

@@ -62,7 +62,7 @@ pub struct Receipt {
 
 impl Receipt {
     /// A receipt for `cost` units proceeding at tick `proceed`, which left
-    /// `states` (one per limit, at most [`MAX_LIMITS`]).
+    /// `states` (one per limit, at most [`Policy::MAX_LIMITS`](crate::Policy::MAX_LIMITS)).
     pub fn new(cost: u64, proceed: u64, states: &[Option<State>]) -> Self {
         let mut all = [None; MAX_LIMITS];
         let limits = states.len().min(MAX_LIMITS);

@@ -41,7 +41,7 @@ use crate::error::ConfigError;
 /// made from a lease are counted in `tollgate_lease_decisions_total`, units
 /// given back in `tollgate_lease_returned_units_total`.
 ///
-/// A process keeps leases for at most [`MAX_LEASED_KEYS`] keys per
+/// A process keeps leases for at most [`Lease::MAX_KEYS`] keys per
 /// limiter; beyond that, further keys are decided one request at a time
 /// until leases end, so a flood of distinct keys costs round trips, never
 /// memory.
@@ -51,15 +51,17 @@ pub struct Lease {
     max_age: Duration,
 }
 
-/// The most keys one limiter holds leases of (or tracks the spending of,
-/// to size the next lease).
-pub const MAX_LEASED_KEYS: usize = 65_536;
+impl Lease {
+    /// The most keys one limiter holds leases of (or tracks the spending
+    /// of, to size the next lease).
+    pub const MAX_KEYS: usize = 65_536;
 
-/// The largest [`Lease::max_units`].
-pub const MAX_LEASE_UNITS: u64 = 1 << 20;
+    /// The largest [`Lease::max_units`].
+    pub const MAX_UNITS: u64 = 1 << 20;
 
-/// The longest [`Lease::max_age`].
-pub const MAX_LEASE_AGE: Duration = Duration::from_secs(60);
+    /// The longest [`Lease::max_age`].
+    pub const MAX_AGE: Duration = Duration::from_secs(60);
+}
 
 impl Default for Lease {
     /// 64 units for at most 100 ms.
@@ -80,13 +82,13 @@ impl Lease {
 
     /// The most units one lease takes, the request's own cost included:
     /// from 1 (no lease: every request asks the store) to
-    /// [`MAX_LEASE_UNITS`].
+    /// [`Self::MAX_UNITS`].
     pub fn max_units(&self) -> u64 {
         self.max_units
     }
 
     /// How long a lease lives at most, counted from when the request for it
-    /// was sent: from 1 ms to [`MAX_LEASE_AGE`]. Operations on a key in
+    /// was sent: from 1 ms to [`Self::MAX_AGE`]. Operations on a key in
     /// another process take effect here within this time.
     pub fn max_age(&self) -> Duration {
         self.max_age
@@ -94,18 +96,18 @@ impl Lease {
 
     /// Checks the settings' ranges, naming the field that is out of range.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if !(1..=MAX_LEASE_UNITS).contains(&self.max_units) {
+        if !(1..=Self::MAX_UNITS).contains(&self.max_units) {
             return Err(ConfigError::new(
                 "lease.max_units",
-                format!("must be from 1 to {MAX_LEASE_UNITS}, not {}", self.max_units),
+                format!("must be from 1 to {}, not {}", Self::MAX_UNITS, self.max_units),
             ));
         }
-        if self.max_age < Duration::from_millis(1) || self.max_age > MAX_LEASE_AGE {
+        if self.max_age < Duration::from_millis(1) || self.max_age > Self::MAX_AGE {
             return Err(ConfigError::new(
                 "lease.max_age",
                 format!(
                     "must be from 1ms to {}s, not {:?}",
-                    MAX_LEASE_AGE.as_secs(),
+                    Self::MAX_AGE.as_secs(),
                     self.max_age
                 ),
             ));

@@ -10,7 +10,7 @@ use metrics::Counter;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
-use super::{Lease, MAX_LEASED_KEYS};
+use super::Lease;
 use crate::backend::{LeaseAsk, Leased};
 use crate::decision::Decision;
 use crate::error::BackendError;
@@ -122,7 +122,7 @@ impl LeaseTable {
             lessee: hasher.hash_one((std::process::id(), std::ptr::from_ref(&hasher) as usize)),
             shards: OnceLock::new(),
             hasher,
-            per_shard: MAX_LEASED_KEYS / SHARDS,
+            per_shard: Lease::MAX_KEYS / SHARDS,
             decisions,
             returned,
         }
@@ -413,12 +413,12 @@ mod tests {
     #[test]
     fn a_flood_of_keys_is_bounded_and_idle_keys_make_room() {
         let table = table();
-        for i in 0..(MAX_LEASED_KEYS + MAX_LEASED_KEYS / 4) {
+        for i in 0..(Lease::MAX_KEYS + Lease::MAX_KEYS / 4) {
             let key = format!("flood-{i}");
             assert!(matches!(table.take(key.as_bytes(), 1, 0), Take::Ask(_)));
         }
         let full = table.len();
-        assert!(full <= MAX_LEASED_KEYS && full > MAX_LEASED_KEYS / 2, "{full}");
+        assert!(full <= Lease::MAX_KEYS && full > Lease::MAX_KEYS / 2, "{full}");
         // Two ages later the flood is idle: a new key is tracked again.
         let later = 200_000_001;
         assert!(matches!(table.take(b"new", 1, later), Take::Ask(_)));

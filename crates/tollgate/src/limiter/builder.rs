@@ -47,7 +47,7 @@ impl Default for LimiterBuilder<MemoryBackend> {
 }
 
 impl LimiterBuilder<MemoryBackend> {
-    /// Runs the in-memory backend on `clock` (e.g. a [`crate::ManualClock`]).
+    /// Runs the in-memory backend on `clock` (e.g. a [`crate::clock::ManualClock`]).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.backend = self.backend.clock(clock);
         self

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use builder::LimiterBuilder;
+pub use options::FailPolicy;
 pub(crate) use options::Options;
-pub use options::{FailPolicy, MAX_JITTER};
 pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 
@@ -28,8 +28,9 @@ use crate::policy::Policy;
 use crate::protection::Protection;
 use crate::top::{self, TopList, TopMetric, TopSlot};
 
-/// The key prefix used unless configured otherwise.
-pub const DEFAULT_KEY_PREFIX: &str = "tollgate";
+/// The key prefix used unless configured otherwise
+/// ([`Limiter::DEFAULT_KEY_PREFIX`]).
+pub(crate) const DEFAULT_KEY_PREFIX: &str = "tollgate";
 
 /// Enforces one policy. Build it with [`Limiter::builder`].
 ///
@@ -85,6 +86,14 @@ impl<B: Backend> std::fmt::Debug for Limiter<B> {
 }
 
 impl Limiter {
+    /// The prefix of every key a limiter keeps state under, unless its
+    /// builder's `key_prefix` gives another.
+    pub const DEFAULT_KEY_PREFIX: &str = DEFAULT_KEY_PREFIX;
+
+    /// The longest random extra an awaited admission adds to its retry
+    /// after a refusal ([`LimiterBuilder::acquire_jitter`]).
+    pub const MAX_JITTER: std::time::Duration = options::MAX_JITTER;
+
     /// A builder for an in-memory limiter; switch stores with
     /// [`LimiterBuilder::backend`].
     pub fn builder() -> LimiterBuilder<MemoryBackend> {
@@ -193,8 +202,8 @@ impl<B: Backend> Limiter<B> {
     /// The `n` keys with the highest counts of `metric` over the last
     /// minute, highest first; `None` unless the limiter keeps top keys
     /// ([`LimiterBuilder::top_keys`]). The counts and their bounds are
-    /// described at [`TopKeys`](crate::TopKeys). Each key's
-    /// [`remaining`](crate::TopKey::remaining) is filled when the backend
+    /// described at [`TopKeys`](crate::top::TopKeys). Each key's
+    /// [`remaining`](crate::top::TopKey::remaining) is filled when the backend
     /// [decides now](Self::decides_now) (in memory); on a remote store use
     /// [`top_keys_with_remaining`](Self::top_keys_with_remaining).
     pub fn top_keys(&self, metric: TopMetric, n: usize) -> Option<TopList> {
@@ -211,7 +220,7 @@ impl<B: Backend> Limiter<B> {
     }
 
     /// [`top_keys`](Self::top_keys) with every key's
-    /// [`remaining`](crate::TopKey::remaining) asked of the store, one
+    /// [`remaining`](crate::top::TopKey::remaining) asked of the store, one
     /// charge-free call per key (`None` where it failed).
     pub async fn top_keys_with_remaining(&self, metric: TopMetric, n: usize) -> Option<TopList> {
         let mut list = self.top.list(self.top_capacity?, || self.top_clock(), metric, n);
@@ -248,7 +257,7 @@ impl<B: Backend> Limiter<B> {
     /// The answer is a peek's, through the lists, but neither counted in
     /// the metrics and the top keys nor sent through the deny cache and
     /// the circuit breaker.
-    fn remaining_of<'k>(&self, top: &'k crate::TopKey) -> Option<&'k [u8]> {
+    fn remaining_of<'k>(&self, top: &'k crate::top::TopKey) -> Option<&'k [u8]> {
         (!top.cut).then_some(&top.key[..])
     }
 
@@ -284,25 +293,4 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
         return Err(ConfigError::new("key_prefix", "must not be empty"));
     }
     Ok(())
-}
-
-/// Ends the leases of every limiter of `limiters`, one after the other
-/// ([`Limiter::end_leases`]), as a service does before it exits: the units
-/// given back, or the first error once every limiter was tried.
-///
-/// # Errors
-///
-/// The first limiter's [`Error`], after every limiter was tried.
-pub async fn end_leases<B: Backend>(limiters: Vec<&Limiter<B>>) -> Result<u64, Error> {
-    let mut given = 0;
-    let mut first_error = None;
-    for limiter in limiters {
-        match limiter.end_leases().await {
-            Ok(units) => given += units,
-            Err(err) => {
-                first_error.get_or_insert(err);
-            }
-        }
-    }
-    first_error.map_or(Ok(given), Err)
 }

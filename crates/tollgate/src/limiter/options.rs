@@ -54,7 +54,7 @@ pub(crate) struct Options {
 
 /// The longest jitter a limiter accepts
 /// ([`LimiterBuilder::acquire_jitter`](crate::LimiterBuilder::acquire_jitter)).
-pub const MAX_JITTER: Duration = Duration::from_secs(3_600);
+pub(crate) const MAX_JITTER: Duration = Duration::from_secs(3_600);
 
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

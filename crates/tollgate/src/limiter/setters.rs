@@ -89,17 +89,17 @@ macro_rules! option_setters {
         #[doc = $crate::limiter::summary!($builder, deny_cache)]
         ///
         /// The cache answers the keys the store denied until their
-        /// `retry_after` runs out (see [`DenyCache`](crate::DenyCache)).
-        pub fn deny_cache(mut self, cache: $crate::DenyCache) -> Self {
+        /// `retry_after` runs out (see [`DenyCache`](crate::protection::DenyCache)).
+        pub fn deny_cache(mut self, cache: $crate::protection::DenyCache) -> Self {
             self.options.deny_cache = Some(cache);
             self
         }
 
         /// Stops calling a failing store for a while (see
-        /// [`CircuitBreaker`](crate::CircuitBreaker)); on by default under
+        /// [`CircuitBreaker`](crate::protection::CircuitBreaker)); on by default under
         /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback), off
         /// otherwise.
-        pub fn circuit_breaker(mut self, breaker: $crate::CircuitBreaker) -> Self {
+        pub fn circuit_breaker(mut self, breaker: $crate::protection::CircuitBreaker) -> Self {
             self.options.breaker = Some(breaker);
             self
         }
@@ -109,10 +109,10 @@ macro_rules! option_setters {
         /// A request that finds no lease of its key takes up to
         /// `max_units` units from the store in one call; the key's next
         /// requests in this process are admitted from them without a round
-        /// trip, within exact bounds (see [`Lease`](crate::Lease)). Only
+        /// trip, within exact bounds (see [`Lease`](crate::protection::Lease)). Only
         /// backends on a shared store lease; in memory the setting changes
         /// nothing.
-        pub fn lease(mut self, lease: $crate::Lease) -> Self {
+        pub fn lease(mut self, lease: $crate::protection::Lease) -> Self {
             self.options.lease = Some(lease);
             self
         }
@@ -124,7 +124,7 @@ macro_rules! option_setters {
         /// waiting on one key do not all ask the store at the instant the
         /// window turns. A reservation's wait is never lengthened (its slot
         /// is already its own), and the extra never carries a waiter past
-        /// its deadline. At most [`MAX_JITTER`](crate::MAX_JITTER) (one
+        /// its deadline. At most [`MAX_JITTER`](crate::Limiter::MAX_JITTER) (one
         /// hour), checked when the limiter is built (field
         /// `acquire_jitter`).
         pub fn acquire_jitter(mut self, max: std::time::Duration) -> Self {
@@ -147,10 +147,10 @@ macro_rules! option_setters {
         ///
         /// Read them with `top_keys(metric, n)` on the limiter; memory is
         /// bounded by the settings' capacity whatever the number of keys
-        /// (see [`TopKeys`](crate::TopKeys)). Each decision takes a lock
+        /// (see [`TopKeys`](crate::top::TopKeys)). Each decision takes a lock
         /// to count itself. The minutes are timed by the
         /// [`local_clock`](Self::local_clock).
-        pub fn top_keys(mut self, top: $crate::TopKeys) -> Self {
+        pub fn top_keys(mut self, top: $crate::top::TopKeys) -> Self {
             self.options.top_keys = Some(top);
             self
         }
@@ -176,7 +176,7 @@ macro_rules! option_setters {
         /// fallback limiter (default: the system clock). It measures only
         /// durations on this host, so it need not agree with the store's
         /// clock.
-        pub fn local_clock(mut self, clock: impl $crate::Clock) -> Self {
+        pub fn local_clock(mut self, clock: impl $crate::clock::Clock) -> Self {
             self.options.clock = Some(std::sync::Arc::new(clock));
             self
         }

@@ -514,3 +514,26 @@ async fn reported<B: Backend>(part: &Part<'_, B>) -> Result<Decision, Error> {
     }
     Ok(decision)
 }
+
+/// Ends the leases of every limiter of `limiters`, one after the other
+/// ([`Limiter::end_leases`]), as a service does before it exits: the units
+/// given back, or the first error once every limiter was tried.
+///
+/// # Errors
+///
+/// The first limiter's [`Error`], after every limiter was tried.
+pub async fn end_leases<'a, B: Backend>(
+    limiters: impl IntoIterator<Item = &'a Limiter<B>>,
+) -> Result<u64, Error> {
+    let mut given = 0;
+    let mut first_error = None;
+    for limiter in limiters {
+        match limiter.end_leases().await {
+            Ok(units) => given += units,
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    first_error.map_or(Ok(given), Err)
+}

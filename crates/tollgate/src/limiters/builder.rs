@@ -16,7 +16,6 @@ use crate::policy::Policy;
 use crate::protection::DenyCache;
 use crate::top::TopKeys;
 
-use super::names::{check_resource_name, resource_path};
 use super::{Limiters, Named};
 
 /// Configures a [`Limiters`] set; made by [`Limiters::builder`].
@@ -145,7 +144,7 @@ impl<B: Backend> LimitersBuilder<B> {
     /// # Errors
     ///
     /// [`Error::Config`] naming the field: a missing default policy, a
-    /// resource name that [`check_resource_name`] refuses, a duplicate
+    /// resource name that [`Limiters::check_resource_name`] refuses, a duplicate
     /// resource name, an empty key prefix.
     pub fn build(self) -> Result<Limiters<B>, Error> {
         self.build_after(None).map(Limiters::serving)
@@ -181,7 +180,7 @@ impl<B: Backend> LimitersBuilder<B> {
             .find(|name| !self.resources.iter().any(|(n, _)| n == *name))
         {
             return Err(ConfigError::new(
-                resource_path(name),
+                Limiters::resource_path(name),
                 "has settings (fallback, deny cache, shadow, top keys, lease, exempt or deny) but no policy",
             )
             .into());
@@ -236,12 +235,12 @@ impl<B: Backend> LimitersBuilder<B> {
         let default = limiter_for("", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, policy) in &self.resources {
-            check_resource_name(name)?;
+            Limiters::check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
-                return Err(ConfigError::new(resource_path(name), "is defined twice").into());
+                return Err(ConfigError::new(Limiters::resource_path(name), "is defined twice").into());
             }
             let limiter = limiter_for(name, policy, &options_of(name)).map_err(|e| match e {
-                Error::Config(e) => Error::Config(e.within(resource_path(name))),
+                Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
                 other => other,
             })?;
             resources.insert(name.clone().into_boxed_str(), limiter);

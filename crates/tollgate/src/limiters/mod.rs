@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use builder::LimitersBuilder;
-pub use names::{check_resource_name, resource_path, DEFAULT_POLICY_NAME};
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
@@ -214,14 +213,14 @@ impl<B: Backend> Limiters<B> {
     }
 
     /// The policy serving `resource` now and its name: the resource's own
-    /// name when it has a policy of its own, [`DEFAULT_POLICY_NAME`]
+    /// name when it has a policy of its own, [`Limiters::DEFAULT_POLICY_NAME`]
     /// (`default`) otherwise. A replacement between a decision and this
     /// call makes it another policy than the decision's.
     pub fn policy<'a>(&self, resource: &'a str) -> (&'a str, Policy) {
         let current = self.current.load();
         let limiter = current.get(resource);
         let name = if Arc::ptr_eq(limiter, &current.default) {
-            DEFAULT_POLICY_NAME
+            Limiters::DEFAULT_POLICY_NAME
         } else {
             resource
         };
@@ -278,17 +277,8 @@ impl<B: Backend> Limiters<B> {
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_leases(&self) -> Result<u64, Error> {
         let current = self.current.load_full();
-        let mut given = 0;
-        let mut first_error = None;
-        for limiter in std::iter::once(&current.default).chain(current.resources.values()) {
-            match limiter.end_leases().await {
-                Ok(units) => given += units,
-                Err(err) => {
-                    first_error.get_or_insert(err);
-                }
-            }
-        }
-        first_error.map_or(Ok(given), Err)
+        let limiters = std::iter::once(&current.default).chain(current.resources.values());
+        crate::limiter::together::end_leases(limiters.map(Arc::as_ref)).await
     }
 }
 

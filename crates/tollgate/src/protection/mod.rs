@@ -1,5 +1,6 @@
-//! Protecting a shared store: a local deny cache in front of it, and a
-//! circuit breaker with an in-memory fallback limiter behind it.
+//! Protecting a shared store: a local deny cache in front of it, leases of
+//! a hot key's units, and a circuit breaker with an in-memory fallback
+//! limiter behind it.
 //!
 //! Both are per limiter and matter for remote backends (Redis, a custom
 //! [`Store`](crate::backend::store::Store)), where every decision is a round trip:
@@ -16,6 +17,10 @@
 //!   timeout each: with [`FailPolicy::Fallback`](crate::FailPolicy::Fallback)
 //!   they are decided by an in-memory limiter of their own policy.
 //!
+//! - A [`Lease`] takes a hot key's units from the store a batch at a time
+//!   and spends them locally, so a key decided thousands of times a second
+//!   costs a store call per batch.
+//!
 //! [Protecting the store](crate::_documentation::protecting_the_store)
 //! explains when to use which.
 
@@ -23,6 +28,7 @@ mod circuit_breaker;
 mod deny_cache;
 mod fallback;
 
+pub use crate::lease::Lease;
 pub use circuit_breaker::CircuitBreaker;
 pub(crate) use circuit_breaker::{Breaker, Gate};
 pub use deny_cache::DenyCache;

@@ -46,7 +46,7 @@ pub struct CompoundOutcome {
 ///
 /// # Panics
 ///
-/// When `limits` is empty or longer than [`MAX_LIMITS`], or `states` and
+/// When `limits` is empty or longer than [`Policy::MAX_LIMITS`](crate::Policy::MAX_LIMITS), or `states` and
 /// `next` are shorter than `limits`; a [`crate::Policy`] never has such
 /// limits.
 pub fn decide_all(

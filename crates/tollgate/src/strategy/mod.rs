@@ -10,7 +10,7 @@
 //! backend uses nanoseconds; backends with coarser clocks (for example
 //! microseconds) pass a [`Rate`] built for their unit. Readings later than
 //! [`MAX_TICK`] count as [`MAX_TICK`]; with limits and windows within
-//! [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] all arithmetic is exact. A state equal to
+//! [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT) and [`MAX_WINDOW_TICKS`] all arithmetic is exact. A state equal to
 //! `None` is the absent (fresh) state; a strategy returns `None` whenever the
 //! state after a decision is equivalent to absent, and treats expired state
 //! as absent ([expired state is absent
@@ -43,10 +43,10 @@ pub use token_bucket::TokenBucket;
 /// bits and every product (`L × W`, `prev × (W − e)`) in 128 bits, so every
 /// decision is exact integer arithmetic. [`crate::Policy::new`] refuses larger
 /// limits, naming the field; [`Rate::new`] clamps to it.
-pub const MAX_LIMIT: u64 = 1 << 62;
+pub(crate) const MAX_LIMIT: u64 = 1 << 62;
 
 /// The longest window `W` of any rate, in ticks: 2^62 (about 146 years of
-/// nanoseconds; [`crate::MAX_WINDOW`], the longest a policy accepts, is
+/// nanoseconds; [`crate::Policy::MAX_WINDOW`], the longest a policy accepts, is
 /// shorter). [`Rate::new`] clamps to it.
 pub const MAX_WINDOW_TICKS: u64 = 1 << 62;
 
@@ -58,14 +58,14 @@ pub const MAX_WINDOW_TICKS: u64 = 1 << 62;
 /// in-memory sweeps and the store adapter's expiries: past it the clock
 /// stands still, nothing refills and no state expires, so no request beyond
 /// the limit is ever admitted (`retry_after` then names a delay that never
-/// comes). Together with [`MAX_LIMIT`] and [`MAX_WINDOW_TICKS`] this keeps
+/// comes). Together with [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT) and [`MAX_WINDOW_TICKS`] this keeps
 /// every intermediate time below 2^64.
 pub const MAX_TICK: u64 = (1 << 63) - 1;
 
 /// A policy's limit and window expressed in a backend's clock ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rate {
-    /// `L`: units admitted per window, from 1 to [`MAX_LIMIT`].
+    /// `L`: units admitted per window, from 1 to [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT).
     pub limit: u64,
     /// `W`: the window in ticks, from 1 to [`MAX_WINDOW_TICKS`].
     pub window: u64,
@@ -76,7 +76,7 @@ pub struct Rate {
 impl Rate {
     /// Builds a rate from a limit and a window in ticks.
     ///
-    /// The limit must be from 1 to [`MAX_LIMIT`] and the window from 1 to
+    /// The limit must be from 1 to [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT) and the window from 1 to
     /// [`MAX_WINDOW_TICKS`]; [`crate::Policy`] validates this before any rate
     /// is built, so this constructor clamps into those ranges rather than
     /// fails. Build rates with it: a rate whose public fields are set outside

@@ -27,7 +27,9 @@ pub(crate) use window::PERIOD;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::{Limiter, TopKeys, TopMetric};
+/// use tollgate::Limiter;
+/// use tollgate::top::TopKeys;
+/// use tollgate::top::TopMetric;
 ///
 /// let limiter = Limiter::builder()
 ///     .limit(2)

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Backend;
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
 use tollgate::testing::{MapStore, TokioClock};
-use tollgate::{Clock, Limiter, ManualClock, Strategy};
+use tollgate::{Limiter, Strategy};
 
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
 

@@ -7,9 +7,10 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
 use tollgate::strategy::{decide, State};
 use tollgate::testing::MapStore;
-use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
+use tollgate::{Decision, Limiter, Policy, Strategy};
 
 /// (time step in ns, key index, cost)
 fn trace() -> impl proptest::strategy::Strategy<Value = Vec<(u64, usize, u64)>> {
@@ -99,6 +100,6 @@ proptest! {
 }
 
 fn clock_micros(clock: &ManualClock) -> u64 {
-    use tollgate::Clock;
+    use tollgate::clock::Clock;
     clock.now_nanos() / 1_000
 }

@@ -16,9 +16,10 @@ use proptest::prelude::*;
 use crate::support;
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
 use tollgate::strategy::{decide, Outcome, State};
 use tollgate::testing::MapStore;
-use tollgate::{Decision, Limit, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
+use tollgate::{Decision, Limit, Limiter, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 const KEYS: usize = 3;
@@ -343,7 +344,7 @@ fn compound_policies_refuse_empty_oversized_and_redundant_lists() {
     let l = |s, n, secs| Limit::new(s, n, Duration::from_secs(secs)).unwrap();
     let err = Policy::compound([]).unwrap_err();
     assert_eq!(err.field(), "limits");
-    let many = (1..=MAX_LIMITS as u64 + 1).map(|i| l(Strategy::FixedWindow, 10, i));
+    let many = (1..=tollgate::Policy::MAX_LIMITS as u64 + 1).map(|i| l(Strategy::FixedWindow, 10, i));
     let err = Policy::compound(many).unwrap_err();
     assert_eq!(err.field(), "limits");
     assert!(err.reason().contains("more than 8"), "{err}");
@@ -355,8 +356,11 @@ fn compound_policies_refuse_empty_oversized_and_redundant_lists() {
     .unwrap_err();
     assert_eq!(err.field(), "limits[2]");
     assert!(err.reason().contains("limits[0]"), "{err}");
-    let eight = (1..=MAX_LIMITS as u64).map(|i| l(Strategy::SlidingWindow, 10 * i, i));
-    assert_eq!(Policy::compound(eight).unwrap().limits().len(), MAX_LIMITS);
+    let eight = (1..=tollgate::Policy::MAX_LIMITS as u64).map(|i| l(Strategy::SlidingWindow, 10 * i, i));
+    assert_eq!(
+        Policy::compound(eight).unwrap().limits().len(),
+        tollgate::Policy::MAX_LIMITS
+    );
 }
 
 #[test]

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::backend::store::StoreBackend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{Limiter, ManualClock, Strategy};
+use tollgate::{Limiter, Strategy};
 
 const THREADS: usize = 8;
 const PER_THREAD: u64 = 2_000;

@@ -17,10 +17,12 @@ use proptest::strategy::Strategy as _;
 
 use crate::support;
 use tollgate::backend::memory::MemoryBinding;
+use tollgate::backend::BackendError;
 use tollgate::backend::{Backend, Binding, Scope};
+use tollgate::clock::ManualClock;
+use tollgate::protection::DenyCache;
 use tollgate::{
-    BackendError, Decision, DenyCache, Error, FailPolicy, KeyList, Limiter, Limiters, ManualClock,
-    MemoryBackend, Operation, Policy, Strategy, DEFAULT_POLICY_NAME,
+    Decision, Error, FailPolicy, KeyList, Limiter, Limiters, MemoryBackend, Operation, Policy, Strategy,
 };
 
 /// The in-memory backend under another type, as a backend chosen at run
@@ -180,7 +182,10 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
     );
     let (name, policy) = limiters.policy("login");
     assert_eq!((name, policy.limits()[0].limit()), ("login", 1));
-    assert_eq!(limiters.policy("search").0, DEFAULT_POLICY_NAME);
+    assert_eq!(
+        limiters.policy("search").0,
+        tollgate::Limiters::DEFAULT_POLICY_NAME
+    );
     let taken = limiters.limiter("login");
     assert!(ready(taken.allow(b"k")).unwrap().allowed);
     assert!(
@@ -194,7 +199,10 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
         .replace(Limiters::builder().default_policy(per_minute(3)))
         .unwrap();
     let (name, policy) = limiters.policy("login");
-    assert_eq!((name, policy.limits()[0].limit()), (DEFAULT_POLICY_NAME, 3));
+    assert_eq!(
+        (name, policy.limits()[0].limit()),
+        (tollgate::Limiters::DEFAULT_POLICY_NAME, 3)
+    );
     assert_eq!(
         limiters
             .with_limiter("login", |l| now(l, b"k", 1))
@@ -208,7 +216,7 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
     assert!(!taken.check("k").allowed);
     // A set made from one limiter serves it as its default.
     let one = Limiters::from(Limiter::builder().policy(per_minute(1)).build().unwrap());
-    assert_eq!(one.policy("x").0, DEFAULT_POLICY_NAME);
+    assert_eq!(one.policy("x").0, tollgate::Limiters::DEFAULT_POLICY_NAME);
     assert!(one.limiter("x").check("k").allowed);
     assert!(!one.limiter("").check("k").allowed);
 }

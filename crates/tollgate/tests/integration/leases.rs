@@ -13,9 +13,12 @@ use proptest::prelude::*;
 use tollgate::backend::store::Store;
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::{decode_record, namespace};
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
+use tollgate::protection::Lease;
 use tollgate::strategy::State;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Clock, Lease, Limiter, ManualClock, Operation, Policy, Strategy};
+use tollgate::{Limiter, Operation, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 

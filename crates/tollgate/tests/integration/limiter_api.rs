@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::backend::store::{Store, StoreBackend};
+use tollgate::backend::BackendErrorKind;
+use tollgate::clock::ManualClock;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{
-    BackendErrorKind, Error, FailPolicy, Limiter, Limiters, ManualClock, Policy, Strategy, MAX_LIMIT,
-    MAX_WINDOW,
-};
+use tollgate::{Error, FailPolicy, Limiter, Limiters, Policy, Strategy};
 
 fn config_field(result: Result<impl std::fmt::Debug, Error>) -> String {
     match result {
@@ -28,7 +27,10 @@ fn invalid_configuration_names_the_field() {
         "window"
     );
     assert_eq!(
-        config_field(ok().window(MAX_WINDOW + Duration::from_secs(1)).build()),
+        config_field(
+            ok().window(tollgate::Policy::MAX_WINDOW + Duration::from_secs(1))
+                .build()
+        ),
         "window"
     );
     assert_eq!(config_field(ok().key_prefix("").build()), "key_prefix");
@@ -37,7 +39,7 @@ fn invalid_configuration_names_the_field() {
         "limit"
     );
     assert_eq!(config_field(Limiter::builder().limit(1).build()), "window");
-    assert!(ok().window(MAX_WINDOW).build().is_ok());
+    assert!(ok().window(tollgate::Policy::MAX_WINDOW).build().is_ok());
 
     let policy = Policy::new(Strategy::TokenBucket, 1, Duration::from_secs(1)).unwrap();
     assert_eq!(config_field(Limiters::builder().build()), "default");
@@ -53,13 +55,13 @@ fn invalid_configuration_names_the_field() {
             .build();
         assert_eq!(config_field(built), format!("resources.{bad:?}"), "{bad:?}");
     }
-    let err = tollgate::check_resource_name("log\nin").unwrap_err();
+    let err = tollgate::Limiters::check_resource_name("log\nin").unwrap_err();
     assert_eq!(
         err.to_string(),
         r#"invalid resources."log\nin": a resource name must not contain control characters; found U+000A at byte 3"#
     );
     for fine in ["login", "api:v1", "déjà vu", "a.b"] {
-        assert!(tollgate::check_resource_name(fine).is_ok(), "{fine:?}");
+        assert!(tollgate::Limiters::check_resource_name(fine).is_ok(), "{fine:?}");
     }
     let twice = Limiters::builder()
         .default_policy(policy)
@@ -273,7 +275,7 @@ fn store_keys_follow_the_documented_layout() {
         fn get(
             &self,
             key: &[u8],
-        ) -> impl std::future::Future<Output = Result<Option<Vec<u8>>, tollgate::BackendError>> + Send
+        ) -> impl std::future::Future<Output = Result<Option<Vec<u8>>, tollgate::backend::BackendError>> + Send
         {
             self.0.get(key)
         }
@@ -282,13 +284,13 @@ fn store_keys_follow_the_documented_layout() {
             key: &[u8],
             value: Vec<u8>,
             ttl: Duration,
-        ) -> impl std::future::Future<Output = Result<(), tollgate::BackendError>> + Send {
+        ) -> impl std::future::Future<Output = Result<(), tollgate::backend::BackendError>> + Send {
             self.0.set(key, value, ttl)
         }
         fn delete(
             &self,
             key: &[u8],
-        ) -> impl std::future::Future<Output = Result<(), tollgate::BackendError>> + Send {
+        ) -> impl std::future::Future<Output = Result<(), tollgate::backend::BackendError>> + Send {
             self.0.delete(key)
         }
     }
@@ -344,8 +346,13 @@ fn sweeps_keep_state_through_small_clock_steps_back() {
 fn limits_beyond_exact_arithmetic_are_refused_naming_the_field() {
     let second = Duration::from_secs(1);
     for strategy in Strategy::ALL {
-        assert!(Policy::new(strategy, MAX_LIMIT, MAX_WINDOW).is_ok());
-        let err = Policy::new(strategy, MAX_LIMIT + 1, second).unwrap_err();
+        assert!(Policy::new(
+            strategy,
+            tollgate::Policy::MAX_LIMIT,
+            tollgate::Policy::MAX_WINDOW
+        )
+        .is_ok());
+        let err = Policy::new(strategy, tollgate::Policy::MAX_LIMIT + 1, second).unwrap_err();
         assert_eq!(err.field(), "limit");
         assert_eq!(
             err.to_string(),

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tollgate::backend::store::StoreBackend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{Limit, Limiters, LimitersBuilder, ManualClock, Policy, Strategy};
+use tollgate::{Limit, Limiters, LimitersBuilder, Policy, Strategy};
 
 fn hourly(strategy: Strategy, limit: u64) -> Policy {
     Policy::new(strategy, limit, Duration::from_secs(3_600)).unwrap()

@@ -6,8 +6,9 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
 use tollgate::backend::store::StoreBackend;
+use tollgate::clock::ManualClock;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{Limiter, Limiters, ManualClock, Policy, Strategy};
+use tollgate::{Limiter, Limiters, Policy, Strategy};
 
 /// Label (name, value) pairs, sorted.
 type Labels = Vec<(String, String)>;
@@ -190,7 +191,7 @@ fn lease_decisions_and_returned_units_are_counted() {
             .backend(StoreBackend::new(store.clone()).clock(clock.clone()))
             .policy(Policy::new(Strategy::FixedWindow, 100, Duration::from_secs(60)).unwrap())
             .local_clock(clock.clone())
-            .lease(tollgate::Lease::new(8, Duration::from_secs(1)))
+            .lease(tollgate::protection::Lease::new(8, Duration::from_secs(1)))
             .build()
             .unwrap()
     });

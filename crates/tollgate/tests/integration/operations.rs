@@ -12,9 +12,11 @@ use tollgate_test_support::operation_traces::{self, Step};
 
 use crate::support;
 use tollgate::backend::store::StoreBackend;
+use tollgate::backend::BackendErrorKind;
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{BackendErrorKind, Decision, Error, KeyList, Limiter, Listed, ManualClock, Policy, Strategy};
+use tollgate::{Decision, Error, KeyList, Limiter, Listed, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 
@@ -187,7 +189,7 @@ impl tollgate::backend::Backend for Plain {
 }
 
 impl tollgate::backend::Binding for PlainBinding {
-    async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, tollgate::BackendError> {
+    async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, tollgate::backend::BackendError> {
         Ok(self.0.check(key, cost))
     }
 }

@@ -11,7 +11,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use tollgate::{Limiters, ManualClock, Policy, Strategy};
+use tollgate::clock::ManualClock;
+use tollgate::{Limiters, Policy, Strategy};
 
 fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free port");

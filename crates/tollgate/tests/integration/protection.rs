@@ -11,11 +11,12 @@ use proptest::prelude::*;
 
 use crate::support;
 use tollgate::backend::store::{Store, StoreBackend};
+use tollgate::backend::BackendError;
+use tollgate::clock::ManualClock;
+use tollgate::protection::CircuitBreaker;
+use tollgate::protection::DenyCache;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::{
-    BackendError, CircuitBreaker, Decision, DenyCache, FailPolicy, Limit, Limiter, ManualClock, Policy,
-    Strategy,
-};
+use tollgate::{Decision, FailPolicy, Limit, Limiter, Policy, Strategy};
 
 type Shared = Arc<FlakyStore<MapStore>>;
 

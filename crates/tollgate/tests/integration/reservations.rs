@@ -10,8 +10,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use tollgate::backend::store::StoreBackend;
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
 use tollgate::testing::MapStore;
-use tollgate::{Clock, Limit, Limiter, ManualClock, Policy, Reservation, Strategy};
+use tollgate::{Limit, Limiter, Policy, Reservation, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
 

@@ -2,8 +2,9 @@
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
-use tollgate::strategy::{decide, expires_at, penalty, refund, Outcome, Rate, State, MAX_LIMIT, MAX_TICK};
-use tollgate::{Strategy, MAX_WINDOW};
+use tollgate::strategy::{decide, expires_at, penalty, refund, Outcome, Rate, State, MAX_TICK};
+use tollgate::Policy;
+use tollgate::Strategy;
 
 const STRATEGIES: [Strategy; 4] = Strategy::ALL;
 
@@ -337,16 +338,16 @@ fn sliding_window_re_anchors_when_both_counters_roll_to_zero() {
 }
 
 /// The longest window a policy accepts, in nanosecond ticks.
-const LONGEST: u64 = MAX_WINDOW.as_nanos() as u64;
+const LONGEST: u64 = tollgate::Policy::MAX_WINDOW.as_nanos() as u64;
 
 /// Rates at the edges of what a policy accepts (the largest limit, the
 /// longest window), anywhere in between, and small ones; `Rate::new` clamps
-/// the limit `u64::MAX` to [`MAX_LIMIT`].
+/// the limit `u64::MAX` to [`Policy::MAX_LIMIT`].
 fn edge_rate() -> impl proptest::strategy::Strategy<Value = Rate> {
     let limit = prop_oneof![
         1u64..12,
-        MAX_LIMIT - 12..=MAX_LIMIT,
-        1u64..=MAX_LIMIT,
+        Policy::MAX_LIMIT - 12..=Policy::MAX_LIMIT,
+        1u64..=Policy::MAX_LIMIT,
         Just(u64::MAX)
     ];
     let window = prop_oneof![1u64..400, LONGEST - 400..=LONGEST, 1u64..=LONGEST];
@@ -396,7 +397,7 @@ proptest! {
 
     #[test]
     fn decisions_stay_exact_at_the_largest_limits_and_latest_times((rate, start, steps) in edge_case()) {
-        prop_assert!(rate.limit <= MAX_LIMIT && rate.window <= LONGEST);
+        prop_assert!(rate.limit <= Policy::MAX_LIMIT && rate.window <= LONGEST);
         for strategy in STRATEGIES {
             let mut per_instant: Option<(u64, u128)> = None;
             for (now, cost, before, o, after) in run_saturating(strategy, &rate, start, &steps) {
@@ -444,7 +445,7 @@ fn the_largest_limit_admits_no_more_than_itself_at_one_instant() {
     // L, L and 1 unit at one instant: only the first fits.
     let rate = Rate::new(u64::MAX, 1_000_000_000);
     let l = rate.limit;
-    assert_eq!(l, MAX_LIMIT);
+    assert_eq!(l, Policy::MAX_LIMIT);
     for strategy in STRATEGIES {
         for now in [
             1_700_000_000_000_000_000,

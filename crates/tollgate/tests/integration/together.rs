@@ -12,10 +12,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::{Backend, Tick};
+use tollgate::clock::Clock;
+use tollgate::clock::ManualClock;
 use tollgate::strategy::LimitRate;
 use tollgate::testing::MapStore;
 use tollgate::together::{self, Part};
-use tollgate::{Clock, Limiter, ManualClock, Policy, Strategy, MAX_LIMITS};
+use tollgate::{Limiter, Policy, Strategy};
 use tollgate_test_support::together_model::{alone, expected, parts, request, States};
 
 use crate::support;
@@ -47,7 +49,7 @@ fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limi
             clock.set_nanos(START);
             let limiters: Vec<Limiter<B>> = policies.iter().map(|p| build(*p, &clock)).collect();
             let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Nanos)).collect();
-            let mut states: States = vec![vec![[None; MAX_LIMITS]; KEYS]; POLICIES];
+            let mut states: States = vec![vec![[None; tollgate::Policy::MAX_LIMITS]; KEYS]; POLICIES];
             let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
             for (r, (dt, plan)) in requests.iter().enumerate() {
                 let now = clock.now_nanos();

@@ -5,14 +5,17 @@
 
 use std::time::Duration;
 
-use tollgate::{KeyList, Limit, Limiter, Limiters, ManualClock, Policy, Strategy, TopKeys, TopMetric};
+use tollgate::clock::ManualClock;
+use tollgate::top::TopKeys;
+use tollgate::top::TopMetric;
+use tollgate::{KeyList, Limit, Limiter, Limiters, Policy, Strategy};
 
 fn clock() -> ManualClock {
     ManualClock::new(Duration::from_secs(1_000_000))
 }
 
 /// `(key, count)` of a list, in order.
-fn ranked(list: &tollgate::TopList) -> Vec<(String, u64)> {
+fn ranked(list: &tollgate::top::TopList) -> Vec<(String, u64)> {
     list.keys
         .iter()
         .map(|k| (String::from_utf8(k.key.clone()).unwrap(), k.count(list.metric)))

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tollgate::backend::Tick;
+use tollgate::clock::ManualClock;
 use tollgate::strategy::{decide_all, State};
-use tollgate::{Decision, Limiter, ManualClock, Policy, Strategy};
+use tollgate::{Decision, Limiter, Policy, Strategy};
 
 /// The header row of a decisions file (one more column, `bound_by`, when a
 /// policy of the replay is compound).

@@ -6,7 +6,8 @@ pub mod redis;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use tollgate::{Decision, ManualClock};
+use tollgate::clock::ManualClock;
+use tollgate::Decision;
 
 /// A manual clock 2.5 s into a 10-second fixed-window bucket, so the
 /// bucket ends 7.5 s later (`Retry-After: 8`).
