@@ -76,7 +76,7 @@ fn main() {
     group.finish();
 
     let open = builder(&rt, &server, 1_000_000)
-        .fail_open(true)
+        .fail_policy(tollgate::FailPolicy::Open)
         .build()
         .expect("valid");
     let breaker = builder(&rt, &server, 1_000_000)

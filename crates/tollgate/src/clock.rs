@@ -23,7 +23,7 @@ pub trait Clock: Send + Sync + 'static {
 /// in-memory decision. This clock instead reads the CPU's time-stamp
 /// counter (through `quanta`, which falls back to the monotonic clock where
 /// there is no usable counter) and adds it to a wall-clock reading taken at
-/// most [`SystemClock::REANCHOR`] earlier by the same thread. Between anchors
+/// most 250 ms earlier by the same thread. Between anchors
 /// it follows the counter's calibrated rate, so it can differ from
 /// `SystemTime::now()` by the counter's calibration error over one anchor
 /// period (microseconds); a re-anchor may step it back by as much, which
@@ -33,10 +33,10 @@ pub struct SystemClock;
 
 impl SystemClock {
     /// How long a thread's wall-clock anchor is used before it is refreshed.
-    pub const REANCHOR: Duration = Duration::from_millis(250);
+    pub(crate) const REANCHOR: Duration = Duration::from_millis(250);
 
     /// Reads `SystemTime::now()` in nanoseconds since the epoch.
-    pub fn wall_nanos() -> u64 {
+    pub(crate) fn wall_nanos() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

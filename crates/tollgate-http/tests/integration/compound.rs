@@ -191,7 +191,7 @@ async fn fail_open_sends_no_headers(stack: Stack) {
         let limiter = Limiter::builder()
             .backend(backend)
             .policy(burst_and_hour())
-            .fail_open(true)
+            .fail_policy(tollgate::FailPolicy::Open)
             .build()
             .unwrap();
         let config = RateLimit::new(limiter).headers(mode);

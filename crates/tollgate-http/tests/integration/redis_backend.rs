@@ -21,7 +21,11 @@ fn limiter(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
         .strategy(Strategy::TokenBucket)
         .limit(2)
         .window(Duration::from_secs(3600))
-        .fail_open(fail_open)
+        .fail_policy(if fail_open {
+            tollgate::FailPolicy::Open
+        } else {
+            tollgate::FailPolicy::Closed
+        })
         .build()
         .unwrap()
 }

@@ -115,7 +115,11 @@ fn fixed_window(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend
         .strategy(Strategy::FixedWindow)
         .limit(2)
         .window(Duration::from_secs(3_600))
-        .fail_open(fail_open)
+        .fail_policy(if fail_open {
+            tollgate::FailPolicy::Open
+        } else {
+            tollgate::FailPolicy::Closed
+        })
         .build()
         .unwrap()
 }

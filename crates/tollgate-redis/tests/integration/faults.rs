@@ -15,7 +15,11 @@ fn limiter(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
         .strategy(Strategy::TokenBucket)
         .limit(1_000_000)
         .window(Duration::from_secs(60))
-        .fail_open(fail_open)
+        .fail_policy(if fail_open {
+            tollgate::FailPolicy::Open
+        } else {
+            tollgate::FailPolicy::Closed
+        })
         .build()
         .unwrap()
 }

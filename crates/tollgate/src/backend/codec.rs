@@ -10,7 +10,7 @@ use crate::error::{BackendError, BackendErrorKind};
 use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
 
 /// Encodes a state for storage.
-pub fn encode_state(state: &State) -> Vec<u8> {
+pub(crate) fn encode_state(state: &State) -> Vec<u8> {
     let (tag, fields): (u8, &[u64]) = match state {
         State::FixedWindow(s) => (b'F', &[s.start, s.count]),
         State::SlidingWindow(s) => (b'S', &[s.start, s.curr, s.prev]),
@@ -30,7 +30,7 @@ pub fn encode_state(state: &State) -> Vec<u8> {
 ///
 /// A [`BackendErrorKind::Protocol`] error when the bytes are not a state
 /// written by [`encode_state`].
-pub fn decode_state(bytes: &[u8]) -> Result<State, BackendError> {
+pub(crate) fn decode_state(bytes: &[u8]) -> Result<State, BackendError> {
     let bad = || {
         BackendError::new(
             BackendErrorKind::Protocol,
@@ -65,7 +65,7 @@ pub struct Record {
 }
 
 /// Encodes a record; `None` when it holds nothing (delete the key).
-pub fn encode_record(record: &Record) -> Option<Vec<u8>> {
+pub(crate) fn encode_record(record: &Record) -> Option<Vec<u8>> {
     match (record.blocked_until, &record.state) {
         (None, None) => None,
         (None, Some(state)) => Some(encode_state(state)),
@@ -85,7 +85,8 @@ pub fn encode_record(record: &Record) -> Option<Vec<u8>> {
 ///
 /// # Errors
 ///
-/// As for [`decode_state`].
+/// A [`BackendError`](crate::backend::BackendError) of kind `Corrupt` when
+/// the bytes are not a record this crate wrote.
 pub fn decode_record(bytes: &[u8]) -> Result<Record, BackendError> {
     match bytes {
         [b'B', rest @ ..] if rest.len() >= 8 => {

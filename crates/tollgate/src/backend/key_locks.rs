@@ -18,18 +18,18 @@ use tokio::sync::{Mutex, MutexGuard};
 /// that needs several keys decided as one step in its process can hold
 /// another.
 #[derive(Debug)]
-pub struct KeyLocks {
+pub(crate) struct KeyLocks {
     locks: Box<[Mutex<()>]>,
     hasher: ahash::RandomState,
 }
 
 impl KeyLocks {
     /// The most locks a set holds.
-    pub const MAX: usize = 1 << 20;
+    pub(crate) const MAX: usize = 1 << 20;
 
     /// `count` locks, rounded up to a power of two, between 1 and
     /// [`MAX`](Self::MAX).
-    pub fn new(count: usize) -> Self {
+    pub(crate) fn new(count: usize) -> Self {
         let count = count.clamp(1, Self::MAX).next_power_of_two();
         Self {
             locks: (0..count).map(|_| Mutex::new(())).collect(),
@@ -38,23 +38,19 @@ impl KeyLocks {
     }
 
     /// How many locks the set holds.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.locks.len()
-    }
-
-    /// Always false: a set holds at least one lock.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The index of the lock of `key` (any hashable value: bytes, or a
     /// tuple such as `(resource, key)`).
-    pub fn index(&self, key: impl Hash) -> usize {
+    pub(crate) fn index(&self, key: impl Hash) -> usize {
         self.hasher.hash_one(key) as usize & (self.locks.len() - 1)
     }
 
     /// Waits for the lock of `key`; it is held until the guard is dropped.
-    pub async fn lock(&self, key: impl Hash) -> MutexGuard<'_, ()> {
+    pub(crate) async fn lock(&self, key: impl Hash) -> MutexGuard<'_, ()> {
         self.locks[self.index(key)].lock().await
     }
 
@@ -65,7 +61,7 @@ impl KeyLocks {
     /// # Panics
     ///
     /// When an index is not below [`len`](Self::len).
-    pub async fn lock_all(&self, mut indices: Vec<usize>) -> Vec<MutexGuard<'_, ()>> {
+    pub(crate) async fn lock_all(&self, mut indices: Vec<usize>) -> Vec<MutexGuard<'_, ()>> {
         indices.sort_unstable();
         indices.dedup();
         let mut guards = Vec::with_capacity(indices.len());

@@ -23,7 +23,7 @@ pub struct LeaseAsk {
     /// lessee as leasing the key.
     pub max_age: Duration,
     /// Units of an ended lease to give back first
-    /// ([`give_back`](crate::strategy::give_back)).
+    /// (and only while its window or level has not moved on).
     pub returning: u64,
     /// The store time before which `returning` is given back: the
     /// [`Leased::return_before`] of the lease they came from.

@@ -18,7 +18,7 @@ use crate::policy::{Limit, Policy, MAX_LIMITS};
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
 /// The default interval between background sweeps of expired state.
-pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// In-process state: a sharded table per policy, no global lock, memory
 /// proportional to the number of active keys.
@@ -100,7 +100,7 @@ impl MemoryBackend {
     }
 
     /// Sets how often the background janitor sweeps expired state
-    /// (default [`DEFAULT_SWEEP_INTERVAL`]).
+    /// (default 1 s).
     pub fn sweep_interval(mut self, every: Duration) -> Self {
         self.sweep_interval = every;
         self
@@ -645,7 +645,7 @@ impl MemoryBinding {
 
     /// Reserves synchronously ([`Binding::reserve`]): `cost` units of
     /// `key`, waiting at most `max_delay`.
-    pub fn reserve_now(&self, key: &[u8], cost: u64, max_delay: Duration) -> Reserved {
+    pub(crate) fn reserve_now(&self, key: &[u8], cost: u64, max_delay: Duration) -> Reserved {
         if self.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return Reserved::new(decision, Duration::ZERO, None);
@@ -666,7 +666,7 @@ impl MemoryBinding {
     }
 
     /// Gives a reservation back synchronously ([`Binding::cancel`]).
-    pub fn cancel_now(&self, key: &[u8], receipt: &Receipt) -> bool {
+    pub(crate) fn cancel_now(&self, key: &[u8], receipt: &Receipt) -> bool {
         let limits = &self.limits;
         self.update(key, |before, after, now| {
             let given = strategy::cancel_all(

@@ -24,8 +24,8 @@ use std::future::Future;
 
 pub use crate::decision::Tick;
 pub use crate::error::{BackendError, BackendErrorKind};
-pub use codec::{decode_record, decode_state, encode_record, encode_state, Record};
-pub use key_locks::KeyLocks;
+pub use codec::{decode_record, Record};
+pub(crate) use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
 pub use reserving::{Receipt, Reserved};
@@ -165,7 +165,7 @@ pub trait Binding: Send + Sync + 'static {
     /// quotas](crate::_documentation::semantics#leased-quotas) define it,
     /// atomically with respect to every other request on the key: gives
     /// back the units of an ended lease (before the store time
-    /// `ask.return_before`, as [`give_back`](crate::strategy::give_back)),
+    /// `ask.return_before`, as the store gives back a lease),
     /// counts `ask.lessee` among the processes leasing the key for
     /// `ask.max_age`, then decides `ask.cost` units with up to `ask.want`
     /// more as [`lease_all`](crate::strategy::lease_all) does.

@@ -27,13 +27,14 @@ use crate::policy::MAX_LIMITS;
 use crate::strategy::{self, LimitRate, State};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.
-pub const DEFAULT_LOCKS: usize = 1024;
+pub(crate) const DEFAULT_LOCKS: usize = 1024;
 
 /// A key-value store with expiry, the minimal shape the adapter needs.
 ///
 /// Keys are the byte strings of the [key
 /// layout](crate::_documentation::semantics_notes#key-layout); values are
-/// opaque bytes (see [`crate::backend::encode_state`]).
+/// opaque bytes (a [`Record`], read with
+/// [`decode_record`]).
 pub trait Store: Send + Sync + 'static {
     /// Reads the value stored under `key`, `None` when absent or expired.
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Vec<u8>>, BackendError>> + Send;
@@ -106,7 +107,7 @@ impl<S> Clone for StoreBackend<S> {
 }
 
 impl<S: Store> StoreBackend<S> {
-    /// An adapter over `store` on the system clock with [`DEFAULT_LOCKS`]
+    /// An adapter over `store` on the system clock with 1,024
     /// locks and nanosecond ticks.
     pub fn new(store: S) -> Self {
         Self {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::options::{FailPolicy, Options};
+use super::options::Options;
 use super::setters::option_setters;
 use super::{validate_prefix, Limiter, DEFAULT_KEY_PREFIX};
 use crate::backend::memory::MemoryBackend;
@@ -81,15 +81,6 @@ impl<B: Backend> LimiterBuilder<B> {
     }
 
     option_setters!(LimiterBuilder);
-
-    /// Shorthand for `fail_policy(FailPolicy::Open)` when `open` is true.
-    pub fn fail_open(self, open: bool) -> Self {
-        self.fail_policy(if open {
-            FailPolicy::Open
-        } else {
-            FailPolicy::Closed
-        })
-    }
 
     /// A resource name that separates this limiter's state from others
     /// sharing the same store and prefix.

@@ -60,12 +60,11 @@ impl Default for DenyCache {
 
 impl DenyCache {
     /// The number of keys cached unless configured otherwise.
-    pub const DEFAULT_CAPACITY: usize = 10_000;
+    pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
     /// The longest key cached unless configured otherwise, in bytes.
-    pub const DEFAULT_MAX_KEY_LEN: usize = 256;
+    pub(crate) const DEFAULT_MAX_KEY_LEN: usize = 256;
 
-    /// A cache of [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) keys of up to
-    /// [`DEFAULT_MAX_KEY_LEN`](Self::DEFAULT_MAX_KEY_LEN) bytes.
+    /// A cache of 10,000 keys of up to 256 bytes.
     pub const fn new() -> Self {
         Self {
             capacity: Self::DEFAULT_CAPACITY,

@@ -17,7 +17,7 @@ pub struct FixedWindowState {
 
 /// The fixed-window strategy.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FixedWindow;
+pub(crate) struct FixedWindow;
 
 impl FixedWindow {
     /// The bucket `now` falls in, with the stored count when the state is of

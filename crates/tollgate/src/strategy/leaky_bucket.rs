@@ -9,6 +9,6 @@
 
 /// The leaky-bucket meter (capacity `L`, drain rate `L / W`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LeakyBucket;
+pub(crate) struct LeakyBucket;
 
 super::gcra::gcra_algorithm!(LeakyBucket);

@@ -20,7 +20,7 @@ pub struct LeaseOutcome {
     pub extra: u64,
     /// For a lease on a window (fixed or sliding), the tick at which the
     /// earliest window it was charged in ends: its units are spent before
-    /// it, and given back only before it ([`give_back`]). `None` when no
+    /// it, and given back only before it. `None` when no
     /// lease was granted or every limit is a bucket.
     pub window_end: Option<u64>,
 }
@@ -98,7 +98,13 @@ pub fn window_end(limits: &[LimitRate], states: &[Option<State>]) -> Option<u64>
 /// lease's [`window_end`], or [`u64::MAX`] for buckets): after the window
 /// the lease was charged in, its units no longer count and nothing is
 /// given back. Returns the states to store.
-pub fn give_back(limits: &[LimitRate], states: &mut [Option<State>], now: u64, units: u64, before: u64) {
+pub(crate) fn give_back(
+    limits: &[LimitRate],
+    states: &mut [Option<State>],
+    now: u64,
+    units: u64,
+    before: u64,
+) {
     if units == 0 || now >= before {
         return;
     }

@@ -27,14 +27,17 @@ mod sliding_window;
 mod token_bucket;
 
 pub use compound::{combine, decide_all, CompoundOutcome, LimitRate};
-pub use fixed_window::{FixedWindow, FixedWindowState};
+pub(crate) use fixed_window::FixedWindow;
+pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};
-pub use leaky_bucket::LeakyBucket;
-pub use lease::{give_back, lease_all, window_end, LeaseOutcome};
-pub use reserve::{cancel_all, reserve_all, reserves_ahead, ReserveOutcome};
-pub use sliding_window::{SlidingWindow, SlidingWindowState};
-pub use token_bucket::TokenBucket;
+pub(crate) use leaky_bucket::LeakyBucket;
+pub(crate) use lease::give_back;
+pub use lease::{lease_all, window_end, LeaseOutcome};
+pub use reserve::{cancel_all, reserve_all, ReserveOutcome};
+pub(crate) use sliding_window::SlidingWindow;
+pub use sliding_window::SlidingWindowState;
+pub(crate) use token_bucket::TokenBucket;
 
 /// The largest limit `L` of any rate: 2^62.
 ///
@@ -107,7 +110,7 @@ pub struct Outcome {
 }
 
 /// One strategy: its state type and its pure decision function.
-pub trait Algorithm {
+pub(crate) trait Algorithm {
     /// The state kept per key between decisions.
     type State: Copy + PartialEq + Send + Sync + 'static;
 
@@ -165,8 +168,17 @@ macro_rules! by_strategy {
                 };
                 $body
             }
-            Strategy::TokenBucket | Strategy::LeakyBucket => {
+            Strategy::TokenBucket => {
                 type $alg = TokenBucket;
+                let $wrap = State::Gcra;
+                let $typed = match $state {
+                    Some(State::Gcra(s)) => Some(s),
+                    _ => None,
+                };
+                $body
+            }
+            Strategy::LeakyBucket => {
+                type $alg = LeakyBucket;
                 let $wrap = State::Gcra;
                 let $typed = match $state {
                     Some(State::Gcra(s)) => Some(s),
@@ -199,13 +211,13 @@ pub fn decide(
     })
 }
 
-/// [`Algorithm::refund`] of `strategy` on a strategy-agnostic [`State`].
+/// The refund of `strategy` on a strategy-agnostic [`State`].
 pub fn refund(strategy: Strategy, rate: &Rate, state: Option<State>, now: u64, cost: u64) -> Option<State> {
     by_strategy!(strategy, state, |A, s, wrap| A::refund(rate, s, now, cost)
         .map(wrap))
 }
 
-/// [`Algorithm::penalty`] of `strategy` on a strategy-agnostic [`State`].
+/// The penalty of `strategy` on a strategy-agnostic [`State`].
 pub fn penalty(strategy: Strategy, rate: &Rate, state: Option<State>, now: u64, cost: u64) -> Option<State> {
     by_strategy!(strategy, state, |A, s, wrap| A::penalty(rate, s, now, cost)
         .map(wrap))

@@ -38,7 +38,7 @@ pub struct ReserveOutcome {
 /// leaky bucket, or a sliding window (within its current window). A
 /// policy with a fixed window among its limits reserves only what it
 /// admits now.
-pub fn reserves_ahead(limits: &[LimitRate]) -> bool {
+pub(crate) fn reserves_ahead(limits: &[LimitRate]) -> bool {
     limits.iter().all(|l| reserves_later(l.strategy))
 }
 
@@ -53,7 +53,8 @@ fn reserves_later(strategy: Strategy) -> bool {
 /// Reserves `cost` units on every limit in `limits` at `now`, waiting at
 /// most `max_delay` ticks; `states` and `next` as for [`decide_all`].
 ///
-/// When every limit reserves ahead ([`reserves_ahead`]), the request
+/// When every limit reserves ahead (a bucket, or a sliding window within
+/// its current window), the request
 /// proceeds at the latest of the limits' earliest slots: a bucket's is
 /// `max(now, t + cost × T − L × T)` (`t = max(tat, now)`), a sliding
 /// window's the earliest tick at which its estimate, everything charged so

@@ -17,7 +17,7 @@ pub struct SlidingWindowState {
 
 /// The approximate sliding-window strategy.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SlidingWindow;
+pub(crate) struct SlidingWindow;
 
 impl SlidingWindow {
     /// Rolls a stored state forward to `now`. Returns the state (all zero

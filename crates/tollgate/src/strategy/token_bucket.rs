@@ -3,6 +3,6 @@
 
 /// The token-bucket strategy (capacity `L`, refill rate `L / W`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TokenBucket;
+pub(crate) struct TokenBucket;
 
 super::gcra::gcra_algorithm!(TokenBucket);

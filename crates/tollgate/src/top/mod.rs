@@ -61,7 +61,7 @@ pub(crate) use window::PERIOD;
 /// over the capacity. Counts cover the last minute as the sliding-window
 /// strategy estimates its window: the current minute plus the previous one
 /// weighed by the share of it still inside the window. Peeks (cost 0) are
-/// not counted. Keys longer than [`MAX_KEY_BYTES`](Self::MAX_KEY_BYTES)
+/// not counted. Keys longer than 256 bytes
 /// are recorded by their start ([`TopKey::cut`]). Recording takes a lock
 /// per decision, shared by the limiter's callers: it is off unless asked
 /// for.
@@ -78,14 +78,14 @@ impl Default for TopKeys {
 
 impl TopKeys {
     /// The keys held per metric and minute unless configured otherwise.
-    pub const DEFAULT_CAPACITY: usize = 1_000;
+    pub(crate) const DEFAULT_CAPACITY: usize = 1_000;
     /// The most bytes of a key recorded; a longer key is recorded by its
     /// start.
-    pub const MAX_KEY_BYTES: usize = 256;
+    pub(crate) const MAX_KEY_BYTES: usize = 256;
     /// The largest capacity accepted.
     pub const MAX_CAPACITY: usize = 1_000_000;
 
-    /// Top keys of [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) keys.
+    /// Top keys of 1,000 keys.
     pub const fn new() -> Self {
         Self {
             capacity: Self::DEFAULT_CAPACITY,
@@ -164,7 +164,7 @@ pub struct TopKey {
     /// The key, or its first bytes when [`cut`](Self::cut).
     pub key: Vec<u8>,
     /// Whether `key` is the start of longer keys (over
-    /// [`TopKeys::MAX_KEY_BYTES`]), counted together.
+    /// 256 bytes), counted together.
     pub cut: bool,
     /// Denied requests.
     pub denied: u64,

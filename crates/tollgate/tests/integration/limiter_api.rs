@@ -216,7 +216,7 @@ async fn fail_open_admits_and_counts() {
     let limiter = Limiter::builder()
         .limit(1)
         .window(Duration::from_secs(1))
-        .fail_open(true)
+        .fail_policy(tollgate::FailPolicy::Open)
         .backend(flaky(&clock))
         .build()
         .unwrap();

@@ -113,7 +113,11 @@ async fn backend_errors_and_fail_open_admissions_are_counted() {
                 .limit(5)
                 .window(Duration::from_secs(1))
                 .resource(if open { "open" } else { "closed" })
-                .fail_open(open)
+                .fail_policy(if open {
+                    tollgate::FailPolicy::Open
+                } else {
+                    tollgate::FailPolicy::Closed
+                })
                 .backend(backend)
                 .build()
                 .unwrap()

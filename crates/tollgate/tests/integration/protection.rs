@@ -281,7 +281,7 @@ fn fallback_settings_that_contradict_the_fail_policy_are_refused() {
     let err = Limiter::builder()
         .policy(policy)
         .fallback(policy)
-        .fail_open(true)
+        .fail_policy(tollgate::FailPolicy::Open)
         .build()
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid fallback:"), "{err}");
