@@ -129,7 +129,9 @@ impl PolicySet {
             // callers' futures would otherwise nest them all.
             None => Box::pin(connect(&parsed)).await?,
         };
-        let build = tokio::task::spawn_blocking(move || Self::build(parsed, backend, previous.as_deref()));
+        let clock = options.clock.clone();
+        let build =
+            tokio::task::spawn_blocking(move || Self::build(parsed, backend, previous.as_deref(), clock));
         let built = build.await.map_err(|join| {
             ConfigFileError::at(
                 &first_origin(read),
@@ -152,7 +154,12 @@ impl PolicySet {
     ) -> Result<Option<PolicySet>, ReloadError> {
         let parsed = parse_all(read, options)?;
         match Self::reusable_backend(&parsed, previous, options)? {
-            Some(backend) => Ok(Some(Self::build(parsed, backend, previous)?)),
+            Some(backend) => Ok(Some(Self::build(
+                parsed,
+                backend,
+                previous,
+                options.clock.clone(),
+            )?)),
             None => Ok(None),
         }
     }
@@ -189,11 +196,14 @@ impl PolicySet {
     /// [`LimitersBuilder::build_from`](tollgate::LimitersBuilder::build_from)
     /// does (a policy whose settings and limits are unchanged keeps its
     /// limiter; a changed one keeps the state of every limit whose strategy
-    /// and window stay); so are Envoy limits, by resource.
+    /// and window stay); so are Envoy limits, by resource. An Envoy limit
+    /// of 0 requests per unit reads `clock` (the clock of in-memory state)
+    /// for the end of its unit, else the system clock.
     fn build(
         parsed: ParsedSet,
         backend: AnyBackend,
         previous: Option<&PolicySet>,
+        clock: Option<SharedClock>,
     ) -> Result<PolicySet, ConfigFileError> {
         let ParsedSet { policy_file, envoy } = parsed;
         let storage = policy_file
@@ -242,7 +252,7 @@ impl PolicySet {
             fail: p.fail,
             settings: &p.envoy_settings,
         });
-        let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, before, &envoy_settings, fail);
+        let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, before, &envoy_settings, fail, clock);
         let envoy_prefix = envoy_prefix(&prefix);
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
@@ -257,10 +267,14 @@ impl PolicySet {
             let mut rules = Vec::with_capacity(file.rules.len());
             for rule in file.rules {
                 let limiter = match rule.limit {
-                    RateLimit::PerUnit { unit, requests } if requests > 0 => {
+                    RateLimit::PerUnit { unit, requests } => {
                         let unservable = |err| ConfigFileError::unservable(&origin, &rule.resource, err);
-                        let policy = Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
-                            .map_err(|err| unservable(err.into()))?;
+                        let policy = match requests {
+                            // Every request over the limit until the unit ends.
+                            0 => Policy::zero(unit.window()),
+                            _ => Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window()),
+                        }
+                        .map_err(|err| unservable(err.into()))?;
                         let label = envoy_label(&file.domain, &rule).unwrap_or_else(|| rule.resource.clone());
                         Some(
                             envoy_limits

@@ -369,7 +369,6 @@ impl ServerBuilder {
             ConnectionThreads::start(count).map_err(|source| ServerError::Threads { count, source })?;
         let shared = Arc::new(Shared {
             config: watcher.handle(),
-            clock,
             auth_deny_status: deny,
             admin,
             metrics,

@@ -3,15 +3,12 @@
 
 use axum::http::StatusCode;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tollgate::clock::SharedClock;
 use tollgate_config::PolicySetHandle;
 
 /// The state behind every listener.
 pub(crate) struct Shared {
     /// The configuration, swapped whole by a reload.
     pub(crate) config: PolicySetHandle,
-    /// The clock of in-memory state (and of Envoy's blocked descriptors).
-    pub(crate) clock: SharedClock,
     /// The status of a denial on `/v1/auth`.
     pub(crate) auth_deny_status: StatusCode,
     /// Who may call the admin routes.

@@ -115,6 +115,14 @@ impl Clock for ManualClock {
 /// A shareable clock handle.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// The clock the [`Arc`] points to, so that a [`SharedClock`] can be given
+/// wherever a clock is asked for (`local_clock(shared.clone())`).
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+}
+
 /// A clock as held by a backend: the system clock is called directly (and
 /// inlined into the decision path), any other clock through a shared pointer.
 #[derive(Clone)]

@@ -34,6 +34,31 @@ impl fmt::Debug for Limit {
     }
 }
 
+/// Checks a window's bounds, naming `window`: longer than zero, at least
+/// one microsecond, at most [`MAX_WINDOW`].
+fn check_window(window: Duration) -> Result<(), ConfigError> {
+    if window.is_zero() {
+        return Err(ConfigError::new("window", "must be longer than zero"));
+    }
+    if window < Duration::from_micros(1) {
+        return Err(ConfigError::new(
+            "window",
+            format!("{window:?} is shorter than the 1µs resolution shared by all backends"),
+        ));
+    }
+    if window > MAX_WINDOW {
+        return Err(ConfigError::new(
+            "window",
+            format!(
+                "{}s exceeds the maximum of {}s (100 years)",
+                window.as_secs(),
+                MAX_WINDOW.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Limit {
     /// Validates and builds a limit.
     ///
@@ -55,25 +80,7 @@ impl Limit {
                 ),
             ));
         }
-        if window.is_zero() {
-            return Err(ConfigError::new("window", "must be longer than zero"));
-        }
-        if window < Duration::from_micros(1) {
-            return Err(ConfigError::new(
-                "window",
-                format!("{window:?} is shorter than the 1µs resolution shared by all backends"),
-            ));
-        }
-        if window > MAX_WINDOW {
-            return Err(ConfigError::new(
-                "window",
-                format!(
-                    "{}s exceeds the maximum of {}s (100 years)",
-                    window.as_secs(),
-                    MAX_WINDOW.as_secs()
-                ),
-            ));
-        }
+        check_window(window)?;
         Ok(Self {
             strategy,
             limit,
@@ -183,6 +190,47 @@ impl Policy {
     /// As for [`Limit::new`].
     pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
         Limit::new(strategy, limit, window).map(Self::from)
+    }
+
+    /// A policy that admits nothing: a fixed window of `window` whose limit
+    /// is 0. Every request of a cost of 1 or more is denied, with nothing
+    /// `remaining`, `reset` at the end of the current window (windows are
+    /// aligned to the clock, as a fixed window's are) and no `retry_after`:
+    /// it is never admitted. A request of cost 0 (a peek) is admitted. No
+    /// store is asked and no state is kept: the limiter answers at once, on
+    /// every backend (its shadow mode, key lists, metrics and top keys
+    /// apply as to any decision). This is what Envoy's
+    /// `requests_per_unit: 0` means; [`Limit::new`] refuses a limit of 0,
+    /// so that a 0 written by mistake is not taken for "deny everything".
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Policy};
+    ///
+    /// let limiter = Limiter::builder().policy(Policy::zero(Duration::from_secs(60))?).build()?;
+    /// let d = limiter.check("k");
+    /// assert!(!d.allowed);
+    /// assert_eq!((d.limit, d.remaining, d.retry_after), (0, 0, None));
+    /// assert!(d.reset <= Duration::from_secs(60));
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming `window`, as for [`Limit::new`].
+    pub fn zero(window: Duration) -> Result<Self, ConfigError> {
+        check_window(window)?;
+        Ok(Self::from(Limit {
+            strategy: Strategy::FixedWindow,
+            limit: 0,
+            window_nanos: window.as_nanos() as u64,
+        }))
+    }
+
+    /// Whether the policy admits nothing ([`Policy::zero`]): one of its
+    /// limits is 0.
+    pub fn admits_nothing(&self) -> bool {
+        self.limits().iter().any(|l| l.limit == 0)
     }
 
     /// A policy of several limits, decided together in the order given

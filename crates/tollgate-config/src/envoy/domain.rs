@@ -61,9 +61,10 @@ impl DomainRule {
         &self.rule
     }
 
-    /// Its limiter, a fixed window of `requests_per_unit` per `unit`; none
-    /// for `unlimited: true` (always OK) and for `requests_per_unit: 0`
-    /// (always over the limit), which need no state.
+    /// Its limiter, a fixed window of `requests_per_unit` per `unit`, or for
+    /// `requests_per_unit: 0` a policy that admits nothing
+    /// ([`tollgate::Policy::zero`]: always over the limit until the unit
+    /// ends, no state); none for `unlimited: true` (always OK).
     pub fn limiter(&self) -> Option<&Arc<Limiter<AnyBackend>>> {
         self.limiter.as_ref()
     }

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tollgate::clock::SharedClock;
+
 use tollgate::{FailPolicy, Limiter, Policy};
 
 use crate::any_backend::AnyBackend;
@@ -80,6 +82,9 @@ pub(crate) struct EnvoyLimits<'a> {
     backend: AnyBackend,
     /// The first limiter built with each metrics label.
     counted_as: HashMap<String, Arc<Limiter<AnyBackend>>>,
+    /// The clock of in-memory state, read by a limit of 0 requests per
+    /// unit for the end of its unit (the system clock without one).
+    clock: Option<SharedClock>,
 }
 
 impl<'a> EnvoyLimits<'a> {
@@ -89,6 +94,7 @@ impl<'a> EnvoyLimits<'a> {
         previous: Option<Previous<'_>>,
         settings: &'a Arc<Settings>,
         fail: FailPolicy,
+        clock: Option<SharedClock>,
     ) -> Self {
         let kept = previous.as_ref().map(kept).unwrap_or_default();
         let before = kept
@@ -128,6 +134,7 @@ impl<'a> EnvoyLimits<'a> {
             fail,
             backend,
             counted_as: HashMap::new(),
+            clock,
         }
     }
 
@@ -159,6 +166,9 @@ impl<'a> EnvoyLimits<'a> {
             .fail_policy(self.fail)
             .key_prefix(prefix)
             .resource(resource);
+        if let (true, Some(clock)) = (policy.admits_nothing(), &self.clock) {
+            builder = builder.local_clock(Arc::clone(clock));
+        }
         if shared {
             builder = builder.metrics_resource(label);
             // The limits counted as one share their metrics handles.

@@ -44,7 +44,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use tollgate::{together, Decision, Policy, Strategy};
+use tollgate::{together, Decision};
 use tollgate_config::envoy::{descriptor_key, DomainRule as Rule, RateLimit as Limit, Unit};
 use tollgate_config::AnyBackend;
 use tollgate_http::{write_decision_headers, HeaderMode};
@@ -146,11 +146,13 @@ impl EnvoyService {
 
     /// Decides every limited descriptor; `None` for the others.
     async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<Vec<Option<Outcome>>, Status> {
-        let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|p| self.blocked(p)).collect();
-        let blocked = planned
-            .iter()
-            .zip(&outcomes)
-            .any(|(p, o)| o.is_some() && p.rule.is_some_and(|r| !r.rule().shadow));
+        let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|_| None).collect();
+        // A decisive descriptor whose limit admits nothing (0 per unit)
+        // denies the request: the others are reported, charged nothing.
+        let blocked = planned.iter().any(|p| {
+            p.rule
+                .is_some_and(|r| !r.rule().shadow && r.limiter().is_some_and(|l| l.policy().admits_nothing()))
+        });
         let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
             .iter()
             .enumerate()
@@ -183,21 +185,6 @@ impl EnvoyService {
             });
         }
         Ok(outcomes)
-    }
-
-    /// The outcome of a descriptor whose limit is 0 requests per unit:
-    /// always over, until the end of the current unit.
-    fn blocked(&self, planned: &Planned<'_>) -> Option<Outcome> {
-        let rule = planned.rule?;
-        let Limit::PerUnit { unit, requests: 0 } = rule.rule().limit else {
-            return None;
-        };
-        let window = unit.window().as_nanos() as u64;
-        let reset = Duration::from_nanos(window - self.shared.clock.now_nanos() % window);
-        Some(Outcome {
-            decision: Decision::new(false, 0, 0, reset, None),
-            over: true,
-        })
     }
 
     fn response(&self, planned: &[Planned<'_>], outcomes: &[Option<Outcome>]) -> RateLimitResponse {
@@ -266,18 +253,8 @@ impl EnvoyService {
                 }
             });
         if let Some((rule, decision, _)) = reported {
-            let policy = rule.limiter().map_or_else(
-                || {
-                    let window = match rule.rule().limit {
-                        Limit::PerUnit { unit, .. } => unit.window(),
-                        Limit::Unlimited => Duration::from_secs(1),
-                    };
-                    // Only named in the IETF draft's fields, not written here.
-                    Policy::new(Strategy::FixedWindow, 1, window).ok()
-                },
-                |l| Some(*l.policy()),
-            );
-            if let Some(policy) = policy {
+            // Every decided descriptor has a limiter.
+            if let Some(policy) = rule.limiter().map(|l| *l.policy()) {
                 let mut headers = tollgate_http::http::HeaderMap::new();
                 write_decision_headers(
                     HeaderMode::RateLimit,

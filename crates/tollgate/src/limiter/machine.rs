@@ -264,7 +264,7 @@ impl<B: Backend> Limiter<B> {
     /// leases, the deny cache and the circuit breaker.
     #[inline]
     pub(super) fn begin<'l>(&'l self, key: &'l [u8], cost: u64) -> Step<'l> {
-        if let Some(decision) = self.listed(key) {
+        if let Some(decision) = self.decided_first(key, cost) {
             return Step::Done(Ok(self.conclude(decision, key, cost)));
         }
         match self.protection.as_deref() {
@@ -278,7 +278,7 @@ impl<B: Backend> Limiter<B> {
     /// for any other limiter, whose requests [`Self::begin`] takes.
     #[inline]
     pub(super) fn plain<'l>(&'l self, key: &'l [u8], cost: u64) -> Option<Plain<'l>> {
-        if self.has_lists || self.protection.is_some() {
+        if self.decides_first || self.protection.is_some() {
             return None;
         }
         Some(self.to_store(key, cost))
@@ -417,7 +417,7 @@ impl<B: Backend> Limiter<B> {
     /// circuit breaker are not consulted (a reservation asks for a slot
     /// later, which they know nothing of).
     pub(super) fn begin_reservation<'l>(&'l self, key: &'l [u8], cost: u64) -> Reserving<'l> {
-        match self.listed(key) {
+        match self.decided_first(key, cost) {
             Some(decision) => Reserving::Listed(self.conclude(decision, key, cost)),
             None => Reserving::Ask(self.to_store(key, cost)),
         }
@@ -497,14 +497,24 @@ impl<B: Backend> Limiter<B> {
         }
     }
 
-    /// The decision of the exempt and deny lists, when the key is on one;
-    /// the deny list wins.
+    /// The decision taken before the store, when there is one: the exempt
+    /// and deny lists', when the key is on one (the deny list wins), else a
+    /// policy's that admits nothing ([`Policy::zero`](crate::Policy::zero)).
     #[inline]
-    pub(super) fn listed(&self, key: &[u8]) -> Option<Decision> {
-        if !self.has_lists {
+    pub(super) fn decided_first(&self, key: &[u8], cost: u64) -> Option<Decision> {
+        if !self.decides_first {
             return None;
         }
+        self.listed(key).or_else(|| self.admitting_nothing(cost))
+    }
+
+    /// The decision of the exempt and deny lists, when the key is on one;
+    /// the deny list wins.
+    fn listed(&self, key: &[u8]) -> Option<Decision> {
         let lists = self.options.as_deref()?;
+        if !lists.has_lists() {
+            return None;
+        }
         let limit = self.policy.limits()[0].limit();
         // The key is read as an address once for both lists.
         let mut probe = Probe::new(key);
@@ -515,6 +525,25 @@ impl<B: Backend> Limiter<B> {
         } else {
             None
         }
+    }
+
+    /// The decision of a policy that admits nothing, for a request of
+    /// `cost`: denied unless a peek, nothing remaining, reset at the end of
+    /// the zero limit's current window on the limiter's own clock, never
+    /// admitted. `None` for any other policy.
+    #[cold]
+    fn admitting_nothing(&self, cost: u64) -> Option<Decision> {
+        let (bound_by, zero) = self
+            .policy
+            .limits()
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.limit() == 0)?;
+        let window = zero.window().as_nanos() as u64;
+        let reset = window - self.local_clock().now_nanos() % window;
+        let mut decision = Decision::new(cost == 0, 0, 0, std::time::Duration::from_nanos(reset), None);
+        decision.bound_by = bound_by;
+        Some(decision)
     }
 
     /// Applies shadow mode to a decision of `cost` units for `key` and

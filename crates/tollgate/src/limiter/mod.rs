@@ -56,9 +56,10 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     /// Shared with the limiters that count on the same handles.
     metrics: Arc<LimiterMetrics>,
     protection: Option<Box<Protection>>,
-    /// Whether the options hold an exempt or a deny list (read from
-    /// `options`, which are then not the defaults).
-    has_lists: bool,
+    /// Whether a step decides before the store: an exempt or a deny list
+    /// (read from `options`, which are then not the defaults), or a policy
+    /// that admits nothing ([`Policy::zero`]).
+    decides_first: bool,
     /// The top keys' capacity, when they are kept.
     top_capacity: Option<NonZeroU32>,
     /// The top keys' table, made at the first decision counted.
@@ -138,7 +139,7 @@ impl<B: Backend> Limiter<B> {
             fail_open_events: AtomicU64::new(0),
             metrics,
             protection,
-            has_lists: options.has_lists(),
+            decides_first: options.has_lists() || scope.policy.admits_nothing(),
             shadow: options.shadow,
             decides_now,
         })
@@ -207,13 +208,17 @@ impl<B: Backend> Limiter<B> {
     /// [decides now](Self::decides_now) (in memory); on a remote store use
     /// [`top_keys_with_remaining`](Self::top_keys_with_remaining).
     pub fn top_keys(&self, metric: TopMetric, n: usize) -> Option<TopList> {
-        let mut list = self.top.list(self.top_capacity?, || self.top_clock(), metric, n);
+        let mut list = self
+            .top
+            .list(self.top_capacity?, || self.local_clock(), metric, n);
         if self.decides_now {
             for top in &mut list.keys {
-                top.remaining = self.remaining_of(top).and_then(|key| match self.listed(key) {
-                    Some(listed) => Some(listed.remaining),
-                    None => Some(self.binding.apply_now(key, 0)?.ok()?.remaining),
-                });
+                top.remaining = self
+                    .remaining_of(top)
+                    .and_then(|key| match self.decided_first(key, 0) {
+                        Some(first) => Some(first.remaining),
+                        None => Some(self.binding.apply_now(key, 0)?.ok()?.remaining),
+                    });
             }
         }
         Some(list)
@@ -223,13 +228,15 @@ impl<B: Backend> Limiter<B> {
     /// [`remaining`](crate::top::TopKey::remaining) asked of the store, one
     /// charge-free call per key (`None` where it failed).
     pub async fn top_keys_with_remaining(&self, metric: TopMetric, n: usize) -> Option<TopList> {
-        let mut list = self.top.list(self.top_capacity?, || self.top_clock(), metric, n);
+        let mut list = self
+            .top
+            .list(self.top_capacity?, || self.local_clock(), metric, n);
         for top in &mut list.keys {
             let Some(key) = self.remaining_of(top) else {
                 continue;
             };
-            top.remaining = match self.listed(key) {
-                Some(listed) => Some(listed.remaining),
+            top.remaining = match self.decided_first(key, 0) {
+                Some(first) => Some(first.remaining),
                 None => self.binding.apply(key, 0).await.ok().map(|d| d.remaining),
             };
         }
@@ -241,13 +248,15 @@ impl<B: Backend> Limiter<B> {
     #[inline(never)]
     fn record_top(&self, capacity: NonZeroU32, key: &[u8], decision: &Decision, cost: u64) {
         self.top
-            .record(capacity, || self.top_clock(), key, decision, cost);
+            .record(capacity, || self.local_clock(), key, decision, cost);
     }
 
-    /// The clock of the top keys: the local clock the limiter was built
-    /// with (kept in its options, which a set clock makes non-default).
+    /// The limiter's own clock, read by its top keys and by a policy that
+    /// admits nothing: the local clock it was built with (kept in its
+    /// options, which a set clock makes non-default), else the system
+    /// clock.
     #[cold]
-    fn top_clock(&self) -> crate::clock::ClockHandle {
+    pub(super) fn local_clock(&self) -> crate::clock::ClockHandle {
         self.options
             .as_deref()
             .map_or(crate::clock::ClockHandle::System, Options::top_clock)

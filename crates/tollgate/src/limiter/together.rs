@@ -104,7 +104,7 @@ impl<B: Backend> Copy for Part<'_, B> {}
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
 pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
-    if parts.is_empty() || parts.iter().any(|p| p.limiter.has_lists) {
+    if parts.is_empty() || parts.iter().any(|p| p.limiter.decides_first) {
         return None;
     }
     if !breakers_closed(parts) {

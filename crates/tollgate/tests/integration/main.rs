@@ -21,3 +21,4 @@ mod strategy_properties;
 mod support;
 mod together;
 mod top_keys;
+mod zero_policy;
