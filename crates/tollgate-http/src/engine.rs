@@ -255,7 +255,8 @@ impl<B: Backend> Engine<B> {
         if decision.fail_open {
             return Verdict::Allow(RateHeaders::default(), None);
         }
-        let headers = RateHeaders::for_decision(self.headers, decision, || self.limiters.policy(&p.resource));
+        let headers =
+            RateHeaders::for_decision(self.headers, decision, || self.limiters.named_policy(&p.resource));
         if decision.allowed {
             let charge = self
                 .response_cost

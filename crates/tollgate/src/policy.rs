@@ -196,8 +196,8 @@ impl Policy {
     /// is 0. Every request of a cost of 1 or more is denied, with nothing
     /// `remaining`, `reset` at the end of the current window (windows are
     /// aligned to the clock, as a fixed window's are) and no `retry_after`:
-    /// it is never admitted. A request of cost 0 (a peek) is admitted. No
-    /// store is asked and no state is kept: the limiter answers at once, on
+    /// it is never admitted. A peek (cost 0) is denied too: no unit request
+    /// would be admitted. No store is asked and no state is kept: the limiter answers at once, on
     /// every backend (its shadow mode, key lists, metrics and top keys
     /// apply as to any decision). This is what Envoy's
     /// `requests_per_unit: 0` means; [`Limit::new`] refuses a limit of 0,

@@ -65,18 +65,21 @@ async fn decisions_follow_each_resource_policy() {
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 100, 99));
 
     assert_eq!(
-        limiter.policy("search").1.limits()[0].strategy(),
+        limiter.named_policy("search").1.limits()[0].strategy(),
         Strategy::TokenBucket
     );
     assert_eq!(
-        limiter.policy("login").1.limits()[0].strategy(),
+        limiter.named_policy("login").1.limits()[0].strategy(),
         Strategy::SlidingWindow
     );
     assert_eq!(
-        limiter.policy("export").1.limits()[0].strategy(),
+        limiter.named_policy("export").1.limits()[0].strategy(),
         Strategy::FixedWindow
     );
-    assert_eq!(limiter.policy("checkout"), ("default", *file.default_policy()));
+    assert_eq!(
+        limiter.named_policy("checkout"),
+        ("default", *file.default_policy())
+    );
     assert_eq!(limiter.limiter("login").fail_policy(), FailPolicy::Open);
     assert_eq!(limiter.resources().len(), 3);
 }
@@ -105,7 +108,7 @@ async fn load_limiter_reads_and_builds_in_one_call() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(&dir, "policies.yml", POLICIES);
     let limiter = load_limiters(&path).await.unwrap();
-    assert_eq!(limiter.policy("login").1.limits()[0].limit(), 5);
+    assert_eq!(limiter.named_policy("login").1.limits()[0].limit(), 5);
     assert!(limiter.limiter("login").allow("carol").await.unwrap().allowed);
 
     let path = write(

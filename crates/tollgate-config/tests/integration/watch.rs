@@ -74,7 +74,7 @@ async fn watch(dir: &Path, text: &str, debounce: Duration) -> (PolicyWatcher, Re
 
 /// The `api` limit of the policies in effect.
 fn api_limit(watcher: &PolicyWatcher) -> u64 {
-    watcher.limiters().policy("api").1.limits()[0].limit()
+    watcher.limiters().named_policy("api").1.limits()[0].limit()
 }
 
 /// How many more requests of `key` under `api` are admitted.

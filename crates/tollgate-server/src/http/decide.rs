@@ -60,7 +60,7 @@ pub(crate) async fn decide<'a>(
         .allow_n(key, cost)
         .await
         .map_err(|err| ApiError::backend(&err))?;
-    let (name, _) = policies.policy(resource);
+    let (name, _) = policies.named_policy(resource);
     Ok(Decided {
         name,
         policy: *limiter.policy(),
@@ -162,7 +162,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
         .reserve_n(&request.key, request.cost, max_delay)
         .await
         .map_err(|err| ApiError::backend(&err))?;
-    let (name, _) = policies.policy(resource);
+    let (name, _) = policies.named_policy(resource);
     let mut answer = self::body(name, limiter.policy(), reservation.decision());
     if reservation.is_reserved() {
         let delay = reservation.delay();

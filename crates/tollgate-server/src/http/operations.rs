@@ -117,7 +117,7 @@ async fn run(kind: Kind, shared: &Shared, headers: &HeaderMap, body: Body) -> Re
     let config = shared.config.load();
     let policies = crate::http::decide::policies(&config)?;
     let resource = resource.as_deref().unwrap_or("");
-    let (name, _) = policies.policy(resource);
+    let (name, _) = policies.named_policy(resource);
     match policies.limiter(resource).operate(&key, op).await {
         Ok(()) => {
             tracing::info!(

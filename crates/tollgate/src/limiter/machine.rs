@@ -264,7 +264,7 @@ impl<B: Backend> Limiter<B> {
     /// leases, the deny cache and the circuit breaker.
     #[inline]
     pub(super) fn begin<'l>(&'l self, key: &'l [u8], cost: u64) -> Step<'l> {
-        if let Some(decision) = self.decided_first(key, cost) {
+        if let Some(decision) = self.decided_first(key) {
             return Step::Done(Ok(self.conclude(decision, key, cost)));
         }
         match self.protection.as_deref() {
@@ -417,7 +417,7 @@ impl<B: Backend> Limiter<B> {
     /// circuit breaker are not consulted (a reservation asks for a slot
     /// later, which they know nothing of).
     pub(super) fn begin_reservation<'l>(&'l self, key: &'l [u8], cost: u64) -> Reserving<'l> {
-        match self.decided_first(key, cost) {
+        match self.decided_first(key) {
             Some(decision) => Reserving::Listed(self.conclude(decision, key, cost)),
             None => Reserving::Ask(self.to_store(key, cost)),
         }
@@ -501,11 +501,11 @@ impl<B: Backend> Limiter<B> {
     /// and deny lists', when the key is on one (the deny list wins), else a
     /// policy's that admits nothing ([`Policy::zero`](crate::Policy::zero)).
     #[inline]
-    pub(super) fn decided_first(&self, key: &[u8], cost: u64) -> Option<Decision> {
+    pub(super) fn decided_first(&self, key: &[u8]) -> Option<Decision> {
         if !self.decides_first {
             return None;
         }
-        self.listed(key).or_else(|| self.admitting_nothing(cost))
+        self.listed(key).or_else(|| self.admitting_nothing())
     }
 
     /// The decision of the exempt and deny lists, when the key is on one;
@@ -527,12 +527,12 @@ impl<B: Backend> Limiter<B> {
         }
     }
 
-    /// The decision of a policy that admits nothing, for a request of
-    /// `cost`: denied unless a peek, nothing remaining, reset at the end of
-    /// the zero limit's current window on the limiter's own clock, never
+    /// The decision of a policy that admits nothing, for a request of any
+    /// cost, a peek included: denied, nothing remaining, reset at the end
+    /// of the zero limit's current window on the limiter's own clock, never
     /// admitted. `None` for any other policy.
     #[cold]
-    fn admitting_nothing(&self, cost: u64) -> Option<Decision> {
+    fn admitting_nothing(&self) -> Option<Decision> {
         let (bound_by, zero) = self
             .policy
             .limits()
@@ -541,7 +541,7 @@ impl<B: Backend> Limiter<B> {
             .find(|(_, l)| l.limit() == 0)?;
         let window = zero.window().as_nanos() as u64;
         let reset = window - self.local_clock().now_nanos() % window;
-        let mut decision = Decision::new(cost == 0, 0, 0, std::time::Duration::from_nanos(reset), None);
+        let mut decision = Decision::new(false, 0, 0, std::time::Duration::from_nanos(reset), None);
         decision.bound_by = bound_by;
         Some(decision)
     }

@@ -215,7 +215,7 @@ impl<B: Backend> Limiter<B> {
             for top in &mut list.keys {
                 top.remaining = self
                     .remaining_of(top)
-                    .and_then(|key| match self.decided_first(key, 0) {
+                    .and_then(|key| match self.decided_first(key) {
                         Some(first) => Some(first.remaining),
                         None => Some(self.binding.apply_now(key, 0)?.ok()?.remaining),
                     });
@@ -235,7 +235,7 @@ impl<B: Backend> Limiter<B> {
             let Some(key) = self.remaining_of(top) else {
                 continue;
             };
-            top.remaining = match self.decided_first(key, 0) {
+            top.remaining = match self.decided_first(key) {
                 Some(first) => Some(first.remaining),
                 None => self.binding.apply(key, 0).await.ok().map(|d| d.remaining),
             };

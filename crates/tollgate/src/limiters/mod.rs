@@ -216,7 +216,7 @@ impl<B: Backend> Limiters<B> {
     /// name when it has a policy of its own, [`Limiters::DEFAULT_POLICY_NAME`]
     /// (`default`) otherwise. A replacement between a decision and this
     /// call makes it another policy than the decision's.
-    pub fn policy<'a>(&self, resource: &'a str) -> (&'a str, Policy) {
+    pub fn named_policy<'a>(&self, resource: &'a str) -> (&'a str, Policy) {
         let current = self.current.load();
         let limiter = current.get(resource);
         let name = if Arc::ptr_eq(limiter, &current.default) {

@@ -5,7 +5,7 @@ use super::Limiters;
 use crate::error::ConfigError;
 
 impl Limiters {
-    /// The name [`Limiters::policy`] gives the default policy: the policy of
+    /// The name [`Limiters::named_policy`] gives the default policy: the policy of
     /// every resource with none of its own, and of a set made from a single
     /// [`Limiter`](crate::Limiter). The HTTP middleware names policies with it
     /// in the IETF draft's structured headers

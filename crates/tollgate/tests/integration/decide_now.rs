@@ -180,10 +180,10 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
             .build()
             .unwrap(),
     );
-    let (name, policy) = limiters.policy("login");
+    let (name, policy) = limiters.named_policy("login");
     assert_eq!((name, policy.limits()[0].limit()), ("login", 1));
     assert_eq!(
-        limiters.policy("search").0,
+        limiters.named_policy("search").0,
         tollgate::Limiters::DEFAULT_POLICY_NAME
     );
     let taken = limiters.limiter("login");
@@ -198,7 +198,7 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
     limiters
         .replace(Limiters::builder().default_policy(per_minute(3)))
         .unwrap();
-    let (name, policy) = limiters.policy("login");
+    let (name, policy) = limiters.named_policy("login");
     assert_eq!(
         (name, policy.limits()[0].limit()),
         (tollgate::Limiters::DEFAULT_POLICY_NAME, 3)
@@ -216,7 +216,7 @@ fn a_set_names_the_policy_serving_now_and_a_taken_limiter_keeps_its_own() {
     assert!(!taken.check("k").allowed);
     // A set made from one limiter serves it as its default.
     let one = Limiters::from(Limiter::builder().policy(per_minute(1)).build().unwrap());
-    assert_eq!(one.policy("x").0, tollgate::Limiters::DEFAULT_POLICY_NAME);
+    assert_eq!(one.named_policy("x").0, tollgate::Limiters::DEFAULT_POLICY_NAME);
     assert!(one.limiter("x").check("k").allowed);
     assert!(!one.limiter("").check("k").allowed);
 }

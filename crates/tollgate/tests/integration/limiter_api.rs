@@ -109,10 +109,10 @@ fn resources_have_separate_state_and_policies() {
     // Unknown resources share the default policy and its state.
     assert_eq!(limiter.limiter("another").check("k").remaining, 1);
     assert_eq!(
-        limiter.policy("login").1.limits()[0].strategy(),
+        limiter.named_policy("login").1.limits()[0].strategy(),
         Strategy::FixedWindow
     );
-    assert_eq!(limiter.policy("nope").1.limits()[0].limit(), 3);
+    assert_eq!(limiter.named_policy("nope").1.limits()[0].limit(), 3);
     assert_eq!(limiter.resources().len(), 2);
 }
 
