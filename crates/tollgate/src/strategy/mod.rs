@@ -16,6 +16,7 @@
 //! as absent ([expired state is absent
 //! state](crate::_documentation::semantics_notes#expired-state-is-absent-state)).
 
+mod charge;
 mod compound;
 mod fixed_window;
 mod gcra;
@@ -26,6 +27,7 @@ mod reserve;
 mod sliding_window;
 mod token_bucket;
 
+pub use charge::charge_all;
 pub use compound::{combine, decide_all, CompoundOutcome, LimitRate};
 pub(crate) use fixed_window::FixedWindow;
 pub use fixed_window::FixedWindowState;

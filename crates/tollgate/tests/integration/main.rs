@@ -6,6 +6,7 @@
 
 mod acquire;
 mod backends_agree;
+mod charge;
 mod compound;
 mod concurrency;
 mod decide_now;
