@@ -105,6 +105,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        let stop = stop_signal();
         let mut builder = tollgate_server::Server::builder()
             .listen(args.listen)
             .auth_deny_status(args.auth_deny_status)
@@ -125,7 +126,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
             builder = builder.admin_token_file(file);
         }
         let server = builder.bind().await?;
-        server.run(stop_signal()).await?;
+        server.run(stop).await?;
         Ok(())
     })
 }
@@ -152,36 +153,46 @@ fn init_log(format: LogFormat) {
 }
 
 /// Completes on SIGTERM or Ctrl-C; a second one while the service drains
-/// exits the process at once, with status 1.
-async fn stop_signal() {
+/// exits the process at once, with status 1. The handlers are installed
+/// when this is called, not when the future is first polled: from then on
+/// a signal drains the service instead of killing the process, even one
+/// sent the moment the service says it serves. Must be called on the
+/// runtime.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: draining (a second SIGTERM or Ctrl-C exits at once)"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining (a second Ctrl-C or SIGTERM exits at once)"),
-        }
-        tokio::spawn(async move {
+        let streams =
+            signal(SignalKind::terminate()).and_then(|term| Ok((term, signal(SignalKind::interrupt())?)));
+        async move {
+            let Ok((mut term, mut interrupt)) = streams else {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            };
             tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => tracing::info!("SIGTERM: draining (a second SIGTERM or Ctrl-C exits at once)"),
+                _ = interrupt.recv() => tracing::info!("interrupted: draining (a second Ctrl-C or SIGTERM exits at once)"),
             }
-            tracing::warn!("second signal: exiting without draining");
-            std::process::exit(1);
-        });
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+                tracing::warn!("second signal: exiting without draining");
+                std::process::exit(1);
+            });
+        }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("interrupted: draining (a second Ctrl-C exits at once)");
-        tokio::spawn(async {
+        async {
             let _ = tokio::signal::ctrl_c().await;
-            tracing::warn!("second signal: exiting without draining");
-            std::process::exit(1);
-        });
+            tracing::info!("interrupted: draining (a second Ctrl-C exits at once)");
+            tokio::spawn(async {
+                let _ = tokio::signal::ctrl_c().await;
+                tracing::warn!("second signal: exiting without draining");
+                std::process::exit(1);
+            });
+        }
     }
 }
