@@ -77,17 +77,21 @@ fn api_limit(watcher: &PolicyWatcher) -> u64 {
     watcher.limiters().named_policy("api").1.limits()[0].limit()
 }
 
-/// How many more requests of `key` under `api` are admitted.
-async fn admitted(watcher: &PolicyWatcher, key: &str) -> u64 {
-    let mut n = 0;
-    while watcher
+/// Whether one more request of `key` under `api` is admitted.
+async fn allows(watcher: &PolicyWatcher, key: &str) -> bool {
+    watcher
         .limiters()
         .limiter("api")
         .allow(key)
         .await
         .unwrap()
         .allowed
-    {
+}
+
+/// How many more requests of `key` under `api` are admitted.
+async fn admitted(watcher: &PolicyWatcher, key: &str) -> u64 {
+    let mut n = 0;
+    while allows(watcher, key).await {
         n += 1;
     }
     n
@@ -122,15 +126,7 @@ async fn an_edit_applies_the_new_limit_and_keys_keep_what_they_spent() {
 async fn an_invalid_edit_keeps_the_policies_and_reports_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let (watcher, reports, path) = watch(dir.path(), &policies(3), Duration::from_millis(50)).await;
-    assert!(
-        watcher
-            .limiters()
-            .limiter("api")
-            .allow("k")
-            .await
-            .unwrap()
-            .allowed
-    );
+    assert!(allows(&watcher, "k").await);
     std::fs::write(
         &path,
         policies(4).replace("window: 1h\n      strategy", "window: 1 mnute\n      strategy"),
@@ -210,15 +206,7 @@ async fn reload_applies_the_file_on_demand() {
     let dir = tempfile::tempdir().unwrap();
     // A debounce longer than the test: only reload() applies anything.
     let (watcher, reports, path) = watch(dir.path(), &policies(3), Duration::from_secs(3_600)).await;
-    assert!(
-        watcher
-            .limiters()
-            .limiter("api")
-            .allow("k")
-            .await
-            .unwrap()
-            .allowed
-    );
+    assert!(allows(&watcher, "k").await);
     std::fs::write(&path, policies(10)).unwrap();
     watcher.reload().unwrap();
     assert_eq!(api_limit(&watcher), 10);
