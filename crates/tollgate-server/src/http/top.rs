@@ -22,7 +22,6 @@
 //! did not answer. 400 names a wrong parameter, 404 an unknown resource,
 //! 409 a policy that keeps no top keys (`top_keys: false`).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
@@ -128,17 +127,14 @@ fn asked(pairs: Vec<(String, String)>) -> Result<Asked, ApiError> {
 
 /// The limiter of `resource`: the policy file's resource or default, else
 /// an Envoy limit's.
-fn limiter<'c>(
-    config: &'c PolicySet,
-    resource: Option<&str>,
-) -> Result<(Cow<'c, str>, Arc<Limiter<AnyBackend>>), ApiError> {
+fn limiter<'a>(
+    config: &'a PolicySet,
+    resource: Option<&'a str>,
+) -> Result<(&'a str, Arc<Limiter<AnyBackend>>), ApiError> {
     let policies = config.policies();
     let Some(resource) = resource else {
         return match policies {
-            Some(p) => Ok((
-                Cow::Borrowed(tollgate::Limiters::DEFAULT_POLICY_NAME),
-                p.limiter(""),
-            )),
+            Some(p) => Ok((tollgate::Limiters::DEFAULT_POLICY_NAME, p.limiter(""))),
             None => Err(ApiError::field(
                 "resource",
                 "is required: no policy file is loaded, so there is no default policy; name an \
@@ -148,20 +144,20 @@ fn limiter<'c>(
     };
     if let Some(p) = policies {
         if resource == tollgate::Limiters::DEFAULT_POLICY_NAME {
-            return Ok((
-                Cow::Borrowed(tollgate::Limiters::DEFAULT_POLICY_NAME),
-                p.limiter(""),
-            ));
+            return Ok((tollgate::Limiters::DEFAULT_POLICY_NAME, p.limiter("")));
         }
-        if let Some((name, limiter)) = p.resources().into_iter().find(|(name, _)| &**name == resource) {
-            return Ok((Cow::Owned(name.into()), limiter));
+        // A resource with a policy of its own is named by it; the set is
+        // this configuration's, never replaced in place, so the name and
+        // the limiter are of one set.
+        if p.named_policy(resource).0 == resource {
+            return Ok((resource, p.limiter(resource)));
         }
     }
     for (_, domain) in config.domains() {
         for rule in domain.rules() {
             if rule.rule().resource == resource {
                 if let Some(limiter) = rule.limiter() {
-                    return Ok((Cow::Borrowed(&rule.rule().resource), limiter.clone()));
+                    return Ok((&rule.rule().resource, limiter.clone()));
                 }
             }
         }
@@ -219,7 +215,7 @@ async fn run(
     Ok(json_response(
         StatusCode::OK,
         &TopBody {
-            resource: &name,
+            resource: name,
             by: asked.by.name(),
             window_s: list.window.as_secs(),
             capacity: list.capacity,
