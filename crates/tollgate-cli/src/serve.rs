@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// The status of a denial on /v1/auth, from 400 to 499 (nginx's auth_request needs 403).
     #[arg(long, value_name = "CODE", default_value_t = 429)]
     pub auth_deny_status: u16,
+    /// The largest limit a request may name for itself (POST /v1/decide's "limit"); 0 refuses them all.
+    #[arg(long, value_name = "N", default_value_t = tollgate_server::DEFAULT_MAX_LIMIT_OVERRIDE)]
+    pub max_limit_override: u64,
     /// A file holding the bearer token the admin routes require.
     #[arg(long, value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
@@ -109,6 +112,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         let mut builder = tollgate_server::Server::builder()
             .listen(args.listen)
             .auth_deny_status(args.auth_deny_status)
+            .max_limit_override(args.max_limit_override)
             .header_read_timeout(args.header_read_timeout)
             .idle_timeout(args.idle_timeout)
             .max_connections(args.max_connections)

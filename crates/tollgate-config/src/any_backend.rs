@@ -141,6 +141,22 @@ impl Binding for AnyBinding {
         }
     }
 
+    async fn charge(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        match self {
+            AnyBinding::Memory(binding) => binding.charge(key, cost).await,
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(binding) => binding.charge(key, cost).await,
+        }
+    }
+
+    fn charge_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        match self {
+            AnyBinding::Memory(binding) => binding.charge_now(key, cost),
+            #[cfg(feature = "redis")]
+            AnyBinding::Redis(_) => None,
+        }
+    }
+
     async fn operate(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         match self {
             AnyBinding::Memory(binding) => binding.operate(key, op).await,

@@ -37,6 +37,7 @@ impl Beside for RawSettings {
         "deny_cache",
         "top_keys",
         "lease",
+        "charge",
         "fallback",
     ];
 

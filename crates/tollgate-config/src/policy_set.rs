@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate::clock::SharedClock;
-use tollgate::{FailPolicy, Limiter, Limiters, MemoryBackend, Policy, Strategy};
+use tollgate::{FailPolicy, Limiter, Limiters, MemoryBackend, Overrides, Policy, Strategy};
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::limiters::{envoy_label, envoy_prefix, EnvoyLimits, Previous};
@@ -54,6 +54,9 @@ pub struct PolicySet {
     /// The settings every Envoy limit was built with, so that a reload
     /// keeps an Envoy limiter only when they are unchanged too.
     envoy_settings: Arc<Settings>,
+    /// The policy file's limits chosen per request, by resource (`""` for
+    /// the default policy), made at their first use.
+    overrides: Mutex<HashMap<Box<str>, Arc<Overrides<AnyBackend>>>>,
 }
 
 impl std::fmt::Debug for PolicySet {
@@ -278,7 +281,7 @@ impl PolicySet {
                         let label = envoy_label(&file.domain, &rule).unwrap_or_else(|| rule.resource.clone());
                         Some(
                             envoy_limits
-                                .limiter(&rule.resource, policy, &envoy_prefix, &label)
+                                .limiter(&rule.resource, (policy, rule.charge), &envoy_prefix, &label)
                                 .map_err(unservable)?,
                         )
                     }
@@ -304,6 +307,7 @@ impl PolicySet {
             policies,
             domains,
             envoy_settings,
+            overrides: Mutex::default(),
         })
     }
 
@@ -316,6 +320,42 @@ impl PolicySet {
     /// resource), if the set has a policy file.
     pub fn policies(&self) -> Option<&Arc<Limiters<AnyBackend>>> {
         self.policies.as_ref()
+    }
+
+    /// Limits chosen per request under `resource`'s policy of the policy
+    /// file (the default policy's for a resource the file does not name),
+    /// with its strategy, settings and state ([`Overrides`]): what `POST
+    /// /v1/decide`'s `"limit"` and `"window_ms"` decide with. Made at the
+    /// first use and kept with the set; a reload starts anew. `None`
+    /// without a policy file.
+    ///
+    /// # Errors
+    ///
+    /// Inside the `Some`, the core's [`tollgate::Error`] when the
+    /// resource's policy has several limits (a limit chosen per request
+    /// replaces the one limit of a policy), or its limiter cannot be built.
+    pub fn overrides(&self, resource: &str) -> Option<Result<Arc<Overrides<AnyBackend>>, tollgate::Error>> {
+        let (file, policies) = (self.file.as_ref()?, self.policies.as_ref()?);
+        let (name, target) = match file.resources().find(|(name, _)| *name == resource) {
+            Some((name, _)) => (name, Target::Resource(name)),
+            None => ("", Target::Default),
+        };
+        let mut kept = self.overrides.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(overrides) = kept.get(name) {
+            return Some(Ok(Arc::clone(overrides)));
+        }
+        let builder = file
+            .settings(target)
+            .configure(Limiter::builder().backend(self.backend.clone()))
+            .policy(*file.policy(name))
+            .fail_policy(self.fail)
+            .key_prefix(&self.prefix)
+            .resource(name);
+        let made = Overrides::over(policies.limiter(name), builder).map(Arc::new);
+        if let Ok(overrides) = &made {
+            kept.insert(name.into(), Arc::clone(overrides));
+        }
+        Some(made)
     }
 
     /// Ends the leases of every limiter of the set (the policy file's and
@@ -372,7 +412,11 @@ impl PolicySet {
             .domains
             .values()
             .flat_map(|domain| domain.rules.iter().filter_map(|rule| rule.limiter().cloned()));
-        file.chain(envoy).collect()
+        let overrides: Vec<_> = {
+            let kept = self.overrides.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.values().flat_map(|o| o.limiters()).collect()
+        };
+        file.chain(envoy).chain(overrides).collect()
     }
 
     /// The Envoy domain called `name`, if one is configured.

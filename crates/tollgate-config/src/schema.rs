@@ -156,6 +156,7 @@ enum SectionField {
     DenyCache,
     TopKeys,
     Lease,
+    Charge,
     Fallback,
 }
 
@@ -197,7 +198,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
         f.write_str(
             "the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, \
              `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open`, `key_prefix`, `exempt`, \
-             `deny`, `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`",
+             `deny`, `shadow`, `deny_cache`, `top_keys`, `lease`, `charge` and `fallback`",
         )
     }
 
@@ -256,6 +257,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
                 SectionField::DenyCache => settings.read(SettingField::DenyCache, &mut map, None)?,
                 SectionField::TopKeys => settings.read(SettingField::TopKeys, &mut map, None)?,
                 SectionField::Lease => settings.read(SettingField::Lease, &mut map, None)?,
+                SectionField::Charge => settings.read(SettingField::Charge, &mut map, None)?,
                 SectionField::Fallback => {
                     let open = fail_open.as_ref().is_some_and(|f| f.0);
                     settings.read(

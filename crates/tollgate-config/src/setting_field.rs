@@ -1,5 +1,5 @@
 //! The names of the settings beside the policies: `exempt`, `deny`,
-//! `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`.
+//! `shadow`, `deny_cache`, `top_keys`, `lease`, `charge` and `fallback`.
 
 /// The settings a policy file may give file-wide and per resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,6 +10,7 @@ pub(crate) enum SettingField {
     DenyCache,
     TopKeys,
     Lease,
+    Charge,
     Fallback,
 }
 
@@ -23,6 +24,7 @@ impl SettingField {
             "deny_cache" => SettingField::DenyCache,
             "top_keys" => SettingField::TopKeys,
             "lease" => SettingField::Lease,
+            "charge" => SettingField::Charge,
             "fallback" => SettingField::Fallback,
             _ => return None,
         })

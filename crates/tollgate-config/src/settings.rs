@@ -1,18 +1,19 @@
 //! The settings beside the policies, file-wide (under `tollgate`, where
 //! they also apply to the default policy) and per resource: `exempt`,
-//! `deny`, `shadow`, `deny_cache`, `top_keys`, `lease` and `fallback`.
+//! `deny`, `shadow`, `deny_cache`, `top_keys`, `lease`, `charge` and
+//! `fallback`.
 
 use serde::de::MapAccess;
 use tollgate::protection::DenyCache;
 use tollgate::protection::Lease;
 use tollgate::top::TopKeys;
-use tollgate::{ConfigError, KeyList, LimiterBuilder, LimitersBuilder, Policy, Strategy};
+use tollgate::{Charge, ConfigError, KeyList, LimiterBuilder, LimitersBuilder, Policy, Strategy};
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
 use crate::setting_field::SettingField;
 use crate::setting_values::{DenyCacheSetting, KeyEntries, LeaseSetting, TopKeysSetting};
-use crate::values::Flag;
+use crate::values::{ChargeSetting, Flag};
 
 /// The settings of the `tollgate` section or of one resource, as written.
 #[derive(Default)]
@@ -23,6 +24,7 @@ pub(crate) struct RawSettings {
     deny_cache: Option<DenyCacheSetting>,
     top_keys: Option<TopKeysSetting>,
     lease: Option<LeaseSetting>,
+    charge: Option<ChargeSetting>,
     pub(crate) fallback: Option<FallbackPolicy>,
 }
 
@@ -43,6 +45,7 @@ impl RawSettings {
             SettingField::DenyCache => self.deny_cache = Some(next(map, &self.deny_cache, |_| None)?),
             SettingField::TopKeys => self.top_keys = Some(next(map, &self.top_keys, |_| None)?),
             SettingField::Lease => self.lease = Some(next(map, &self.lease, |_| None)?),
+            SettingField::Charge => self.charge = Some(next(map, &self.charge, |_| None)?),
             SettingField::Fallback => {
                 self.fallback = Some(next(map, &self.fallback, move |_| fallback_conflict)?);
             }
@@ -78,6 +81,7 @@ impl RawSettings {
             deny_cache: self.deny_cache.as_ref().map(|c| c.0),
             top_keys: self.top_keys.as_ref().map(|t| t.0),
             lease: self.lease.as_ref().map(|l| l.0),
+            charge: self.charge.as_ref().map(|c| c.0),
             fallback,
         })
     }
@@ -111,6 +115,9 @@ pub struct Settings {
     /// Leases of hot keys' units from the shared store (`lease`), if any:
     /// they apply when state lives in Redis.
     pub lease: Option<Lease>,
+    /// What a request is charged (`charge`): only when admitted (the
+    /// default), or `always`, for usage reported after the fact.
+    pub charge: Charge,
 }
 
 /// The settings one resource (or the `tollgate` section) gives itself:
@@ -123,6 +130,7 @@ pub(crate) struct Own {
     deny_cache: Option<Option<DenyCache>>,
     top_keys: Option<Option<TopKeys>>,
     lease: Option<Option<Lease>>,
+    charge: Option<Charge>,
     fallback: Option<Policy>,
 }
 
@@ -153,6 +161,7 @@ impl Own {
             fallback: self.fallback,
             top_keys: self.top_keys.unwrap_or(Some(TopKeys::new())),
             lease: self.lease.flatten(),
+            charge: self.charge.unwrap_or_default(),
         }
     }
 
@@ -183,6 +192,9 @@ impl Own {
         if let Some(lease) = self.lease {
             builder = builder.resource_lease(name, lease);
         }
+        if let Some(charge) = self.charge {
+            builder = builder.resource_charge(name, charge);
+        }
         builder
     }
 }
@@ -199,12 +211,13 @@ impl Settings {
         settings.fallback = own.fallback.or(self.fallback);
         settings.top_keys = own.top_keys.unwrap_or(self.top_keys);
         settings.lease = own.lease.unwrap_or(self.lease);
+        settings.charge = own.charge.unwrap_or(self.charge);
         settings
     }
 
     /// Sets these settings on the builder of one limiter: shadow mode,
     /// the exempt and deny lists, the deny cache, the fallback, the top
-    /// keys and the leases. This is
+    /// keys, the leases and what a request is charged. This is
     /// how a set's Envoy limits and `tollgate simulate` take a policy
     /// file's settings.
     ///
@@ -238,7 +251,8 @@ impl Settings {
         builder = builder
             .shadow(self.shadow)
             .exempt(self.exempt.clone())
-            .deny(self.deny.clone());
+            .deny(self.deny.clone())
+            .charge(self.charge);
         if let Some(cache) = self.deny_cache {
             builder = builder.deny_cache(cache);
         }
@@ -264,6 +278,7 @@ trait Configurable: Sized {
     fn fallback(self, policy: Policy) -> Self;
     fn top_keys(self, top: TopKeys) -> Self;
     fn lease(self, lease: Lease) -> Self;
+    fn charge(self, charge: Charge) -> Self;
 }
 
 /// Implements [`Configurable`] by the builder's own setters.
@@ -290,6 +305,9 @@ macro_rules! configurable {
             }
             fn lease(self, lease: Lease) -> Self {
                 $builder::lease(self, lease)
+            }
+            fn charge(self, charge: Charge) -> Self {
+                $builder::charge(self, charge)
             }
         }
     };

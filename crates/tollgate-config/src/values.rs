@@ -186,6 +186,35 @@ impl Visitor<'_> for FlagVisitor {
     }
 }
 
+/// `charge`: `admitted` (the default) or `always`.
+pub(crate) struct ChargeSetting(pub(crate) tollgate::Charge);
+deserialize_any_with!(ChargeSetting, ChargeVisitor);
+
+struct ChargeVisitor;
+
+impl Visitor<'_> for ChargeVisitor {
+    type Value = ChargeSetting;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "`admitted` (a denied request is charged nothing) or `always` (usage reported after the fact)",
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<ChargeSetting, E> {
+        let text = expanded(raw)?;
+        match text.trim() {
+            "admitted" => Ok(ChargeSetting(tollgate::Charge::Admitted)),
+            "always" => Ok(ChargeSetting(tollgate::Charge::Always)),
+            _ => Err(E::custom(format!(
+                "{} is not `admitted` or `always`: `always` charges every request its cost, \
+                 admitted or not (usage reported after the fact)",
+                shown(raw, &text)
+            ))),
+        }
+    }
+}
+
 /// `key_prefix`: non-empty text.
 pub(crate) struct KeyPrefix(pub(crate) String);
 deserialize_any_with!(KeyPrefix, KeyPrefixVisitor);

@@ -11,6 +11,9 @@
 -- ARGV[4 * i .. 4 * i + 3]  limit i: its strategy function (fixed_window,
 --          sliding_window or gcra), L, W and T in microseconds, as for a
 --          single limit
+-- ARGV[4 * n + 4]  only for usage reported after the fact (`charge:
+--          always`, for a policy of one limit too): the units to charge,
+--          the cost itself (at most 2^51)
 --
 -- Each limit decides by its own function, as decide_all in
 -- crates/tollgate/src/strategy/compound.rs does. The request is admitted iff
@@ -22,6 +25,14 @@
 -- retry_after_us (-1 for none) of each limit in order, 4 numbers per limit,
 -- which the caller combines into one decision; for a blocked key {-1, the
 -- microseconds left of the block, the largest reset_us of a peek}.
+--
+-- A report (ARGV[4 * n + 4] given) ports SEMANTICS.md "Usage reported after
+-- the fact" and charge_all in crates/tollgate/src/strategy/charge.rs: decided
+-- as above; when denied (and the units not 0), every limit is charged the
+-- units as a penalty charges them and reports what a peek reads from the
+-- charged state. Its reply has one more number at the end: 1 when the
+-- admission test admitted it, 0 when not. A blocked key is denied and
+-- charged nothing.
 
 local strategies = {
   fixed_window = fixed_window,
@@ -130,6 +141,30 @@ local function open_limits(KEYS, ARGV, n)
   return nil, raws, states, reply, news, expiries, run
 end
 
+-- The penalty of each strategy function, by its name.
+local penalties = {
+  fixed_window = fixed_window_adjust,
+  sliding_window = sliding_window_adjust,
+  gcra = gcra_adjust,
+}
+
+-- Charges each of the n limits of KEYS and ARGV `amount` units as a penalty
+-- does, on the states `run` (a decider's) decides from, then reads each as
+-- a peek into `reply`. Returns nil, or the error reply for a value that is
+-- no state.
+local function charge_limits(run, states, KEYS, ARGV, n, amount)
+  for i = 1, n do
+    local new, what = penalties[ARGV[4 * i]](states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]),
+      numbers[ARGV[4 * i + 2]] or arg(ARGV[4 * i + 2]), numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), amount)
+    if new == false then
+      return malformed(what, KEYS[i])
+    end
+    states[i] = new or false
+    run(i, 0)
+  end
+  return nil
+end
+
 local function compound(KEYS, ARGV)
   local bad_clock = read_clock(ARGV[1])
   if bad_clock then
@@ -145,6 +180,16 @@ local function compound(KEYS, ARGV)
   local all, err = decide_limits(run, reply, KEYS, n, cost)
   if all == nil then
     return err
+  end
+  local amount = tonumber(ARGV[4 * n + 4])
+  if amount then
+    if not all and amount > 0 then
+      local bad = charge_limits(run, states, KEYS, ARGV, n, amount)
+      if bad then
+        return bad
+      end
+    end
+    reply[4 * n + 1] = all and 1 or 0
   end
 
   local grace_ms = numbers[ARGV[3]] or arg(ARGV[3])

@@ -16,7 +16,8 @@
 -- ARGV[4 * n + 6]  the lease's maximum age in microseconds
 -- ARGV[4 * n + 7]  units of an ended lease to give back first
 -- ARGV[4 * n + 8]  the microsecond before which they are given back (-1:
---          always, for buckets)
+--          always); a bucket gives back at most floor((before - now) / T)
+--          of them, what of the lease still weighs on it
 -- ARGV[4 * n + 9]  n, the number of limits
 --
 -- Ports crates/tollgate/src/strategy/lease.rs: the units given back are
@@ -27,7 +28,10 @@
 -- extra > 0, and the cost alone otherwise or when that is denied, exactly
 -- as compound.lua decides. Returns compound.lua's reply followed by extra,
 -- the microsecond at which the earliest window of the lease ends and the
--- microseconds from now to it (-1 and -1 for none); for a blocked key compound.lua's blocked reply (nothing given
+-- microseconds from now to it (-1 and -1 for none), and the microsecond
+-- before which the lease's units are given back (return_before in
+-- lease.rs: the earliest window end or bucket tat after the charge; -1 for
+-- none); for a blocked key compound.lua's blocked reply (nothing given
 -- back, charged or leased).
 
 local function lease(KEYS, ARGV)
@@ -55,11 +59,17 @@ local function lease(KEYS, ARGV)
   if returning > 0 and (before < 0 or now < before) then
     for i = 1, n do
       local l = limits[i]
-      local new, expires_at = adjusts[l[1]](states[i], l[2], l[3], l[4], -returning)
-      if new == false then
-        return malformed(expires_at, KEYS[i])
+      local units = returning
+      if l[1] == 'gcra' and before >= 0 then
+        units = math.min(returning, floor_div(before - now, l[4]))
       end
-      states[i] = new or false
+      if units > 0 then
+        local new, expires_at = adjusts[l[1]](states[i], l[2], l[3], l[4], -units)
+        if new == false then
+          return malformed(expires_at, KEYS[i])
+        end
+        states[i] = new or false
+      end
     end
   end
 
@@ -104,8 +114,9 @@ local function lease(KEYS, ARGV)
     end
   end
 
-  -- The end of the earliest window the lease was charged in.
-  local window_end = -1
+  -- The end of the earliest window the lease was charged in, and the
+  -- earliest of it and each bucket's tat after the charge.
+  local window_end, return_before = -1, -1
   if granted > 0 then
     for i = 1, n do
       local name, window = limits[i][1], limits[i][3]
@@ -118,6 +129,12 @@ local function lease(KEYS, ARGV)
       if ends and (window_end < 0 or ends < window_end) then
         window_end = ends
       end
+      if name == 'gcra' and news[i] then
+        ends = expiries[i]
+      end
+      if ends and (return_before < 0 or ends < return_before) then
+        return_before = ends
+      end
     end
   end
 
@@ -128,5 +145,6 @@ local function lease(KEYS, ARGV)
   reply[4 * n + 1] = granted
   reply[4 * n + 2] = window_end
   reply[4 * n + 3] = window_end < 0 and -1 or window_end - now
+  reply[4 * n + 4] = return_before
   return reply
 end

@@ -10,7 +10,8 @@
 -- <prefix>fixed_window, <prefix>sliding_window, <prefix>gcra: a policy of
 -- one limit, as single.lua; <prefix>batch_fixed_window and the others:
 -- several decisions of such a policy, as single.lua's batch; <prefix>compound: several limits, as
--- compound.lua; <prefix>together: several parts of one request, as
+-- compound.lua (and a report charged whether admitted or not, for any
+-- policy); <prefix>together: several parts of one request, as
 -- together.lua; <prefix>operate: a per-key operation, as operate.lua;
 -- <prefix>lease: a request asking for a lease, as lease.lua;
 -- <prefix>reserve and <prefix>cancel: a reservation and its cancel, as

@@ -395,19 +395,20 @@ impl RedisBinding {
             )
         };
         let (decided, lease) = reply.split_at_checked(4 * n).ok_or_else(bad)?;
-        let &[extra, window_end, window_left] = lease else {
+        let &[extra, window_end, window_left, return_before] = lease else {
             return Err(bad());
         };
         let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
         let outcomes = parse_reply(decided, &mut outcomes[..n])?;
         let decision = Decision::from_compound(strategy::combine(outcomes), &shared.limits, Tick::Micros);
         let extra = u64::try_from(extra).map_err(|_| bad())?;
-        let (window_left, return_before) = match (window_end, window_left) {
-            (-1, -1) => (None, u64::MAX),
-            (end, left) => (
-                Some(Duration::from_micros(u64::try_from(left).map_err(|_| bad())?)),
-                u64::try_from(end).map_err(|_| bad())?,
-            ),
+        let window_left = match (window_end, window_left) {
+            (-1, -1) => None,
+            (_, left) => Some(Duration::from_micros(u64::try_from(left).map_err(|_| bad())?)),
+        };
+        let return_before = match return_before {
+            -1 => u64::MAX,
+            before => u64::try_from(before).map_err(|_| bad())?,
         };
         Ok(Leased::new(decision, extra, window_left, return_before))
     }
@@ -536,6 +537,55 @@ impl RedisBinding {
             return Ok(());
         }
         ping(shared.timeout.max(shared.connect_timeout)).await.map(drop)
+    }
+
+    /// Decides `cost` units for `key` and charges them whether admitted or
+    /// not (usage reported after the fact), in one call of the compound
+    /// entry point with the units to charge after every limit: the
+    /// admission test sees the cost clamped as every decision's is, the
+    /// charge the cost itself.
+    async fn charge_keys(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let shared = &*self.shared;
+        if cost > MAX_EXACT_OPERAND {
+            return Err(BackendError::new(
+                BackendErrorKind::Unsupported,
+                format!(
+                    "a report of {cost} units exceeds 2^51 = {MAX_EXACT_OPERAND}, the largest the Redis \
+                     backend charges, within which its scripts compute exactly (Lua numbers are doubles)"
+                ),
+            ));
+        }
+        let (tested, amount) = (shared.cost_arg(cost), cost.to_string());
+        let reply = self
+            .invoke(
+                scripts::compound(),
+                key,
+                &tested,
+                &shared.operation_args,
+                Some(&amount),
+            )
+            .await?;
+        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
+            return Ok(blocked);
+        }
+        let bad = || {
+            BackendError::new(
+                BackendErrorKind::Protocol,
+                format!("unexpected reply to a report from the compound script: {reply:?}"),
+            )
+        };
+        let (&admitted, rows) = reply.split_last().ok_or_else(bad)?;
+        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
+        let outcomes = parse_reply(rows, &mut outcomes[..shared.limits.len()])?;
+        let mut compound = strategy::combine(outcomes);
+        match admitted {
+            1 => {}
+            // The state after the charge, read as a peek reads it; the
+            // usage did not fit.
+            0 => compound.outcome.allowed = false,
+            _ => return Err(bad()),
+        }
+        Ok(Decision::from_compound(compound, &shared.limits, Tick::Micros))
     }
 
     /// Applies `op` to every state key of `key` in one script call.
@@ -743,6 +793,12 @@ impl Decider for RedisBinding {
 impl Binding for RedisBinding {
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
         self.run(key, cost)
+    }
+
+    /// One call of its own, never batched: a report is rarer than a
+    /// decision, and its reply carries one more number.
+    fn charge(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        self.charge_keys(key, cost)
     }
 
     /// One atomic script call for every limit of the policy (see

@@ -180,7 +180,8 @@ pub(crate) fn batch(strategy: Strategy) -> &'static LuaScript {
     }
 }
 
-/// What decides a policy of several limits.
+/// What decides a policy of several limits, and a report (usage reported
+/// after the fact) for a policy of one limit or several.
 pub(crate) fn compound() -> &'static LuaScript {
     &entries().compound
 }

@@ -43,7 +43,12 @@ pub struct ServerBuilder {
     reload_on_sighup: bool,
     limits: Limits,
     grpc_threads: Option<usize>,
+    max_limit_override: u64,
 }
+
+/// The largest limit a request may name by default
+/// ([`ServerBuilder::max_limit_override`]).
+pub const DEFAULT_MAX_LIMIT_OVERRIDE: u64 = 1_000_000_000;
 
 impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +62,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("reload_on_sighup", &self.reload_on_sighup)
             .field("limits", &self.limits)
             .field("grpc_threads", &self.grpc_threads)
+            .field("max_limit_override", &self.max_limit_override)
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +115,7 @@ impl Server {
                 drain: DEFAULT_DRAIN_TIMEOUT,
             },
             grpc_threads: None,
+            max_limit_override: DEFAULT_MAX_LIMIT_OVERRIDE,
         }
     }
 
@@ -219,6 +226,15 @@ impl ServerBuilder {
     /// Serves Envoy's rate-limit gRPC API on `addr`.
     pub fn grpc_listen(mut self, addr: SocketAddr) -> Self {
         self.grpc_listen = Some(addr);
+        self
+    }
+
+    /// The largest limit a request may name for itself (`POST /v1/decide`'s
+    /// `"limit"`); a larger one is refused with `400` naming the field.
+    /// Default [`DEFAULT_MAX_LIMIT_OVERRIDE`]; 0 refuses every limit a
+    /// request names.
+    pub fn max_limit_override(mut self, max: u64) -> Self {
+        self.max_limit_override = max;
         self
     }
 
@@ -370,6 +386,7 @@ impl ServerBuilder {
         let shared = Arc::new(Shared {
             config: watcher.handle(),
             auth_deny_status: deny,
+            max_limit_override: self.max_limit_override,
             admin,
             metrics,
             reservations: Default::default(),

@@ -11,6 +11,8 @@ pub(crate) struct Shared {
     pub(crate) config: PolicySetHandle,
     /// The status of a denial on `/v1/auth`.
     pub(crate) auth_deny_status: StatusCode,
+    /// The largest limit a request may name (`/v1/decide`'s `"limit"`).
+    pub(crate) max_limit_override: u64,
     /// Who may call the admin routes.
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.

@@ -2,8 +2,8 @@
 //! reference rate-limit service: a `domain` and a tree of `descriptors`,
 //! each with a `key`, an optional `value`, an optional `rate_limit`
 //! (`unit` and `requests_per_unit`, or `unlimited: true`, with an optional
-//! `name` and `replaces`), `shadow_mode`, `detailed_metric` and nested
-//! `descriptors`.
+//! `name` and `replaces`), `shadow_mode`, `detailed_metric`, `charge`
+//! and nested `descriptors`.
 
 use serde::Deserialize;
 use serde_path_to_error::Track;
@@ -43,6 +43,13 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, but never OVER_LIMIT.
     pub shadow: bool,
+    /// `charge`: what a request is charged under this limit. `always`
+    /// counts every hit, admitted or not, as envoyproxy/ratelimit's fixed
+    /// window counts them (usage reported after the fact: a hit's
+    /// `hits_addend` of tokens, sent after the response); `admitted`, the
+    /// default, counts only the hits of requests that were not over the
+    /// limit. A `hits_addend` of 0 stays a check that counts nothing.
+    pub charge: tollgate::Charge,
     /// `detailed_metric`: the limit's decisions are counted under its own
     /// `resource` label; otherwise under its domain's (`envoy:DOMAIN`), so
     /// that a file of thousands of descriptors does not make thousands of
@@ -116,6 +123,9 @@ struct RawDescriptor {
     rate_limit: Option<RawRateLimit>,
     #[serde(default)]
     shadow_mode: bool,
+    /// `admitted` or `always` (see [`Rule::charge`]).
+    #[serde(default)]
+    charge: Option<String>,
     /// Metrics of its own (see [`Rule::detailed_metric`]).
     #[serde(default)]
     detailed_metric: bool,
@@ -238,8 +248,30 @@ impl EnvoyFile {
                 value: raw.value.filter(|v| !v.is_empty()),
             };
             path.push(step.clone());
+            let charge = match raw.charge.as_deref() {
+                None | Some("admitted") => tollgate::Charge::Admitted,
+                Some("always") => tollgate::Charge::Always,
+                Some(other) => {
+                    return Err(error(
+                        ".charge",
+                        format!(
+                            "{other:?} is not `admitted` or `always`: `always` counts every hit, \
+                             admitted or not (usage reported after the fact)"
+                        ),
+                    ))
+                }
+            };
+            if raw.charge.is_some() && raw.rate_limit.is_none() {
+                return Err(error(
+                    ".charge",
+                    "is given on a descriptor without a `rate_limit`: it says how that limit counts hits"
+                        .to_owned(),
+                ));
+            }
             let rule = match raw.rate_limit {
-                Some(rate) => Some(self.rule(rate, (raw.shadow_mode, raw.detailed_metric), path, &error)?),
+                Some(rate) => {
+                    Some(self.rule(rate, (raw.shadow_mode, raw.detailed_metric, charge), path, &error)?)
+                }
                 None => None,
             };
             let index = match rule {
@@ -279,7 +311,7 @@ impl EnvoyFile {
     fn rule(
         &self,
         raw: RawRateLimit,
-        (shadow, detailed_metric): (bool, bool),
+        (shadow, detailed_metric, charge): (bool, bool, tollgate::Charge),
         path: &[Step],
         error: &dyn Fn(&str, String) -> ConfigFileError,
     ) -> Result<Rule, ConfigFileError> {
@@ -330,6 +362,7 @@ impl EnvoyFile {
             name: raw.name.filter(|n| !n.is_empty()),
             replaces: raw.replaces.into_iter().map(|r| r.name).collect(),
             shadow,
+            charge,
             detailed_metric,
         })
     }
@@ -512,6 +545,7 @@ descriptors:
   - key: to_number
     rate_limit: { unit: day, requests_per_unit: 100, name: all }
     shadow_mode: true
+    charge: always
   - key: ldap
     rate_limit: { unlimited: true }
 ",
@@ -529,6 +563,8 @@ descriptors:
         );
         let all = find(&file, &[("to_number", "1")]).unwrap();
         assert!(all.shadow);
+        assert_eq!(all.charge, tollgate::Charge::Always);
+        assert_eq!(found.charge, tollgate::Charge::Admitted);
         assert_eq!(all.name.as_deref(), Some("all"));
         assert_eq!(find(&file, &[("ldap", "x")]).unwrap().limit, RateLimit::Unlimited);
         // In file order.
@@ -556,6 +592,17 @@ descriptors:
                  rate_limit: { unit: second }\n",
                 "rl.yaml:6: descriptors[1].descriptors[0].rate_limit.requests_per_unit: is required: a whole \
                  number from 0 to 4294967295",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1 }\n    \
+                 charge: sometimes\n",
+                "rl.yaml:3: descriptors[0].charge: \"sometimes\" is not `admitted` or `always`: `always` \
+                 counts every hit, admitted or not (usage reported after the fact)",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    charge: always\n",
+                "rl.yaml:3: descriptors[0].charge: is given on a descriptor without a `rate_limit`: it says \
+                 how that limit counts hits",
             ),
             (
                 "domain: d\ndescriptors:\n  - key: a\n  - key: a\n",

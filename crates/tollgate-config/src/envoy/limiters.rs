@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tollgate::clock::SharedClock;
 
-use tollgate::{FailPolicy, Limiter, Policy};
+use tollgate::{Charge, FailPolicy, Limiter, Policy};
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::domain::Domain;
@@ -31,6 +31,7 @@ struct Identity {
     resource: String,
     policy: Policy,
     fail: FailPolicy,
+    charge: Charge,
     /// The metrics label, where it is not the resource.
     label: Option<String>,
 }
@@ -59,6 +60,7 @@ fn kept(set: &Previous<'_>) -> HashMap<Identity, Arc<Limiter<AnyBackend>>> {
                     resource: rule.rule.resource.clone(),
                     policy: *limiter.policy(),
                     fail: set.fail,
+                    charge: limiter.charges(),
                     label: envoy_label(name, &rule.rule),
                 };
                 out.insert(identity, limiter.clone());
@@ -138,13 +140,14 @@ impl<'a> EnvoyLimits<'a> {
         }
     }
 
-    /// The limiter of the Envoy limit `resource`: the previous one when
-    /// nothing changed, else one built after it. Limits counted under one
-    /// metrics `label` share their metrics handles.
+    /// The limiter of the Envoy limit `resource`, charging as `charge`
+    /// says: the previous one when nothing changed, else one built after
+    /// it. Limits counted under one metrics `label` share their metrics
+    /// handles.
     pub(crate) fn limiter(
         &mut self,
         resource: &str,
-        policy: Policy,
+        (policy, charge): (Policy, Charge),
         prefix: &str,
         label: &str,
     ) -> Result<Arc<Limiter<AnyBackend>>, tollgate::Error> {
@@ -153,6 +156,7 @@ impl<'a> EnvoyLimits<'a> {
             resource: resource.to_owned(),
             policy,
             fail: self.fail,
+            charge,
             label: (label != resource).then(|| label.to_owned()),
         };
         let shared = identity.label.is_some();
@@ -164,6 +168,7 @@ impl<'a> EnvoyLimits<'a> {
             .configure(Limiter::builder().backend(self.backend.clone()))
             .policy(policy)
             .fail_policy(self.fail)
+            .charge(charge)
             .key_prefix(prefix)
             .resource(resource);
         if let (true, Some(clock)) = (policy.admits_nothing(), &self.clock) {

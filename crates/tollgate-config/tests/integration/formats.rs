@@ -31,6 +31,7 @@ fn settings(target: Target<'_>) -> Settings {
         Target::Resource("login") => settings.deny = keys(&["192.0.2.66", "198.51.100.0/24"]),
         Target::Resource("search") => settings.deny_cache = None,
         Target::Resource("export") => settings.shadow = true,
+        Target::Resource("tokens") => settings.charge = tollgate::Charge::Always,
         Target::Resource("api") => {
             settings.deny_cache = Some(DenyCache::new().capacity(50_000).max_key_len(128));
             settings.fallback = Some(policy(Strategy::TokenBucket, 3, Duration::from_secs(1)));
@@ -66,6 +67,10 @@ fn example_files_load_to_identical_policies() {
         (
             Target::Resource("search"),
             policy(Strategy::TokenBucket, 50, Duration::from_secs(1)),
+        ),
+        (
+            Target::Resource("tokens"),
+            policy(Strategy::FixedWindow, 100_000, Duration::from_secs(3_600)),
         ),
     ];
     for name in ["policies.yaml", "policies.toml", "policies.json"] {

@@ -707,3 +707,49 @@ fn lease_settings_out_of_range_name_the_field_and_the_range() {
         "unknown field `units`",
     );
 }
+
+#[test]
+fn charge_is_admitted_or_always() {
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    tokens:\n      limit: 1\n      window: 1s\n      charge: sometimes\n",
+                7,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ndefault = { limit = 1, window = \"1s\" }\n[tollgate.resources.tokens]\nlimit = 1\nwindow = \"1s\"\ncharge = \"sometimes\"\n",
+                6,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"default\": {\"limit\": 1, \"window\": \"1s\"},\n\"resources\": {\"tokens\": {\"limit\": 1, \"window\": \"1s\",\n\"charge\": \"sometimes\"}}}}",
+                3,
+            ),
+        ],
+        "tollgate.resources.tokens.charge",
+        "\"sometimes\" is not `admitted` or `always`",
+    );
+    refused(
+        [
+            (
+                Format::Yaml,
+                "tollgate:\n  charge: true\n  default: { limit: 1, window: 1s }\n",
+                2,
+            ),
+            (
+                Format::Toml,
+                "[tollgate]\ncharge = 1\ndefault = { limit = 1, window = \"1s\" }\n",
+                2,
+            ),
+            (
+                Format::Json,
+                "{\"tollgate\": {\"charge\": [],\n\"default\": {\"limit\": 1, \"window\": \"1s\"}}}",
+                1,
+            ),
+        ],
+        "tollgate.charge",
+        "expected `admitted`",
+    );
+}

@@ -352,3 +352,65 @@ fn lease_is_off_unless_given_and_a_resource_replaces_the_file_wide_one() {
     .unwrap();
     assert_eq!(on.settings(Target::Default).lease, Some(Lease::default()));
 }
+
+/// `charge: always` on a resource (or file-wide) makes its limiter charge
+/// every request, admitted or not; `admitted` and the default do not.
+#[test]
+fn charge_always_makes_a_resource_count_every_report() {
+    use tollgate::Charge;
+    let yaml = "
+tollgate:
+  charge: always
+  default: { limit: 10, window: 1h }
+  resources:
+    tokens: { limit: 100, window: 1h, strategy: fixed_window }
+    requests: { limit: 2, window: 1h, charge: admitted }
+";
+    for (format, text) in [
+        (Format::Yaml, yaml.to_owned()),
+        (
+            Format::Toml,
+            "[tollgate]\ncharge = \"always\"\ndefault = { limit = 10, window = \"1h\" }\n\
+             [tollgate.resources.tokens]\nlimit = 100\nwindow = \"1h\"\nstrategy = \"fixed_window\"\n\
+             [tollgate.resources.requests]\nlimit = 2\nwindow = \"1h\"\ncharge = \"admitted\"\n"
+                .to_owned(),
+        ),
+        (
+            Format::Json,
+            r#"{"tollgate": {"charge": "always", "default": {"limit": 10, "window": "1h"},
+               "resources": {"tokens": {"limit": 100, "window": "1h", "strategy": "fixed_window"},
+                             "requests": {"limit": 2, "window": "1h", "charge": "admitted"}}}}"#
+                .to_owned(),
+        ),
+    ] {
+        let file = PolicyFile::from_str(&text, format, "charge").unwrap();
+        assert_eq!(
+            file.settings(Target::Resource("tokens")).charge,
+            Charge::Always,
+            "{format:?}"
+        );
+        assert_eq!(
+            file.settings(Target::Resource("requests")).charge,
+            Charge::Admitted,
+            "{format:?}"
+        );
+        assert_eq!(
+            file.settings(Target::Default).charge,
+            Charge::Always,
+            "{format:?}"
+        );
+        let limiters = file.limiters_builder(MemoryBackend::new()).build().unwrap();
+        let tokens = limiters.limiter("tokens");
+        assert_eq!(tokens.charges(), Charge::Always);
+        // 70 tokens fit; 50 more do not, and are charged all the same.
+        assert!(tokens.check_n("tenant", 70).allowed);
+        assert!(!tokens.check_n("tenant", 50).allowed);
+        assert!(!tokens.check_n("tenant", 0).allowed, "120 of 100 used");
+        let requests = limiters.limiter("requests");
+        assert_eq!(requests.charges(), Charge::Admitted);
+        assert!(requests.check_n("tenant", 2).allowed);
+        assert!(!requests.check_n("tenant", 5).allowed);
+        assert!(!requests.check_n("tenant", 1).allowed);
+        assert_eq!(requests.check_n("tenant", 0).remaining, 0);
+    }
+}

@@ -90,7 +90,7 @@ async fn run(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError>
         }
     };
     let config = shared.config.load();
-    let decided = decide(&config, resource, key, cost).await?;
+    let decided = decide(&config, resource, (key, cost), (None, None)).await?;
     let status = if decided.decision.allowed {
         StatusCode::NO_CONTENT
     } else {

@@ -1,7 +1,10 @@
 //! `POST /v1/decide`: one decision for a JSON request
 //! `{"resource": "login", "key": "user-1", "cost": 1}`, or, with
 //! `"max_delay_ms"`, one reservation: the request waits up to that long
-//! for its turn instead of being refused.
+//! for its turn instead of being refused; or, with `"charge": "always"`,
+//! a report of usage known after the fact, charged whether admitted or
+//! not. `"limit"` (and `"window_ms"`) decide under a limit the request
+//! names, with the resource's strategy ([`tollgate::Overrides`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tollgate::{Decision, Limiters, Policy};
+use tollgate::{Charge, Decision, Limiters, Policy};
 use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
@@ -31,6 +34,12 @@ pub(crate) struct DecideRequest {
     pub(crate) cost: u64,
     /// `max_delay_ms`: wait up to this long instead of being refused.
     pub(crate) max_delay: Option<Duration>,
+    /// `charge`: what the request is charged, when it says (otherwise as
+    /// its resource is configured).
+    pub(crate) charge: Option<Charge>,
+    /// `limit` and `window_ms`: the limit the request names in place of
+    /// its resource's (and the window, else the resource's).
+    pub(crate) limit: Option<(u64, Option<Duration>)>,
 }
 
 /// The largest `max_delay_ms`: one hour.
@@ -46,20 +55,36 @@ pub(crate) struct Decided<'a> {
 }
 
 /// Decides `request` with the limiter the policy file gives its resource,
-/// as every caller decides.
+/// as every caller decides (or, under a `limit` the request names, that
+/// limit's with the resource's strategy): charged as `charge` says, or as
+/// the resource is configured.
 pub(crate) async fn decide<'a>(
     config: &'a PolicySet,
     resource: Option<&'a str>,
-    key: &[u8],
-    cost: u64,
+    (key, cost): (&[u8], u64),
+    (charge, limit): (Option<Charge>, Option<(u64, Option<Duration>)>),
 ) -> Result<Decided<'a>, ApiError> {
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
-    let limiter = policies.limiter(resource);
-    let decision = limiter
-        .allow_n(key, cost)
-        .await
-        .map_err(|err| ApiError::backend(&err))?;
+    let limiter = match limit {
+        None => policies.limiter(resource),
+        Some((limit, window)) => overridden(config, resource, limit, window)?,
+    };
+    let decided = match charge {
+        Some(Charge::Always) => limiter.charge(key, cost).await,
+        Some(Charge::Admitted) if limiter.charges() == Charge::Always => {
+            let (name, _) = policies.named_policy(resource);
+            return Err(ApiError::field(
+                "charge",
+                format!(
+                    "\"admitted\" asks that a denied request be charged nothing, but {name:?} charges \
+                     every request (charge: always in the policy file); leave `charge` out"
+                ),
+            ));
+        }
+        Some(Charge::Admitted) | None => limiter.allow_n(key, cost).await,
+    };
+    let decision = decided.map_err(|err| ApiError::backend(&err))?;
     let (name, _) = policies.named_policy(resource);
     Ok(Decided {
         name,
@@ -68,16 +93,49 @@ pub(crate) async fn decide<'a>(
     })
 }
 
+/// The limiter of `resource` under `limit` per `window` (the resource's
+/// own window when `None`), with the resource's strategy and settings.
+fn overridden(
+    config: &PolicySet,
+    resource: &str,
+    limit: u64,
+    window: Option<Duration>,
+) -> Result<Arc<tollgate::Limiter<AnyBackend>>, ApiError> {
+    let overrides = match config.overrides(resource) {
+        Some(Ok(overrides)) => overrides,
+        Some(Err(err)) => {
+            return Err(ApiError::field(
+                "limit",
+                format!("the resource's policy takes no limit per request: {err}"),
+            ))
+        }
+        None => return Err(no_policy_file()),
+    };
+    overrides.limiter(limit, window).map_err(|err| match err {
+        tollgate::Error::Config(err) => {
+            let field = if err.field() == "window" {
+                "window_ms"
+            } else {
+                "limit"
+            };
+            ApiError::field(field, err.reason().to_owned())
+        }
+        other => ApiError::backend(&other),
+    })
+}
+
 /// The policy file's limiter; 404 without a policy file.
 pub(crate) fn policies(config: &PolicySet) -> Result<&Limiters<AnyBackend>, ApiError> {
-    match config.policies() {
-        Some(policies) => Ok(policies),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no tollgate policy file is loaded: the HTTP API uses a policy file's policies (give \
-             one with --config); Envoy files serve the gRPC API",
-        )),
-    }
+    config.policies().map(|p| &**p).ok_or_else(no_policy_file)
+}
+
+/// The answer of the HTTP API without a policy file: 404.
+fn no_policy_file() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no tollgate policy file is loaded: the HTTP API uses a policy file's policies (give one \
+         with --config); Envoy files serve the gRPC API",
+    )
 }
 
 /// The JSON answer: the decision's figures in milliseconds (rounded up),
@@ -149,15 +207,36 @@ pub(crate) async fn handler(State(shared): State<Arc<Shared>>, headers: HeaderMa
 async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = read_body(headers, body).await?;
     let request = parse(&bytes)?;
+    if let Some((limit, _)) = request.limit {
+        if limit > shared.max_limit_override {
+            return Err(ApiError::field(
+                "limit",
+                format!(
+                    "{limit} is above {}, the largest limit a request may name here \
+                     (tollgate serve --max-limit-override)",
+                    shared.max_limit_override
+                ),
+            ));
+        }
+    }
     let config = shared.config.load();
     let Some(max_delay) = request.max_delay else {
-        let decided = decide(&config, request.resource.as_deref(), &request.key, request.cost).await?;
+        let decided = decide(
+            &config,
+            request.resource.as_deref(),
+            (&request.key, request.cost),
+            (request.charge, request.limit),
+        )
+        .await?;
         let answer = self::body(decided.name, &decided.policy, &decided.decision);
         return Ok(json_response(StatusCode::OK, &answer));
     };
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
-    let limiter = policies.limiter(resource);
+    let limiter = match request.limit {
+        None => policies.limiter(resource),
+        Some((limit, window)) => overridden(&config, resource, limit, window)?,
+    };
     let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await
@@ -241,9 +320,42 @@ async fn discard_rest(mut body: Limited<Body>) -> Result<Vec<u8>, ApiError> {
 pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
     let fields = object(
         bytes,
-        &["resource", "key", "cost", "max_delay_ms"],
+        &[
+            "resource",
+            "key",
+            "cost",
+            "max_delay_ms",
+            "charge",
+            "limit",
+            "window_ms",
+        ],
         r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
     )?;
+    let charge = match fields.get("charge") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.parse::<Charge>().map_err(|_| {
+            ApiError::field(
+                "charge",
+                format!(
+                    "{s:?} is not \"admitted\" or \"always\": \"always\" charges the cost whether \
+                     admitted or not, for usage reported after the fact"
+                ),
+            )
+        })?),
+        Some(other) => {
+            return Err(ApiError::field(
+                "charge",
+                format!("must be \"admitted\" or \"always\", not {}", kind(other)),
+            ))
+        }
+    };
+    if charge == Some(Charge::Always) && fields.get("max_delay_ms").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::field(
+            "max_delay_ms",
+            "is given with \"charge\": \"always\": a report charges usage already spent, it does not \
+             wait for a turn; send one or the other",
+        ));
+    }
     let max_delay = whole_number(&fields, "max_delay_ms", "a delay", MAX_DELAY_MS, |ms| {
         if ms > MAX_DELAY_MS {
             Err(format!(
@@ -253,11 +365,38 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
             Ok(ms)
         }
     })?;
+    let limit = whole_number(
+        &fields,
+        "limit",
+        "a limit",
+        tollgate::Policy::MAX_LIMIT,
+        check_cost,
+    )?;
+    let max_window = u64::try_from(tollgate::Policy::MAX_WINDOW.as_millis()).unwrap_or(u64::MAX);
+    let window = whole_number(&fields, "window_ms", "a window", max_window, |ms| match ms {
+        0 => Err("must be at least 1 millisecond".to_owned()),
+        ms if ms > max_window => Err(format!(
+            "{ms} is above {max_window}, the longest window (100 years)"
+        )),
+        ms => Ok(ms),
+    })?;
+    let limit = match (limit, window) {
+        (Some(limit), window) => Some((limit, window.map(Duration::from_millis))),
+        (None, Some(_)) => {
+            return Err(ApiError::field(
+                "window_ms",
+                "is given without `limit`: a window chosen per request comes with its limit",
+            ))
+        }
+        (None, None) => None,
+    };
     Ok(DecideRequest {
         resource: resource(&fields)?,
         key: key(&fields)?,
         cost: cost(&fields)?,
         max_delay: max_delay.map(Duration::from_millis),
+        charge,
+        limit,
     })
 }
 
@@ -494,6 +633,8 @@ mod tests {
                 key: b"user-1".to_vec(),
                 cost: 1,
                 max_delay: None,
+                charge: None,
+                limit: None,
             }
         );
         assert_eq!(
@@ -503,6 +644,8 @@ mod tests {
                 key: b"k".to_vec(),
                 cost: 0,
                 max_delay: None,
+                charge: None,
+                limit: None,
             }
         );
     }
@@ -549,5 +692,31 @@ mod tests {
             assert!(!message.contains("e+"), "{big}: {message}");
         }
         assert!(error("{").1.starts_with("the body is not JSON"));
+    }
+
+    #[test]
+    fn charge_is_admitted_or_always_and_never_waits() {
+        let request = parse(br#"{"key": "k", "cost": 900, "charge": "always"}"#).unwrap();
+        assert_eq!((request.cost, request.charge), (900, Some(Charge::Always)));
+        let request = parse(br#"{"key": "k", "charge": "admitted"}"#).unwrap();
+        assert_eq!(request.charge, Some(Charge::Admitted));
+        for (body, message) in [
+            (
+                r#"{"key": "k", "charge": "sometimes"}"#,
+                "\"sometimes\" is not \"admitted\" or \"always\"",
+            ),
+            (r#"{"key": "k", "charge": true}"#, "not a boolean"),
+            (
+                r#"{"key": "k", "charge": "always", "max_delay_ms": 10}"#,
+                "does not wait",
+            ),
+        ] {
+            let (field, error) = error(body);
+            assert!(error.contains(message), "{body}: {error}");
+            assert!(
+                matches!(field.as_deref(), Some("charge" | "max_delay_ms")),
+                "{body}"
+            );
+        }
     }
 }

@@ -47,8 +47,14 @@ pub(crate) struct Envoy {
 
 /// A server on a clock `offset` after a day boundary.
 pub(crate) async fn envoy(offset: Duration) -> Envoy {
+    envoy_serving(&example(), offset).await
+}
+
+/// A server of the Envoy file `text` on a clock `offset` after a day
+/// boundary.
+async fn envoy_serving(text: &str, offset: Duration) -> Envoy {
     let dir = tempfile::tempdir().unwrap();
-    let file = support::write(dir.path(), "edge.yaml", &example());
+    let file = support::write(dir.path(), "edge.yaml", text);
     let clock = ManualClock::new(Duration::from_secs(20_000 * 86_400) + offset);
     let server = start(
         support::builder(&[&file])
@@ -460,4 +466,76 @@ async fn a_domains_limits_are_counted_together_unless_detailed() {
         .unwrap();
     assert_eq!(allowed(&metrics, "counted.plain"), 1.0, "{metrics}");
     server.stop().await;
+}
+
+/// An AI gateway's sequence over Envoy's API: a check with `hits_addend`
+/// 0 before the request, then the tokens it used as the hits of a rule
+/// under `charge: always`. Every report counts, admitted or not; the check
+/// counts nothing; the request limit beside it counts only admitted
+/// requests, and does not stop the tokens from being counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_under_charge_always_count_every_token() {
+    let file = "
+domain: ai
+descriptors:
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 1000 }
+    charge: always
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 3 }
+";
+    let mut envoy = envoy_serving(file, Duration::ZERO).await;
+    let tokens = |hits| descriptor(&[("tenant", "acme")], Some(hits));
+    let requests = || descriptor(&[("tenant", "acme"), ("model", "big")], Some(1));
+    let mut used = 0;
+    for report in [400, 500, 300] {
+        let check = envoy.ask("ai", vec![tokens(0)], 1).await;
+        assert_eq!(check.overall_code, code(Code::Ok), "{used} of 1000 used");
+        assert_eq!(check.statuses[0].limit_remaining, 1000 - used as u32);
+        let request = envoy.ask("ai", vec![requests()], 1).await;
+        assert_eq!(request.overall_code, code(Code::Ok));
+        // The report: 300 more than were left the third time, counted all
+        // the same.
+        let reported = envoy.ask("ai", vec![tokens(report)], 1).await;
+        used += report;
+        let fits = used <= 1000;
+        assert_eq!(reported.overall_code == code(Code::Ok), fits, "{used}");
+        assert_eq!(
+            reported.statuses[0].limit_remaining,
+            1000u32.saturating_sub(used as u32)
+        );
+    }
+    // The budget is spent: the next check is over the limit until the hour ends.
+    let check = envoy.ask("ai", vec![tokens(0)], 1).await;
+    assert_eq!(check.overall_code, code(Code::OverLimit));
+    assert_eq!(
+        check.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(3_600))
+    );
+    // A request over its own limit (the 4th of 3) still has its tokens
+    // counted: a report with the request is charged whatever the request
+    // limit decides.
+    let beta_model = || descriptor(&[("tenant", "beta"), ("model", "big")], Some(1));
+    for _ in 0..3 {
+        assert_eq!(
+            envoy.ask("ai", vec![beta_model()], 1).await.overall_code,
+            code(Code::Ok)
+        );
+    }
+    let both = envoy
+        .ask(
+            "ai",
+            vec![descriptor(&[("tenant", "beta")], Some(100)), beta_model()],
+            1,
+        )
+        .await;
+    assert_eq!(both.overall_code, code(Code::OverLimit));
+    assert_eq!(both.statuses[0].code, code(Code::Ok));
+    assert_eq!(both.statuses[1].code, code(Code::OverLimit));
+    let left = envoy
+        .ask("ai", vec![descriptor(&[("tenant", "beta")], Some(0))], 1)
+        .await;
+    assert_eq!(left.statuses[0].limit_remaining, 900);
+    envoy.server.stop().await;
 }

@@ -15,7 +15,7 @@ const POLICIES: &str = "tollgate:
     login: { limit: 5, window: 1m, strategy: fixed_window }
 ";
 
-/// A clock 17.5 s into a minute.
+/// A clock 37.5 s into a minute.
 fn clock() -> ManualClock {
     ManualClock::new(Duration::from_millis(1_700_000_017_500))
 }
@@ -481,5 +481,161 @@ async fn a_request_may_wait_its_turn_and_give_it_back() {
         (400, Value::from("reservation")),
         "{err}"
     );
+    server.stop().await;
+}
+
+/// `"charge": "always"`: a report charged whether admitted or not, answered
+/// with the state after, as `Limiter::charge` on a limiter of the same
+/// policy; a resource under `charge: always` charges every request, and
+/// refuses `"charge": "admitted"` with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_are_charged_whether_admitted_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        "tollgate:
+  default: { limit: 100, window: 1m }
+  resources:
+    login: { limit: 5, window: 1m, strategy: fixed_window }
+    tokens: { limit: 1000, window: 1m, strategy: fixed_window, charge: always }
+",
+    );
+    let clock = clock();
+    let server = start(support::builder(&[&file]).clock(clock.clone())).await;
+    let reference = login_reference(&clock);
+    let client = reqwest::Client::new();
+    for (i, (cost, always)) in [(3, true), (0, false), (4, true), (1, false), (2, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let charge = if always { r#", "charge": "always""# } else { "" };
+        let body = format!(r#"{{"resource": "login", "key": "u", "cost": {cost}{charge}}}"#);
+        let (status, got) = decide(&client, &server, &body).await;
+        let want = if always {
+            reference.charge("u", cost).await.unwrap()
+        } else {
+            reference.check_n("u", cost)
+        };
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got["allowed"], want.allowed, "request {i}: {got}");
+        assert_eq!(got["remaining"], want.remaining, "request {i}: {got}");
+        assert_eq!(
+            got["retry_after_ms"],
+            serde_json::to_value(want.retry_after.map(ms)).unwrap(),
+            "request {i}: {got}"
+        );
+    }
+    // The resource that charges always: 700 fit, 600 more do not and are
+    // charged, and the next check is denied until the minute ends.
+    for (cost, allowed) in [(700, true), (600, false), (0, false)] {
+        let body = format!(r#"{{"resource": "tokens", "key": "acme", "cost": {cost}}}"#);
+        let (_, got) = decide(&client, &server, &body).await;
+        assert_eq!(got["allowed"], allowed, "{cost}: {got}");
+    }
+    let (_, check) = decide(
+        &client,
+        &server,
+        r#"{"resource": "tokens", "key": "acme", "cost": 0}"#,
+    )
+    .await;
+    assert_eq!(
+        check["retry_after_ms"],
+        60_000 - 1_700_000_017_500u64 % 60_000,
+        "{check}"
+    );
+    let (status, refused) = decide(
+        &client,
+        &server,
+        r#"{"resource": "tokens", "key": "acme", "cost": 1, "charge": "admitted"}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(refused["field"], "charge", "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("charge: always"),
+        "{refused}"
+    );
+    server.stop().await;
+}
+
+/// `"limit"` and `"window_ms"`: a limit the request names, with the
+/// resource's strategy and the key's state under the resource's window;
+/// another window counts apart; limits above the service's ceiling and
+/// malformed ones are refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_may_name_its_limit_within_the_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let clock = clock();
+    let server = start(
+        support::builder(&[&file])
+            .clock(clock.clone())
+            .max_limit_override(1_000),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let ask = |body: &'static str| decide(&client, &server, body);
+    // Under the resource's own limit, 2 of 5 spent.
+    let (_, got) = ask(r#"{"resource": "login", "key": "t", "cost": 2}"#).await;
+    assert_eq!(got["remaining"], 3);
+    // A plan of 100 a minute: the 2 spent count.
+    let (status, got) = ask(r#"{"resource": "login", "key": "t", "limit": 100}"#).await;
+    assert_eq!(
+        (status, &got["limit"], &got["remaining"]),
+        (200, &100.into(), &97.into()),
+        "{got}"
+    );
+    assert_eq!(got["strategy"], "fixed_window");
+    // A plan of 2 a minute: 3 spent, denied until the minute ends.
+    let (_, got) = ask(r#"{"resource": "login", "key": "t", "limit": 2}"#).await;
+    assert_eq!(
+        (&got["allowed"], &got["remaining"]),
+        (&false.into(), &0.into()),
+        "{got}"
+    );
+    // 50 an hour: a state of its own.
+    let (_, got) = ask(r#"{"resource": "login", "key": "t", "limit": 50, "window_ms": 3600000}"#).await;
+    assert_eq!(
+        (&got["remaining"], &got["window_ms"]),
+        (&49.into(), &3_600_000.into()),
+        "{got}"
+    );
+    // A report under a plan.
+    let (_, got) =
+        ask(r#"{"resource": "login", "key": "t", "limit": 100, "cost": 500, "charge": "always"}"#).await;
+    assert_eq!(got["allowed"], false, "{got}");
+    let (_, got) = ask(r#"{"resource": "login", "key": "t", "cost": 0}"#).await;
+    assert_eq!(
+        got["remaining"], 0,
+        "the report counts under the resource's own limit too"
+    );
+    for (body, field, message) in [
+        (r#"{"key": "t", "limit": 1001}"#, "limit", "--max-limit-override"),
+        (r#"{"key": "t", "limit": -1}"#, "limit", "negative"),
+        (
+            r#"{"key": "t", "window_ms": 1000}"#,
+            "window_ms",
+            "without `limit`",
+        ),
+        (
+            r#"{"key": "t", "limit": 5, "window_ms": 0}"#,
+            "window_ms",
+            "at least 1",
+        ),
+        (
+            r#"{"key": "t", "limit": 5, "window_ms": "1m"}"#,
+            "window_ms",
+            "whole number",
+        ),
+    ] {
+        let (status, got) = ask(body).await;
+        assert_eq!(
+            (status, got["field"].as_str()),
+            (400, Some(field)),
+            "{body}: {got}"
+        );
+        assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
+    }
     server.stop().await;
 }

@@ -222,3 +222,91 @@ async fn leased_units_go_back_to_redis_when_the_service_stops() {
     server.stop().await;
     assert_eq!(count(&redis), 12, "every unspent unit given back");
 }
+
+/// Reports (`"charge": "always"`) for 200 tenants from two instances on one
+/// Redis, each tenant's reports split between them: none is lost. A tenant
+/// under its budget has exactly the budget less its reports left, and both
+/// instances say so; one over it is denied by both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_from_two_instances_on_one_redis_are_all_counted() {
+    const TENANTS: usize = 200;
+    const REPORTS: usize = 20;
+    const BUDGET: u64 = 5_000;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // 50 years: the fixed window's buckets are aligned to the epoch, so
+    // none ends during the test.
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "tollgate:
+  redis_url: {}
+  default: {{ limit: 1000, window: 1h }}
+  resources:
+    tokens: {{ limit: {BUDGET}, window: 438000h, strategy: fixed_window }}
+",
+            redis.url()
+        ),
+    );
+    let a = start(support::builder(&[&file])).await;
+    let b = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    let tokens = |tenant: usize, i: usize| ((tenant * 7_919 + i * 104_729) % 500) as u64;
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let client = client.clone();
+        let urls = [a.url("/v1/decide"), b.url("/v1/decide")];
+        tasks.push(tokio::spawn(async move {
+            for tenant in (task..TENANTS).step_by(8) {
+                for i in 0..REPORTS {
+                    let url = &urls[i % 2];
+                    let post = |body: String| {
+                        client
+                            .post(url)
+                            .header("content-type", "application/json")
+                            .body(body)
+                            .send()
+                    };
+                    let check = post(format!(
+                        r#"{{"resource": "tokens", "key": "t{tenant}", "cost": 0}}"#
+                    ));
+                    assert_eq!(check.await.unwrap().status(), 200);
+                    let report = post(format!(
+                        r#"{{"resource": "tokens", "key": "t{tenant}", "cost": {}, "charge": "always"}}"#,
+                        tokens(tenant, i)
+                    ));
+                    assert_eq!(report.await.unwrap().status(), 200);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let (mut under, mut over) = (0, 0);
+    for tenant in 0..TENANTS {
+        let total: u64 = (0..REPORTS).map(|i| tokens(tenant, i)).sum();
+        let body = format!(r#"{{"resource": "tokens", "key": "t{tenant}", "cost": 0}}"#);
+        let (_, from_a) = decide(&client, &a, &body).await;
+        let (_, from_b) = decide(&client, &b, &body).await;
+        assert_eq!(from_a["remaining"], from_b["remaining"], "t{tenant}");
+        if total < BUDGET {
+            under += 1;
+            assert_eq!(from_a["remaining"], BUDGET - total, "t{tenant}: {from_a}");
+        } else {
+            over += 1;
+            assert_eq!(
+                (&from_a["allowed"], &from_b["allowed"]),
+                (&false.into(), &false.into()),
+                "t{tenant}"
+            );
+        }
+    }
+    assert!(
+        under > 20 && over > 20,
+        "{under} tenants under the budget, {over} over"
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -519,6 +519,21 @@ impl MemoryBinding {
         })
     }
 
+    /// Decides one request synchronously and charges it whether admitted
+    /// or not ([`Binding::charge`]); the in-memory backend cannot fail.
+    pub(crate) fn check_charged(&self, key: &[u8], cost: u64) -> Decision {
+        if self.blocks.any() {
+            if let Some(decision) = self.check_blocked(key) {
+                return decision;
+            }
+        }
+        let limits = &self.limits;
+        self.update(key, |before, after, now| {
+            let compound = strategy::charge_all(limits, before, after, now, cost);
+            Decision::from_compound(compound, limits, Tick::Nanos)
+        })
+    }
+
     /// The decision for a blocked key: denied until the block ends, the
     /// state untouched.
     #[cold]
@@ -714,6 +729,18 @@ impl Binding for MemoryBinding {
     #[inline]
     fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
         Some(Ok(self.check(key, cost)))
+    }
+
+    fn charge(
+        &self,
+        key: &[u8],
+        cost: u64,
+    ) -> impl std::future::Future<Output = Result<Decision, BackendError>> + Send {
+        std::future::ready(Ok(self.check_charged(key, cost)))
+    }
+
+    fn charge_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        Some(Ok(self.check_charged(key, cost)))
     }
 
     fn operate(

@@ -161,6 +161,40 @@ pub trait Binding: Send + Sync + 'static {
         None
     }
 
+    /// Decides one request of `cost` units for `key` and charges it
+    /// whether admitted or not, as [usage reported after the
+    /// fact](crate::_documentation::semantics#usage-reported-after-the-fact-charge-always)
+    /// defines it ([`charge_all`](crate::strategy::charge_all)),
+    /// atomically with respect to every other request on the key: the
+    /// decision is the admission test's, its `remaining`, `reset` and
+    /// `retry_after` those of the state after the charge. A blocked key is
+    /// denied and charged nothing. `cost` is at least 1.
+    ///
+    /// The default refuses with [`BackendErrorKind::Unsupported`]: a
+    /// custom binding supports reports by overriding it.
+    ///
+    /// # Errors
+    ///
+    /// A [`BackendError`] when the state could not be read or written;
+    /// nothing was then charged (unless a reply was lost after the store
+    /// charged).
+    fn charge(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        let _ = (key, cost);
+        std::future::ready(Err(BackendError::new(
+            BackendErrorKind::Unsupported,
+            "this backend does not charge usage reported after the fact (charge: always)",
+        )))
+    }
+
+    /// [`Binding::charge`] without waiting, as [`Binding::apply_now`] is
+    /// to [`Binding::apply`]: a backend that [decides
+    /// now](Backend::decides_now) answers every call; the default answers
+    /// `None`.
+    fn charge_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+        let _ = (key, cost);
+        None
+    }
+
     /// Decides a request that asks for a lease, as [leased
     /// quotas](crate::_documentation::semantics#leased-quotas) define it,
     /// atomically with respect to every other request on the key: gives

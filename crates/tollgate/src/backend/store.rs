@@ -320,6 +320,7 @@ impl<S: Store> StoreBinding<S> {
                 ask.want,
                 lessees,
             );
+            let returned_before = strategy::return_before(limits, &next[..n]);
             unblocked(after, next);
             let decision = Decision::from_compound(leased.compound, limits, tick);
             Leased::new(
@@ -328,7 +329,7 @@ impl<S: Store> StoreBinding<S> {
                 leased
                     .window_end
                     .map(|end| tick.duration(end.saturating_sub(now))),
-                leased.window_end.unwrap_or(u64::MAX),
+                returned_before,
             )
         })
         .await
@@ -389,7 +390,9 @@ impl<S: Store> StoreBinding<S> {
         .await
     }
 
-    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+    /// Decides `cost` units for `key`, charged only when admitted or,
+    /// `charged`, whether admitted or not ([`Binding::charge`]).
+    async fn run(&self, key: &[u8], cost: u64, charged: bool) -> Result<Decision, BackendError> {
         let limits = &self.limits;
         let tick = self.shared.tick;
         self.update(key, |before, after, now| {
@@ -401,7 +404,12 @@ impl<S: Store> StoreBinding<S> {
                 return decision;
             }
             let mut next = [None; MAX_LIMITS];
-            let compound = strategy::decide_all(limits, states, &mut next[..n], now, cost);
+            let decide = if charged {
+                strategy::charge_all
+            } else {
+                strategy::decide_all
+            };
+            let compound = decide(limits, states, &mut next[..n], now, cost);
             unblocked(after, next);
             Decision::from_compound(compound, limits, tick)
         })
@@ -489,7 +497,11 @@ fn unblocked(after: &mut [Record], next: [Option<State>; MAX_LIMITS]) {
 
 impl<S: Store> Binding for StoreBinding<S> {
     fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.run(key, cost)
+        self.run(key, cost, false)
+    }
+
+    fn charge(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
+        self.run(key, cost, true)
     }
 
     fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {

@@ -128,6 +128,25 @@ impl<B: Backend> LimiterBuilder<B> {
         }
     }
 
+    /// The resource the limiter is built for.
+    pub(crate) fn resource_name(&self) -> &str {
+        &self.resource
+    }
+
+    /// The builder with `policy` in place of whatever policy, limit or
+    /// window it had, its limiter labelled in the metrics as this one's
+    /// (under `resource` otherwise).
+    pub(crate) fn replacing_policy(mut self, policy: Policy, resource: &str) -> Self {
+        self.limit = None;
+        self.window = None;
+        self.policy = Some(policy);
+        if self.metrics_resource.is_none() {
+            self.metrics_resource = Some(self.resource.clone());
+        }
+        self.resource = resource.to_owned();
+        self
+    }
+
     /// Validates the configuration and builds the limiter.
     ///
     /// # Errors

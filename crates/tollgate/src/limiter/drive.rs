@@ -11,8 +11,22 @@ use super::Limiter;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Binding};
 use crate::decision::Decision;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::operation::Operation;
+use crate::strategy::MAX_LIMIT;
+
+/// Refuses a cost above [`MAX_LIMIT`], which no strategy's arithmetic
+/// charges exactly.
+fn check_cost(cost: u64) -> Result<(), Error> {
+    if cost > MAX_LIMIT {
+        return Err(ConfigError::new(
+            "cost",
+            format!("{cost} exceeds 2^62 = {MAX_LIMIT}, the largest cost"),
+        )
+        .into());
+    }
+    Ok(())
+}
 
 impl<B: Backend> Limiter<B> {
     /// Decides one request of cost 1 for `key`.
@@ -25,13 +39,63 @@ impl<B: Backend> Limiter<B> {
         self.allow_n(key, 1).await
     }
 
-    /// Decides one request of `cost` units for `key` (`cost = 0` is a peek).
+    /// Decides one request of `cost` units for `key` (`cost = 0` is a peek),
+    /// charged as the limiter's [`charge`](crate::LimiterBuilder::charge)
+    /// setting says.
     ///
     /// # Errors
     ///
     /// As for [`Limiter::allow`].
     pub async fn allow_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        let mut step = self.begin(key.as_ref(), cost);
+        self.drive(key.as_ref(), cost, self.charges_always()).await
+    }
+
+    /// Reports usage known after the fact: decides one request of `cost`
+    /// units for `key` and charges it whether admitted or not, on any
+    /// backend and whatever the limiter's
+    /// [`charge`](crate::LimiterBuilder::charge) setting ([usage reported
+    /// after the
+    /// fact](crate::_documentation::semantics#usage-reported-after-the-fact-charge-always)).
+    /// `allowed` says whether the usage fitted in what was left;
+    /// `remaining`, `reset` and `retry_after` are those of the state after
+    /// the charge, `retry_after` the wait until a unit request is
+    /// admitted. A cost of 0 is a peek, charged nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Policy, Strategy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tollgate::Error> {
+    /// // 1,000 tokens a minute per tenant.
+    /// let policy = Policy::new(Strategy::FixedWindow, 1_000, Duration::from_secs(60))?;
+    /// let limiter = Limiter::builder().policy(policy).build()?;
+    /// assert!(limiter.allow_n("tenant-1", 0).await?.allowed); // the check before
+    /// assert!(limiter.charge("tenant-1", 600).await?.allowed); // the usage after
+    /// assert!(limiter.allow_n("tenant-1", 0).await?.allowed); // 400 left
+    /// let report = limiter.charge("tenant-1", 900).await?;
+    /// assert!(!report.allowed); // more than was left, and charged all the same
+    /// assert!(!limiter.allow_n("tenant-1", 0).await?.allowed); // the next check
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `cost` is above
+    /// [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT); otherwise as for
+    /// [`Limiter::allow`]. A store whose call failed did not charge (a
+    /// reply lost after the store ran the call excepted); under the
+    /// `fallback` fail policy the in-memory fallback charges instead.
+    pub async fn charge(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        check_cost(cost)?;
+        self.drive(key.as_ref(), cost, true).await
+    }
+
+    /// Drives a request of `cost` for `key`, `charged` whether admitted or
+    /// not when it is, through the machine, awaiting the store.
+    async fn drive(&self, key: &[u8], cost: u64, charged: bool) -> Result<Decision, Error> {
+        let mut step = self.begin(key, cost, charged);
         loop {
             match step {
                 Step::Done(result) => return result,
@@ -41,7 +105,11 @@ impl<B: Backend> Limiter<B> {
                 }
                 Step::Plain(plain) => {
                     let result = self.binding.apply(plain.key, plain.cost).await;
-                    return self.finish_plain(plain, result);
+                    return self.finish_plain(plain, result, false);
+                }
+                Step::Charge(plain) => {
+                    let result = self.binding.charge(plain.key, plain.cost).await;
+                    return self.finish_plain(plain, result, true);
                 }
                 Step::Wait(Waiting { notified, resume }) => {
                     notified.await;
@@ -66,6 +134,7 @@ impl<B: Backend> Limiter<B> {
         let (key, cost) = (pending.key(), pending.cost());
         match pending.call() {
             Call::Apply => Answer::Decided(self.binding.apply(key, cost).await),
+            Call::Charge => Answer::Decided(self.binding.charge(key, cost).await),
             Call::Lease(ask) => match self.binding.lease(key, ask).await {
                 Some(result) => Answer::Leased(result),
                 // `Backend::leases` said it leases; decided as without.
@@ -112,7 +181,7 @@ impl<B: Backend> Limiter<B> {
         if !self.decides_now {
             return None;
         }
-        self.drive_now(key.as_ref(), cost)
+        self.drive_now(key.as_ref(), cost, self.charges_always())
     }
 
     /// Runs the machine without waiting: a request that would wait for
@@ -122,8 +191,8 @@ impl<B: Backend> Limiter<B> {
     /// with what the request held given back, when the store cannot answer
     /// at once.
     #[inline]
-    fn drive_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
-        let mut step = self.begin(key, cost);
+    fn drive_now(&self, key: &[u8], cost: u64, charged: bool) -> Option<Result<Decision, Error>> {
+        let mut step = self.begin(key, cost, charged);
         loop {
             match step {
                 Step::Done(result) => return Some(result),
@@ -133,11 +202,19 @@ impl<B: Backend> Limiter<B> {
                 }
                 Step::Plain(plain) => {
                     let result = self.binding.apply_now(plain.key, plain.cost)?;
-                    return Some(self.finish_plain(plain, result));
+                    return Some(self.finish_plain(plain, result, false));
+                }
+                Step::Charge(plain) => {
+                    let result = self.binding.charge_now(plain.key, plain.cost)?;
+                    return Some(self.finish_plain(plain, result, true));
                 }
                 Step::Ask(mut pending) => {
                     pending.without_lease();
-                    let answer = self.binding.apply_now(pending.key(), pending.cost())?;
+                    let answer = if pending.charged() {
+                        self.binding.charge_now(pending.key(), pending.cost())?
+                    } else {
+                        self.binding.apply_now(pending.key(), pending.cost())?
+                    };
                     return Some(self.finish(pending, Answer::Decided(answer)));
                 }
                 Step::Wait(Waiting { resume, .. }) => step = self.resume(resume, false),
@@ -219,7 +296,7 @@ impl Limiter<MemoryBackend> {
     /// circuit breaker or a fallback, out of the plain decision's line.
     #[inline(never)]
     fn check_rest(&self, key: &[u8], cost: u64) -> Decision {
-        match self.drive_now(key, cost) {
+        match self.drive_now(key, cost, self.charges_always()) {
             Some(Ok(decision)) => decision,
             // The in-memory store answers every call and never fails, so
             // neither its breaker opens nor its fail policy applies.

@@ -43,6 +43,9 @@ pub(super) enum Step<'l> {
     /// Nothing protects the store: ask it for a decision of the request's
     /// cost, then [`Limiter::finish_plain`] with its answer.
     Plain(Plain<'l>),
+    /// As [`Step::Plain`], for a request charged whether admitted or not:
+    /// ask the store with [`Binding::charge`](crate::backend::Binding::charge).
+    Charge(Plain<'l>),
     /// Ask the store what [`Pending::call`] says, then [`Limiter::finish`]
     /// with its answer. Dropped instead, it gives back what it holds (a
     /// circuit breaker's probe, the key's single flight, a lease's flight).
@@ -59,6 +62,12 @@ impl<'l> Step<'l> {
             Step::Done(result) => Begun::Done(result),
             Step::Spent(decision, spend) => Begun::Spent(decision, spend),
             Step::Plain(plain) => Begun::Plain(plain),
+            // A request of several parts is begun uncharged: parts charged
+            // always are decided alone (`together::decide_all`).
+            Step::Charge(plain) => {
+                debug_assert!(false, "a part of a request begun to be charged always");
+                Begun::Plain(plain)
+            }
             Step::Ask(pending) => Begun::Ask(pending),
             Step::Wait(waiting) => return Err(waiting),
         })
@@ -195,6 +204,12 @@ pub(super) struct Pending<'l> {
     lease: Option<Box<LeaseCall<'l>>>,
     /// Whether the store's answer may go into the deny cache.
     cacheable: bool,
+    /// Whether the request is charged whether admitted or not
+    /// ([`Charge::Always`](crate::Charge::Always)): the store is asked
+    /// with [`Binding::charge`](crate::backend::Binding::charge). (Here
+    /// beside `cacheable` rather than in [`Plain`], whose size every
+    /// step's move pays for.)
+    charged: bool,
 }
 
 /// What a [`Pending`] request asks the store.
@@ -204,6 +219,9 @@ pub(super) enum Call {
     Apply,
     /// A decision with a lease ([`Binding::lease`](crate::backend::Binding::lease)).
     Lease(LeaseAsk),
+    /// A decision that charges the request whether admitted or not
+    /// ([`Binding::charge`](crate::backend::Binding::charge)).
+    Charge,
 }
 
 /// The store's answer to a [`Pending`] request.
@@ -228,8 +246,16 @@ impl<'l> Pending<'l> {
         self.plain.cost
     }
 
+    /// Whether the request is charged whether admitted or not.
+    pub(super) fn charged(&self) -> bool {
+        self.charged
+    }
+
     /// What to ask the store.
     pub(super) fn call(&self) -> Call {
+        if self.charged {
+            return Call::Charge;
+        }
         match &self.lease {
             // Nothing to lease or give back: the store's ordinary decision,
             // which costs it less, recorded as a request without a lease.
@@ -261,21 +287,27 @@ impl<'l> Pending<'l> {
 impl<B: Backend> Limiter<B> {
     /// Takes a request of `cost` units for `key` as far as it goes without
     /// the store: the lists, then, when the limiter protects its store, the
-    /// leases, the deny cache and the circuit breaker.
+    /// leases, the deny cache and the circuit breaker. A request `charged`
+    /// whether admitted or not ([`Charge::Always`](crate::Charge::Always))
+    /// passes the leases and the deny cache by: a report's usage is the
+    /// store's to count.
     #[inline]
-    pub(super) fn begin<'l>(&'l self, key: &'l [u8], cost: u64) -> Step<'l> {
+    pub(super) fn begin<'l>(&'l self, key: &'l [u8], cost: u64, charged: bool) -> Step<'l> {
         if let Some(decision) = self.decided_first(key) {
             return Step::Done(Ok(self.conclude(decision, key, cost)));
         }
+        let charged = charged && cost > 0;
         match self.protection.as_deref() {
+            None if charged => Step::Charge(self.to_store(key, cost)),
             None => Step::Plain(self.to_store(key, cost)),
-            Some(protection) => self.begin_protected(protection, key, cost),
+            Some(protection) => self.begin_protected(protection, key, cost, charged),
         }
     }
 
     /// [`Self::begin`] for a limiter with nothing before its store (no
-    /// lists, no protection): the request asks the store at once. `None`
-    /// for any other limiter, whose requests [`Self::begin`] takes.
+    /// lists, no protection) that charges only admitted requests: the
+    /// request asks the store at once. `None` for any other limiter, whose
+    /// requests [`Self::begin`] takes.
     #[inline]
     pub(super) fn plain<'l>(&'l self, key: &'l [u8], cost: u64) -> Option<Plain<'l>> {
         if self.decides_first || self.protection.is_some() {
@@ -298,7 +330,16 @@ impl<B: Backend> Limiter<B> {
     /// [`Self::begin`]'s protected stages, out of the unprotected
     /// decision's line.
     #[inline(never)]
-    fn begin_protected<'l>(&'l self, protection: &'l Protection, key: &'l [u8], cost: u64) -> Step<'l> {
+    fn begin_protected<'l>(
+        &'l self,
+        protection: &'l Protection,
+        key: &'l [u8],
+        cost: u64,
+        charged: bool,
+    ) -> Step<'l> {
+        if charged {
+            return self.begin_charged(protection, key, cost);
+        }
         let resume = Resume {
             key,
             cost,
@@ -306,6 +347,25 @@ impl<B: Backend> Limiter<B> {
             stage: Stage::Lease,
         };
         self.resume(resume, true)
+    }
+
+    /// [`Self::begin_protected`] for a request charged whether admitted or
+    /// not: past the leases and the deny cache, straight to the circuit
+    /// breaker.
+    #[cold]
+    #[inline(never)]
+    fn begin_charged<'l>(&'l self, protection: &'l Protection, key: &'l [u8], cost: u64) -> Step<'l> {
+        match self.pass_breaker(protection, protection.clock.now_nanos(), None, (key, cost, true)) {
+            Ok(passage) => Step::Ask(Pending {
+                plain: self.to_store(key, cost),
+                protection,
+                passage,
+                lease: None,
+                cacheable: true,
+                charged: true,
+            }),
+            Err(answer) => Step::Done(answer.map(|decision| self.conclude(decision, key, cost))),
+        }
     }
 
     /// Goes on with a request from where it waited: it looks again when it
@@ -351,13 +411,14 @@ impl<B: Backend> Limiter<B> {
                 Looked::Wait(notified) => return Step::wait(notified, key, cost, p, Stage::Deny(lease)),
             }
         }
-        match self.pass_breaker(p, now, claim, key, cost) {
+        match self.pass_breaker(p, now, claim, (key, cost, false)) {
             Ok(passage) => Step::Ask(Pending {
                 plain: self.to_store(key, cost),
                 protection: p,
                 passage,
                 lease,
                 cacheable: true,
+                charged: false,
             }),
             Err(answer) => Step::Done(answer.map(|decision| self.conclude(decision, key, cost))),
         }
@@ -374,11 +435,12 @@ impl<B: Backend> Limiter<B> {
             passage,
             lease,
             cacheable,
+            charged,
         } = pending;
         let result = match (answer, lease) {
             (Answer::Unreachable(err), _) => {
                 return self
-                    .probe_unreachable(p, passage, err, key, cost)
+                    .probe_unreachable(p, passage, err, (key, cost, charged))
                     .map(|decision| self.conclude(decision, key, cost))
             }
             (Answer::Leased(result), Some(call)) => (*call).settle(result),
@@ -388,20 +450,22 @@ impl<B: Backend> Limiter<B> {
             (Answer::Decided(result), None) => result,
             (Answer::Leased(result), None) => result.map(|leased| leased.decision),
         };
-        self.record_store(p, passage, result, (started, cacheable), key, cost)
+        self.record_store(p, passage, result, (started, cacheable), (key, cost, charged))
             .map(|decision| self.conclude(decision, key, cost))
     }
 
-    /// Applies the fail policy to the store's answer to a `plain` request,
+    /// Applies the fail policy to the store's answer to a `plain` request
+    /// (`charged` whether admitted or not when it is a [`Step::Charge`]),
     /// and concludes the decision.
     #[inline]
     pub(super) fn finish_plain(
         &self,
         plain: Plain<'_>,
         result: Result<Decision, BackendError>,
+        charged: bool,
     ) -> Result<Decision, Error> {
         let Plain { key, cost, started } = plain;
-        self.record(result, started, key, cost)
+        self.record(result, started, (key, cost, charged))
             .map(|decision| self.conclude(decision, key, cost))
     }
 
@@ -432,7 +496,9 @@ impl<B: Backend> Limiter<B> {
         plain: Plain<'_>,
         result: Result<Reserved, BackendError>,
     ) -> Result<(Decision, Duration, Option<Receipt>, bool), Error> {
-        let Plain { key, cost, started } = plain;
+        let Plain {
+            key, cost, started, ..
+        } = plain;
         self.metrics.finish_sample(started);
         let Reserved {
             mut decision,
@@ -444,7 +510,7 @@ impl<B: Backend> Limiter<B> {
             Ok(reserved) => reserved,
             Err(err) => {
                 self.metrics.backend_error();
-                Reserved::new(self.on_failure(err, key, cost)?, Duration::ZERO, None)
+                Reserved::new(self.on_failure(err, (key, cost, false))?, Duration::ZERO, None)
             }
         };
         if !delay.is_zero() {
@@ -564,27 +630,32 @@ impl<B: Backend> Limiter<B> {
         decision
     }
 
-    /// Applies the fail policy to a backend's answer and counts it.
+    /// Applies the fail policy to a backend's answer to `request` and
+    /// counts it.
     #[inline]
     fn record(
         &self,
         result: Result<Decision, BackendError>,
         started: Option<u64>,
-        key: &[u8],
-        cost: u64,
+        request: Request<'_>,
     ) -> Result<Decision, Error> {
         self.metrics.finish_sample(started);
         match result {
             Ok(decision) => Ok(decision),
             Err(err) => {
                 self.metrics.backend_error();
-                self.on_failure(err, key, cost)
+                self.on_failure(err, request)
             }
         }
     }
 
-    /// What the fail policy makes of a request the store did not decide.
-    pub(super) fn on_failure(&self, err: BackendError, key: &[u8], cost: u64) -> Result<Decision, Error> {
+    /// What the fail policy makes of a `request` the store did not decide:
+    /// the fallback charges a charged request as the store would have.
+    pub(super) fn on_failure(
+        &self,
+        err: BackendError,
+        (key, cost, charged): Request<'_>,
+    ) -> Result<Decision, Error> {
         match self.fail {
             FailPolicy::Closed => Err(Error::Backend(err)),
             FailPolicy::Open => {
@@ -598,7 +669,7 @@ impl<B: Backend> Limiter<B> {
                 let Some(fallback) = fallback else {
                     return Err(Error::Backend(err));
                 };
-                let Ok(mut decision) = fallback.check(key, cost) else {
+                let Ok(mut decision) = fallback.check(key, cost, charged) else {
                     return Err(Error::Backend(err));
                 };
                 decision.fallback = true;
@@ -625,14 +696,16 @@ impl<B: Backend> Limiter<B> {
     /// Takes a request that the deny cache sends to the store (holding
     /// `claim`, when it asks for its key's waiters) through the circuit
     /// breaker: the passage to the store, or the fail policy's answer when
-    /// the breaker is open.
+    /// the breaker is open. Inlined into each caller: as a call of its own
+    /// it costs the protected decision about 30 instructions
+    /// (`.ci/instruction-budget`).
+    #[inline(always)]
     fn pass_breaker<'p>(
         &self,
         p: &'p Protection,
         now: u64,
         claim: Option<Claim<'p>>,
-        key: &[u8],
-        cost: u64,
+        request: Request<'_>,
     ) -> Result<Passage<'p>, Result<Decision, Error>> {
         let gate = p.breaker.as_ref().map_or(Gate::Closed, |b| b.gate(now));
         if let Gate::Open(wait) = gate {
@@ -650,7 +723,7 @@ impl<B: Backend> Limiter<B> {
                     wait.as_millis()
                 ),
             );
-            return Err(self.on_failure(err, key, cost));
+            return Err(self.on_failure(err, request));
         }
         Ok(Passage {
             now,
@@ -668,8 +741,7 @@ impl<B: Backend> Limiter<B> {
         p: &Protection,
         passage: Passage<'_>,
         err: BackendError,
-        key: &[u8],
-        cost: u64,
+        request: Request<'_>,
     ) -> Result<Decision, Error> {
         passage.probe.disarm();
         if let Some(breaker) = &p.breaker {
@@ -678,21 +750,23 @@ impl<B: Backend> Limiter<B> {
         if let Some(claim) = passage.claim {
             claim.settle(Settled::Failed);
         }
-        self.on_failure(err, key, cost)
+        self.on_failure(err, request)
     }
 
     /// Records the store's answer to a request that went through `passage`
     /// (in the circuit breaker, and in the deny cache when it is a denial
-    /// of a unit request), then applies the fail policy to it and counts it.
+    /// of a unit request, or a charged request's denial, which says when a
+    /// unit request is admitted), then applies the fail policy to it and
+    /// counts it.
     fn record_store(
         &self,
         p: &Protection,
         passage: Passage<'_>,
         result: Result<Decision, BackendError>,
         (started, cacheable): (Option<u64>, bool),
-        key: &[u8],
-        cost: u64,
+        request: Request<'_>,
     ) -> Result<Decision, Error> {
+        let (key, cost, charged) = request;
         passage.probe.disarm();
         if let Some(breaker) = &p.breaker {
             breaker.record(passage.gate, result.is_ok(), p.clock.now_nanos());
@@ -704,7 +778,9 @@ impl<B: Backend> Limiter<B> {
             // this process gives back would not end it.
             let settled = match &result {
                 Ok(_) if !cacheable => Settled::Decided,
-                Ok(decision) if cost == 1 && cache.insert(key, passage.now, decision) => Settled::Cached,
+                Ok(decision) if (cost == 1 || charged) && cache.insert(key, passage.now, decision) => {
+                    Settled::Cached
+                }
                 Ok(decision)
                     if cost > 0
                         && p.lease.is_none()
@@ -721,7 +797,7 @@ impl<B: Backend> Limiter<B> {
                 claim.settle(settled);
             }
         }
-        self.record(result, started, key, cost)
+        self.record(result, started, request)
     }
 
     /// The start time of this decision when it is one to time.
@@ -730,6 +806,10 @@ impl<B: Backend> Limiter<B> {
         self.metrics.start_sample()
     }
 }
+
+/// A request as the fail policy and the deny cache see it: its key, its
+/// cost, and whether it is charged whether admitted or not.
+type Request<'k> = (&'k [u8], u64, bool);
 
 /// A protected request on its way to the store, past the deny cache and
 /// the circuit breaker.

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use builder::LimiterBuilder;
-pub use options::FailPolicy;
 pub(crate) use options::Options;
+pub use options::{Charge, FailPolicy};
 pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 
@@ -56,9 +56,13 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     /// Shared with the limiters that count on the same handles.
     metrics: Arc<LimiterMetrics>,
     protection: Option<Box<Protection>>,
-    /// Whether a step decides before the store: an exempt or a deny list
-    /// (read from `options`, which are then not the defaults), or a policy
-    /// that admits nothing ([`Policy::zero`]).
+    /// Whether a request leaves the short path to the store for the
+    /// machine's steps before it: a step that may decide first (an exempt
+    /// or a deny list, read from `options`, which are then not the
+    /// defaults; a policy that admits nothing, [`Policy::zero`]), or
+    /// requests charged whether admitted or not (`options.charge`). One
+    /// flag, so that the short path reads one byte and a limiter stays the
+    /// size it was (a service may hold tens of thousands).
     decides_first: bool,
     /// The top keys' capacity, when they are kept.
     top_capacity: Option<NonZeroU32>,
@@ -129,6 +133,8 @@ impl<B: Backend> Limiter<B> {
             scope.policy,
         );
         let protection = options.protection(backend.leases(), &metrics)?;
+        let decides_first =
+            options.has_lists() || scope.policy.admits_nothing() || options.charge == Charge::Always;
         Ok(Self {
             top_capacity,
             top: TopSlot::new(top_capacity, previous.map(|p| (&p.top, p.top_capacity))),
@@ -139,7 +145,7 @@ impl<B: Backend> Limiter<B> {
             fail_open_events: AtomicU64::new(0),
             metrics,
             protection,
-            decides_first: options.has_lists() || scope.policy.admits_nothing(),
+            decides_first,
             shadow: options.shadow,
             decides_now,
         })
@@ -273,6 +279,19 @@ impl<B: Backend> Limiter<B> {
     /// Whether the limiter is in shadow mode.
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// What a request is charged ([`LimiterBuilder::charge`]).
+    pub fn charges(&self) -> Charge {
+        // Any setting but the default keeps the options.
+        self.options.as_deref().map_or(Charge::Admitted, |o| o.charge)
+    }
+
+    /// Whether every request is charged whether admitted or not: read
+    /// from the options only when a request leaves the short path.
+    #[inline]
+    pub(super) fn charges_always(&self) -> bool {
+        self.decides_first && self.charges() == Charge::Always
     }
 
     /// The policy this limiter enforces.

@@ -33,6 +33,49 @@ pub enum FailPolicy {
     Fallback,
 }
 
+/// What a request is charged: only when admitted (the default), or
+/// whether admitted or not, for usage reported after the fact
+/// ([`charge: always`](crate::_documentation::semantics#usage-reported-after-the-fact-charge-always)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Charge {
+    /// A denied request is charged nothing: the rule of every strategy.
+    #[default]
+    Admitted,
+    /// Every request of cost 1 or more is charged its cost: decided by the
+    /// strategy's own test (`allowed` says whether it fitted), then
+    /// charged as a penalty charges, admitted or not. A request of cost 0
+    /// stays a peek. For usage known only after the work: a check of cost
+    /// 0 before it, a report of what it used after.
+    Always,
+}
+
+impl Charge {
+    /// The setting's name in policy files, Envoy files and the decision
+    /// service: `admitted` or `always`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Charge::Admitted => "admitted",
+            Charge::Always => "always",
+        }
+    }
+}
+
+impl std::str::FromStr for Charge {
+    type Err = ConfigError;
+
+    /// Reads `admitted` or `always`.
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        match text {
+            "admitted" => Ok(Charge::Admitted),
+            "always" => Ok(Charge::Always),
+            other => Err(ConfigError::new(
+                "charge",
+                format!("unknown value {other:?}; expected \"admitted\" (the default) or \"always\""),
+            )),
+        }
+    }
+}
+
 /// How a limiter is built beyond its policy: the fail policy and what
 /// protects a remote store.
 #[derive(Clone, Default)]
@@ -50,6 +93,8 @@ pub(crate) struct Options {
     /// The longest random extra added to an awaited admission's retry
     /// after a refusal (zero: none).
     pub(crate) jitter: Duration,
+    /// What a request is charged.
+    pub(crate) charge: Charge,
 }
 
 /// The longest jitter a limiter accepts
@@ -70,6 +115,7 @@ impl std::fmt::Debug for Options {
             .field("top_keys", &self.top_keys)
             .field("lease", &self.lease)
             .field("jitter", &self.jitter)
+            .field("charge", &self.charge)
             .finish()
     }
 }
@@ -94,6 +140,7 @@ impl Options {
             && self.deny == other.deny
             && self.lease == other.lease
             && self.jitter == other.jitter
+            && self.charge == other.charge
     }
 
     /// Checks that the fail policy and the fallback agree, and the top

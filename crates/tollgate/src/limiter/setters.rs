@@ -45,6 +45,13 @@ macro_rules! summary {
         "Top keys for every resource without a setting of its own \
          ([`resource_top_keys`](Self::resource_top_keys)), and for the default policy."
     };
+    (LimiterBuilder, charge) => {
+        "What a request is charged (default: [`Charge::Admitted`](crate::Charge::Admitted))."
+    };
+    (LimitersBuilder, charge) => {
+        "What a request is charged under every resource without a setting of its own \
+         ([`resource_charge`](Self::resource_charge)), and under the default policy."
+    };
     (LimiterBuilder, exempt) => {
         "Keys exempt from the limit."
     };
@@ -140,6 +147,19 @@ macro_rules! option_setters {
         /// ([`Decision::shadow_denied`](crate::Decision::shadow_denied)).
         pub fn shadow(mut self, shadow: bool) -> Self {
             self.options.shadow = shadow;
+            self
+        }
+
+        #[doc = $crate::limiter::summary!($builder, charge)]
+        ///
+        /// Under [`Charge::Always`](crate::Charge::Always) every request of
+        /// cost 1 or more is charged whether admitted or not: usage
+        /// reported after the work, which must not be lost when the budget
+        /// is already spent. A report reaches the store past the deny cache
+        /// and the leases. [`Limiter::charge`](crate::Limiter::charge)
+        /// charges one request so under any setting.
+        pub fn charge(mut self, charge: $crate::Charge) -> Self {
+            self.options.charge = charge;
             self
         }
 

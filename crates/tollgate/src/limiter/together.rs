@@ -48,6 +48,14 @@
 //! charged for it. So a flooded key costs a request of several parts no
 //! more store calls than it costs a request of it alone.
 //!
+//! **Parts charged whether admitted or not.** A part whose limiter
+//! [charges always](crate::Charge::Always) (and whose cost is not 0) is
+//! usage reported after the fact: [`decide_all`] charges it first, on its
+//! own, whatever the other parts decide, and it is never given back. When
+//! such a decisive part denies, the request is denied and every other part
+//! is reported as by [`report`]; otherwise the other parts are decided as
+//! above. [`report`] charges such a part too.
+//!
 //! [`decide_all`] decides any request on any backend: in one step where
 //! the store can, and otherwise one part at a time, charging in order and
 //! giving back at the first decisive denial, under the same contract (a
@@ -66,6 +74,7 @@ use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
 use crate::limiter::machine::{Answer, Begun, Call, Spend, Waiting};
+use crate::limiter::Charge;
 use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::protection::Gate;
@@ -104,7 +113,7 @@ impl<B: Backend> Copy for Part<'_, B> {}
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
 pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
-    if parts.is_empty() || parts.iter().any(|p| p.limiter.decides_first) {
+    if parts.is_empty() || parts.iter().any(|p| p.limiter.decides_first || charged_always(p)) {
         return None;
     }
     if !breakers_closed(parts) {
@@ -116,7 +125,7 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
     let mut begun: Vec<Begun<'_>> = Vec::with_capacity(parts.len());
     let mut holding = false;
     for part in parts {
-        let mut step = part.limiter.begin(part.key, part.cost);
+        let mut step = part.limiter.begin(part.key, part.cost, false);
         let part_begun = loop {
             match step.begun() {
                 Ok(part_begun) => break part_begun,
@@ -242,7 +251,7 @@ fn settle<B: Backend>(
         let limiter = part.limiter;
         decisions.push(match step {
             Begun::Ask(pending) => limiter.finish(pending, Answer::Decided(answer))?,
-            Begun::Plain(plain) => limiter.finish_plain(plain, answer)?,
+            Begun::Plain(plain) => limiter.finish_plain(plain, answer, false)?,
             Begun::Done(result) => result?,
             Begun::Spent(decision, spend) => {
                 spends.push((decisions.len(), spend));
@@ -359,6 +368,55 @@ fn one_by_one_locks() -> &'static KeyLocks {
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed; the parts charged before it are given back first.
 pub async fn decide_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+    if parts.len() > 1 && parts.iter().any(charged_always) {
+        return charged_first(parts).await;
+    }
+    decide_charged_if_admitted(parts).await
+}
+
+/// Whether `part` is charged whether admitted or not.
+fn charged_always<B: Backend>(part: &Part<'_, B>) -> bool {
+    part.cost > 0 && part.limiter.charges() == Charge::Always
+}
+
+/// [`decide_all`] for a request with parts [charged
+/// always](self#parts-charged-whether-admitted-or-not): those first, one by
+/// one, then the others, decided together unless a charged part denied the
+/// request, and then reported.
+async fn charged_first<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+    let mut decisions: Vec<Option<Decision>> = vec![None; parts.len()];
+    let mut denied = false;
+    for (i, part) in parts.iter().enumerate().filter(|(_, p)| charged_always(p)) {
+        let decision = part.limiter.allow_n(part.key, part.cost).await?;
+        denied |= denies(part, &decision);
+        decisions[i] = Some(decision);
+    }
+    let (others, rest): (Vec<usize>, Vec<Part<'_, B>>) = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !charged_always(p))
+        .map(|(i, p)| (i, *p))
+        .unzip();
+    let (decided, partial_charges) = if rest.is_empty() {
+        (Vec::new(), 0)
+    } else if denied {
+        (report(&rest).await?, 0)
+    } else {
+        let decided = decide_charged_if_admitted(&rest).await?;
+        (decided.decisions, decided.partial_charges)
+    };
+    for (i, decision) in others.into_iter().zip(decided) {
+        decisions[i] = Some(decision);
+    }
+    Ok(Decided {
+        decisions: decisions.into_iter().flatten().collect(),
+        partial_charges,
+    })
+}
+
+/// [`decide_all`] for parts that are each charged only when the request
+/// is admitted.
+async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
     if let [part] = parts {
         let decision = part.limiter.allow_n(part.key, part.cost).await?;
         return Ok(Decided {
@@ -474,7 +532,8 @@ fn charges(decision: &Decision) -> bool {
 
 /// Reports `parts` of a request that something else denies (for Envoy, a
 /// descriptor limited to 0 requests): each part as [`decide_all`] reports
-/// the parts of a denied request, nothing charged.
+/// the parts of a denied request, nothing charged but the parts [charged
+/// always](self#parts-charged-whether-admitted-or-not).
 ///
 /// A part reports the decision a request of that part alone would get
 /// against the state as it stands: when that decision admits, a
@@ -499,6 +558,9 @@ pub async fn report<B: Backend>(parts: &[Part<'_, B>]) -> Result<Vec<Decision>, 
 /// request itself is made only when it would be denied, and charges
 /// nothing.
 async fn reported<B: Backend>(part: &Part<'_, B>) -> Result<Decision, Error> {
+    if charged_always(part) {
+        return part.limiter.allow_n(part.key, part.cost).await;
+    }
     let peek = part.limiter.allow_n(part.key, 0).await?;
     if peek.fail_open || peek.listed.is_some() || peek.remaining >= part.cost {
         return Ok(peek);

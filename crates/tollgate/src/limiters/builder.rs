@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
 use crate::keylist::KeyList;
 use crate::lease::Lease;
-use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_KEY_PREFIX};
+use crate::limiter::{option_setters, validate_prefix, Charge, Limiter, Options, DEFAULT_KEY_PREFIX};
 use crate::policy::Policy;
 use crate::protection::DenyCache;
 use crate::top::TopKeys;
@@ -37,6 +37,7 @@ struct Override {
     shadow: Option<bool>,
     top_keys: Option<Option<TopKeys>>,
     lease: Option<Option<Lease>>,
+    charge: Option<Charge>,
     exempt: KeyList,
     deny: KeyList,
 }
@@ -111,6 +112,13 @@ impl<B: Backend> LimitersBuilder<B> {
         self
     }
 
+    /// What a request is charged under resource `name`, in place of the
+    /// builder's [`charge`](Self::charge).
+    pub fn resource_charge(mut self, name: impl Into<String>, charge: Charge) -> Self {
+        self.overrides.entry(name.into()).or_default().charge = Some(charge);
+        self
+    }
+
     /// Keys exempt under resource `name`, besides the builder's.
     pub fn resource_exempt(mut self, name: impl Into<String>, keys: KeyList) -> Self {
         self.overrides
@@ -181,7 +189,7 @@ impl<B: Backend> LimitersBuilder<B> {
         {
             return Err(ConfigError::new(
                 Limiters::resource_path(name),
-                "has settings (fallback, deny cache, shadow, top keys, lease, exempt or deny) but no policy",
+                "has settings (fallback, deny cache, shadow, top keys, lease, charge, exempt or deny) but no policy",
             )
             .into());
         }
@@ -202,6 +210,9 @@ impl<B: Backend> LimitersBuilder<B> {
                 }
                 if let Some(lease) = o.lease {
                     options.lease = lease;
+                }
+                if let Some(charge) = o.charge {
+                    options.charge = charge;
                 }
                 options.exempt.extend(&o.exempt);
                 options.deny.extend(&o.deny);

@@ -43,13 +43,14 @@ impl Fallback {
         })
     }
 
-    /// Decides `cost` units for `key` in this process's memory.
+    /// Decides `cost` units for `key` in this process's memory, `charged`
+    /// whether admitted or not when the request is.
     ///
     /// # Errors
     ///
     /// As for [`MemoryBackend::bind`], which [`Fallback::new`] has already
     /// passed with the same backend and policy.
-    pub(crate) fn check(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+    pub(crate) fn check(&self, key: &[u8], cost: u64, charged: bool) -> Result<Decision, Error> {
         let binding = match self.binding.get() {
             Some(binding) => binding,
             None => {
@@ -57,7 +58,11 @@ impl Fallback {
                 self.binding.get_or_init(|| bound)
             }
         };
-        Ok(binding.check(key, cost))
+        Ok(if charged {
+            binding.check_charged(key, cost)
+        } else {
+            binding.check(key, cost)
+        })
     }
 }
 
@@ -73,10 +78,10 @@ mod tests {
         let policy = Policy::new(Strategy::FixedWindow, 2, Duration::from_secs(60)).unwrap();
         let fallback = Fallback::new(MemoryBackend::new(), policy).unwrap();
         assert!(fallback.binding.get().is_none(), "nothing bound before an outage");
-        assert!(fallback.check(b"k", 1).unwrap().allowed);
+        assert!(fallback.check(b"k", 1, false).unwrap().allowed);
         assert!(fallback.binding.get().is_some());
         // The state is kept between decisions.
-        assert!(fallback.check(b"k", 1).unwrap().allowed);
-        assert!(!fallback.check(b"k", 1).unwrap().allowed);
+        assert!(fallback.check(b"k", 1, false).unwrap().allowed);
+        assert!(!fallback.check(b"k", 1, false).unwrap().allowed);
     }
 }

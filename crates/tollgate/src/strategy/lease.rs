@@ -93,11 +93,36 @@ pub fn window_end(limits: &[LimitRate], states: &[Option<State>]) -> Option<u64>
         .min()
 }
 
+/// The tick before which the unspent units of a lease whose charge left
+/// `states` are given back ([`give_back`]): the earliest of the end of
+/// each window it was charged in (fixed or sliding) and of each bucket's
+/// `tat` after the charge, when the bucket's debt from before the lease,
+/// the lease's own units last, has drained. [`u64::MAX`] when no limit
+/// holds state.
+pub fn return_before(limits: &[LimitRate], states: &[Option<State>]) -> u64 {
+    limits
+        .iter()
+        .zip(states)
+        .filter_map(|(limit, state)| match (limit.strategy, state) {
+            (Strategy::FixedWindow | Strategy::SlidingWindow, _) => {
+                window_end(std::slice::from_ref(limit), std::slice::from_ref(state))
+            }
+            (_, Some(State::Gcra(s))) => Some(s.tat),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// Gives back `units` of an ended lease on every limit, as
 /// [`refund`](super::refund) does, when `now` is before `before` (the
-/// lease's [`window_end`], or [`u64::MAX`] for buckets): after the window
-/// the lease was charged in, its units no longer count and nothing is
-/// given back. Returns the states to store.
+/// lease's [`return_before`]): after the window the lease was charged in,
+/// its units no longer count and nothing is given back. A bucket gives
+/// back only what of the lease still weighs on it: the lease's units were
+/// its last, and drain by `before` (its `tat` after the charge), so at
+/// `now` at most `floor((before - now) / T)` of them remain; giving back
+/// more would admit units that had already come back by themselves.
+/// Returns the states to store.
 pub(crate) fn give_back(
     limits: &[LimitRate],
     states: &mut [Option<State>],
@@ -109,7 +134,15 @@ pub(crate) fn give_back(
         return;
     }
     for (limit, state) in limits.iter().zip(states.iter_mut()) {
-        *state = refund(limit.strategy, &limit.rate, *state, now, units);
+        let units = match limit.strategy {
+            Strategy::TokenBucket | Strategy::LeakyBucket => {
+                units.min((before - now) / limit.rate.interval.max(1))
+            }
+            Strategy::FixedWindow | Strategy::SlidingWindow => units,
+        };
+        if units > 0 {
+            *state = refund(limit.strategy, &limit.rate, *state, now, units);
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub use gcra::GcraState;
 pub use kind::{Strategy, UnknownStrategy};
 pub(crate) use leaky_bucket::LeakyBucket;
 pub(crate) use lease::give_back;
-pub use lease::{lease_all, window_end, LeaseOutcome};
+pub use lease::{lease_all, return_before, window_end, LeaseOutcome};
 pub use reserve::{cancel_all, reserve_all, ReserveOutcome};
 pub(crate) use sliding_window::SlidingWindow;
 pub use sliding_window::SlidingWindowState;
