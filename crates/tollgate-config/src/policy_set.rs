@@ -289,12 +289,19 @@ impl PolicySet {
                 };
                 rules.push(DomainRule { rule, limiter });
             }
+            let previous_overrides = previous
+                .and_then(|p| p.domains.get(&file.domain))
+                .map(|d| &d.overrides);
+            let overrides = envoy_limits
+                .overrides(&file.domain, &envoy_prefix, previous_overrides)
+                .map_err(|err| ConfigFileError::unservable(&origin, "domain", err))?;
             domains.insert(
                 file.domain,
                 Domain {
                     file: origin,
                     root: file.root,
                     rules,
+                    overrides,
                 },
             );
         }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tollgate::Limiter;
+use tollgate::{Limiter, Overrides};
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::descriptors::Level;
@@ -17,6 +17,8 @@ pub struct Domain {
     pub(crate) root: Level<u32>,
     /// Its limits in file order.
     pub(crate) rules: Vec<DomainRule>,
+    /// The limits requests name (a descriptor's `limit`).
+    pub(crate) overrides: Arc<Overrides<AnyBackend>>,
 }
 
 impl std::fmt::Debug for Domain {
@@ -46,6 +48,25 @@ impl Domain {
     pub fn rules(&self) -> &[DomainRule] {
         &self.rules
     }
+
+    /// The limits a request's descriptors name for themselves (a
+    /// descriptor's `limit`, as envoyproxy/ratelimit honours it): a fixed
+    /// window of `requests_per_unit` per `unit`, whatever the file
+    /// configures for the descriptor, keyed by the domain and every entry
+    /// of the descriptor, keys and values ([`override_key`]), with the
+    /// settings of the domain's limits. A key keeps its count while the
+    /// limit changes within a unit; another unit counts apart (see
+    /// [`Overrides`]).
+    pub fn overrides(&self) -> &Arc<Overrides<AnyBackend>> {
+        &self.overrides
+    }
+}
+
+/// The limiter key of a descriptor that names its own limit: every entry's
+/// key and value, escaped and joined as [`descriptor_key`](crate::envoy::descriptor_key)
+/// joins values, so that different descriptors never share a key.
+pub fn override_key<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<u8> {
+    crate::envoy::descriptor_key(entries.into_iter().flat_map(|(key, value)| [key, value]))
 }
 
 /// A configured Envoy limit and the limiter that enforces it.

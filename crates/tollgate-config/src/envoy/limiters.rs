@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tollgate::clock::SharedClock;
 
-use tollgate::{Charge, FailPolicy, Limiter, Policy};
+use tollgate::{Charge, FailPolicy, Limiter, Overrides, Policy, Strategy};
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::domain::Domain;
@@ -53,6 +53,18 @@ fn kept(set: &Previous<'_>) -> HashMap<Identity, Arc<Limiter<AnyBackend>>> {
     let mut out = HashMap::new();
     let envoy_prefix = envoy_prefix(set.prefix);
     for (name, domain) in set.domains {
+        let base = domain.overrides.base();
+        out.insert(
+            Identity {
+                prefix: envoy_prefix.clone(),
+                resource: overrides_resource(name),
+                policy: *base.policy(),
+                fail: set.fail,
+                charge: base.charges(),
+                label: Some(format!("envoy:{name}")),
+            },
+            base.clone(),
+        );
         for rule in &domain.rules {
             if let Some(limiter) = &rule.limiter {
                 let identity = Identity {
@@ -192,6 +204,54 @@ impl<'a> EnvoyLimits<'a> {
                 .or_insert_with(|| Arc::clone(&built));
         }
         Ok(built)
+    }
+}
+
+/// The resource of the limits that requests of `domain` name for
+/// themselves: the escaped domain followed by `=limit`, which no
+/// configured limit's resource is (an escaped domain is followed by `.` or
+/// nothing).
+pub(crate) fn overrides_resource(domain: &str) -> String {
+    let mut resource = crate::envoy::descriptors::resource_name(domain, &[]);
+    resource.push_str("=limit");
+    resource
+}
+
+impl EnvoyLimits<'_> {
+    /// The limits requests of `domain` name for themselves, under `prefix`:
+    /// `previous`, the previous set's, when its base limiter is kept (the
+    /// settings unchanged), so that a reload keeps their state.
+    pub(crate) fn overrides(
+        &mut self,
+        domain: &str,
+        prefix: &str,
+        previous: Option<&Arc<Overrides<AnyBackend>>>,
+    ) -> Result<Arc<Overrides<AnyBackend>>, tollgate::Error> {
+        let resource = overrides_resource(domain);
+        let label = format!("envoy:{domain}");
+        // Any one limit: a request's own replaces it. Per second, the
+        // shortest unit; the other units' state is their own.
+        let base_policy = Policy::new(Strategy::FixedWindow, 1, std::time::Duration::from_secs(1))?;
+        let base = self.limiter(&resource, (base_policy, Charge::Admitted), prefix, &label)?;
+        if let Some(previous) = previous.filter(|p| Arc::ptr_eq(p.base(), &base)) {
+            return Ok(Arc::clone(previous));
+        }
+        let mut builder = self
+            .settings
+            .configure(Limiter::builder().backend(self.backend.clone()))
+            .policy(base_policy)
+            .fail_policy(self.fail)
+            .key_prefix(prefix)
+            .resource(&resource)
+            .metrics_resource(&label);
+        if let Some(clock) = &self.clock {
+            // A limit of 0 reads its unit's end on it.
+            builder = builder.local_clock(Arc::clone(clock));
+        }
+        // Envoy's requests_per_unit is 32 bits.
+        Ok(Arc::new(
+            Overrides::over(base, builder)?.ceiling(u64::from(u32::MAX)),
+        ))
     }
 }
 

@@ -34,6 +34,6 @@ pub(crate) mod limiters;
 mod unit;
 
 pub use descriptors::descriptor_key;
-pub use domain::{Domain, DomainRule};
+pub use domain::{override_key, Domain, DomainRule};
 pub use file::{EnvoyFile, RateLimit, Rule, MAX_DESCRIPTORS};
 pub use unit::Unit;

@@ -32,6 +32,13 @@
 //! - A descriptor limited to 0 requests per unit denies the request
 //!   without any charge; the others are reported as they stand
 //!   ([`tollgate::together::report`]).
+//! - A descriptor that names its own `limit` is limited by it, as
+//!   envoyproxy/ratelimit honours it, whatever the domain's file
+//!   configures for it: a fixed window of `requests_per_unit` per `unit`,
+//!   keyed by the domain and every entry's key and value
+//!   ([`Domain::overrides`](tollgate_config::envoy::Domain::overrides)),
+//!   never in shadow mode. A limit above 2^32 − 1 cannot be named (the
+//!   field is 32 bits); an unknown unit is `INVALID_ARGUMENT`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,8 +51,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use tollgate::{together, Decision};
-use tollgate_config::envoy::{descriptor_key, DomainRule as Rule, RateLimit as Limit, Unit};
+use tollgate::{together, Decision, Limiter};
+use tollgate_config::envoy::{descriptor_key, override_key, DomainRule as Rule, RateLimit as Limit, Unit};
 use tollgate_config::AnyBackend;
 use tollgate_http::{write_decision_headers, HeaderMode};
 use tonic::{Request, Response, Status};
@@ -76,9 +83,50 @@ impl RateLimitService for EnvoyService {
 
 /// One descriptor of a request, matched.
 struct Planned<'a> {
+    /// The configured limit that applies, if any.
     rule: Option<&'a Rule>,
+    /// The limit the descriptor names for itself, in place of any rule.
+    named: Option<Named>,
     key: Vec<u8>,
     cost: u64,
+}
+
+/// A limit a descriptor names for itself (`limit`).
+struct Named {
+    limiter: Arc<Limiter<AnyBackend>>,
+    unit: Unit,
+    requests: u32,
+}
+
+impl Planned<'_> {
+    /// The limiter that decides the descriptor: none for a descriptor no
+    /// limit applies to, or an unlimited one.
+    fn limiter(&self) -> Option<&Limiter<AnyBackend>> {
+        match &self.named {
+            Some(named) => Some(&named.limiter),
+            None => self.rule?.limiter().map(|l| &**l),
+        }
+    }
+
+    /// Whether the descriptor's limit is in shadow mode (never one it
+    /// names for itself).
+    fn shadow(&self) -> bool {
+        self.named.is_none() && self.rule.is_some_and(|r| r.rule().shadow)
+    }
+}
+
+/// The unit of a descriptor's own limit.
+fn named_unit(unit: i32) -> Option<Unit> {
+    Some(match PbUnit::try_from(unit).ok()? {
+        PbUnit::Second => Unit::Second,
+        PbUnit::Minute => Unit::Minute,
+        PbUnit::Hour => Unit::Hour,
+        PbUnit::Day => Unit::Day,
+        PbUnit::Week => Unit::Week,
+        PbUnit::Month => Unit::Month,
+        PbUnit::Year => Unit::Year,
+        PbUnit::Unknown => return None,
+    })
 }
 
 /// A limited descriptor's result.
@@ -115,12 +163,27 @@ impl EnvoyService {
                     "descriptors[{i}].is_negative_hits: giving units back is not supported"
                 )));
             }
-            if descriptor.limit.is_some() {
-                return Err(invalid(format!(
-                    "descriptors[{i}].limit: limit overrides in requests are not supported; configure the \
-                     limit in the domain's file"
-                )));
-            }
+            let named = match &descriptor.limit {
+                Some(limit) => {
+                    let unit = named_unit(limit.unit).ok_or_else(|| {
+                        invalid(format!(
+                            "descriptors[{i}].limit.unit: {} is not a unit: SECOND, MINUTE, HOUR, DAY, WEEK, \
+                             MONTH or YEAR",
+                            limit.unit
+                        ))
+                    })?;
+                    let limiter = domain
+                        .overrides()
+                        .limiter(u64::from(limit.requests_per_unit), Some(unit.window()))
+                        .map_err(|err| invalid(format!("descriptors[{i}].limit: {err}")))?;
+                    Some(Named {
+                        limiter,
+                        unit,
+                        requests: limit.requests_per_unit,
+                    })
+                }
+                None => None,
+            };
             let cost = descriptor.hits_addend.map_or(request_hits, |h| h.value);
             if cost > tollgate::Policy::MAX_LIMIT {
                 return Err(invalid(format!(
@@ -133,10 +196,19 @@ impl EnvoyService {
                     .iter()
                     .map(|e| (e.key.as_str(), e.value.as_str()))
             };
-            planned.push(Planned {
-                rule: domain.find(entries()),
-                key: descriptor_key(descriptor.entries.iter().map(|e| e.value.as_str())),
-                cost,
+            planned.push(match named {
+                Some(named) => Planned {
+                    rule: None,
+                    named: Some(named),
+                    key: override_key(entries()),
+                    cost,
+                },
+                None => Planned {
+                    rule: domain.find(entries()),
+                    named: None,
+                    key: descriptor_key(descriptor.entries.iter().map(|e| e.value.as_str())),
+                    cost,
+                },
             });
         }
         drop_replaced(&mut planned);
@@ -149,23 +221,20 @@ impl EnvoyService {
         let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|_| None).collect();
         // A decisive descriptor whose limit admits nothing (0 per unit)
         // denies the request: the others are reported, charged nothing.
-        let blocked = planned.iter().any(|p| {
-            p.rule
-                .is_some_and(|r| !r.rule().shadow && r.limiter().is_some_and(|l| l.policy().admits_nothing()))
-        });
+        let blocked = planned
+            .iter()
+            .any(|p| !p.shadow() && p.limiter().is_some_and(|l| l.policy().admits_nothing()));
         let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
             .iter()
             .enumerate()
             .filter_map(|(i, p)| {
-                let rule = p.rule?;
-                let limiter = rule.limiter()?;
                 Some((
                     i,
                     together::Part {
-                        limiter: limiter.as_ref(),
+                        limiter: p.limiter()?,
                         key: &p.key,
                         cost: p.cost,
-                        decisive: !rule.rule().shadow,
+                        decisive: !p.shadow(),
                     },
                 ))
             })
@@ -193,29 +262,32 @@ impl EnvoyService {
             ..Default::default()
         };
         // Limited descriptors with their decision and whether they deny.
-        let mut decided: Vec<(&Rule, &Decision, bool)> = Vec::new();
+        let mut decided: Vec<(&Planned<'_>, &Decision, bool)> = Vec::new();
         for (p, outcome) in planned.iter().zip(outcomes) {
-            let Some(rule) = p.rule else {
-                response.statuses.push(ok_status());
-                continue;
-            };
-            let (unit, requests) = match rule.rule().limit {
-                Limit::Unlimited => {
-                    response.statuses.push(DescriptorStatus {
-                        code: Code::Ok as i32,
-                        limit_remaining: u32::MAX,
-                        ..Default::default()
-                    });
+            let (unit, requests, name) = match (&p.named, p.rule) {
+                (Some(named), _) => (named.unit, named.requests, None),
+                (None, None) => {
+                    response.statuses.push(ok_status());
                     continue;
                 }
-                Limit::PerUnit { unit, requests } => (unit, requests),
+                (None, Some(rule)) => match rule.rule().limit {
+                    Limit::Unlimited => {
+                        response.statuses.push(DescriptorStatus {
+                            code: Code::Ok as i32,
+                            limit_remaining: u32::MAX,
+                            ..Default::default()
+                        });
+                        continue;
+                    }
+                    Limit::PerUnit { unit, requests } => (unit, requests, rule.rule().name.clone()),
+                },
             };
             let Some(outcome) = outcome else {
                 response.statuses.push(ok_status());
                 continue;
             };
             let mut code = if outcome.over { Code::OverLimit } else { Code::Ok };
-            if outcome.over && rule.rule().shadow {
+            if let (true, true, Some(rule)) = (outcome.over, p.shadow(), p.rule) {
                 metrics::counter!(crate::metrics::SHADOW_DENIED, "resource" => rule.rule().resource.clone())
                     .increment(1);
                 code = Code::Ok;
@@ -225,12 +297,12 @@ impl EnvoyService {
             }
             let d = &outcome.decision;
             if code == Code::OverLimit || !outcome.over {
-                decided.push((rule, d, code == Code::OverLimit));
+                decided.push((p, d, code == Code::OverLimit));
             }
             response.statuses.push(DescriptorStatus {
                 code: code as i32,
                 current_limit: Some(PbRateLimit {
-                    name: rule.rule().name.clone().unwrap_or_default(),
+                    name: name.unwrap_or_default(),
                     requests_per_unit: requests,
                     unit: pb_unit(unit) as i32,
                 }),
@@ -252,17 +324,12 @@ impl EnvoyService {
                     (false, Duration::ZERO, u64::MAX - d.remaining)
                 }
             });
-        if let Some((rule, decision, _)) = reported {
+        if let Some((p, decision, _)) = reported {
             // Every decided descriptor has a limiter.
-            if let Some(policy) = rule.limiter().map(|l| *l.policy()) {
+            if let Some(policy) = p.limiter().map(|l| *l.policy()) {
                 let mut headers = tollgate_http::http::HeaderMap::new();
-                write_decision_headers(
-                    HeaderMode::RateLimit,
-                    decision,
-                    &rule.rule().resource,
-                    &policy,
-                    &mut headers,
-                );
+                let resource = p.rule.map_or("limit", |r| r.rule().resource.as_str());
+                write_decision_headers(HeaderMode::RateLimit, decision, resource, &policy, &mut headers);
                 response.response_headers_to_add = headers
                     .iter()
                     .map(|(name, value)| PbHeader {

@@ -539,3 +539,89 @@ descriptors:
     assert_eq!(left.statuses[0].limit_remaining, 900);
     envoy.server.stop().await;
 }
+
+/// A descriptor that names its own `limit` is limited by it, as
+/// envoyproxy/ratelimit honours it: whatever the file configures for the
+/// descriptor, keyed by its entries, its count kept while the limit
+/// changes within the unit, another unit counting apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_may_name_its_own_limit() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+    let mut envoy = envoy(Duration::from_secs(7)).await;
+    let named = |entries: &[(&str, &str)], requests: u32, unit: Unit| {
+        let mut d = descriptor(entries, None);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: requests,
+            unit: unit as i32,
+        });
+        d
+    };
+    // Nothing configures `tenant`: its own limit applies, 3 a minute.
+    for left in [2, 1, 0] {
+        let r = envoy
+            .ask("edge", vec![named(&[("tenant", "acme")], 3, Unit::Minute)], 1)
+            .await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (code(Code::Ok), left)
+        );
+        let limit = r.statuses[0].current_limit.clone().unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (3, Unit::Minute as i32));
+    }
+    let over = envoy
+        .ask("edge", vec![named(&[("tenant", "acme")], 3, Unit::Minute)], 1)
+        .await;
+    assert_eq!(over.overall_code, code(Code::OverLimit));
+    assert_eq!(
+        over.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(53))
+    );
+    // The plan changes within the minute: the 3 spent count.
+    let raised = envoy
+        .ask("edge", vec![named(&[("tenant", "acme")], 5, Unit::Minute)], 1)
+        .await;
+    assert_eq!(
+        (raised.overall_code, raised.statuses[0].limit_remaining),
+        (code(Code::Ok), 1)
+    );
+    // Another unit counts apart.
+    let hourly = envoy
+        .ask("edge", vec![named(&[("tenant", "acme")], 10, Unit::Hour)], 1)
+        .await;
+    assert_eq!(hourly.statuses[0].limit_remaining, 9);
+    // Other entries, other counts: the key holds every entry's key and value.
+    let other = envoy
+        .ask("edge", vec![named(&[("team", "acme")], 3, Unit::Minute)], 1)
+        .await;
+    assert_eq!(other.statuses[0].limit_remaining, 2);
+    // A configured descriptor's own limit replaces the file's (5 an hour).
+    for expected in [Code::Ok, Code::OverLimit] {
+        let r = envoy
+            .ask("edge", vec![named(&[("user", "erin")], 1, Unit::Minute)], 1)
+            .await;
+        assert_eq!(r.overall_code, code(expected));
+    }
+    assert_eq!(
+        envoy.user_left("erin").await,
+        5,
+        "the file's limit of erin is untouched"
+    );
+    // 0: over the limit; an unknown unit: refused.
+    let zero = envoy
+        .ask("edge", vec![named(&[("tenant", "zed")], 0, Unit::Second)], 1)
+        .await;
+    assert_eq!(zero.overall_code, code(Code::OverLimit));
+    let request = RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: vec![named(&[("tenant", "acme")], 3, Unit::Unknown)],
+        hits_addend: 1,
+    };
+    let status = envoy.client.should_rate_limit(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("descriptors[0].limit.unit"),
+        "{}",
+        status.message()
+    );
+    envoy.server.stop().await;
+}
