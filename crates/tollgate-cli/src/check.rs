@@ -1,10 +1,10 @@
 //! `tollgate check FILE`: validates a policy file and prints its effective
-//! policies.
+//! policies, or an Envoy rate-limit file and its limits.
 
 use std::io::Write;
 use std::path::Path;
 
-use tollgate_config::PolicyFile;
+use tollgate_config::{ConfigFile, PolicyFile};
 
 use crate::described::{describe_settings, Replay};
 use crate::error::CliError;
@@ -16,8 +16,10 @@ use crate::error::CliError;
 /// [`CliError::Config`] naming the file, line and field of the first
 /// mistake, or [`CliError::Stdout`].
 pub fn check(path: &Path) -> Result<(), CliError> {
-    let file = PolicyFile::load(path)?;
-    let text = report(&file);
+    let text = match ConfigFile::load(path)? {
+        ConfigFile::Policy(file) => report(&file),
+        ConfigFile::Envoy(file) => crate::envoy_check::report(&file, &path.display().to_string()),
+    };
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
@@ -81,29 +83,37 @@ pub fn report(file: &PolicyFile) -> String {
         })
     }))
     .collect();
-    let mut widths = [0; 5];
-    for row in &rows {
+    out.push_str(&aligned(&rows, 2));
+    out
+}
+
+/// `rows` as lines of columns two spaces apart, each as wide as its
+/// widest cell, column `right` aligned right and the others left; trailing
+/// spaces dropped.
+pub fn aligned(rows: &[Vec<String>], right: usize) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0; columns];
+    for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    for row in &rows {
-        let line = match row.as_slice() {
-            [target, strategy, limit, window] => format!(
-                "{target:<w0$}  {strategy:<w1$}  {limit:>w2$}  {window}",
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2],
-            ),
-            [target, strategy, limit, window, settings] => format!(
-                "{target:<w0$}  {strategy:<w1$}  {limit:>w2$}  {window:<w3$}  {settings}",
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2],
-                w3 = widths[3],
-            ),
-            _ => unreachable!("rows have four or five cells"),
-        };
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = width - cell.chars().count();
+            if i == right {
+                line.extend(std::iter::repeat_n(' ', pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
         out.push_str(line.trim_end());
         out.push('\n');
     }

@@ -12,6 +12,7 @@ mod check;
 mod checks;
 mod completions;
 mod described;
+mod envoy_check;
 mod error;
 mod output;
 #[cfg(test)]

@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// The status of a denial on /v1/auth, from 400 to 499 (nginx's auth_request needs 403).
     #[arg(long, value_name = "CODE", default_value_t = 429)]
     pub auth_deny_status: u16,
+    /// The rate-limit headers the gRPC answers ask Envoy to add to the response.
+    #[arg(long, value_name = "NAMES", value_enum, default_value_t = EnvoyHeaders::Ratelimit)]
+    pub envoy_headers: EnvoyHeaders,
     /// The largest limit a request may name for itself (POST /v1/decide's "limit"); 0 refuses them all.
     #[arg(long, value_name = "N", default_value_t = tollgate_server::DEFAULT_MAX_LIMIT_OVERRIDE)]
     pub max_limit_override: u64,
@@ -90,6 +93,23 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+/// The rate-limit headers Envoy's answers ask the proxy to add
+/// (`response_headers_to_add`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum EnvoyHeaders {
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`
+    /// (envoyproxy/ratelimit's default names).
+    #[default]
+    Ratelimit,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+    /// (envoyproxy/ratelimit with LIMIT_*_HEADER set to them).
+    XRatelimit,
+    /// The IETF draft's `RateLimit-Policy` and `RateLimit`.
+    IetfDraft,
+    /// None (`Retry-After` still comes with a denial).
+    Off,
+}
+
 /// How `serve` writes its log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -112,6 +132,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         let mut builder = tollgate_server::Server::builder()
             .listen(args.listen)
             .auth_deny_status(args.auth_deny_status)
+            .envoy_headers(match args.envoy_headers {
+                EnvoyHeaders::Ratelimit => tollgate_server::HeaderMode::RateLimit,
+                EnvoyHeaders::XRatelimit => tollgate_server::HeaderMode::Legacy,
+                EnvoyHeaders::IetfDraft => tollgate_server::HeaderMode::IetfDraft,
+                EnvoyHeaders::Off => tollgate_server::HeaderMode::Off,
+            })
             .max_limit_override(args.max_limit_override)
             .header_read_timeout(args.header_read_timeout)
             .idle_timeout(args.idle_timeout)

@@ -217,7 +217,7 @@ pub use format::{Format, UnknownFormat};
 pub use policy_file::{PolicyFile, Storage, Target, DEFAULT_STRATEGY};
 pub use policy_set::PolicySet;
 pub use reload_error::ReloadError;
-pub use set_files::READ_TIMEOUT;
+pub use set_files::{ConfigFile, READ_TIMEOUT};
 #[cfg(feature = "watch")]
 pub use set_watcher::{PolicySetHandle, PolicySetWatcher, PolicySetWatcherBuilder, DEFAULT_DEBOUNCE};
 pub use settings::Settings;

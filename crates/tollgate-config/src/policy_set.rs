@@ -16,7 +16,7 @@ use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit};
 use crate::error::ConfigFileError;
 use crate::policy_file::{PolicyFile, Storage, Target};
 use crate::reload_error::ReloadError;
-use crate::set_files::{self, read_off_runtime, Parsed, Read};
+use crate::set_files::{self, read_off_runtime, ConfigFile, Read};
 use crate::settings::Settings;
 
 /// The policies of a set of configuration files, ready to decide: the
@@ -486,7 +486,7 @@ fn parse_all(read: &[Read], options: &LoadOptions) -> Result<ParsedSet, ConfigFi
     let mut envoy = Vec::new();
     for file in read {
         match set_files::parse(file)? {
-            Parsed::Policy(file) => {
+            ConfigFile::Policy(file) => {
                 if let Some(first) = &policy_file {
                     return Err(ConfigFileError::at(
                         file.origin(),
@@ -501,7 +501,7 @@ fn parse_all(read: &[Read], options: &LoadOptions) -> Result<ParsedSet, ConfigFi
                 }
                 policy_file = Some(*file);
             }
-            Parsed::Envoy(parsed) => {
+            ConfigFile::Envoy(parsed) => {
                 let origin = file.path.display().to_string();
                 if options.policy_file_only {
                     return Err(ConfigFileError::at(

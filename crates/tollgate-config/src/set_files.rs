@@ -25,10 +25,31 @@ pub(crate) struct Read {
     pub(crate) bytes: Vec<u8>,
 }
 
-/// A parsed file of either kind.
-pub(crate) enum Parsed {
+/// A configuration file of either kind, as `tollgate serve --config` reads
+/// it: an Envoy rate-limit file when its top level has `domain`, a tollgate
+/// policy file otherwise.
+#[derive(Debug)]
+pub enum ConfigFile {
+    /// A tollgate policy file.
     Policy(Box<PolicyFile>),
+    /// An Envoy rate-limit configuration (envoyproxy/ratelimit's format).
     Envoy(EnvoyFile),
+}
+
+impl ConfigFile {
+    /// Reads and parses the file at `path` (blocking file I/O), telling
+    /// the two kinds apart as [`PolicySet::load`](crate::PolicySet::load)
+    /// does.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the file, and where known the line and
+    /// field, of the first mistake.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
+        let path = path.as_ref().to_owned();
+        let read = read_all(std::slice::from_ref(&path))?;
+        parse(&read[0])
+    }
 }
 
 /// The top-level key that marks an Envoy file.
@@ -53,18 +74,18 @@ pub(crate) fn read_all(paths: &[PathBuf]) -> Result<Vec<Read>, ConfigFileError> 
 
 /// Parses a file read: an Envoy file when its top level has `domain`, a
 /// tollgate policy file otherwise.
-pub(crate) fn parse(read: &Read) -> Result<Parsed, ConfigFileError> {
+pub(crate) fn parse(read: &Read) -> Result<ConfigFile, ConfigFileError> {
     let path: &Path = &read.path;
     let origin = path.display().to_string();
     let format = Format::from_path(path);
     let text = load::decode(&read.bytes, &origin)?;
     if format != Some(Format::Toml) && is_envoy(text) {
-        return EnvoyFile::parse(text, &origin).map(Parsed::Envoy);
+        return EnvoyFile::parse(text, &origin).map(ConfigFile::Envoy);
     }
     // Not an Envoy file, and no policy file format: the error names the
     // extensions a policy file may have.
     let format = format.ok_or_else(|| ConfigFileError::unknown_format(&origin))?;
-    PolicyFile::from_str(text, format, &origin).map(|file| Parsed::Policy(Box::new(file)))
+    PolicyFile::from_str(text, format, &origin).map(|file| ConfigFile::Policy(Box::new(file)))
 }
 
 /// Whether `text` is an Envoy file: its top level has `domain`. A file

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tollgate::clock::Clock;
 use tollgate::clock::SharedClock;
 use tollgate::clock::SystemClock;
+use tollgate_http::HeaderMode;
 
 use crate::connection::Timeouts;
 use crate::envoy::service::EnvoyService;
@@ -44,6 +45,7 @@ pub struct ServerBuilder {
     limits: Limits,
     grpc_threads: Option<usize>,
     max_limit_override: u64,
+    envoy_headers: HeaderMode,
 }
 
 /// The largest limit a request may name by default
@@ -63,6 +65,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("limits", &self.limits)
             .field("grpc_threads", &self.grpc_threads)
             .field("max_limit_override", &self.max_limit_override)
+            .field("envoy_headers", &self.envoy_headers)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +119,7 @@ impl Server {
             },
             grpc_threads: None,
             max_limit_override: DEFAULT_MAX_LIMIT_OVERRIDE,
+            envoy_headers: HeaderMode::RateLimit,
         }
     }
 
@@ -235,6 +239,16 @@ impl ServerBuilder {
     /// request names.
     pub fn max_limit_override(mut self, max: u64) -> Self {
         self.max_limit_override = max;
+        self
+    }
+
+    /// The rate-limit headers the gRPC answers ask Envoy to add to the
+    /// response (`response_headers_to_add`): `RateLimit-*` by default, as
+    /// envoyproxy/ratelimit names them; [`HeaderMode::Legacy`] for
+    /// `X-RateLimit-*`, [`HeaderMode::Off`] for none (a denial still
+    /// carries `Retry-After`).
+    pub fn envoy_headers(mut self, mode: HeaderMode) -> Self {
+        self.envoy_headers = mode;
         self
     }
 
@@ -387,6 +401,7 @@ impl ServerBuilder {
             config: watcher.handle(),
             auth_deny_status: deny,
             max_limit_override: self.max_limit_override,
+            envoy_headers: self.envoy_headers,
             admin,
             metrics,
             reservations: Default::default(),

@@ -13,6 +13,8 @@ pub(crate) struct Shared {
     pub(crate) auth_deny_status: StatusCode,
     /// The largest limit a request may name (`/v1/decide`'s `"limit"`).
     pub(crate) max_limit_override: u64,
+    /// The rate-limit headers of the gRPC answers.
+    pub(crate) envoy_headers: tollgate_http::HeaderMode,
     /// Who may call the admin routes.
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.

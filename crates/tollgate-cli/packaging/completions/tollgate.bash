@@ -179,7 +179,7 @@ _tollgate() {
             return 0
             ;;
         tollgate__subcmd__serve)
-            opts="-h --config --listen --grpc-listen --auth-deny-status --max-limit-override --admin-token-file --header-read-timeout --idle-timeout --max-connections --drain-timeout --grpc-threads --log-format --help"
+            opts="-h --config --listen --grpc-listen --auth-deny-status --envoy-headers --max-limit-override --admin-token-file --header-read-timeout --idle-timeout --max-connections --drain-timeout --grpc-threads --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -199,6 +199,10 @@ _tollgate() {
                     ;;
                 --auth-deny-status)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --envoy-headers)
+                    COMPREPLY=($(compgen -W "ratelimit x-ratelimit ietf-draft off" -- "${cur}"))
                     return 0
                     ;;
                 --max-limit-override)

@@ -57,6 +57,10 @@ complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l config -d 'A
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l listen -d 'The HTTP listener\'s address' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l grpc-listen -d 'Serve Envoy\'s rate-limit gRPC API on this address' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l auth-deny-status -d 'The status of a denial on /v1/auth, from 400 to 499 (nginx\'s auth_request needs 403)' -r
+complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l envoy-headers -d 'The rate-limit headers the gRPC answers ask Envoy to add to the response' -r -f -a "ratelimit\t'`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (envoyproxy/ratelimit\'s default names)'
+x-ratelimit\t'`X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (envoyproxy/ratelimit with LIMIT_*_HEADER set to them)'
+ietf-draft\t'The IETF draft\'s `RateLimit-Policy` and `RateLimit`'
+off\t'None (`Retry-After` still comes with a denial)'"
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l max-limit-override -d 'The largest limit a request may name for itself (POST /v1/decide\'s "limit"); 0 refuses them all' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l admin-token-file -d 'A file holding the bearer token the admin routes require' -r -F
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l header-read-timeout -d 'How long an HTTP/1.1 request head may take from its first byte; slower clients are disconnected' -r

@@ -155,12 +155,13 @@ fn check_refuses_a_device_a_fifo_or_a_huge_file_at_once() {
         stderr.contains("over.yaml: the file is larger than 16 MiB (16777216 bytes), the most a configuration file may hold"),
         "{stderr}"
     );
-    // /dev/zero itself has no policy file extension: refused before reading.
+    // /dev/zero itself: refused before reading (an Envoy file may have any
+    // name, so the kind of file is what refuses it).
     let out = Tollgate::check("/dev/zero").run_within(limit);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: /dev/zero: unknown policy file format: the name must end in .yaml, .yml, .toml or \
-         .json\n"
+        "error: /dev/zero: cannot read the file: it is a character device, not a regular file; a \
+         configuration file must be a regular file (a link to one is fine)\n"
     );
 }
 
@@ -428,4 +429,29 @@ fn a_chart_with_a_policy_file_has_a_panel_per_policy_the_key_used() {
         "{captions:?}"
     );
     assert!(captions[1].ends_with(" in 1m"), "{captions:?}");
+}
+
+/// `tollgate check` on an Envoy rate-limit file validates it as `tollgate
+/// serve` reads it, and names a mistake's line and field.
+#[test]
+fn check_validates_an_envoy_file() {
+    let (code, stdout, stderr) = check_bytes(
+        "ratelimit.yaml",
+        b"domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n",
+    );
+    assert_eq!((code, stderr.as_str()), (Some(0), ""), "{stdout}");
+    assert!(
+        stdout.contains("ratelimit.yaml: valid Envoy rate-limit file, domain \"edge\", 1 limit\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nedge.user   5 per hour\n"), "{stdout}");
+    let (code, _, stderr) = check_bytes(
+        "bad.yaml",
+        b"domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n",
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("bad.yaml:3: descriptors[0].rate_limit.unit: \"fortnight\" is not a unit"),
+        "{stderr}"
+    );
 }

@@ -39,6 +39,18 @@ impl Domain {
         self.rules.get(index as usize)
     }
 
+    /// [`Self::find`], with the descriptor's limiter key: its values joined
+    /// as [`descriptor_key`](crate::envoy::descriptor_key) joins them,
+    /// each value a `share_threshold` wildcard matched standing as the
+    /// wildcard, so that all the values it matches count as one.
+    pub fn find_keyed<'e>(
+        &self,
+        entries: impl IntoIterator<Item = (&'e str, &'e str)>,
+    ) -> Option<(&DomainRule, Vec<u8>)> {
+        let (index, key) = self.root.find_keyed(entries)?;
+        Some((self.rules.get(*index as usize)?, key))
+    }
+
     /// The file the domain is configured in, as it was given.
     pub fn file(&self) -> &str {
         &self.file

@@ -2,8 +2,9 @@
 //! reference rate-limit service: a `domain` and a tree of `descriptors`,
 //! each with a `key`, an optional `value`, an optional `rate_limit`
 //! (`unit` and `requests_per_unit`, or `unlimited: true`, with an optional
-//! `name` and `replaces`), `shadow_mode`, `detailed_metric`, `charge`
-//! and nested `descriptors`.
+//! `name` and `replaces`), `shadow_mode`, `quota_mode`, `detailed_metric`,
+//! `value_to_metric`, `share_threshold`, `metadata`, `charge` and nested
+//! `descriptors`.
 
 use serde::Deserialize;
 use serde_path_to_error::Track;
@@ -43,6 +44,11 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, but never OVER_LIMIT.
     pub shadow: bool,
+    /// `quota_mode`: over its limit, the descriptor alone does not make
+    /// the request OVER_LIMIT; the request is OVER_LIMIT when every
+    /// descriptor of it in quota mode is (or another descriptor is), as in
+    /// envoyproxy/ratelimit.
+    pub quota: bool,
     /// `charge`: what a request is charged under this limit. `always`
     /// counts every hit, admitted or not, as envoyproxy/ratelimit's fixed
     /// window counts them (usage reported after the fact: a hit's
@@ -123,6 +129,24 @@ struct RawDescriptor {
     rate_limit: Option<RawRateLimit>,
     #[serde(default)]
     shadow_mode: bool,
+    /// See [`Rule::quota`].
+    #[serde(default)]
+    quota_mode: bool,
+    /// Every value its wildcard matches counts as one.
+    #[serde(default)]
+    share_threshold: bool,
+    /// envoyproxy/ratelimit's per-value metric names: read, and without
+    /// effect here (metrics are by domain, or by limit with
+    /// `detailed_metric`, never by request value, so that clients cannot
+    /// make series without bound).
+    #[serde(default)]
+    #[allow(dead_code, reason = "read for compatibility, see the field's doc")]
+    value_to_metric: bool,
+    /// envoyproxy/ratelimit's metadata returned with a decision: read, and
+    /// not returned here.
+    #[serde(default)]
+    #[allow(dead_code, reason = "read for compatibility, see the field's doc")]
+    metadata: Option<serde::de::IgnoredAny>,
     /// `admitted` or `always` (see [`Rule::charge`]).
     #[serde(default)]
     charge: Option<String>,
@@ -268,10 +292,22 @@ impl EnvoyFile {
                         .to_owned(),
                 ));
             }
+            if raw.share_threshold && !step.value.as_deref().is_some_and(|v| v.contains('*')) {
+                return Err(error(
+                    ".share_threshold",
+                    "is given on a descriptor whose value has no `*`: it makes every value a wildcard \
+                     matches count as one"
+                        .to_owned(),
+                ));
+            }
+            let flags = RuleFlags {
+                shadow: raw.shadow_mode,
+                quota: raw.quota_mode,
+                detailed_metric: raw.detailed_metric,
+                charge,
+            };
             let rule = match raw.rate_limit {
-                Some(rate) => {
-                    Some(self.rule(rate, (raw.shadow_mode, raw.detailed_metric, charge), path, &error)?)
-                }
+                Some(rate) => Some(self.rule(rate, flags, path, &error)?),
                 None => None,
             };
             let index = match rule {
@@ -297,7 +333,7 @@ impl EnvoyFile {
                 load,
             )?;
             path.pop();
-            if !level.insert(&step, Node::new(index, children)) {
+            if !level.insert(&step, Node::new(index, children), raw.share_threshold) {
                 let what = match &step.value {
                     Some(value) => format!("key {:?} with value {value:?}", step.key),
                     None => format!("key {:?} without a value", step.key),
@@ -311,7 +347,7 @@ impl EnvoyFile {
     fn rule(
         &self,
         raw: RawRateLimit,
-        (shadow, detailed_metric, charge): (bool, bool, tollgate::Charge),
+        flags: RuleFlags,
         path: &[Step],
         error: &dyn Fn(&str, String) -> ConfigFileError,
     ) -> Result<Rule, ConfigFileError> {
@@ -361,11 +397,21 @@ impl EnvoyFile {
             limit,
             name: raw.name.filter(|n| !n.is_empty()),
             replaces: raw.replaces.into_iter().map(|r| r.name).collect(),
-            shadow,
-            charge,
-            detailed_metric,
+            shadow: flags.shadow,
+            quota: flags.quota,
+            charge: flags.charge,
+            detailed_metric: flags.detailed_metric,
         })
     }
+}
+
+/// A descriptor's settings beside its `rate_limit`.
+#[derive(Clone, Copy)]
+struct RuleFlags {
+    shadow: bool,
+    quota: bool,
+    detailed_metric: bool,
+    charge: tollgate::Charge,
 }
 
 /// What a file's load carries through the levels.

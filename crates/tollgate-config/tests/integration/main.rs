@@ -5,6 +5,7 @@ mod support;
 
 mod compound;
 mod env;
+mod envoy_shapes;
 mod formats;
 mod memory;
 mod mistakes;

@@ -52,9 +52,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tollgate::{together, Decision, Limiter};
-use tollgate_config::envoy::{descriptor_key, override_key, DomainRule as Rule, RateLimit as Limit, Unit};
+use tollgate_config::envoy::{override_key, DomainRule as Rule, RateLimit as Limit, Unit};
 use tollgate_config::AnyBackend;
-use tollgate_http::{write_decision_headers, HeaderMode};
+use tollgate_http::write_decision_headers;
 use tonic::{Request, Response, Status};
 
 use crate::shared::Shared;
@@ -113,6 +113,30 @@ impl Planned<'_> {
     fn shadow(&self) -> bool {
         self.named.is_none() && self.rule.is_some_and(|r| r.rule().shadow)
     }
+
+    /// Whether the descriptor's limit is in quota mode (never one it names
+    /// for itself): over it, the descriptor alone denies nothing.
+    fn quota(&self) -> bool {
+        self.named.is_none() && self.rule.is_some_and(|r| r.rule().quota)
+    }
+
+    /// Whether the descriptor's denial alone makes the request OVER_LIMIT.
+    fn decisive(&self) -> bool {
+        !self.shadow() && !self.quota()
+    }
+}
+
+/// Whether the descriptors in quota mode make the request OVER_LIMIT:
+/// there are some, limited, and every one is over its limit (a shadow one
+/// counts as under it).
+fn quotas_spent(planned: &[Planned<'_>], outcomes: &[Option<Outcome>]) -> bool {
+    let mut quotas = planned
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(p, o)| Some((p, o.as_ref()?)))
+        .filter(|(p, _)| p.quota())
+        .peekable();
+    quotas.peek().is_some() && quotas.all(|(p, o)| o.over && !p.shadow())
 }
 
 /// The unit of a descriptor's own limit.
@@ -203,12 +227,15 @@ impl EnvoyService {
                     key: override_key(entries()),
                     cost,
                 },
-                None => Planned {
-                    rule: domain.find(entries()),
-                    named: None,
-                    key: descriptor_key(descriptor.entries.iter().map(|e| e.value.as_str())),
-                    cost,
-                },
+                None => {
+                    let (rule, key) = domain.find_keyed(entries()).unzip();
+                    Planned {
+                        rule,
+                        named: None,
+                        key: key.unwrap_or_default(),
+                        cost,
+                    }
+                }
             });
         }
         drop_replaced(&mut planned);
@@ -223,7 +250,7 @@ impl EnvoyService {
         // denies the request: the others are reported, charged nothing.
         let blocked = planned
             .iter()
-            .any(|p| !p.shadow() && p.limiter().is_some_and(|l| l.policy().admits_nothing()));
+            .any(|p| p.decisive() && p.limiter().is_some_and(|l| l.policy().admits_nothing()));
         let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
             .iter()
             .enumerate()
@@ -234,7 +261,7 @@ impl EnvoyService {
                         limiter: p.limiter()?,
                         key: &p.key,
                         cost: p.cost,
-                        decisive: !p.shadow(),
+                        decisive: p.decisive(),
                     },
                 ))
             })
@@ -247,11 +274,33 @@ impl EnvoyService {
             metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
             decided.decisions
         };
-        for (i, decision) in at.into_iter().zip(decisions) {
+        for (&i, decision) in at.iter().zip(decisions) {
             outcomes[i] = Some(Outcome {
                 over: !decision.allowed,
                 decision,
             });
+        }
+        if !blocked && quotas_spent(planned, &outcomes) {
+            // Every quota is spent: the request is over the limit after
+            // all, and what the others were charged goes back.
+            // (A report, charged always, stays charged.)
+            for (part, &i) in parts.iter().zip(&at) {
+                let Some(outcome) = &mut outcomes[i] else { continue };
+                let d = &mut outcome.decision;
+                let charged =
+                    d.allowed && !d.fail_open && !d.fallback && !d.shadow_denied && d.listed.is_none();
+                if charged && part.cost > 0 && part.limiter.charges() == tollgate::Charge::Admitted {
+                    match part
+                        .limiter
+                        .operate(part.key, tollgate::Operation::Refund(part.cost))
+                        .await
+                    {
+                        // Reported as it now stands, uncharged.
+                        Ok(()) => d.remaining = d.remaining.saturating_add(part.cost),
+                        Err(_) => metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1),
+                    }
+                }
+            }
         }
         Ok(outcomes)
     }
@@ -292,7 +341,7 @@ impl EnvoyService {
                     .increment(1);
                 code = Code::Ok;
             }
-            if code == Code::OverLimit {
+            if code == Code::OverLimit && !p.quota() {
                 response.overall_code = Code::OverLimit as i32;
             }
             let d = &outcome.decision;
@@ -310,6 +359,9 @@ impl EnvoyService {
                 duration_until_reset: Some(pb_duration(d.reset)),
                 quota: None,
             });
+        }
+        if quotas_spent(planned, outcomes) {
+            response.overall_code = Code::OverLimit as i32;
         }
         // The headers report the denial with the longest wait (none: never),
         // or when admitted the descriptor with the fewest units left.
@@ -329,7 +381,13 @@ impl EnvoyService {
             if let Some(policy) = p.limiter().map(|l| *l.policy()) {
                 let mut headers = tollgate_http::http::HeaderMap::new();
                 let resource = p.rule.map_or("limit", |r| r.rule().resource.as_str());
-                write_decision_headers(HeaderMode::RateLimit, decision, resource, &policy, &mut headers);
+                write_decision_headers(
+                    self.shared.envoy_headers,
+                    decision,
+                    resource,
+                    &policy,
+                    &mut headers,
+                );
                 response.response_headers_to_add = headers
                     .iter()
                     .map(|(name, value)| PbHeader {

@@ -53,12 +53,18 @@ pub(crate) async fn envoy(offset: Duration) -> Envoy {
 /// A server of the Envoy file `text` on a clock `offset` after a day
 /// boundary.
 async fn envoy_serving(text: &str, offset: Duration) -> Envoy {
+    envoy_with(text, offset, tollgate_server::HeaderMode::RateLimit).await
+}
+
+/// [`envoy_serving`], its answers carrying the `headers`.
+async fn envoy_with(text: &str, offset: Duration, headers: tollgate_server::HeaderMode) -> Envoy {
     let dir = tempfile::tempdir().unwrap();
     let file = support::write(dir.path(), "edge.yaml", text);
     let clock = ManualClock::new(Duration::from_secs(20_000 * 86_400) + offset);
     let server = start(
         support::builder(&[&file])
             .grpc_listen(support::any_port())
+            .envoy_headers(headers)
             .clock(clock.clone()),
     )
     .await;
@@ -624,4 +630,131 @@ async fn a_descriptor_may_name_its_own_limit() {
         status.message()
     );
     envoy.server.stop().await;
+}
+
+/// envoyproxy/ratelimit's later fields, end to end: wildcards anywhere in
+/// a value, `share_threshold` (one count for every value a wildcard
+/// matches), `quota_mode` (OVER_LIMIT only when every quota is spent, the
+/// other descriptors then charged nothing), and `value_to_metric` and
+/// `metadata` read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wildcards_shared_thresholds_and_quotas_decide_as_envoyproxy_ratelimit() {
+    let file = "
+domain: parity
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    value_to_metric: true
+    rate_limit: { unit: hour, requests_per_unit: 3 }
+  - key: path
+    value: /v*/items/*
+    metadata: { owner: catalog }
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: plan
+    value: monthly
+    quota_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 2 }
+  - key: plan
+    value: bonus
+    quota_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+";
+    let mut envoy = envoy_serving(file, Duration::ZERO).await;
+    let one = |entries: &[(&str, &str)]| vec![descriptor(entries, None)];
+    for (value, expected) in [
+        ("files/a", Code::Ok),
+        ("files/b", Code::Ok),
+        ("files/c", Code::Ok),
+        ("files/d", Code::OverLimit),
+    ] {
+        let r = envoy.ask("parity", one(&[("files", value)]), 1).await;
+        assert_eq!(
+            r.overall_code,
+            code(expected),
+            "{value}: one count for every file"
+        );
+    }
+    for (value, expected) in [
+        ("/v1/items/1", Code::Ok),
+        ("/v1/items/1", Code::OverLimit),
+        ("/v2/items/1", Code::Ok),
+    ] {
+        let r = envoy.ask("parity", one(&[("path", value)]), 1).await;
+        assert_eq!(r.overall_code, code(expected), "{value}");
+    }
+    let unmatched = envoy.ask("parity", one(&[("path", "/items/1")]), 1).await;
+    assert_eq!(
+        unmatched.statuses[0].current_limit, None,
+        "the fixed parts need their own characters"
+    );
+    let quotas = || {
+        vec![
+            descriptor(&[("plan", "monthly")], None),
+            descriptor(&[("plan", "bonus")], None),
+            descriptor(&[("user", "ann")], None),
+        ]
+    };
+    // Both quotas have budget; then only the monthly one; then none.
+    let first = envoy.ask("parity", quotas(), 1).await;
+    assert_eq!(first.overall_code, code(Code::Ok));
+    let second = envoy.ask("parity", quotas(), 1).await;
+    assert_eq!(
+        second.overall_code,
+        code(Code::Ok),
+        "one quota with budget is enough"
+    );
+    assert_eq!(
+        second.statuses[1].code,
+        code(Code::OverLimit),
+        "the bonus quota is spent"
+    );
+    let third = envoy.ask("parity", quotas(), 1).await;
+    assert_eq!(third.overall_code, code(Code::OverLimit), "every quota is spent");
+    assert_eq!(
+        third.statuses[2].limit_remaining, 8,
+        "the user's limit reports itself uncharged"
+    );
+    let user = envoy
+        .ask("parity", vec![descriptor(&[("user", "ann")], Some(0))], 0)
+        .await;
+    assert_eq!(
+        user.statuses[0].limit_remaining, 8,
+        "charged for the two requests admitted only"
+    );
+    envoy.server.stop().await;
+}
+
+/// `--envoy-headers x-ratelimit`: the answers ask Envoy for
+/// `X-RateLimit-*`, as envoyproxy/ratelimit does with its header names set
+/// to them; `off`: none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answers_headers_are_named_as_configured() {
+    for (mode, expected) in [
+        (
+            tollgate_server::HeaderMode::Legacy,
+            vec!["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+        ),
+        (tollgate_server::HeaderMode::Off, vec![]),
+    ] {
+        let mut envoy = envoy_with(&example(), Duration::from_secs(1), mode).await;
+        let response = envoy.one(&[("user", "dana")], 1).await;
+        let mut names: Vec<&str> = response
+            .response_headers_to_add
+            .iter()
+            .map(|h| h.key.as_str())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, expected, "{mode:?}");
+        if let Some(remaining) = response
+            .response_headers_to_add
+            .iter()
+            .find(|h| h.key == "x-ratelimit-remaining")
+        {
+            assert_eq!(remaining.value, "4");
+        }
+        envoy.server.stop().await;
+    }
 }
