@@ -10,6 +10,9 @@
 //!   for memory tests and benchmarks;
 //! - [`envoy_files`]: large Envoy rate-limit files for the service's
 //!   memory and reload measurements;
+//! - [`fault_proxy`]: a TCP proxy that injects network faults (latency,
+//!   bandwidth, stalls, dropped and half-open connections, black holes,
+//!   lost replies) between clients and a Redis;
 //! - [`operation_traces`]: random traces of decisions and per-key
 //!   operations, and the decisions the pure strategy functions give for
 //!   them, which every backend must match;
@@ -21,6 +24,7 @@
 pub mod bench;
 pub mod counting_alloc;
 pub mod envoy_files;
+pub mod fault_proxy;
 pub mod operation_traces;
 pub mod process_cpu;
 pub mod redis;

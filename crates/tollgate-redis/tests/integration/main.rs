@@ -4,6 +4,7 @@
 
 mod support;
 
+mod bad_network;
 mod batch;
 mod bind;
 mod cluster;
