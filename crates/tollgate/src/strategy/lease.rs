@@ -94,7 +94,7 @@ pub fn window_end(limits: &[LimitRate], states: &[Option<State>]) -> Option<u64>
 }
 
 /// The tick before which the unspent units of a lease whose charge left
-/// `states` are given back ([`give_back`]): the earliest of the end of
+/// `states` are given back when the lease ends: the earliest of the end of
 /// each window it was charged in (fixed or sliding) and of each bucket's
 /// `tat` after the charge, when the bucket's debt from before the lease,
 /// the lease's own units last, has drained. [`u64::MAX`] when no limit
