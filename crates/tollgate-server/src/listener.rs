@@ -131,13 +131,35 @@ pub(crate) async fn serve_http(
         };
         let router = router.clone();
         let drain = drain_rx.clone();
-        let serve = |seat| async move {
-            connection::serve(stream, router, limits.timeouts, drain).await;
-            drop((permit, seat));
-        };
         match threads.as_deref().and_then(ConnectionThreads::pick) {
-            Some((thread, seat)) => connections.spawn_on(serve(Some(seat)), thread),
-            None => connections.spawn(serve(None)),
+            Some((thread, seat)) => {
+                // The socket leaves the accepting runtime's reactor and joins
+                // its thread's: otherwise every event on it would be seen by
+                // the accepting runtime and handed across threads to the
+                // connection's task (a wake-up, a context switch and an
+                // eventfd write per request).
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(err) => {
+                        tracing::warn!("the {what} listener could not hand a connection to its thread: {err}");
+                        continue;
+                    }
+                };
+                connections.spawn_on(
+                    async move {
+                        match TcpStream::from_std(stream) {
+                            Ok(stream) => connection::serve(stream, router, limits.timeouts, drain).await,
+                            Err(err) => tracing::warn!("a {what} connection could not join its thread: {err}"),
+                        }
+                        drop((permit, seat));
+                    },
+                    thread,
+                )
+            }
+            None => connections.spawn(async move {
+                connection::serve(stream, router, limits.timeouts, drain).await;
+                drop(permit);
+            }),
         };
         while connections.try_join_next().is_some() {}
     }
