@@ -141,7 +141,9 @@ pub(crate) async fn serve_http(
                 let stream = match stream.into_std() {
                     Ok(stream) => stream,
                     Err(err) => {
-                        tracing::warn!("the {what} listener could not hand a connection to its thread: {err}");
+                        tracing::warn!(
+                            "the {what} listener could not hand a connection to its thread: {err}"
+                        );
                         continue;
                     }
                 };
@@ -149,7 +151,9 @@ pub(crate) async fn serve_http(
                     async move {
                         match TcpStream::from_std(stream) {
                             Ok(stream) => connection::serve(stream, router, limits.timeouts, drain).await,
-                            Err(err) => tracing::warn!("a {what} connection could not join its thread: {err}"),
+                            Err(err) => {
+                                tracing::warn!("a {what} connection could not join its thread: {err}")
+                            }
                         }
                         drop((permit, seat));
                     },
