@@ -208,6 +208,12 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     let bytes = read_body(headers, body).await?;
     let request = parse(&bytes)?;
     if let Some((limit, _)) = request.limit {
+        if shared.max_limit_override == 0 {
+            return Err(ApiError::field(
+                "limit",
+                "limits chosen per request are turned off here (tollgate serve --max-limit-override 0)",
+            ));
+        }
         if limit > shared.max_limit_override {
             return Err(ApiError::field(
                 "limit",

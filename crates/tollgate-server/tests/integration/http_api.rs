@@ -638,4 +638,19 @@ async fn a_request_may_name_its_limit_within_the_ceiling() {
         assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
     }
     server.stop().await;
+    // Turned off: every limit a request names is refused, 0 included.
+    let off = start(support::builder(&[&file]).max_limit_override(0)).await;
+    for body in [r#"{"key": "t", "limit": 0}"#, r#"{"key": "t", "limit": 5}"#] {
+        let (status, got) = decide(&client, &off, body).await;
+        assert_eq!(
+            (status, got["field"].as_str()),
+            (400, Some("limit")),
+            "{body}: {got}"
+        );
+        assert!(
+            got["error"].as_str().unwrap().contains("turned off"),
+            "{body}: {got}"
+        );
+    }
+    off.stop().await;
 }
