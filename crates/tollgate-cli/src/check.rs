@@ -8,6 +8,7 @@ use tollgate_config::{ConfigFile, PolicyFile};
 
 use crate::described::{describe_settings, Replay};
 use crate::error::CliError;
+use crate::table::aligned;
 
 /// Loads the policy file at `path` and prints its effective policies.
 ///
@@ -83,40 +84,7 @@ pub fn report(file: &PolicyFile) -> String {
         })
     }))
     .collect();
-    out.push_str(&aligned(&rows, 2));
-    out
-}
-
-/// `rows` as lines of columns two spaces apart, each as wide as its
-/// widest cell, column `right` aligned right and the others left; trailing
-/// spaces dropped.
-pub fn aligned(rows: &[Vec<String>], right: usize) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let mut widths = vec![0; columns];
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            let pad = width - cell.chars().count();
-            if i == right {
-                line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    out.push_str(&aligned(&rows, |column| column == 2));
     out
 }
 

@@ -3,7 +3,7 @@
 
 use tollgate_config::envoy::{EnvoyFile, RateLimit};
 
-use crate::check::aligned;
+use crate::table::aligned;
 
 /// The report of a valid Envoy file read from `origin`: a line naming the
 /// file, its domain and how many limits it configures, then an aligned
@@ -52,7 +52,7 @@ pub fn report(file: &EnvoyFile, origin: &str) -> String {
             settings.join("; "),
         ]);
     }
-    out.push_str(&aligned(&rows, 1));
+    out.push_str(&aligned(&rows, |column| column == 1));
     out
 }
 

@@ -27,6 +27,7 @@ mod report;
 mod serve;
 mod shown;
 mod simulate;
+mod table;
 mod targets;
 mod trace;
 

@@ -257,26 +257,9 @@ fn delay_table(first: &str, stats: &[Stats]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.clone().map(|h| h.chars().count());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
+    let table: Vec<Vec<String>> = std::iter::once(header).chain(rows).map(Vec::from).collect();
     let mut out = String::from("waiting instead of refusing (delays of the admitted requests):\n");
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-            let pad = " ".repeat(width - cell.chars().count());
-            if i == 0 {
-                line.push_str(&format!("{cell}{pad}"));
-            } else {
-                line.push_str(&format!("  {pad}{cell}"));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    out.push_str(&crate::table::aligned(&table, |column| column > 0));
     out
 }
 
