@@ -23,6 +23,18 @@ pub enum Operation {
     Penalty(u64),
 }
 
+/// Refuses a cost above [`MAX_LIMIT`], which no strategy charges exactly:
+/// an operation's, or a report's ([`Limiter::charge`](crate::Limiter::charge)).
+pub(crate) fn check_cost(cost: u64) -> Result<(), ConfigError> {
+    if cost > MAX_LIMIT {
+        return Err(ConfigError::new(
+            "cost",
+            format!("{cost} exceeds 2^62 = {MAX_LIMIT}, the largest cost"),
+        ));
+    }
+    Ok(())
+}
+
 impl Operation {
     /// Checks the operation's argument: a cost of at most
     /// [`MAX_LIMIT`](crate::Policy::MAX_LIMIT), a block of at most
@@ -33,10 +45,7 @@ impl Operation {
     /// A [`ConfigError`] naming `cost` or `duration`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         match *self {
-            Operation::Refund(cost) | Operation::Penalty(cost) if cost > MAX_LIMIT => Err(ConfigError::new(
-                "cost",
-                format!("{cost} exceeds 2^62 = {MAX_LIMIT}, the largest cost"),
-            )),
+            Operation::Refund(cost) | Operation::Penalty(cost) => check_cost(cost),
             Operation::Block(duration) if duration > MAX_WINDOW => Err(ConfigError::new(
                 "duration",
                 format!(
@@ -45,7 +54,7 @@ impl Operation {
                     MAX_WINDOW.as_secs()
                 ),
             )),
-            _ => Ok(()),
+            Operation::Block(_) | Operation::Reset => Ok(()),
         }
     }
 

@@ -175,14 +175,7 @@ impl<'a> EnvoyLimits<'a> {
         if let (Some(limiter), true) = (self.kept.get(&identity), self.unchanged) {
             return Ok(limiter.clone());
         }
-        let mut builder = self
-            .settings
-            .configure(Limiter::builder().backend(self.backend.clone()))
-            .policy(policy)
-            .fail_policy(self.fail)
-            .charge(charge)
-            .key_prefix(prefix)
-            .resource(resource);
+        let mut builder = self.builder(resource, policy, prefix).charge(charge);
         if let (true, Some(clock)) = (policy.admits_nothing(), &self.clock) {
             builder = builder.local_clock(Arc::clone(clock));
         }
@@ -237,12 +230,7 @@ impl EnvoyLimits<'_> {
             return Ok(Arc::clone(previous));
         }
         let mut builder = self
-            .settings
-            .configure(Limiter::builder().backend(self.backend.clone()))
-            .policy(base_policy)
-            .fail_policy(self.fail)
-            .key_prefix(prefix)
-            .resource(&resource)
+            .builder(&resource, base_policy, prefix)
             .metrics_resource(&label);
         if let Some(clock) = &self.clock {
             // A limit of 0 reads its unit's end on it.
@@ -252,6 +240,17 @@ impl EnvoyLimits<'_> {
         Ok(Arc::new(
             Overrides::over(base, builder)?.ceiling(u64::from(u32::MAX)),
         ))
+    }
+
+    /// A builder of an Envoy limiter of `policy` at `resource` under
+    /// `prefix`: the set's backend, the Envoy settings and fail policy.
+    fn builder(&self, resource: &str, policy: Policy, prefix: &str) -> tollgate::LimiterBuilder<AnyBackend> {
+        self.settings
+            .configure(Limiter::builder().backend(self.backend.clone()))
+            .policy(policy)
+            .fail_policy(self.fail)
+            .key_prefix(prefix)
+            .resource(resource)
     }
 }
 

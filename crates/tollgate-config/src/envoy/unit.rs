@@ -25,8 +25,9 @@ pub enum Unit {
 }
 
 impl Unit {
-    /// The unit of a configuration's `unit`, in any case.
-    pub(crate) fn parse(text: &str) -> Option<Unit> {
+    /// The unit named `text`, in any case: a configuration's `unit`, or
+    /// the name of the rate-limit API's unit (`MINUTE`).
+    pub fn parse(text: &str) -> Option<Unit> {
         Some(match text.to_ascii_lowercase().as_str() {
             "second" => Unit::Second,
             "minute" => Unit::Minute,

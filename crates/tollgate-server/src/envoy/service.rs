@@ -127,30 +127,17 @@ impl Planned<'_> {
 }
 
 /// Whether the descriptors in quota mode make the request OVER_LIMIT:
-/// there are some, limited, and every one is over its limit (a shadow one
+/// of `decided` (each limited descriptor with its decision), there are
+/// some in quota mode, and every one is over its limit (a shadow one
 /// counts as under it).
-fn quotas_spent(planned: &[Planned<'_>], outcomes: &[Option<Outcome>]) -> bool {
-    let mut quotas = planned
-        .iter()
-        .zip(outcomes)
-        .filter_map(|(p, o)| Some((p, o.as_ref()?)))
-        .filter(|(p, _)| p.quota())
-        .peekable();
-    quotas.peek().is_some() && quotas.all(|(p, o)| o.over && !p.shadow())
+fn quotas_spent<'p>(decided: impl IntoIterator<Item = (&'p Planned<'p>, &'p Decision)>) -> bool {
+    let mut quotas = decided.into_iter().filter(|(p, _)| p.quota()).peekable();
+    quotas.peek().is_some() && quotas.all(|(p, d)| !d.allowed && !p.shadow())
 }
 
-/// The unit of a descriptor's own limit.
+/// The unit of a descriptor's own limit (none for `UNKNOWN`).
 fn named_unit(unit: i32) -> Option<Unit> {
-    Some(match PbUnit::try_from(unit).ok()? {
-        PbUnit::Second => Unit::Second,
-        PbUnit::Minute => Unit::Minute,
-        PbUnit::Hour => Unit::Hour,
-        PbUnit::Day => Unit::Day,
-        PbUnit::Week => Unit::Week,
-        PbUnit::Month => Unit::Month,
-        PbUnit::Year => Unit::Year,
-        PbUnit::Unknown => return None,
-    })
+    Unit::parse(PbUnit::try_from(unit).ok()?.as_str_name())
 }
 
 /// A limited descriptor's result.
@@ -239,12 +226,13 @@ impl EnvoyService {
             });
         }
         drop_replaced(&mut planned);
-        let outcomes = self.outcomes(&planned).await?;
-        Ok(self.response(&planned, &outcomes))
+        let (outcomes, quotas_spent) = self.outcomes(&planned).await?;
+        Ok(self.response(&planned, &outcomes, quotas_spent))
     }
 
-    /// Decides every limited descriptor; `None` for the others.
-    async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<Vec<Option<Outcome>>, Status> {
+    /// Decides every limited descriptor (`None` for the others), and says
+    /// whether every quota of the request is spent.
+    async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<(Vec<Option<Outcome>>, bool), Status> {
         let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|_| None).collect();
         // A decisive descriptor whose limit admits nothing (0 per unit)
         // denies the request: the others are reported, charged nothing.
@@ -267,45 +255,35 @@ impl EnvoyService {
             })
             .unzip();
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
-        let decisions = if blocked {
+        let mut decisions = if blocked {
             together::report(&parts).await.map_err(unavailable)?
         } else {
             let decided = together::decide_all(&parts).await.map_err(unavailable)?;
             metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
             decided.decisions
         };
+        let spent = !blocked && quotas_spent(at.iter().map(|&i| &planned[i]).zip(&decisions));
+        if spent {
+            // Every quota is spent: the request is over the limit after
+            // all, and what the others were charged goes back.
+            let failed = together::give_back(&parts, &mut decisions).await;
+            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(failed);
+        }
         for (&i, decision) in at.iter().zip(decisions) {
             outcomes[i] = Some(Outcome {
                 over: !decision.allowed,
                 decision,
             });
         }
-        if !blocked && quotas_spent(planned, &outcomes) {
-            // Every quota is spent: the request is over the limit after
-            // all, and what the others were charged goes back.
-            // (A report, charged always, stays charged.)
-            for (part, &i) in parts.iter().zip(&at) {
-                let Some(outcome) = &mut outcomes[i] else { continue };
-                let d = &mut outcome.decision;
-                let charged =
-                    d.allowed && !d.fail_open && !d.fallback && !d.shadow_denied && d.listed.is_none();
-                if charged && part.cost > 0 && part.limiter.charges() == tollgate::Charge::Admitted {
-                    match part
-                        .limiter
-                        .operate(part.key, tollgate::Operation::Refund(part.cost))
-                        .await
-                    {
-                        // Reported as it now stands, uncharged.
-                        Ok(()) => d.remaining = d.remaining.saturating_add(part.cost),
-                        Err(_) => metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(1),
-                    }
-                }
-            }
-        }
-        Ok(outcomes)
+        Ok((outcomes, spent))
     }
 
-    fn response(&self, planned: &[Planned<'_>], outcomes: &[Option<Outcome>]) -> RateLimitResponse {
+    fn response(
+        &self,
+        planned: &[Planned<'_>],
+        outcomes: &[Option<Outcome>],
+        quotas_spent: bool,
+    ) -> RateLimitResponse {
         let mut response = RateLimitResponse {
             overall_code: Code::Ok as i32,
             ..Default::default()
@@ -360,7 +338,7 @@ impl EnvoyService {
                 quota: None,
             });
         }
-        if quotas_spent(planned, outcomes) {
+        if quotas_spent {
             response.overall_code = Code::OverLimit as i32;
         }
         // The headers report the denial with the longest wait (none: never),

@@ -66,10 +66,7 @@ pub(crate) async fn decide<'a>(
 ) -> Result<Decided<'a>, ApiError> {
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
-    let limiter = match limit {
-        None => policies.limiter(resource),
-        Some((limit, window)) => overridden(config, resource, limit, window)?,
-    };
+    let limiter = limiter(config, resource, limit)?;
     let decided = match charge {
         Some(Charge::Always) => limiter.charge(key, cost).await,
         Some(Charge::Admitted) if limiter.charges() == Charge::Always => {
@@ -93,14 +90,17 @@ pub(crate) async fn decide<'a>(
     })
 }
 
-/// The limiter of `resource` under `limit` per `window` (the resource's
-/// own window when `None`), with the resource's strategy and settings.
-fn overridden(
+/// The limiter of `resource`: its own, or under a `limit` per `window`
+/// the request names (the resource's window when `None`), with the
+/// resource's strategy and settings.
+fn limiter(
     config: &PolicySet,
     resource: &str,
-    limit: u64,
-    window: Option<Duration>,
+    limit: Option<(u64, Option<Duration>)>,
 ) -> Result<Arc<tollgate::Limiter<AnyBackend>>, ApiError> {
+    let Some((limit, window)) = limit else {
+        return Ok(policies(config)?.limiter(resource));
+    };
     let overrides = match config.overrides(resource) {
         Some(Ok(overrides)) => overrides,
         Some(Err(err)) => {
@@ -239,10 +239,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     };
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
-    let limiter = match request.limit {
-        None => policies.limiter(resource),
-        Some((limit, window)) => overridden(&config, resource, limit, window)?,
-    };
+    let limiter = limiter(&config, resource, request.limit)?;
     let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await

@@ -512,25 +512,30 @@ impl MemoryBinding {
     /// short.
     #[inline(never)]
     fn check_all(&self, key: &[u8], cost: u64) -> Decision {
-        let limits = &self.limits;
-        self.update(key, |before, after, now| {
-            let compound = strategy::decide_all(limits, before, after, now, cost);
-            Decision::from_compound(compound, limits, Tick::Nanos)
-        })
+        self.decide_with(key, cost, strategy::decide_all)
     }
 
     /// Decides one request synchronously and charges it whether admitted
     /// or not ([`Binding::charge`]); the in-memory backend cannot fail.
+    /// Out of line: a report is rarer than a decision, and the drivers'
+    /// decision path stays as short as it was.
+    #[inline(never)]
     pub(crate) fn check_charged(&self, key: &[u8], cost: u64) -> Decision {
         if self.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return decision;
             }
         }
+        self.decide_with(key, cost, strategy::charge_all)
+    }
+
+    /// Decides `cost` units for `key` on every limit's state, all held
+    /// together, with `decide` ([`strategy::decide_all`] or
+    /// [`strategy::charge_all`]).
+    fn decide_with(&self, key: &[u8], cost: u64, decide: strategy::DecideAll) -> Decision {
         let limits = &self.limits;
         self.update(key, |before, after, now| {
-            let compound = strategy::charge_all(limits, before, after, now, cost);
-            Decision::from_compound(compound, limits, Tick::Nanos)
+            Decision::from_compound(decide(limits, before, after, now, cost), limits, Tick::Nanos)
         })
     }
 

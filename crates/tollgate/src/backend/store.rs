@@ -404,7 +404,7 @@ impl<S: Store> StoreBinding<S> {
                 return decision;
             }
             let mut next = [None; MAX_LIMITS];
-            let decide = if charged {
+            let decide: strategy::DecideAll = if charged {
                 strategy::charge_all
             } else {
                 strategy::decide_all

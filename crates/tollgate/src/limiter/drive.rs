@@ -11,22 +11,8 @@ use super::Limiter;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Binding};
 use crate::decision::Decision;
-use crate::error::{ConfigError, Error};
-use crate::operation::Operation;
-use crate::strategy::MAX_LIMIT;
-
-/// Refuses a cost above [`MAX_LIMIT`], which no strategy's arithmetic
-/// charges exactly.
-fn check_cost(cost: u64) -> Result<(), Error> {
-    if cost > MAX_LIMIT {
-        return Err(ConfigError::new(
-            "cost",
-            format!("{cost} exceeds 2^62 = {MAX_LIMIT}, the largest cost"),
-        )
-        .into());
-    }
-    Ok(())
-}
+use crate::error::Error;
+use crate::operation::{check_cost, Operation};
 
 impl<B: Backend> Limiter<B> {
     /// Decides one request of cost 1 for `key`.

@@ -459,7 +459,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
         let decision = match part.limiter.allow_n(part.key, part.cost).await {
             Ok(decision) => decision,
             Err(err) => {
-                give_back(parts, &charged).await;
+                refund_parts(parts, &charged).await;
                 return Err(err);
             }
         };
@@ -481,7 +481,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
             partial_charges: 0,
         });
     };
-    let failed = give_back(parts, &charged).await;
+    let failed = refund_parts(parts, &charged).await;
     // Every part but the denial reports what a request of it alone would
     // get against the state as it now stands: as it stood before the
     // request, since a refund right after a charge undoes it.
@@ -502,16 +502,42 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
 
 /// Gives back the charges of the parts at `charged`, each exactly its cost;
 /// how many could not be given back (the store failed).
-async fn give_back<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> u64 {
+async fn refund_parts<B: Backend>(parts: &[Part<'_, B>], charged: &[usize]) -> u64 {
     let mut failed = 0;
     for &i in charged {
-        let part = &parts[i];
-        if part
-            .limiter
-            .operate(part.key, Operation::Refund(part.cost))
-            .await
-            .is_err()
-        {
+        if !refund(&parts[i]).await {
+            failed += 1;
+        }
+    }
+    failed
+}
+
+/// Gives `part` back exactly its cost; whether the store took it.
+async fn refund<B: Backend>(part: &Part<'_, B>) -> bool {
+    part.limiter
+        .operate(part.key, Operation::Refund(part.cost))
+        .await
+        .is_ok()
+}
+
+/// Gives back what a request's parts were charged when the request, once
+/// `decisions` were made (one per part, in order, by [`decide_all`]), is
+/// denied after all by something they do not say (for Envoy, every quota
+/// of the request spent): each part whose decision charged its store is
+/// given back exactly its cost and reports it unspent, as the parts of a
+/// denied request do. A part [charged
+/// always](self#parts-charged-whether-admitted-or-not) keeps its charge.
+/// Returns how many could not be given back (the store failed), partial
+/// charges as [`Decided::partial_charges`] counts them.
+pub async fn give_back<B: Backend>(parts: &[Part<'_, B>], decisions: &mut [Decision]) -> u64 {
+    let mut failed = 0;
+    for (part, decision) in parts.iter().zip(decisions.iter_mut()) {
+        if !charges(decision) || part.cost == 0 || charged_always(part) {
+            continue;
+        }
+        if refund(part).await {
+            decision.remaining = decision.remaining.saturating_add(part.cost);
+        } else {
             failed += 1;
         }
     }

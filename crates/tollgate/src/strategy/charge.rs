@@ -5,6 +5,11 @@ use super::compound::{decide_all, CompoundOutcome, LimitRate};
 use super::{penalty, State};
 use crate::policy::MAX_LIMITS;
 
+/// A decision of every limit of a request, as [`decide_all`] and
+/// [`charge_all`] make it: `(limits, states, next, now, cost)`.
+pub(crate) type DecideAll =
+    fn(&[LimitRate], &[Option<State>], &mut [Option<State>], u64, u64) -> CompoundOutcome;
+
 /// Decides a request of `cost` against every limit, as [`decide_all`]
 /// does, and charges it whether admitted or not
 /// ([usage reported after the fact](crate::_documentation::semantics#usage-reported-after-the-fact-charge-always)).

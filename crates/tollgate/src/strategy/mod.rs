@@ -28,6 +28,7 @@ mod sliding_window;
 mod token_bucket;
 
 pub use charge::charge_all;
+pub(crate) use charge::DecideAll;
 pub use compound::{combine, decide_all, CompoundOutcome, LimitRate};
 pub(crate) use fixed_window::FixedWindow;
 pub use fixed_window::FixedWindowState;
