@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
 use tollgate::clock::Clock;
-use tollgate::strategy::{charge_all, decide_all, LimitRate, State};
+use tollgate::strategy::{charge_all, decide_all, State};
 use tollgate::{Charge, Decision, Limiter, Operation, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
@@ -48,14 +48,7 @@ fn reports_match_the_pure_charge(
         .run(&(policies, trace()), |(policy, trace)| {
             h.clock.set_nanos(START + 123_456_789);
             let limiter = h.limiter(policy);
-            let limits: Vec<LimitRate> = policy
-                .limits()
-                .iter()
-                .map(|l| LimitRate {
-                    strategy: l.strategy(),
-                    rate: l.rate_micros(),
-                })
-                .collect();
+            let limits = policy.limit_rates(Tick::Micros);
             let n = limits.len();
             let mut states = [[None::<State>; Policy::MAX_LIMITS]; 3];
             for (i, &(dt, key, cost, charged)) in trace.iter().enumerate() {

@@ -73,14 +73,7 @@ struct Model {
 
 impl Model {
     fn new(policy: &Policy, keys: usize) -> Self {
-        let limits = policy
-            .limits()
-            .iter()
-            .map(|l| LimitRate {
-                strategy: l.strategy(),
-                rate: l.rate_nanos(),
-            })
-            .collect();
+        let limits = policy.limit_rates(Tick::Nanos);
         Self {
             limits,
             states: vec![[None; Policy::MAX_LIMITS]; keys],
