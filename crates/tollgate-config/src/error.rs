@@ -164,8 +164,8 @@ impl ConfigFileError {
                 "tollgate" => "is required: every setting lives under a top-level `tollgate` key",
                 "default" => "is required: the policy of every resource without its own",
                 "limit" | "window" if !in_list => {
-                    "is required: a policy gives `limit` and `window` (and optionally `strategy`), \
-                     or `limits`, a list of such limits"
+                    "is required: a policy gives `limit` and `window` or `calendar` (and \
+                     optionally `strategy`), or `limits`, a list of such limits"
                 }
                 _ => "is required",
             };

@@ -48,6 +48,31 @@
 //! optional. The limits a policy accepts are those of
 //! [`tollgate::Limit::new`].
 //!
+//! ## Quotas by the calendar
+//!
+//! In place of `window`, `calendar` counts in the periods of a calendar
+//! ([`tollgate::calendar`]): "10,000 a month", reset at a boundary a
+//! customer recognises.
+//!
+//! ```yaml
+//! tollgate:
+//!   resources:
+//!     api_calls:
+//!       limit: 10000
+//!       calendar: { period: month, time_zone: Europe/Berlin, anchor: "2026-01-15T09:00:00" }
+//! ```
+//!
+//! `period` is `day`, `week`, `month`, `quarter` or `year`; `time_zone` an
+//! IANA name, `UTC` by default; `anchor` the local date and time the
+//! periods repeat from (quoted in YAML and JSON; TOML also takes its
+//! unquoted local date-time), by default the period's natural start
+//! (midnight, Monday, the 1st, 1 January). A calendar window is a fixed
+//! window: without `strategy` it is one whatever `tollgate.strategy` says,
+//! and any other strategy is refused. The repository's SEMANTICS.md
+//! ("Calendar windows") says what happens on days the month lacks and when
+//! the clocks change. Redis does not take calendars yet; a calendar
+//! resource on Redis is refused when the limiters are built.
+//!
 //! ## Several limits on one resource
 //!
 //! A resource (or the default) may instead give `limits`, a list of such

@@ -29,6 +29,7 @@ impl Beside for RawSettings {
     const FIELDS: &'static [&'static str] = &[
         "limit",
         "window",
+        "calendar",
         "strategy",
         "limits",
         "exempt",

@@ -1,8 +1,8 @@
-//! One policy as written: a single limit (`limit`, `window`, optionally
-//! `strategy`), or `limits`, a list of such limits decided together (a
-//! compound policy), beside the fields its place in the file takes
-//! ([`Beside`]). Mistakes are reported at the value they concern, an
-//! element of `limits` by its index (`limits[1].window`).
+//! One policy as written: a single limit (`limit`, `window` or
+//! `calendar`, optionally `strategy`), or `limits`, a list of such limits
+//! decided together (a compound policy), beside the fields its place in
+//! the file takes ([`Beside`]). Mistakes are reported at the value they
+//! concern, an element of `limits` by its index (`limits[1].window`).
 
 use std::convert::Infallible;
 use std::fmt;
@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use tollgate::calendar::Calendar;
 use tollgate::{ConfigError, Limit, Policy, Strategy};
 
 use crate::fields::{deserialize_any_with, next};
 use crate::setting_field::SettingField;
-use crate::values::{self, StrategyName, Window};
+use crate::values::{self, CalendarSetting, StrategyName, Window};
 
 /// One policy entry, as written.
 pub(crate) enum RawPolicy {
@@ -25,12 +26,45 @@ pub(crate) enum RawPolicy {
 }
 
 /// One limit, as written; without `strategy` it takes the file's
-/// `tollgate.strategy` when the policy is resolved.
+/// `tollgate.strategy` when the policy is resolved (a calendar window is a
+/// fixed window whatever that is).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawLimit {
     limit: u64,
-    window: Duration,
+    span: Span,
     strategy: Option<Strategy>,
+}
+
+/// What a limit counts in: windows of `window`, or a calendar's periods.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Span {
+    Window(Duration),
+    Calendar(Calendar),
+}
+
+impl Span {
+    /// `window` or `calendar`, whichever was given: an error when both
+    /// or neither were.
+    fn given<E: de::Error>(window: Option<Window>, calendar: Option<CalendarSetting>) -> Result<Self, E> {
+        match (window, calendar) {
+            (Some(Window(window)), None) => Ok(Span::Window(window)),
+            (None, Some(CalendarSetting(calendar))) => Ok(Span::Calendar(calendar)),
+            (None, None) => Err(de::Error::missing_field("window")),
+            (Some(_), Some(_)) => Err(de::Error::custom(window_and_calendar())),
+        }
+    }
+
+    /// Refuses a calendar under any strategy but the fixed window.
+    fn check_strategy(self, strategy: Option<Strategy>) -> Result<(), String> {
+        match (self, strategy) {
+            (Span::Calendar(_), Some(strategy)) if strategy != Strategy::FixedWindow => Err(format!(
+                "strategy {strategy} cannot count in a calendar's periods: only fixed_window takes \
+                 `calendar` (a sliding window weighs windows of one length, a bucket refills at \
+                 one rate); give `window` instead, or strategy fixed_window"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl RawPolicy {
@@ -75,17 +109,25 @@ impl RawPolicy {
 impl RawLimit {
     /// The limit, with `fallback` when it names no strategy.
     fn resolve(&self, fallback: Strategy) -> Result<Limit, ConfigError> {
-        Limit::new(self.strategy.unwrap_or(fallback), self.limit, self.window)
+        match self.span {
+            Span::Window(window) => Limit::new(self.strategy.unwrap_or(fallback), self.limit, window),
+            Span::Calendar(calendar) => {
+                self.span
+                    .check_strategy(self.strategy)
+                    .map_err(|reason| ConfigError::new("strategy", reason))?;
+                Limit::per_calendar(self.limit, calendar)
+            }
+        }
     }
 }
 
 /// What a policy that is not a map was expected to be.
-const EXPECTING_POLICY: &str = "a policy: a map with `limit`, `window` and optionally `strategy`, or \
-                                with `limits`, a list of such maps";
+const EXPECTING_POLICY: &str = "a policy: a map with `limit`, `window` (or `calendar`) and optionally \
+                                `strategy`, or with `limits`, a list of such maps";
 
 /// The fields of a policy's limits: all a policy gives where it takes no
 /// settings.
-pub(crate) const LIMIT_FIELDS: &[&str] = &["limit", "window", "strategy", "limits"];
+pub(crate) const LIMIT_FIELDS: &[&str] = &["limit", "window", "calendar", "strategy", "limits"];
 
 /// The fields a policy gives beside its limits, which depend on where it
 /// is written (a resource takes its settings, a `fallback` none): what
@@ -141,6 +183,7 @@ pub(crate) fn read_policy<'de, B: Beside, D: Deserializer<'de>>(
 enum PolicyField<F> {
     Limit,
     Window,
+    Calendar,
     Strategy,
     Limits,
     Beside(F),
@@ -168,6 +211,7 @@ impl<B: Beside> Visitor<'_> for PolicyKey<'_, B> {
         Ok(match name {
             "limit" => PolicyField::Limit,
             "window" => PolicyField::Window,
+            "calendar" => PolicyField::Calendar,
             "strategy" => PolicyField::Strategy,
             "limits" => PolicyField::Limits,
             _ => match self.0.field(name) {
@@ -183,8 +227,15 @@ impl<B: Beside> Visitor<'_> for PolicyKey<'_, B> {
 fn single_and_list(field: &str) -> String {
     format!(
         "`{field}` and `limits` are mutually exclusive: a policy is one limit (`limit`, `window` \
-         and optionally `strategy`) or a list of limits (`limits`), not both"
+         or `calendar`, and optionally `strategy`) or a list of limits (`limits`), not both"
     )
+}
+
+/// `window` given beside `calendar`, or the other way round.
+fn window_and_calendar() -> String {
+    "`window` and `calendar` are mutually exclusive: a limit counts in windows of one length \
+     (`window`) or in the periods of a calendar (`calendar`)"
+        .to_owned()
 }
 
 /// Reads a policy, the fields beside its limits into `B`.
@@ -200,6 +251,7 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut limit: Option<values::Limit> = None;
         let mut window: Option<Window> = None;
+        let mut calendar: Option<CalendarSetting> = None;
         let mut strategy: Option<StrategyName> = None;
         let mut limits: Option<LimitList> = None;
         let mut beside = self.0;
@@ -209,17 +261,34 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
             let single = [
                 ("limit", limit.is_some()),
                 ("window", window.is_some()),
+                ("calendar", calendar.is_some()),
                 ("strategy", strategy.is_some()),
             ]
             .into_iter()
             .find(|(_, given)| *given)
             .map(|(name, _)| name);
             let beside_list = |name: &str| listed.then(|| single_and_list(name));
+            let (has_window, has_calendar) = (window.is_some(), calendar.is_some());
+            let named = strategy.as_ref().map(|s| s.0);
             match field {
                 PolicyField::Limit => limit = Some(next(&mut map, &limit, |_| beside_list("limit"))?),
-                PolicyField::Window => window = Some(next(&mut map, &window, |_| beside_list("window"))?),
+                PolicyField::Window => {
+                    window = Some(next(&mut map, &window, |_| {
+                        beside_list("window").or_else(|| has_calendar.then(window_and_calendar))
+                    })?);
+                }
+                PolicyField::Calendar => {
+                    calendar = Some(next(&mut map, &calendar, |c: &CalendarSetting| {
+                        beside_list("calendar")
+                            .or_else(|| has_window.then(window_and_calendar))
+                            .or_else(|| Span::Calendar(c.0).check_strategy(named).err())
+                    })?);
+                }
                 PolicyField::Strategy => {
-                    strategy = Some(next(&mut map, &strategy, |_| beside_list("strategy"))?);
+                    let counted = calendar.as_ref().map(|c| Span::Calendar(c.0));
+                    strategy = Some(next(&mut map, &strategy, |s: &StrategyName| {
+                        beside_list("strategy").or_else(|| counted?.check_strategy(Some(s.0)).err())
+                    })?);
                 }
                 PolicyField::Limits => {
                     limits = Some(next(&mut map, &limits, |_| single.map(single_and_list))?);
@@ -229,23 +298,32 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
         }
         let policy = match limits {
             Some(LimitList(limits)) => RawPolicy::Several(limits),
-            None => RawPolicy::One(RawLimit {
-                limit: limit.ok_or_else(|| de::Error::missing_field("limit"))?.0,
-                window: window.ok_or_else(|| de::Error::missing_field("window"))?.0,
-                strategy: strategy.map(|s| s.0),
-            }),
+            None => {
+                let limit = limit.ok_or_else(|| de::Error::missing_field("limit"))?.0;
+                let span = Span::given(window, calendar)?;
+                let strategy = strategy.map(|s| s.0);
+                span.check_strategy(strategy).map_err(de::Error::custom)?;
+                RawPolicy::One(RawLimit {
+                    limit,
+                    span,
+                    strategy,
+                })
+            }
         };
         Ok((policy, beside))
     }
 }
 
-/// One element of `limits`: a map with `limit`, `window` and optionally
-/// `strategy`.
+/// One element of `limits`: a map with `limit`, `window` or `calendar`,
+/// and optionally `strategy`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitFields {
     limit: values::Limit,
-    window: Window,
+    #[serde(default)]
+    window: Option<Window>,
+    #[serde(default)]
+    calendar: Option<CalendarSetting>,
     #[serde(default)]
     strategy: Option<StrategyName>,
 }
@@ -269,15 +347,18 @@ impl<'de> Visitor<'de> for AnotherLimit<'_> {
     type Value = RawLimit;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a limit: a map with `limit`, `window` and optionally `strategy`")
+        f.write_str("a limit: a map with `limit`, `window` (or `calendar`) and optionally `strategy`")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimit, A::Error> {
         let fields = LimitFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let span = Span::given(fields.window, fields.calendar)?;
+        let strategy = fields.strategy.map(|s| s.0);
+        span.check_strategy(strategy).map_err(de::Error::custom)?;
         let limit = RawLimit {
             limit: fields.limit.0,
-            window: fields.window.0,
-            strategy: fields.strategy.map(|s| s.0),
+            span,
+            strategy,
         };
         check_another(self.before, limit).map_err(de::Error::custom)?;
         Ok(limit)
@@ -296,7 +377,9 @@ impl<'de> Visitor<'de> for LimitListVisitor {
     type Value = LimitList;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of limits, each a map with `limit`, `window` and optionally `strategy`")
+        f.write_str(
+            "a list of limits, each a map with `limit`, `window` (or `calendar`) and optionally `strategy`",
+        )
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LimitList, A::Error> {
@@ -326,11 +409,14 @@ fn check_another(before: &[RawLimit], limit: RawLimit) -> Result<(), String> {
             tollgate::Policy::MAX_LIMITS
         ));
     }
-    let same = |other: &RawLimit| other.strategy == limit.strategy && other.window == limit.window;
+    let same = |other: &RawLimit| other.strategy == limit.strategy && other.span == limit.span;
     let Some(j) = before.iter().position(same) else {
         return Ok(());
     };
-    let window = humantime::format_duration(limit.window);
+    let window = match limit.span {
+        Span::Window(window) => humantime::format_duration(window).to_string(),
+        Span::Calendar(calendar) => calendar.to_string(),
+    };
     let what = match limit.strategy {
         Some(strategy) => {
             format!("has the same strategy and window as limits[{j}] ({strategy} per {window})")

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Unexpected, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
+use tollgate::calendar::{Calendar, Period};
 use tollgate::{ConfigError, Policy, Strategy};
 
 use crate::env;
@@ -182,6 +183,98 @@ impl Visitor<'_> for FlagVisitor {
             "true" => Ok(Flag(true)),
             "false" => Ok(Flag(false)),
             _ => Err(E::custom(format!("{} is not true or false", shown(raw, &text)))),
+        }
+    }
+}
+
+/// `calendar`: `{ period, time_zone, anchor }`, the periods a calendar
+/// window counts in, in place of `window`.
+pub(crate) struct CalendarSetting(pub(crate) Calendar);
+deserialize_any_with!(CalendarSetting, CalendarVisitor);
+
+/// What `calendar` holds, each part read (and expanded) at its own line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalendarFields {
+    period: PeriodName,
+    #[serde(default)]
+    time_zone: Option<Text>,
+    #[serde(default)]
+    anchor: Option<Text>,
+}
+
+struct CalendarVisitor;
+
+impl<'de> Visitor<'de> for CalendarVisitor {
+    type Value = CalendarSetting;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a calendar: a map with `period` (day, week, month, quarter or year) and optionally \
+             `time_zone` (an IANA name, UTC by default) and `anchor` (a local date and time such \
+             as \"2026-01-15T09:00:00\")",
+        )
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CalendarSetting, A::Error> {
+        let fields = CalendarFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let zone = fields.time_zone.as_ref().map_or("UTC", |z| z.0.as_str());
+        Calendar::new(
+            fields.period.0,
+            zone,
+            fields.anchor.as_ref().map(|a| a.0.as_str()),
+        )
+        .map(CalendarSetting)
+        .map_err(|e| de::Error::custom(e.to_string()))
+    }
+}
+
+/// `calendar.period`: `day`, `week`, `month`, `quarter` or `year`.
+struct PeriodName(Period);
+deserialize_any_with!(PeriodName, PeriodVisitor);
+
+struct PeriodVisitor;
+
+impl Visitor<'_> for PeriodVisitor {
+    type Value = PeriodName;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a period: day, week, month, quarter or year")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<PeriodName, E> {
+        let text = expanded(raw)?;
+        text.parse()
+            .map(PeriodName)
+            .map_err(|e: ConfigError| E::custom(e.reason()))
+    }
+}
+
+/// Text, `${VAR}` expanded; TOML's local date-times (`anchor =
+/// 2026-01-15T09:00:00`, unquoted) are read as their text.
+struct Text(String);
+deserialize_any_with!(Text, TextVisitor);
+
+struct TextVisitor;
+
+/// The key under which the `toml` crate hands over a date-time value.
+const TOML_DATETIME: &str = "$__toml_private_datetime";
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("text")
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<Text, E> {
+        Ok(Text(expanded(raw)?.into_owned()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
+        match map.next_entry::<String, String>()? {
+            Some((key, value)) if key == TOML_DATETIME => Ok(Text(value)),
+            _ => Err(de::Error::invalid_type(Unexpected::Map, &self)),
         }
     }
 }

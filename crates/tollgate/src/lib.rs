@@ -73,6 +73,7 @@
 
 pub mod _documentation;
 pub mod backend;
+pub mod calendar;
 pub mod clock;
 mod decision;
 mod error;

@@ -11,7 +11,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
 use crate::error::{ConfigError, Error};
 use crate::limiter::{Limiter, LimiterBuilder};
-use crate::policy::Policy;
+use crate::policy::{Limit, Policy};
 
 /// The limiters of one base policy under limits chosen per request.
 ///
@@ -220,8 +220,12 @@ impl<B: Backend + Clone> Overrides<B> {
             return Ok(Arc::clone(&self.base));
         }
         // Envoy's `requests_per_unit: 0`: every request over the limit.
-        let policy = match limit {
-            0 => Policy::zero(window)?,
+        let policy = match (limit, base_limit.calendar()) {
+            (0, _) => Policy::zero(window)?,
+            // The policy's own windows are its calendar's periods.
+            (_, Some(calendar)) if window == base_limit.window() => {
+                Limit::per_calendar(limit, calendar)?.into()
+            }
             _ => Policy::new(base_limit.strategy(), limit, window)?,
         };
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);

@@ -4,33 +4,44 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::calendar::Calendar;
 use crate::decision::Tick;
 use crate::error::ConfigError;
-use crate::strategy::{LimitRate, Rate, Strategy, MAX_LIMIT};
+use crate::strategy::{CalendarTicks, LimitRate, Rate, Strategy, MAX_LIMIT};
 
 /// The longest window a policy accepts ([`Policy::MAX_WINDOW`]).
 pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// One validated limit: a strategy, a limit `L` and a window `W`.
+/// One validated limit: a strategy, a limit `L` and a window `W`, or a
+/// fixed window over the periods of a [`Calendar`].
 ///
-/// Build one with [`Limit::new`]; every instance is known to be valid. A
-/// [`Policy`] holds one limit or several decided together.
+/// Build one with [`Limit::new`] or [`Limit::per_calendar`]; every
+/// instance is known to be valid. A [`Policy`] holds one limit or several
+/// decided together.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     strategy: Strategy,
+    /// The periods of a calendar window (two bytes, so that a limit stays
+    /// 24 bytes).
+    calendar: Option<Calendar>,
     limit: u64,
     /// `W` in nanoseconds: at most [`Policy::MAX_WINDOW`](crate::Policy::MAX_WINDOW), so it fits, and 8 bytes
     /// where a `Duration` takes 16 (a [`Policy`] holds [`Policy::MAX_LIMITS`](crate::Policy::MAX_LIMITS)).
+    /// For a calendar window, its period's longest length.
     window_nanos: u64,
 }
 
 impl fmt::Debug for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limit")
+        let mut debug = f.debug_struct("Limit");
+        debug
             .field("strategy", &self.strategy)
-            .field("limit", &self.limit)
-            .field("window", &self.window())
-            .finish()
+            .field("limit", &self.limit);
+        match self.calendar {
+            Some(calendar) => debug.field("calendar", &calendar),
+            None => debug.field("window", &self.window()),
+        };
+        debug.finish()
     }
 }
 
@@ -83,10 +94,60 @@ impl Limit {
         check_window(window)?;
         Ok(Self {
             strategy,
+            calendar: None,
             limit,
             // At most MAX_WINDOW, checked above.
             window_nanos: window.as_nanos() as u64,
         })
+    }
+
+    /// Validates and builds a fixed window of `limit` units per period of
+    /// `calendar` ("10,000 a month"): each period is a bucket, and `reset`
+    /// and `retry_after` name the next boundary exactly. Only the fixed
+    /// window takes a calendar ([calendar
+    /// windows](crate::_documentation::semantics#calendar-windows) says
+    /// why).
+    ///
+    /// ```
+    /// use tollgate::calendar::{Calendar, Period};
+    /// use tollgate::{Limit, Strategy};
+    ///
+    /// let monthly = Limit::per_calendar(10_000, Calendar::new(Period::Month, "UTC", None)?)?;
+    /// assert_eq!(monthly.strategy(), Strategy::FixedWindow);
+    /// assert_eq!(monthly.to_string(), "fixed_window 10000 per month from 2001-01-01T00:00:00 UTC");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming `limit`, as for [`Limit::new`].
+    pub fn per_calendar(limit: u64, calendar: Calendar) -> Result<Self, ConfigError> {
+        let mut built = Self::new(Strategy::FixedWindow, limit, calendar.period().longest())?;
+        built.calendar = Some(calendar);
+        Ok(built)
+    }
+
+    /// The calendar whose periods are the windows, for a limit built with
+    /// [`Limit::per_calendar`].
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// What the limit counts in: its window (`60s`) or its calendar
+    /// (`month from 2001-01-01T00:00:00 UTC`).
+    fn span(&self) -> String {
+        match self.calendar {
+            Some(calendar) => calendar.to_string(),
+            None => format!("{:?}", self.window()),
+        }
+    }
+
+    /// Whether `other` counts in the same state as this limit: the same
+    /// strategy over the same windows (its `L` may differ).
+    pub(crate) fn same_windows(&self, other: &Limit) -> bool {
+        self.strategy == other.strategy
+            && self.window_nanos == other.window_nanos
+            && self.calendar == other.calendar
     }
 
     /// The strategy.
@@ -99,27 +160,35 @@ impl Limit {
         self.limit
     }
 
-    /// `W`, the window.
+    /// `W`, the window; for a calendar window, the longest its period can
+    /// last ([`Period::longest`](crate::calendar::Period::longest)).
     pub fn window(&self) -> Duration {
         Duration::from_nanos(self.window_nanos)
     }
 
     /// The rate in nanosecond ticks (the in-memory clock unit).
     pub fn rate_nanos(&self) -> Rate {
-        // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
-        Rate::new(self.limit, self.window_nanos)
+        self.rate(Tick::Nanos)
     }
 
     /// The rate in microsecond ticks, rounding the window down to whole
     /// microseconds (used by backends whose clock counts microseconds).
     pub fn rate_micros(&self) -> Rate {
-        Rate::new(self.limit, self.window_nanos / 1_000)
+        self.rate(Tick::Micros)
+    }
+
+    /// The rate in `tick`s, with the calendar when there is one.
+    pub fn rate(&self, tick: Tick) -> Rate {
+        // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
+        let mut rate = Rate::new(self.limit, tick.from_nanos(self.window_nanos));
+        rate.calendar = self.calendar.map(|calendar| CalendarTicks { calendar, tick });
+        rate
     }
 }
 
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} per {:?}", self.strategy, self.limit, self.window())
+        write!(f, "{} {} per {}", self.strategy, self.limit, self.span())
     }
 }
 
@@ -158,6 +227,7 @@ pub struct Policy {
 /// What fills the unused slots of a [`Policy`].
 const UNUSED: Limit = Limit {
     strategy: Strategy::FixedWindow,
+    calendar: None,
     limit: 1,
     window_nanos: 1_000_000_000,
 };
@@ -222,6 +292,7 @@ impl Policy {
         check_window(window)?;
         Ok(Self::from(Limit {
             strategy: Strategy::FixedWindow,
+            calendar: None,
             limit: 0,
             window_nanos: window.as_nanos() as u64,
         }))
@@ -256,17 +327,14 @@ impl Policy {
             ));
         }
         for (i, limit) in limits.iter().enumerate() {
-            if let Some(j) = limits[..i]
-                .iter()
-                .position(|l| l.strategy == limit.strategy && l.window_nanos == limit.window_nanos)
-            {
+            if let Some(j) = limits[..i].iter().position(|l| l.same_windows(limit)) {
                 return Err(ConfigError::new(
                     format!("limits[{i}]"),
                     format!(
-                        "has the same strategy and window as limits[{j}] ({} per {:?}); keep \
+                        "has the same strategy and window as limits[{j}] ({} per {}); keep \
                          only the smaller limit, the larger could never deny",
                         limit.strategy,
-                        limit.window()
+                        limit.span()
                     ),
                 ));
             }
@@ -297,10 +365,7 @@ impl Policy {
             .iter()
             .map(|l| LimitRate {
                 strategy: l.strategy(),
-                rate: match tick {
-                    Tick::Nanos => l.rate_nanos(),
-                    Tick::Micros => l.rate_micros(),
-                },
+                rate: l.rate(tick),
             })
             .collect()
     }

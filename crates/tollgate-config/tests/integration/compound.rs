@@ -263,7 +263,7 @@ fn a_mistake_in_an_element_names_its_index_and_line_in_every_format() {
             vec![Element::Raw("5")],
             0,
             "",
-            "expected a limit: a map with `limit`, `window` and optionally `strategy`",
+            "expected a limit: a map with `limit`, `window` (or `calendar`) and optionally `strategy`",
         ),
         (
             vec![
@@ -312,7 +312,11 @@ fn a_mistake_in_an_element_names_its_index_and_line_in_every_format() {
             if under == ".windw" {
                 // An element's fields only: `limits` does not nest.
                 let expected = err.message().split("expected one of ").nth(1).unwrap_or_default();
-                assert_eq!(expected.replace('`', ""), "limit, window, strategy", "{format}");
+                assert_eq!(
+                    expected.replace('`', ""),
+                    "limit, window, calendar, strategy",
+                    "{format}"
+                );
             }
         }
     }
@@ -344,7 +348,7 @@ fn a_list_of_no_limits_or_not_a_list_is_refused_in_every_format() {
         field,
         empty,
     );
-    let not_a_list = "expected a list of limits, each a map with `limit`, `window` and optionally `strategy`";
+    let not_a_list = "expected a list of limits, each a map with `limit`, `window` (or `calendar`) and optionally `strategy`";
     rejects(
         Format::Yaml,
         "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    api:\n      limits: { limit: 1, window: 1s }\n",
@@ -370,8 +374,8 @@ fn a_list_of_no_limits_or_not_a_list_is_refused_in_every_format() {
 
 #[test]
 fn limits_beside_a_single_limit_is_refused_naming_the_resource() {
-    let exclusive = "and `limits` are mutually exclusive: a policy is one limit (`limit`, `window` and \
-                     optionally `strategy`) or a list of limits (`limits`), not both";
+    let exclusive = "and `limits` are mutually exclusive: a policy is one limit (`limit`, `window` or \
+                     `calendar`, and optionally `strategy`) or a list of limits (`limits`), not both";
     let limit_first = format!("`limit` {exclusive}");
     // `limits` after `limit`: the error is at `limits`.
     rejects(
@@ -427,8 +431,8 @@ fn limits_beside_a_single_limit_is_refused_naming_the_resource() {
     );
     assert_eq!(
         err.message(),
-        "is required: a policy gives `limit` and `window` (and optionally `strategy`), or `limits`, \
-         a list of such limits"
+        "is required: a policy gives `limit` and `window` or `calendar` (and optionally `strategy`), \
+         or `limits`, a list of such limits"
     );
 }
 

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod calendar;
 mod compound;
 mod env;
 mod envoy_shapes;

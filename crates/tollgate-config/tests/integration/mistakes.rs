@@ -465,7 +465,7 @@ fn values_of_the_wrong_type() {
         "\"yes\" is not true or false",
     );
     // A policy, a section or a resource map that is not a map.
-    let message = "expected a policy: a map with `limit`, `window` and optionally `strategy`";
+    let message = "expected a policy: a map with `limit`, `window` (or `calendar`) and optionally `strategy`";
     rejects(
         Format::Yaml,
         "tollgate:\n  default: 7\n",

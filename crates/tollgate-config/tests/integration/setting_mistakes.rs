@@ -438,7 +438,7 @@ fn a_fallback_is_a_policy_of_limits_only() {
             ),
         ],
         "tollgate.fallback",
-        "expected a policy: a map with `limit`, `window` and optionally `strategy`",
+        "expected a policy: a map with `limit`, `window` (or `calendar`) and optionally `strategy`",
     );
 }
 

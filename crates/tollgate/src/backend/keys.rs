@@ -55,7 +55,23 @@ impl CompoundKeys {
         head.push(b':');
         let tails = limits
             .iter()
-            .map(|l| format!("}}:{}:{}", l.strategy().name(), window_label(l.window())).into_bytes())
+            .map(|l| {
+                let mut tail = format!("}}:{}:", l.strategy().name()).into_bytes();
+                match l.calendar() {
+                    Some(calendar) => escape_into(
+                        format!(
+                            "{}@{}@{}",
+                            calendar.period(),
+                            calendar.anchor(),
+                            calendar.time_zone()
+                        )
+                        .as_bytes(),
+                        &mut tail,
+                    ),
+                    None => tail.extend_from_slice(window_label(l.window()).as_bytes()),
+                }
+                tail
+            })
             .collect();
         Self { head, tails }
     }

@@ -187,10 +187,7 @@ impl MemoryBackend {
         };
         let kept = |limit: &Limit| {
             let (binding, policy) = previous?;
-            let i = policy
-                .limits()
-                .iter()
-                .position(|l| l.strategy() == limit.strategy() && l.window() == limit.window())?;
+            let i = policy.limits().iter().position(|l| l.same_windows(limit))?;
             Some(binding.tables[i].clone())
         };
         let tables: Box<[Tables]> = scope

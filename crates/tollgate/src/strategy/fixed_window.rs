@@ -1,9 +1,10 @@
-//! Fixed window: a counter per clock-aligned bucket of length `W`.
+//! Fixed window: a counter per clock-aligned bucket of length `W`, or per
+//! period of a calendar.
 
-use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
+use super::{clamp_time, unit_cost, Algorithm, CalendarTicks, Outcome, Rate};
 
-/// Fixed-window state: the start of the bucket (`floor(now / W) * W`) and the
-/// units charged in it.
+/// Fixed-window state: the start of the bucket (`floor(now / W) * W`, or
+/// the start of the calendar period) and the units charged in it.
 ///
 /// Keeping the bucket's start rather than its index lets a decision inside
 /// the same bucket skip the division by `W`.
@@ -19,17 +20,76 @@ pub struct FixedWindowState {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FixedWindow;
 
+/// The bucket a decision counts in.
+struct Bucket {
+    start: u64,
+    /// The start of the next bucket.
+    end: u64,
+    /// Units charged in it so far.
+    count: u64,
+    /// The effective now: within `start..end`.
+    now: u64,
+}
+
 impl FixedWindow {
     /// The bucket `now` falls in, with the stored count when the state is of
     /// that bucket (a clock that went back stays in the stored bucket), and
     /// the effective now.
     #[inline]
-    fn bucket(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> (u64, u64, u64) {
+    fn bucket(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> Bucket {
+        match rate.calendar {
+            Some(calendar) => Self::period(&calendar, state, clamp_time(now)),
+            None => Self::window(rate, state, now),
+        }
+    }
+
+    /// [`bucket`](Self::bucket) of a window of fixed length.
+    #[inline(always)]
+    fn window(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> Bucket {
         let now = clamp_time(now);
-        match state {
+        // Exact for valid state (start + W <= MAX_TICK + 2^62); saturating
+        // only for a corrupted stored start.
+        let (start, count, now) = match state {
             Some(s) if now < s.start => (s.start, s.count, s.start),
             Some(s) if now - s.start < rate.window => (s.start, s.count, now),
             _ => (now - now % rate.window, 0, now),
+        };
+        Bucket {
+            start,
+            end: start.saturating_add(rate.window),
+            count,
+            now,
+        }
+    }
+
+    /// [`bucket`](Self::bucket) over a calendar's periods: out of line,
+    /// so that a fixed-length window's decision pays only the test.
+    #[inline(never)]
+    fn period(calendar: &CalendarTicks, state: Option<FixedWindowState>, now: u64) -> Bucket {
+        let (start, end) = calendar.period_at(now);
+        let (start, end, count, now) = match state {
+            Some(s) if s.start == start => (start, end, s.count, now),
+            Some(s) if now < s.start => {
+                let (stored, stored_end) = calendar.period_at(s.start);
+                (stored, stored_end, s.count, stored)
+            }
+            _ => (start, end, 0, now),
+        };
+        // Past the last second a period is found for, the clock stands
+        // still at its end.
+        Bucket {
+            start,
+            end,
+            count,
+            now: now.min(end - 1),
+        }
+    }
+
+    /// The start of the bucket after the one that began at `start`.
+    pub(crate) fn end_of(rate: &Rate, start: u64) -> u64 {
+        match rate.calendar {
+            Some(calendar) => calendar.period_at(start).1,
+            None => start.saturating_add(rate.window),
         }
     }
 }
@@ -44,11 +104,13 @@ impl Algorithm for FixedWindow {
         now: u64,
         cost: u64,
     ) -> (Outcome, Option<FixedWindowState>) {
-        let (limit, window) = (rate.limit, rate.window);
-        let (start, mut count, now) = Self::bucket(rate, state, now);
-        // Exact for valid state (start + W <= MAX_TICK + 2^62); saturating
-        // only for a corrupted stored start.
-        let end = start.saturating_add(window);
+        let limit = rate.limit;
+        let Bucket {
+            start,
+            end,
+            mut count,
+            now,
+        } = Self::bucket(rate, state, now);
         let unit = unit_cost(cost);
         let allowed = unit <= limit && count <= limit - unit;
         if allowed {
@@ -65,11 +127,11 @@ impl Algorithm for FixedWindow {
     }
 
     fn expires_at(rate: &Rate, state: &FixedWindowState) -> u64 {
-        state.start.saturating_add(rate.window)
+        Self::end_of(rate, state.start)
     }
 
     fn refund(rate: &Rate, state: Option<FixedWindowState>, now: u64, cost: u64) -> Option<FixedWindowState> {
-        let (start, count, _) = Self::bucket(rate, state, now);
+        let Bucket { start, count, .. } = Self::bucket(rate, state, now);
         let count = count - cost.min(count);
         (count > 0).then_some(FixedWindowState { start, count })
     }
@@ -80,7 +142,7 @@ impl Algorithm for FixedWindow {
         now: u64,
         cost: u64,
     ) -> Option<FixedWindowState> {
-        let (start, count, _) = Self::bucket(rate, state, now);
+        let Bucket { start, count, .. } = Self::bucket(rate, state, now);
         let count = count.saturating_add(cost);
         (count > 0).then_some(FixedWindowState { start, count })
     }

@@ -6,7 +6,7 @@
 //! [`decide_all`], and [`give_back`] first when the call returns the units
 //! of an ended lease; both are pure, like the strategies.
 
-use super::{decide_all, refund, CompoundOutcome, LimitRate, State, Strategy};
+use super::{decide_all, refund, CompoundOutcome, FixedWindow, LimitRate, State, Strategy};
 
 /// What a store asked for a lease decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub fn window_end(limits: &[LimitRate], states: &[Option<State>]) -> Option<u64>
         .zip(states)
         .filter_map(|(limit, state)| match (limit.strategy, state) {
             (Strategy::FixedWindow, Some(State::FixedWindow(s))) => {
-                Some(s.start.saturating_add(limit.rate.window))
+                Some(FixedWindow::end_of(&limit.rate, s.start))
             }
             (Strategy::SlidingWindow, Some(State::SlidingWindow(s))) => {
                 Some(s.start.saturating_add(limit.rate.window))

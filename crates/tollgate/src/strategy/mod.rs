@@ -27,6 +27,9 @@ mod reserve;
 mod sliding_window;
 mod token_bucket;
 
+use crate::calendar::Calendar;
+use crate::decision::Tick;
+
 pub use charge::charge_all;
 pub(crate) use charge::DecideAll;
 pub use compound::{combine, decide_all, CompoundOutcome, LimitRate};
@@ -77,6 +80,32 @@ pub struct Rate {
     pub window: u64,
     /// `T = max(1, W / L)`: the emission interval in ticks.
     pub interval: u64,
+    /// The calendar whose periods a fixed window's buckets are, in place
+    /// of `W`-long buckets from the epoch (`W` is then the longest
+    /// period); `None` for every other rate.
+    pub calendar: Option<CalendarTicks>,
+}
+
+/// A calendar read in a backend's clock ticks: what a calendar window's
+/// [`Rate`] carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CalendarTicks {
+    /// The periods.
+    pub calendar: Calendar,
+    /// The backend's tick.
+    pub tick: Tick,
+}
+
+impl CalendarTicks {
+    /// The period that holds `now`: its start and the start of the next,
+    /// in ticks. A period that began before the epoch starts at 0.
+    pub fn period_at(&self, now: u64) -> (u64, u64) {
+        let tick_nanos = match self.tick {
+            Tick::Nanos => 1,
+            Tick::Micros => 1_000,
+        };
+        self.calendar.periods().period_at(now, tick_nanos)
+    }
 }
 
 impl Rate {
@@ -94,6 +123,7 @@ impl Rate {
             limit,
             window,
             interval: (window / limit).max(1),
+            calendar: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod acquire;
 mod backends_agree;
+mod calendar;
 mod charge;
 mod compound;
 mod concurrency;
