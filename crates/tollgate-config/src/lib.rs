@@ -70,8 +70,8 @@
 //! window: without `strategy` it is one whatever `tollgate.strategy` says,
 //! and any other strategy is refused. The repository's SEMANTICS.md
 //! ("Calendar windows") says what happens on days the month lacks and when
-//! the clocks change. Redis does not take calendars yet; a calendar
-//! resource on Redis is refused when the limiters are built.
+//! the clocks change. On Redis, the server's clock decides in which
+//! period a request falls.
 //!
 //! ## Several limits on one resource
 //!

@@ -89,7 +89,7 @@ end
 local function decider(ARGV, states, reply, news, expiries)
   return function(i, c)
     local allowed, remaining, reset, retry_after, new, expires_at = strategies[ARGV[4 * i]](
-      states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]), numbers[ARGV[4 * i + 2]] or arg(ARGV[4 * i + 2]),
+      states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]),
       numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), c)
     if allowed == nil then
       return nil, remaining
@@ -155,7 +155,7 @@ local penalties = {
 local function charge_limits(run, states, KEYS, ARGV, n, amount)
   for i = 1, n do
     local new, what = penalties[ARGV[4 * i]](states[i], numbers[ARGV[4 * i + 1]] or arg(ARGV[4 * i + 1]),
-      numbers[ARGV[4 * i + 2]] or arg(ARGV[4 * i + 2]), numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), amount)
+      window_of(ARGV[4 * i + 2]), numbers[ARGV[4 * i + 3]] or arg(ARGV[4 * i + 3]), amount)
     if new == false then
       return malformed(what, KEYS[i])
     end

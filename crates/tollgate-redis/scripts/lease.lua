@@ -52,7 +52,7 @@ local function lease(KEYS, ARGV)
   end
   local limits = {}
   for i = 1, n do
-    limits[i] = { ARGV[4 * i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]) }
+    limits[i] = { ARGV[4 * i], tonumber(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3]) }
   end
 
   -- The units of an ended lease, given back inside their window.

@@ -53,7 +53,7 @@ local function operate(KEYS, ARGV)
     if not peeks[name] then
       return redis.error_reply('TOLLGATE unknown strategy function ' .. tostring(name))
     end
-    local limit, window, interval = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+    local limit, window, interval = tonumber(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
     local raw = redis.call('GET', KEYS[i])
     local state, ends = raw, nil
     if raw and string.byte(raw, 1) == 66 then

@@ -112,6 +112,9 @@ end
 
 -- The error for a value under `key` that is not a state of kind `what`.
 local function malformed(what, key)
+  if what == 'calendar-span' then
+    return redis.error_reply('TOLLGATE the server clock is outside the calendar periods sent, under key ' .. key)
+  end
   return redis.error_reply('TOLLGATE malformed ' .. what .. ' state under key ' .. key)
 end
 

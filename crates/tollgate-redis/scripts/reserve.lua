@@ -82,7 +82,7 @@ local function reserve(KEYS, ARGV)
   -- earliest end of a sliding window's current window (and its limit).
   local proceed, longest, turns, turning, times, rolled = now, 1, nil, 1, {}, {}
   for i = 1, n do
-    local limit, window, interval = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+    local limit, window, interval = tonumber(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
     local earliest = now
     if ARGV[4 * i] == 'gcra' then
       local stored, t = gcra_time(states[i])
@@ -133,7 +133,7 @@ local function reserve(KEYS, ARGV)
 
   tail(1, proceed - now, longest)
   for i = 1, n do
-    local limit, window, interval = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+    local limit, window, interval = tonumber(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
     if ARGV[4 * i] == 'gcra' then
       local tat = (times[i] > proceed and times[i] or proceed) + cost * interval
       local burst = limit * interval
@@ -188,7 +188,7 @@ local function cancel(KEYS, ARGV)
   local grace_ms = tonumber(ARGV[3])
   for i = 1, n do
     local adjust = ARGV[4 * i] == 'gcra' and gcra_adjust or sliding_window_adjust
-    local new, expires_at = adjust(raws[i], tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]),
+    local new, expires_at = adjust(raws[i], tonumber(ARGV[4 * i + 1]), window_of(ARGV[4 * i + 2]),
       tonumber(ARGV[4 * i + 3]), -cost)
     save(KEYS[i], raws[i], new, expires_at, grace_ms)
   end

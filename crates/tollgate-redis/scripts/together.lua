@@ -67,7 +67,7 @@ local function together(KEYS, ARGV)
         key = KEYS[k],
         decide = decide,
         limit = numbers[ARGV[a + 1]] or arg(ARGV[a + 1]),
-        window = numbers[ARGV[a + 2]] or arg(ARGV[a + 2]),
+        window = window_of(ARGV[a + 2]),
         interval = numbers[ARGV[a + 3]] or arg(ARGV[a + 3]),
       }
       a, k = a + 4, k + 1

@@ -2,6 +2,7 @@
 //! its state keys, and its decisions and per-key operations as script
 //! calls.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,9 @@ use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
     namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope, Tick,
 };
-use tollgate::clock::SharedClock;
+use tollgate::clock::{Clock, SharedClock, SystemClock};
 use tollgate::strategy::{
-    self, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
+    self, CalendarTicks, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
 };
 use tollgate::{Decision, Error, Operation};
 
@@ -81,6 +82,11 @@ struct BindingShared {
     /// Each limit's strategy function, `L`, `W` and `T`, as the operations
     /// script takes them.
     operation_args: Vec<String>,
+    /// The calendar windows among the limits, with the index of their `W`
+    /// in `operation_args` (and `limit_args`, the same for them): a
+    /// calendar's `W` is the boundaries around now, made for each call
+    /// ([`periods_arg`]).
+    calendars: Box<[(usize, CalendarTicks)]>,
 }
 
 /// One policy served by a [`RedisBackend`](crate::RedisBackend). Cheap to clone.
@@ -131,7 +137,16 @@ impl RedisBinding {
                 rate,
             });
         }
-        let (script, layout, limit_args) = match policy.single() {
+        let calendars: Box<[(usize, CalendarTicks)]> = limits
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| Some((4 * i + 2, l.rate.calendar?)))
+            .collect();
+        // A calendar window's `W` is made for each call: it goes through
+        // the entry points that take every limit's arguments, whose keys
+        // are those of a compound policy.
+        let single = policy.single().filter(|_| calendars.is_empty());
+        let (script, layout, limit_args) = match single {
             Some(limit) => {
                 let rate = limits[0].rate;
                 (
@@ -177,7 +192,7 @@ impl RedisBinding {
                 connect_timeout: options.connect_timeout,
                 clock: options.clock.clone(),
                 script,
-                batch_script: policy.single().map(|limit| scripts::batch(limit.strategy())),
+                batch_script: single.map(|limit| scripts::batch(limit.strategy())),
                 layout,
                 max_limit: limits.iter().map(|l| l.rate.limit).max().unwrap_or(1),
                 limits: limits.into_boxed_slice(),
@@ -185,6 +200,7 @@ impl RedisBinding {
                 limit_args,
                 operations: scripts::operations(),
                 operation_args,
+                calendars,
             }),
         })
     }
@@ -272,9 +288,10 @@ impl RedisBinding {
         } else {
             parts.iter().map(|p| shared.cost_arg(p.2)).collect()
         };
-        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + shared.limit_args.len() + costs.len());
+        let limit_args = shared.with_periods(&shared.limit_args);
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + limit_args.len() + costs.len());
         args.extend([now.as_bytes(), shared.grace_ms.as_bytes()]);
-        args.extend(shared.limit_args.iter().map(String::as_bytes));
+        args.extend(limit_args.iter().map(String::as_bytes));
         args.extend(costs.iter().map(String::as_bytes));
         let reply = shared.call(script, &keys, &args).await?;
         let bad = || {
@@ -344,14 +361,18 @@ impl RedisBinding {
             })
             .collect();
         let count = parts.len().to_string();
+        let limit_args: Vec<_> = parts
+            .iter()
+            .map(|p| p.binding.shared.with_periods(&p.binding.shared.operation_args))
+            .collect();
         let mut args: Vec<&[u8]> = vec![now.as_bytes(), first.grace_ms.as_bytes(), count.as_bytes()];
-        for (part, (cost, limits)) in parts.iter().zip(&numbers) {
+        for ((part, (cost, limits)), limit_args) in parts.iter().zip(&numbers).zip(&limit_args) {
             args.extend([
                 cost.as_bytes(),
                 if part.decisive { b"1" } else { b"0" },
                 limits.as_bytes(),
             ]);
-            args.extend(part.binding.shared.operation_args.iter().map(String::as_bytes));
+            args.extend(limit_args.iter().map(String::as_bytes));
         }
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let reply = first.call(scripts::together(), &keys, &args).await?;
@@ -625,6 +646,7 @@ impl RedisBinding {
         let state_keys = self.state_keys(key);
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let now = shared.now_arg();
+        let limit_args = shared.with_periods(limit_args);
         let mut args: Vec<&[u8]> = Vec::with_capacity(4 + limit_args.len());
         args.extend([now.as_bytes(), amount.as_bytes(), shared.grace_ms.as_bytes()]);
         args.extend(limit_args.iter().map(String::as_bytes));
@@ -639,6 +661,26 @@ impl BindingShared {
     /// the largest keeps the argument exact.
     fn cost_arg(&self, cost: u64) -> String {
         cost.min(self.max_limit + 1).to_string()
+    }
+
+    /// `args` (`limit_args` or `operation_args`) with each calendar
+    /// window's `W` made for now on the caller's clock (the system clock
+    /// when the server's decides: only the period the server's now falls
+    /// in must be among those sent).
+    fn with_periods<'a>(&self, args: &'a [String]) -> Cow<'a, [String]> {
+        if self.calendars.is_empty() {
+            return Cow::Borrowed(args);
+        }
+        let nanos = self
+            .clock
+            .as_ref()
+            .map_or_else(|| SystemClock.now_nanos(), |c| c.now_nanos());
+        let now = Tick::Micros.from_nanos(nanos);
+        let mut args = args.to_vec();
+        for (index, calendar) in &*self.calendars {
+            args[*index] = periods_arg(calendar, now);
+        }
+        Cow::Owned(args)
     }
 
     /// The scripts' first argument: now in microseconds on the caller's
@@ -661,9 +703,10 @@ impl BindingShared {
         tail: &[String],
     ) -> Result<Vec<i64>, BackendError> {
         let now = self.now_arg();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + self.operation_args.len() + tail.len());
+        let operation_args = self.with_periods(&self.operation_args);
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + operation_args.len() + tail.len());
         args.extend([now.as_bytes(), amount.as_bytes(), self.grace_ms.as_bytes()]);
-        args.extend(self.operation_args.iter().map(String::as_bytes));
+        args.extend(operation_args.iter().map(String::as_bytes));
         args.extend(tail.iter().map(String::as_bytes));
         self.call(script, keys, &args).await
     }
@@ -847,6 +890,18 @@ impl Binding for RedisBinding {
     ) -> impl Future<Output = Option<Result<Vec<Decision>, BackendError>>> + Send {
         Self::together(parts)
     }
+}
+
+/// A calendar window's `W` as the scripts take it: the boundaries of the
+/// period before the one that holds `now` (microseconds), of that period
+/// and of the one after, `"b1,b2,b3,b4"`. The script decides in the period
+/// that holds the server's now, which may be a period before or after the
+/// caller's when the two clocks straddle a boundary.
+fn periods_arg(calendar: &CalendarTicks, now: u64) -> String {
+    let (start, end) = calendar.period_at(now);
+    let before = calendar.period_at(start.saturating_sub(1)).0;
+    let after = calendar.period_at(end).1;
+    format!("{before},{start},{end},{after}")
 }
 
 #[cfg(test)]

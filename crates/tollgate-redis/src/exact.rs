@@ -20,16 +20,6 @@ pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 /// double represents exactly. The messages follow the core's
 /// ([`tollgate::Policy::new`]): the value, the bound, and why.
 pub(crate) fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigError> {
-    if let Some(calendar) = rate.calendar {
-        return Err(ConfigError::new(
-            "calendar",
-            format!(
-                "a window per {} is not decided on the Redis backend yet; keep this limit in \
-                 memory, or give it a window of fixed length",
-                calendar.calendar.period()
-            ),
-        ));
-    }
     if rate.limit > MAX_EXACT_OPERAND {
         return Err(ConfigError::new(
             "limit",

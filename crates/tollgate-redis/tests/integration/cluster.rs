@@ -1,6 +1,7 @@
 //! Redis Cluster: three primaries started and joined by the test; keys spread
-//! over all of them, and shared limits stay exact, compound ones included,
-//! whose state keys for one rate-limit key share a slot.
+//! over all of them, and shared limits stay exact, compound ones and
+//! calendar windows included, whose state keys for one rate-limit key share
+//! a slot.
 
 use crate::support;
 
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use support::limiters::limiters;
 use support::window_count;
+use tollgate::calendar::{Calendar, Period};
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::cluster::Cluster;
@@ -21,6 +23,19 @@ fn policies() -> Vec<Policy> {
         .iter()
         .map(|&s| Policy::new(s, 10, hour).unwrap())
         .collect();
+    // Calendar windows (years: a run does not cross a boundary), alone
+    // and beside a rate, their boundaries sent with every call.
+    let year = |zone| Calendar::new(Period::Year, zone, None).unwrap();
+    policies.push(Limit::per_calendar(10, year("UTC")).unwrap().into());
+    policies.push(
+        Policy::compound([
+            Limit::per_calendar(9, year("Europe/Berlin")).unwrap(),
+            // Not the hour of the last policy's bucket: every policy here
+            // counts under the same resource.
+            Limit::new(Strategy::TokenBucket, 10, 2 * hour).unwrap(),
+        ])
+        .unwrap(),
+    );
     let compound = Policy::compound([
         Limit::new(Strategy::TokenBucket, 10, hour).unwrap(),
         Limit::new(Strategy::SlidingWindow, 8, hour).unwrap(),
@@ -315,7 +330,9 @@ async fn leases_on_a_cluster_stay_exact_and_keep_their_lessees_in_the_key_slot()
         let state = String::from_utf8(state).unwrap();
         let slot = cluster.slot(&state);
         let owner = cluster.owner(slot);
-        let lessees = if policy.is_compound() {
+        // A calendar window has the compound layout even alone.
+        let compound_layout = policy.is_compound() || policy.limits()[0].calendar().is_some();
+        let lessees = if compound_layout {
             format!("{state}:lessees")
         } else {
             format!("{{{state}}}:lessees")

@@ -7,6 +7,7 @@ mod support;
 mod bad_network;
 mod batch;
 mod bind;
+mod calendar;
 mod cluster;
 mod cluster_faults;
 mod compound;

@@ -95,6 +95,15 @@ async fn decisions_follow_a_failover_to_the_promoted_replica() {
         setup.replica.cli(&["EXISTS", "tollgate::fixed_window:fresh"]),
         "1"
     );
+    // A calendar window, its boundaries sent with each call, is exact on
+    // the promoted primary too.
+    let year = tollgate::calendar::Calendar::new(tollgate::calendar::Period::Year, "UTC", None).unwrap();
+    let calendar = Limiter::builder()
+        .backend(backend.clone())
+        .policy(tollgate::Limit::per_calendar(LIMIT, year).unwrap().into())
+        .build()
+        .unwrap();
+    assert_eq!(admitted(&calendar, "yearly", 2 * LIMIT).await, LIMIT);
     // The background connection finds the new primary as well.
     let deadline = Instant::now() + Duration::from_secs(5);
     while late.allow("background-after").await.is_err() {
