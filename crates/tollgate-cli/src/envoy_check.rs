@@ -27,7 +27,16 @@ pub fn report(file: &EnvoyFile, origin: &str) -> String {
     for rule in rules {
         let limit = match rule.limit {
             RateLimit::Unlimited => "unlimited".to_owned(),
-            RateLimit::PerUnit { unit, requests } => format!("{requests} per {}", unit.name()),
+            RateLimit::PerUnit {
+                unit,
+                requests,
+                calendar: None,
+            } => format!("{requests} per {}", unit.name()),
+            RateLimit::PerUnit {
+                requests,
+                calendar: Some(calendar),
+                ..
+            } => format!("{requests} per {calendar}"),
         };
         let mut settings = Vec::new();
         if let Some(name) = &rule.name {

@@ -270,12 +270,21 @@ impl PolicySet {
             let mut rules = Vec::with_capacity(file.rules.len());
             for rule in file.rules {
                 let limiter = match rule.limit {
-                    RateLimit::PerUnit { unit, requests } => {
+                    RateLimit::PerUnit {
+                        unit,
+                        requests,
+                        calendar,
+                    } => {
                         let unservable = |err| ConfigFileError::unservable(&origin, &rule.resource, err);
-                        let policy = match requests {
+                        let policy = match (requests, calendar) {
                             // Every request over the limit until the unit ends.
-                            0 => Policy::zero(unit.window()),
-                            _ => Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window()),
+                            (0, _) => Policy::zero(unit.window()),
+                            (_, Some(calendar)) => {
+                                tollgate::Limit::per_calendar(u64::from(requests), calendar).map(Policy::from)
+                            }
+                            (_, None) => {
+                                Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
+                            }
                         }
                         .map_err(|err| unservable(err.into()))?;
                         let label = envoy_label(&file.domain, &rule).unwrap_or_else(|| rule.resource.clone());

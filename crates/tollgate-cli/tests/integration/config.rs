@@ -445,6 +445,16 @@ fn check_validates_an_envoy_file() {
         "{stdout}"
     );
     assert!(stdout.contains("\nedge.user   5 per hour\n"), "{stdout}");
+    // A unit that follows the calendar is listed as its period.
+    let (code, stdout, _) = check_bytes(
+        "billing.yaml",
+        b"domain: billing\ncalendar: { time_zone: Europe/Berlin }\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: month, requests_per_unit: 10000 }\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("billing.tenant  10000 per month from 2001-01-01T00:00:00 Europe/Berlin\n"),
+        "{stdout}"
+    );
     let (code, _, stderr) = check_bytes(
         "bad.yaml",
         b"domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n",

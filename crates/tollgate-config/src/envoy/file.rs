@@ -2,13 +2,16 @@
 //! reference rate-limit service: a `domain` and a tree of `descriptors`,
 //! each with a `key`, an optional `value`, an optional `rate_limit`
 //! (`unit` and `requests_per_unit`, or `unlimited: true`, with an optional
-//! `name` and `replaces`), `shadow_mode`, `quota_mode`, `detailed_metric`,
-//! `value_to_metric`, `share_threshold`, `metadata`, `charge` and nested
-//! `descriptors`.
+//! `name`, `replaces` and `calendar`), `shadow_mode`, `quota_mode`,
+//! `detailed_metric`, `value_to_metric`, `share_threshold`, `metadata`,
+//! `charge` and nested `descriptors`; and tollgate's own `calendar` beside
+//! the `domain`.
 
 use serde::Deserialize;
 use serde_path_to_error::Track;
 use serde_saphyr::{MessageFormatter as _, Spanned};
+
+use tollgate::calendar::{Calendar, Period};
 
 use crate::envoy::descriptors::{resource_name, Level, Node, Step};
 use crate::envoy::unit::Unit;
@@ -26,6 +29,11 @@ pub enum RateLimit {
         unit: Unit,
         /// `requests_per_unit`: how many requests each window admits.
         requests: u32,
+        /// The calendar the unit follows when the limit or its domain
+        /// opts in (`calendar:`, for a unit of a day, week, month or
+        /// year); `None`: Envoy's own fixed units from the epoch (a month
+        /// of 30 days).
+        calendar: Option<Calendar>,
     },
 }
 
@@ -115,8 +123,34 @@ const MAX_YAML_NODES: usize = 20 * MAX_DESCRIPTORS;
 #[serde(deny_unknown_fields)]
 struct RawFile {
     domain: String,
+    /// tollgate's own: the calendar every day, week, month and year unit
+    /// of the domain follows.
+    #[serde(default)]
+    calendar: Option<RawCalendar>,
     #[serde(default)]
     descriptors: Vec<RawDescriptor>,
+}
+
+/// `calendar`: the time zone and anchor a limit's unit follows as a
+/// calendar period; the unit gives the period.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCalendar {
+    #[serde(default)]
+    time_zone: Option<String>,
+    #[serde(default)]
+    anchor: Option<String>,
+}
+
+impl RawCalendar {
+    /// The calendar of `period` in this zone, from this anchor.
+    fn of(&self, period: Period) -> Result<Calendar, tollgate::ConfigError> {
+        Calendar::new(
+            period,
+            self.time_zone.as_deref().unwrap_or("UTC"),
+            self.anchor.as_deref(),
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -170,6 +204,9 @@ struct RawRateLimit {
     name: Option<String>,
     #[serde(default)]
     replaces: Vec<RawReplaces>,
+    /// tollgate's own: the unit follows the calendar (see [`RawCalendar`]).
+    #[serde(default)]
+    calendar: Option<RawCalendar>,
 }
 
 #[derive(Deserialize)]
@@ -214,6 +251,13 @@ impl EnvoyFile {
         if raw.domain.is_empty() {
             return Err(ConfigFileError::at(file, None, "domain", "must not be empty"));
         }
+        if let Some(calendar) = &raw.calendar {
+            // Checked once here (the month stands for every period), so
+            // that a mistake is named at the domain's calendar.
+            calendar.of(Period::Month).map_err(|e| {
+                ConfigFileError::at(file, None, format!("calendar.{}", e.field()), e.reason())
+            })?;
+        }
         let mut out = EnvoyFile {
             domain: raw.domain,
             root: Level::default(),
@@ -232,6 +276,7 @@ impl EnvoyFile {
                 file,
                 sites: &mut sites,
                 count: &mut count,
+                calendar: raw.calendar,
             },
         )?;
         check_names(&sites, file)?;
@@ -307,7 +352,7 @@ impl EnvoyFile {
                 charge,
             };
             let rule = match raw.rate_limit {
-                Some(rate) => Some(self.rule(rate, flags, path, &error)?),
+                Some(rate) => Some(self.rule(rate, flags, path, load.calendar.as_ref(), &error)?),
                 None => None,
             };
             let index = match rule {
@@ -349,6 +394,7 @@ impl EnvoyFile {
         raw: RawRateLimit,
         flags: RuleFlags,
         path: &[Step],
+        domain_calendar: Option<&RawCalendar>,
         error: &dyn Fn(&str, String) -> ConfigFileError,
     ) -> Result<Rule, ConfigFileError> {
         let limit = if raw.unlimited {
@@ -381,7 +427,42 @@ impl EnvoyFile {
                     )
                 })?
                 .0;
-            RateLimit::PerUnit { unit, requests }
+            let period = match unit {
+                Unit::Day => Some(Period::Day),
+                Unit::Week => Some(Period::Week),
+                Unit::Month => Some(Period::Month),
+                Unit::Year => Some(Period::Year),
+                Unit::Second | Unit::Minute | Unit::Hour => None,
+            };
+            let calendar = match (&raw.calendar, period) {
+                (Some(_), None) => {
+                    return Err(error(
+                        ".rate_limit.calendar",
+                        format!(
+                            "is given for unit {}: a calendar applies to a unit of a day, week, month \
+                             or year",
+                            unit.name()
+                        ),
+                    ))
+                }
+                (Some(own), Some(period)) => Some(own.of(period).map_err(|e| {
+                    error(
+                        &format!(".rate_limit.calendar.{}", e.field()),
+                        e.reason().to_owned(),
+                    )
+                })?),
+                // The domain's, checked when the file was read.
+                (None, Some(period)) => match domain_calendar {
+                    Some(domain) => Some(domain.of(period).map_err(|e| error("", e.to_string()))?),
+                    None => None,
+                },
+                (None, None) => None,
+            };
+            RateLimit::PerUnit {
+                unit,
+                requests,
+                calendar,
+            }
         };
         for (j, replaced) in raw.replaces.iter().enumerate() {
             let at = format!(".rate_limit.replaces[{j}].name");
@@ -417,6 +498,8 @@ struct RuleFlags {
 /// What a file's load carries through the levels.
 struct Load<'a> {
     file: &'a str,
+    /// The domain's `calendar`, which a limit without its own follows.
+    calendar: Option<RawCalendar>,
     sites: &'a mut Vec<Site>,
     /// Descriptors seen so far.
     count: &'a mut usize,
@@ -604,7 +687,8 @@ descriptors:
             found.limit,
             RateLimit::PerUnit {
                 unit: Unit::Day,
-                requests: 5
+                requests: 5,
+                calendar: None,
             }
         );
         let all = find(&file, &[("to_number", "1")]).unwrap();
@@ -623,6 +707,74 @@ descriptors:
                 "messaging.ldap"
             ]
         );
+    }
+
+    #[test]
+    fn units_follow_the_calendar_where_the_domain_or_the_limit_opts_in() {
+        let file = parse(
+            "domain: billing\ncalendar: { time_zone: Europe/Berlin }\ndescriptors:\n  \
+             - key: monthly\n    rate_limit: { unit: month, requests_per_unit: 10000 }\n  \
+             - key: per_second\n    rate_limit: { unit: second, requests_per_unit: 5 }\n  \
+             - key: from_the_15th\n    rate_limit:\n      unit: month\n      requests_per_unit: 100\n      \
+             calendar: { time_zone: UTC, anchor: \"2026-01-15T00:00:00\" }\n",
+        )
+        .unwrap();
+        let berlin = Calendar::new(Period::Month, "Europe/Berlin", None).unwrap();
+        let the_15th = Calendar::new(Period::Month, "UTC", Some("2026-01-15T00:00:00")).unwrap();
+        let limits: Vec<RateLimit> = file.rules.iter().map(|r| r.limit).collect();
+        assert_eq!(
+            limits,
+            [
+                RateLimit::PerUnit {
+                    unit: Unit::Month,
+                    requests: 10_000,
+                    calendar: Some(berlin),
+                },
+                // Seconds, minutes and hours are the same in any calendar.
+                RateLimit::PerUnit {
+                    unit: Unit::Second,
+                    requests: 5,
+                    calendar: None,
+                },
+                RateLimit::PerUnit {
+                    unit: Unit::Month,
+                    requests: 100,
+                    calendar: Some(the_15th),
+                },
+            ]
+        );
+        // Without `calendar`, Envoy's own units: a month of 30 days.
+        let plain = parse(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: month, requests_per_unit: 1 }\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            plain.rules[0].limit,
+            RateLimit::PerUnit { calendar: None, .. }
+        ));
+    }
+
+    #[test]
+    fn calendar_mistakes_name_the_line_and_field() {
+        let cases = [
+            (
+                "domain: d\ncalendar: { time_zone: Mars/Olympus }\n",
+                "rl.yaml: calendar.time_zone: \"Mars/Olympus\" is not a time zone",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: hour, requests_per_unit: 1, calendar: {} }\n",
+                "rl.yaml:3: descriptors[0].rate_limit.calendar: is given for unit hour: a calendar applies to a \
+                 unit of a day, week, month or year",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: day, requests_per_unit: 1, calendar: { anchor: noon } }\n",
+                "rl.yaml:3: descriptors[0].rate_limit.calendar.anchor: \"noon\" is not a local date and time",
+            ),
+        ];
+        for (text, expected) in cases {
+            let shown = parse(text).unwrap_err().to_string();
+            assert!(shown.starts_with(expected), "{text}\n{shown}");
+        }
     }
 
     #[test]

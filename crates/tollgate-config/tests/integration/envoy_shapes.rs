@@ -27,7 +27,7 @@ fn only_domain(set: &PolicySet) -> &Domain {
 
 fn per_unit(domain: &Domain, entries: &[(&str, &str)]) -> Option<(Unit, u32)> {
     match domain.find(entries.iter().copied())?.rule().limit {
-        RateLimit::PerUnit { unit, requests } => Some((unit, requests)),
+        RateLimit::PerUnit { unit, requests, .. } => Some((unit, requests)),
         RateLimit::Unlimited => None,
     }
 }

@@ -306,7 +306,7 @@ impl EnvoyService {
                         });
                         continue;
                     }
-                    Limit::PerUnit { unit, requests } => (unit, requests, rule.rule().name.clone()),
+                    Limit::PerUnit { unit, requests, .. } => (unit, requests, rule.rule().name.clone()),
                 },
             };
             let Some(outcome) = outcome else {

@@ -125,7 +125,7 @@ fn policies_body(config: &PolicySet) -> PoliciesBody<'_> {
                     let rule = rule.rule();
                     let (unit, requests) = match rule.limit {
                         RateLimit::Unlimited => (None, None),
-                        RateLimit::PerUnit { unit, requests } => (Some(unit), Some(requests)),
+                        RateLimit::PerUnit { unit, requests, .. } => (Some(unit), Some(requests)),
                     };
                     EnvoyRuleBody {
                         resource: &rule.resource,

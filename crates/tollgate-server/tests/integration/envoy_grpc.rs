@@ -758,3 +758,32 @@ async fn the_answers_headers_are_named_as_configured() {
         envoy.server.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_that_opts_in_counts_months_by_the_calendar() {
+    let text = "domain: billing\ncalendar: { time_zone: Europe/Berlin }\ndescriptors:\n  - key: tenant\n    \
+                rate_limit: { unit: month, requests_per_unit: 2 }\n";
+    // 2024-10-31T22:59:59.5Z: half a second before November in Berlin
+    // (midnight CET), nowhere near a boundary of Envoy's 30-day months.
+    let mut envoy = envoy_serving(text, Duration::from_millis(2_415_599_500)).await;
+    let acme = || vec![descriptor(&[("tenant", "acme")], None)];
+    for _ in 0..2 {
+        assert_eq!(envoy.ask("billing", acme(), 1).await.overall_code, code(Code::Ok));
+    }
+    let over = envoy.ask("billing", acme(), 1).await;
+    assert_eq!(over.overall_code, code(Code::OverLimit));
+    assert_eq!(
+        over.statuses[0].duration_until_reset,
+        duration(Duration::from_millis(500))
+    );
+    envoy.clock.advance(Duration::from_millis(500));
+    let november = envoy.ask("billing", acme(), 1).await;
+    assert_eq!(november.overall_code, code(Code::Ok));
+    assert_eq!(november.statuses[0].limit_remaining, 1);
+    // To 1 December, midnight CET: November's 30 days.
+    assert_eq!(
+        november.statuses[0].duration_until_reset,
+        duration(Duration::from_secs(30 * 86_400))
+    );
+    envoy.server.stop().await;
+}
