@@ -7,7 +7,9 @@
 //! `max_in_window`; the dashed line is the limit `L`, and every denied
 //! request is a red cross on the x axis at its time. A fixed window shows
 //! its boundary bursts as steps up to `2L`; the other strategies stay near
-//! `L`.
+//! `L`. A calendar window (a quota per day, month, ...) draws instead the
+//! units admitted in the current period, which fall to zero at each
+//! boundary, drawn as a dotted vertical line.
 //!
 //! Charts are drawn with `plotters`: SVG (text as SVG text) or PNG (text
 //! rasterised with the DejaVu Sans font embedded in the binary, so no system
@@ -27,6 +29,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
+use tollgate::calendar::Calendar;
+
+use crate::replay;
 
 use crate::output::Output;
 use crate::shown::shown;
@@ -136,6 +141,10 @@ pub struct Panel {
     pub limit: u64,
     /// The window `W` of that limit: the trailing window of the step line.
     pub window: Duration,
+    /// The calendar of that limit when it counts in a calendar's periods:
+    /// the step line counts the current period, and the boundaries are
+    /// drawn.
+    pub calendar: Option<Calendar>,
     /// The plotted key's requests with their decisions, in any order.
     pub events: Vec<Event>,
 }
@@ -204,6 +213,40 @@ pub fn trailing_admitted(events: &[Event], window: Duration, start: u64) -> Vec<
             points.push((x(t), before as f64));
             points.push((x(t), level as f64));
         }
+    }
+    simplify(points)
+}
+
+/// The step line of units admitted in the current period of `calendar`:
+/// points `(seconds since start, units)`, up at every admission and down
+/// to zero at every boundary after one, up to `end`.
+pub fn period_admitted(events: &[Event], calendar: Calendar, start: u64, end: u64) -> Vec<(f64, f64)> {
+    let mut admitted: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e.allowed && e.cost > 0)
+        .map(|e| (e.nanos, e.cost))
+        .collect();
+    admitted.sort_unstable();
+    let x = |t: u64| t.saturating_sub(start) as f64 / 1e9;
+    let mut points = vec![(0.0, 0.0)];
+    let mut level: u128 = 0;
+    let mut period_end = 0;
+    for (t, cost) in admitted {
+        if t >= period_end {
+            if level > 0 {
+                points.push((x(period_end), level as f64));
+                points.push((x(period_end), 0.0));
+            }
+            level = 0;
+            period_end = replay::period_end(calendar, t);
+        }
+        points.push((x(t), level as f64));
+        level += u128::from(cost);
+        points.push((x(t), level as f64));
+    }
+    if level > 0 && period_end <= end {
+        points.push((x(period_end), level as f64));
+        points.push((x(period_end), 0.0));
     }
     simplify(points)
 }
@@ -306,7 +349,13 @@ fn draw<DB: DrawingBackend>(chart: &Chart<'_>, root: &DrawingArea<DB, Shift>) ->
     let series: Vec<Vec<(f64, f64)>> = chart
         .panels
         .iter()
-        .map(|p| clip(trailing_admitted(&p.events, p.window, chart.start), x_max))
+        .map(|p| {
+            let points = match p.calendar {
+                Some(calendar) => period_admitted(&p.events, calendar, chart.start, chart.end),
+                None => trailing_admitted(&p.events, p.window, chart.start),
+            };
+            clip(points, x_max)
+        })
         .collect();
     let top = |panel: &Panel, points: &[(f64, f64)]| {
         points.iter().map(|&(_, y)| y).fold(panel.limit as f64, f64::max)
@@ -323,6 +372,19 @@ fn draw<DB: DrawingBackend>(chart: &Chart<'_>, root: &DrawingArea<DB, Shift>) ->
         draw_panel(chart, panel, area, points, (x_max, (y * 1.12).max(1.0)))?;
     }
     Ok(())
+}
+
+/// What a panel's step line counts, for the legend: `the trailing 1m`, or
+/// `the current month (a dotted line at each boundary)`.
+fn span_words(panel: &Panel) -> String {
+    match panel.calendar {
+        Some(calendar) => format!(
+            "the current {} of {} (a dotted line where one ends)",
+            calendar.period(),
+            calendar.time_zone()
+        ),
+        None => format!("the trailing {}", humantime::format_duration(panel.window)),
+    }
 }
 
 /// Draws the title line and, below it, the legend.
@@ -344,12 +406,9 @@ fn draw_title<DB: DrawingBackend>(chart: &Chart<'_>, band: &DrawingArea<DB, Shif
     let uniform = chart
         .panels
         .windows(2)
-        .all(|w| (w[0].limit, w[0].window) == (w[1].limit, w[1].window));
+        .all(|w| (w[0].limit, w[0].window, w[0].calendar) == (w[1].limit, w[1].window, w[1].calendar));
     let (window, limit) = match chart.panels.first() {
-        Some(p) if uniform => (
-            format!("the trailing {}", humantime::format_duration(p.window)),
-            format!("the limit, {}", p.limit),
-        ),
+        Some(p) if uniform => (span_words(p), format!("the limit, {}", p.limit)),
         _ => ("the trailing window".to_owned(), "the limit".to_owned()),
     };
     let y = 52;
@@ -458,7 +517,16 @@ fn draw_panel<DB: DrawingBackend>(
     points: &[(f64, f64)],
     (x_max, y_max): (f64, f64),
 ) -> Result<(), PlotError> {
-    let window = humantime::format_duration(panel.window).to_string();
+    let (window, last) = match panel.calendar {
+        Some(calendar) => (
+            format!("a {}", calendar.period()),
+            format!("this {}", calendar.period()),
+        ),
+        None => {
+            let window = humantime::format_duration(panel.window).to_string();
+            (window.clone(), format!("last {window}"))
+        }
+    };
     let admitted = panel.events.iter().filter(|e| e.allowed).count();
     let denied = panel.events.len() - admitted;
     let peak = points.iter().map(|&(_, y)| y).fold(0.0_f64, f64::max);
@@ -478,7 +546,7 @@ fn draw_panel<DB: DrawingBackend>(
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.08))
         .x_desc("seconds since the trace's start")
-        .y_desc(format!("admitted, last {window}"))
+        .y_desc(format!("admitted, {last}"))
         .x_label_formatter(&tick)
         .y_label_formatter(&tick)
         .label_style((FAMILY, 13))
@@ -502,6 +570,19 @@ fn draw_panel<DB: DrawingBackend>(
     ))
     .map_err(draw_error)?;
     let start = chart.start;
+    // Where a calendar's period ends and every count starts again.
+    if let Some(calendar) = panel.calendar {
+        for boundary in replay::boundaries(calendar, (start, chart.end)) {
+            let x = boundary.saturating_sub(start) as f64 / 1e9;
+            ctx.draw_series(DashedLineSeries::new(
+                [(x, 0.0), (x, y_max)],
+                2,
+                4,
+                BLACK.mix(0.6).stroke_width(1),
+            ))
+            .map_err(draw_error)?;
+        }
+    }
     // One cross per pixel column is all that shows.
     let mut columns_denied: Vec<u64> = panel
         .events

@@ -2,9 +2,10 @@
 //! here; on Redis through [`replay_through`]), and the statistics collected
 //! on the way.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use tollgate::backend::Backend;
+use tollgate::calendar::Calendar;
 use tollgate::clock::ManualClock;
 use tollgate::{Decision, Limit, Limiter, Listed, MemoryBackend, Policy};
 
@@ -69,6 +70,11 @@ pub struct Stats {
     pub lists: ListStats,
     /// With `--max-delay`, how long the admitted requests waited.
     pub delays: Option<Delays>,
+    /// For a policy with a calendar window, the calendar and the
+    /// boundaries between its periods that fall within the requests'
+    /// times, in nanoseconds since the epoch (where every key's count
+    /// started again).
+    pub boundaries: Option<(Calendar, Vec<u64>)>,
 }
 
 /// How long the requests admitted under `--max-delay` waited for their
@@ -116,7 +122,8 @@ pub struct LimitStats {
     pub peak: Peak,
 }
 
-/// The most units admitted for one key inside one window length.
+/// The most units admitted for one key inside one window length (for a
+/// calendar window, inside one of its periods).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Peak {
     /// The units admitted within `[t, t + W)` for the best key and `t`.
@@ -336,6 +343,8 @@ struct Tally {
     /// When replayed waiting: the delay of every admitted request, in
     /// nanoseconds.
     delays: Option<Vec<u64>>,
+    /// The earliest and the latest request's time.
+    span: Option<(u64, u64)>,
 }
 
 impl Tally {
@@ -363,6 +372,7 @@ impl Tally {
                 Vec::new()
             },
             delays: None,
+            span: None,
         }
     }
 
@@ -370,6 +380,8 @@ impl Tally {
     /// admitted.
     fn record(&mut self, request: &Request, decision: &Decision, delay: Duration) {
         self.requests += 1;
+        let (first, last) = self.span.unwrap_or((request.nanos, request.nanos));
+        self.span = Some((first.min(request.nanos), last.max(request.nanos)));
         if self.rank[request.key] == usize::MAX {
             self.rank[request.key] = self.order.len();
             self.order.push(request.key);
@@ -428,7 +440,7 @@ impl Tally {
                 .map(|(limit, &(denied, _))| LimitStats {
                     limit: *limit,
                     denied,
-                    peak: self.peak(limit.window()),
+                    peak: self.peak(limit),
                 })
                 .collect()
         } else {
@@ -436,8 +448,19 @@ impl Tally {
         };
         let peak = match limits.get(measured) {
             Some(limit) => limit.peak,
-            None => self.peak(self.policy.limits()[measured].window()),
+            None => self.peak(&self.policy.limits()[measured]),
         };
+        let boundaries = self
+            .policy
+            .limits()
+            .iter()
+            .find_map(Limit::calendar)
+            .map(|calendar| {
+                (
+                    calendar,
+                    self.span.map_or_else(Vec::new, |span| boundaries(calendar, span)),
+                )
+            });
         Stats {
             name: name.to_owned(),
             requests: self.requests,
@@ -453,6 +476,7 @@ impl Tally {
             measured,
             lists: self.list_stats(),
             delays: self.delays.take().map(delay_stats),
+            boundaries,
         }
     }
 
@@ -473,14 +497,18 @@ impl Tally {
         }
     }
 
-    /// The busiest `window` of any key, from `admitted_at` sorted by key.
-    fn peak(&self, window: Duration) -> Peak {
+    /// The busiest window of `limit` for any key (for a calendar window,
+    /// its busiest period), from `admitted_at` sorted by key.
+    fn peak(&self, limit: &Limit) -> Peak {
         let mut peak = Peak::default();
         let mut events = Vec::new();
         for group in self.admitted_at.chunk_by(|a, b| a.0 == b.0) {
             events.clear();
             events.extend(group.iter().map(|&(_, time, cost)| (time, cost)));
-            let units = peak_units(&mut events, window.as_nanos());
+            let units = match limit.calendar() {
+                Some(calendar) => peak_in_periods(&mut events, calendar),
+                None => peak_units(&mut events, limit.window().as_nanos()),
+            };
             if units > peak.units {
                 peak = Peak {
                     units,
@@ -501,6 +529,52 @@ pub fn most_denied(denied: impl IntoIterator<Item = (usize, u64)>, n: usize) -> 
     keys.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
     keys.truncate(n);
     keys
+}
+
+/// The largest total cost of `events` (time in nanoseconds, cost) within one
+/// period of `calendar`. Sorts `events` by time.
+pub fn peak_in_periods(events: &mut [(u64, u64)], calendar: Calendar) -> u128 {
+    events.sort_unstable_by_key(|&(time, _)| time);
+    let mut best = 0;
+    let mut sum: u128 = 0;
+    let mut end = 0;
+    for &(time, cost) in events.iter() {
+        if time >= end {
+            sum = 0;
+            end = period_end(calendar, time);
+        }
+        sum += u128::from(cost);
+        best = best.max(sum);
+    }
+    best
+}
+
+/// The boundaries of `calendar`'s periods within `(first, last]`, in
+/// nanoseconds since the epoch, at most [`MAX_BOUNDARIES`] of them.
+pub fn boundaries(calendar: Calendar, (first, last): (u64, u64)) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut at = first;
+    while out.len() < MAX_BOUNDARIES {
+        let end = period_end(calendar, at);
+        if end > last || end <= at {
+            break;
+        }
+        out.push(end);
+        at = end;
+    }
+    out
+}
+
+/// The most boundaries [`boundaries`] lists: a trace of years under a
+/// daily quota would otherwise list thousands.
+pub const MAX_BOUNDARIES: usize = 1_000;
+
+/// The end of the period of `calendar` that holds `time` (nanoseconds
+/// since the epoch).
+pub fn period_end(calendar: Calendar, time: u64) -> u64 {
+    let (_, end) = calendar.period_at(UNIX_EPOCH + Duration::from_nanos(time));
+    end.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The largest total cost of `events` (time in nanoseconds, cost) within any
@@ -561,6 +635,42 @@ mod tests {
                 .max()
                 .unwrap_or(0);
             proptest::prop_assert_eq!(peak_units(&mut events.clone(), window), brute);
+        }
+
+        /// Per period of a day in New York (23- and 25-hour days
+        /// included): the sum of each period's events, found by comparing
+        /// each event's period with every other's.
+        #[test]
+        fn peak_in_periods_matches_brute_force(
+            events in proptest::collection::vec((0..400u64, 0..5u64), 0..40),
+        ) {
+            let day = Calendar::new(tollgate::calendar::Period::Day, "America/New_York", None).unwrap();
+            // Hours from 2026-03-01T00:00:00Z, across the spring change.
+            let events: Vec<(u64, u64)> = events
+                .into_iter()
+                .map(|(h, c)| (1_772_323_200_000_000_000 + h * 3_600_000_000_000, c))
+                .collect();
+            let start_of = |t: u64| day.period_at(UNIX_EPOCH + Duration::from_nanos(t)).0;
+            let brute = events
+                .iter()
+                .map(|&(t, _)| {
+                    events
+                        .iter()
+                        .filter(|&&(u, _)| start_of(u) == start_of(t))
+                        .map(|&(_, c)| u128::from(c))
+                        .sum::<u128>()
+                })
+                .max()
+                .unwrap_or(0);
+            proptest::prop_assert_eq!(peak_in_periods(&mut events.clone(), day), brute);
+            // Every boundary listed ends a period and starts the next.
+            if let (Some(first), Some(last)) = (events.iter().map(|e| e.0).min(), events.iter().map(|e| e.0).max()) {
+                for b in boundaries(day, (first, last)) {
+                    proptest::prop_assert!(first < b && b <= last);
+                    proptest::prop_assert_eq!(start_of(b), UNIX_EPOCH + Duration::from_nanos(b));
+                    proptest::prop_assert_eq!(period_end(day, b - 1), b);
+                }
+            }
         }
     }
 

@@ -227,6 +227,7 @@ pub fn summary(title: &str, first: &str, stats: &[Stats], keys: &Names) -> Strin
         if let Some(stats) = under {
             let shadow = stats.lists.shadow_denied.is_some();
             out.push_str(&limit_lines(&stats.limits, shadow, key_name));
+            out.push_str(&boundary_line(stats.boundaries.as_ref()));
             out.push_str(&list_lines(&stats.lists, key_name));
         }
     }
@@ -330,13 +331,49 @@ fn limit_lines(limits: &[LimitStats], shadow: bool, key_name: impl Fn(usize) -> 
     out
 }
 
-/// A limit as `fixed_window, 5 per 1m`.
+/// A limit as `fixed_window, 5 per 1m`, or for a calendar window
+/// `fixed_window, 10000 per month from 2001-01-01T00:00:00 UTC`.
 pub fn describe_limit(limit: &Limit) -> String {
+    let per = match limit.calendar() {
+        Some(calendar) => calendar.to_string(),
+        None => humantime::format_duration(limit.window()).to_string(),
+    };
+    format!("{}, {} per {per}", limit.strategy().name(), limit.limit())
+}
+
+/// The line under a calendar window's row: the boundaries of its periods
+/// that the trace crosses, where every key's count starts again (the
+/// first few, then how many more).
+fn boundary_line(boundaries: Option<&(tollgate::calendar::Calendar, Vec<u64>)>) -> String {
+    const SHOWN: usize = 3;
+    let Some((calendar, at)) = boundaries else {
+        return String::new();
+    };
+    let period = calendar.period();
+    if at.is_empty() {
+        return format!("  periods: the trace lies within one {period} ({calendar})\n");
+    }
+    let shown: Vec<String> = at
+        .iter()
+        .take(SHOWN)
+        .map(|&nanos| {
+            let time = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos);
+            humantime::format_rfc3339_seconds(time).to_string()
+        })
+        .collect();
+    let more = match at.len() {
+        n if n >= crate::replay::MAX_BOUNDARIES => " and more".to_owned(),
+        n if n > SHOWN => format!(" and {} more", n - SHOWN),
+        _ => String::new(),
+    };
     format!(
-        "{}, {} per {}",
-        limit.strategy().name(),
-        limit.limit(),
-        humantime::format_duration(limit.window())
+        "  periods: each {period} ({calendar}) counts afresh; the trace crosses {} at {}{more}\n",
+        if at.len() == 1 {
+            "a boundary".to_owned()
+        } else {
+            format!("{} boundaries", at.len())
+        },
+        shown.join(", ")
     )
 }
 
@@ -413,6 +450,7 @@ mod tests {
             measured: 0,
             lists: ListStats::default(),
             delays: None,
+            boundaries: None,
         };
         let mut keys = Names::default();
         for k in ["10.0.0.1", "k", "tab\there"] {
@@ -466,6 +504,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             measured: 0,
             lists: ListStats::default(),
             delays: None,
+            boundaries: None,
         };
         let compound = Stats {
             name: "api".to_owned(),
@@ -495,6 +534,7 @@ sliding_window      1200       0      0.0              2  tab\\there  -
             measured: 1,
             lists: ListStats::default(),
             delays: None,
+            boundaries: None,
         };
         let text = summary("title", "policy", &[single, compound], &keys);
         let expected = "\
@@ -530,6 +570,7 @@ api          1000     200     16.7           1000  10.0.0.1  10.0.0.1 (150), k (
             measured: 0,
             lists,
             delays: None,
+            boundaries: None,
         };
         let enforcing = ListStats {
             exempt: Some(1),

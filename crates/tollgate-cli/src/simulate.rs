@@ -169,6 +169,7 @@ fn panels(policies: &Policies, replays: &[Targets], stats: &[Stats], events: &[E
                 name: policies.panel_name(name, policy, stats.measured),
                 limit: drawn.limit(),
                 window: drawn.window(),
+                calendar: drawn.calendar(),
                 events,
             });
         }

@@ -4,6 +4,7 @@
 mod support;
 
 mod access_log;
+mod calendar_quota;
 mod completions;
 mod compound;
 mod config;
