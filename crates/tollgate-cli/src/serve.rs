@@ -39,6 +39,12 @@ localhost or a loopback address (421): web pages in a browser on the host cannot
 
 --grpc-listen serves envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
 
+--state-file keeps in-memory counts across restarts: restored at start (a missing file starts
+empty; a damaged, cut short or foreign one stops the start unless --discard-invalid-state),
+written atomically every --state-interval and once more after draining, so a restart after
+SIGTERM loses nothing and a kill at most one interval. Windows that ended meanwhile are over,
+buckets refill by the time that passed. State on Redis needs no file.
+
 SIGHUP, or a change to a --config file, reloads the configuration: a valid one replaces the
 old atomically (limits whose policy is unchanged keep their state), an invalid one is logged
 with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C drains:
@@ -85,6 +91,15 @@ pub struct ServeArgs {
     /// How long draining may take after SIGTERM before open connections are closed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// Keep in-memory counts in this file across restarts: read at start, written atomically every --state-interval and after draining.
+    #[arg(long, value_name = "FILE")]
+    pub state_file: Option<PathBuf>,
+    /// How often --state-file is written: a kill without draining loses at most this much of the decisions.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub state_interval: Duration,
+    /// Start empty when --state-file cannot be restored (damaged, cut short, not a state file), moving it to FILE.invalid.
+    #[arg(long, requires = "state_file")]
+    pub discard_invalid_state: bool,
     /// Threads serving the gRPC listener's connections, each connection wholly on one (default: one per core; 0: the shared workers).
     #[arg(long, value_name = "N")]
     pub grpc_threads: Option<usize>,
@@ -154,6 +169,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         }
         if let Some(file) = &args.admin_token_file {
             builder = builder.admin_token_file(file);
+        }
+        if let Some(file) = &args.state_file {
+            builder = builder
+                .state_file(file)
+                .state_interval(args.state_interval)
+                .discard_invalid_state(args.discard_invalid_state);
         }
         let server = builder.bind().await?;
         server.run(stop).await?;

@@ -78,6 +78,9 @@ pub(crate) struct LoadOptions {
     /// The backend every set is built on, whatever the files name (a
     /// change of the files' storage is then refused).
     pub(crate) backend: Option<AnyBackend>,
+    /// The in-memory backend of sets whose files keep state in memory (a
+    /// new one otherwise).
+    pub(crate) memory: Option<MemoryBackend>,
     /// Whether a change of the files' storage is refused rather than
     /// connected.
     pub(crate) keep_storage: bool,
@@ -186,10 +189,13 @@ impl PolicySet {
         Ok(match previous {
             Some(previous) if previous.storage == storage => Some(previous.backend.clone()),
             Some(previous) if options.keep_storage => return Err(storage_changed(parsed, Some(previous))),
-            _ if storage == Storage::Memory => Some(AnyBackend::Memory(match &options.clock {
-                Some(clock) => MemoryBackend::new().shared_clock(clock.clone()),
-                None => MemoryBackend::new(),
-            })),
+            _ if storage == Storage::Memory => {
+                Some(AnyBackend::Memory(match (&options.memory, &options.clock) {
+                    (Some(memory), _) => memory.clone(),
+                    (None, Some(clock)) => MemoryBackend::new().shared_clock(clock.clone()),
+                    (None, None) => MemoryBackend::new(),
+                }))
+            }
             _ => None,
         })
     }

@@ -347,6 +347,16 @@ impl PolicySetWatcherBuilder {
         self
     }
 
+    /// The in-memory backend the sets are built on while the files keep
+    /// their state in memory (default: a new one, on [`clock`](Self::clock)),
+    /// such as one [restored](tollgate::MemoryBackend::restore) from a
+    /// state file, whose [snapshots](tollgate::MemoryBackend::snapshot)
+    /// then hold every set's state. Its own clock is used.
+    pub fn memory_backend(mut self, backend: tollgate::MemoryBackend) -> Self {
+        self.options.memory = Some(backend);
+        self
+    }
+
     /// The clock of in-memory state (default: the system clock).
     pub fn clock(mut self, clock: SharedClock) -> Self {
         self.options.clock = Some(clock);

@@ -140,7 +140,7 @@ impl RedisBinding {
         let calendars: Box<[(usize, CalendarTicks)]> = limits
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| Some((4 * i + 2, l.rate.calendar?)))
+            .filter_map(|(i, l)| Some((4 * i + 2, l.rate.calendar()?)))
             .collect();
         // A calendar window's `W` is made for each call: it goes through
         // the entry points that take every limit's arguments, whose keys

@@ -31,7 +31,9 @@ pub(crate) fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigE
             ),
         ));
     }
-    if rate.window > MAX_EXACT_OPERAND {
+    // A calendar window's W names its calendar; the periods sent for it
+    // are clock readings, checked as every clock reading is.
+    if rate.window > MAX_EXACT_OPERAND && rate.calendar().is_none() {
         return Err(ConfigError::new(
             "window",
             format!(

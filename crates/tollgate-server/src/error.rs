@@ -60,4 +60,8 @@ pub enum ServerError {
     /// No `--config` file was given.
     #[error("no configuration file: give at least one --config FILE")]
     NoConfig,
+    /// The `--state-file` could not be restored (the message says why and
+    /// what to do).
+    #[error("--state-file {0}")]
+    State(String),
 }

@@ -85,6 +85,7 @@ mod pending;
 mod reload;
 mod server;
 mod shared;
+mod state_file;
 mod threads;
 
 pub use error::ServerError;
@@ -96,4 +97,5 @@ pub use server::{
     Server, ServerBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_LIMIT_OVERRIDE,
 };
+pub use state_file::DEFAULT_STATE_INTERVAL;
 pub use tollgate_http::HeaderMode;

@@ -20,6 +20,8 @@ pub const SHADOW_DENIED: &str = "tollgate_server_shadow_denied_total";
 pub const PARTIAL_CHARGES: &str = "tollgate_server_envoy_partial_charges_total";
 /// Configuration reloads, by `outcome` (`applied` or `rejected`).
 pub const RELOADS: &str = "tollgate_server_reloads_total";
+/// Writes of the `--state-file`, by `outcome` (`saved` or `failed`).
+pub const STATE_SAVES: &str = "tollgate_server_state_saves_total";
 
 /// The latency buckets of [`DURATION`], in seconds.
 const BUCKETS: &[f64] = &[

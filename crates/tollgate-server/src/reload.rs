@@ -40,19 +40,27 @@ impl Reloader {
 /// Starts the watcher of the server's configuration `files`: on file
 /// changes when `watch`, on `SIGHUP` when `sighup`, each reload reported.
 /// A watch that cannot start is logged, and the server runs without it.
+///
+/// With `memory` (a state file's backend), in-memory sets are built on it,
+/// and a reload that names another storage is refused until a restart, so
+/// that the state file keeps every count.
 pub(crate) async fn start(
     files: Vec<std::path::PathBuf>,
     clock: tollgate::clock::SharedClock,
-    watch: bool,
-    sighup: bool,
+    (watch, sighup): (bool, bool),
+    memory: Option<tollgate::MemoryBackend>,
 ) -> Result<PolicySetWatcher, ReloadError> {
     let builder = |watch: bool, sighup: bool| {
-        PolicySetWatcher::builder(files.clone())
+        let builder = PolicySetWatcher::builder(files.clone())
             .clock(clock.clone())
             .watch(watch)
             .reload_on_sighup(sighup)
             .on_reload(applied)
-            .on_error(rejected)
+            .on_error(rejected);
+        match &memory {
+            Some(memory) => builder.memory_backend(memory.clone()).reconnect(false),
+            None => builder,
+        }
     };
     match builder(watch, sighup).start().await {
         Err(ReloadError::Watch(err)) => {

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tollgate::clock::Clock;
 use tollgate::clock::SharedClock;
 use tollgate::clock::SystemClock;
+use tollgate::MemoryBackend;
 use tollgate_http::HeaderMode;
 
 use crate::connection::Timeouts;
@@ -24,6 +25,7 @@ use crate::listener::{self, Budget, Limits};
 use crate::reload::Reloader;
 use crate::shared::AdminAccess;
 use crate::shared::Shared;
+use crate::state_file::{StateFile, DEFAULT_STATE_INTERVAL};
 use crate::threads::ConnectionThreads;
 
 /// The HTTP listener's address unless configured: loopback, port 8080.
@@ -46,6 +48,10 @@ pub struct ServerBuilder {
     grpc_threads: Option<usize>,
     max_limit_override: u64,
     envoy_headers: HeaderMode,
+    /// `--state-file`, `--state-interval` and `--discard-invalid-state`.
+    state_file: Option<PathBuf>,
+    state_interval: Duration,
+    discard_invalid_state: bool,
 }
 
 /// The largest limit a request may name by default
@@ -66,6 +72,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("grpc_threads", &self.grpc_threads)
             .field("max_limit_override", &self.max_limit_override)
             .field("envoy_headers", &self.envoy_headers)
+            .field("state_file", &self.state_file)
             .finish_non_exhaustive()
     }
 }
@@ -82,6 +89,8 @@ pub struct Server {
     limits: Limits,
     /// The threads serving the gRPC listener's connections.
     grpc_threads: Arc<ConnectionThreads>,
+    /// The state file and the backend whose state it keeps.
+    state: Option<(StateFile, MemoryBackend)>,
 }
 
 impl std::fmt::Debug for Server {
@@ -120,6 +129,9 @@ impl Server {
             grpc_threads: None,
             max_limit_override: DEFAULT_MAX_LIMIT_OVERRIDE,
             envoy_headers: HeaderMode::RateLimit,
+            state_file: None,
+            state_interval: DEFAULT_STATE_INTERVAL,
+            discard_invalid_state: false,
         }
     }
 
@@ -156,6 +168,10 @@ impl Server {
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
         };
+        let saver = self
+            .state
+            .clone()
+            .map(|(file, backend)| tokio::spawn(file.save_every_interval(backend, stop_rx.clone())));
         let budget = Budget::new(self.limits.max_connections);
         let grpc = self.grpc.map(|(listener, addr)| {
             let service = RateLimitServiceServer::new(EnvoyService {
@@ -205,6 +221,14 @@ impl Server {
             Ok(0) => {}
             Ok(units) => tracing::info!("gave {units} leased units back to the store"),
             Err(err) => tracing::warn!("could not give every leased unit back to the store: {err}"),
+        }
+        // Every request answered: the state as the last one left it.
+        if let Some((file, backend)) = &self.state {
+            if let Some(saver) = saver {
+                let _ = saver.await;
+            }
+            file.save(backend).await;
+            tracing::info!("state saved to {}", file.path.display());
         }
         tracing::info!("stopped");
         Ok(())
@@ -311,6 +335,35 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps the in-memory state in `path` across restarts: restored when
+    /// the server is bound (a missing file is an empty state; a damaged or
+    /// foreign one stops the start, see
+    /// [`discard_invalid_state`](Self::discard_invalid_state)), written
+    /// every [`state_interval`](Self::state_interval) and once more after
+    /// draining, atomically. A reload that names another storage is then
+    /// refused until a restart. Files that keep their state on a store
+    /// (Redis) do not use it.
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    /// How often the state file is written (default
+    /// [`DEFAULT_STATE_INTERVAL`], from 1 s to a day): what a kill without
+    /// draining loses at most.
+    pub fn state_interval(mut self, every: Duration) -> Self {
+        self.state_interval = every;
+        self
+    }
+
+    /// Whether a state file that cannot be restored (damaged, cut short,
+    /// not a state file, a newer format) is moved aside to `PATH.invalid`
+    /// and the service starts empty (default: it does not start).
+    pub fn discard_invalid_state(mut self, discard: bool) -> Self {
+        self.discard_invalid_state = discard;
+        self
+    }
+
     /// How long draining may take once [`Server::run`]'s shutdown future
     /// completes (default [`DEFAULT_DRAIN_TIMEOUT`]); connections still open
     /// then are closed.
@@ -369,13 +422,42 @@ impl ServerBuilder {
             }
         };
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let state_file = self.state_file.map(|path| StateFile {
+            path,
+            interval: self.state_interval,
+            discard_invalid: self.discard_invalid_state,
+        });
+        let memory = match &state_file {
+            Some(file) => {
+                file.check()?;
+                let backend = MemoryBackend::new().shared_clock(clock.clone()).snapshots();
+                Some(file.restore(backend).await?)
+            }
+            None => None,
+        };
         let watcher = crate::reload::start(
             self.configs,
             clock.clone(),
-            self.watch_files,
-            self.reload_on_sighup,
+            (self.watch_files, self.reload_on_sighup),
+            memory.clone(),
         )
         .await?;
+        // State on a store outlives the process by itself: the file is not
+        // written then.
+        let state = match (state_file, memory) {
+            (Some(file), Some(memory)) => {
+                if watcher.handle().current().storage() == &tollgate_config::Storage::Memory {
+                    Some((file, memory))
+                } else {
+                    tracing::info!(
+                        "the policy file keeps its state on a store: --state-file {} is not written",
+                        file.path.display()
+                    );
+                    None
+                }
+            }
+            _ => None,
+        };
         let bind = |what: &'static str, addr: SocketAddr| async move {
             let listener =
                 TcpListener::bind(addr)
@@ -415,6 +497,7 @@ impl ServerBuilder {
             _watcher: watcher,
             limits: self.limits,
             grpc_threads: Arc::new(grpc_threads),
+            state,
         })
     }
 

@@ -180,9 +180,11 @@ impl Limit {
     /// The rate in `tick`s, with the calendar when there is one.
     pub fn rate(&self, tick: Tick) -> Rate {
         // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
-        let mut rate = Rate::new(self.limit, tick.from_nanos(self.window_nanos));
-        rate.calendar = self.calendar.map(|calendar| CalendarTicks { calendar, tick });
-        rate
+        let window = tick.from_nanos(self.window_nanos);
+        match self.calendar {
+            Some(calendar) => Rate::per_calendar(self.limit, CalendarTicks { calendar, tick }, window),
+            None => Rate::new(self.limit, window),
+        }
     }
 }
 

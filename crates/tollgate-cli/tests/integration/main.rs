@@ -17,4 +17,5 @@ mod readme;
 mod redis_backend;
 mod serve;
 mod settings;
+mod state_file;
 mod waiting;

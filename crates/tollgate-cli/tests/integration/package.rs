@@ -198,6 +198,7 @@ fn the_debian_package_installs_a_working_service() {
     assert_eq!(unit_setting(&unit, "NoNewPrivileges"), "yes");
     assert_eq!(unit_setting(&unit, "ProtectSystem"), "strict");
     assert_eq!(unit_setting(&unit, "DynamicUser"), "yes");
+    assert_eq!(unit_setting(&unit, "StateDirectory"), "tollgate");
     let exec = unit_setting(&unit, "ExecStart");
     let args: Vec<&str> = exec.split_whitespace().collect();
     assert_eq!(
@@ -209,7 +210,10 @@ fn the_debian_package_installs_a_working_service() {
             "/etc/tollgate/policies.yaml"
         ]
     );
-    assert_eq!(args[4..], ["$TOLLGATE_OPTS"]);
+    assert_eq!(
+        args[4..],
+        ["--state-file", "/var/lib/tollgate/state", "$TOLLGATE_OPTS"]
+    );
     let defaults = std::fs::read_to_string(root.join("etc/default/tollgate")).unwrap();
     assert!(defaults.lines().any(|l| l == "TOLLGATE_OPTS=\"\""), "{defaults}");
 
@@ -220,11 +224,18 @@ fn the_debian_package_installs_a_working_service() {
     // /etc/default/tollgate.
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
+    // The state directory systemd makes (StateDirectory=), in the scratch
+    // root.
+    let state_dir = root.join("var/lib/tollgate");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let state = state_dir.join("state");
     let mut serve = Serve::start_binary(
         &binary,
         &[
             "--config",
             config.to_str().unwrap(),
+            "--state-file",
+            state.to_str().unwrap(),
             "--listen",
             &listen,
             "--log-format",
@@ -251,6 +262,8 @@ fn the_debian_package_installs_a_working_service() {
     assert!(get(port, "/healthz").starts_with("HTTP/1.1 200"));
     serve.signal("TERM");
     assert_eq!(serve.wait_exit().code(), Some(0));
+    // The count is kept for the next start.
+    assert!(state.is_file(), "no state file after the service stopped");
 }
 
 /// `systemd-analyze verify` on the unit, with the package's root as the

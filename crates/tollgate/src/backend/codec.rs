@@ -11,17 +11,23 @@ use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
 
 /// Encodes a state for storage.
 pub(crate) fn encode_state(state: &State) -> Vec<u8> {
+    let mut out = Vec::with_capacity(25);
+    encode_state_into(state, &mut out);
+    out
+}
+
+/// Appends a state's encoding to `out`; returns its length (at most 25).
+pub(crate) fn encode_state_into(state: &State, out: &mut Vec<u8>) -> usize {
     let (tag, fields): (u8, &[u64]) = match state {
         State::FixedWindow(s) => (b'F', &[s.start, s.count]),
         State::SlidingWindow(s) => (b'S', &[s.start, s.curr, s.prev]),
         State::Gcra(s) => (b'G', &[s.tat]),
     };
-    let mut out = Vec::with_capacity(1 + 8 * fields.len());
     out.push(tag);
     for f in fields {
         out.extend_from_slice(&f.to_le_bytes());
     }
-    out
+    1 + 8 * fields.len()
 }
 
 /// Decodes a stored state.

@@ -86,6 +86,13 @@ impl CompoundKeys {
         self.tails.is_empty()
     }
 
+    /// The name of limit `index`'s state, the key left out: what a state
+    /// file calls its table (a NUL stands for the key, which no escaped
+    /// part holds).
+    pub(crate) fn table_name(&self, index: usize) -> Box<[u8]> {
+        [self.head.as_slice(), b"\0", &self.tails[index]].concat().into()
+    }
+
     /// Writes the state key of limit `index` for the caller's `key` into
     /// `out`, replacing its contents.
     ///

@@ -8,8 +8,9 @@ use super::cell::StateCell;
 use super::cell::Stored;
 use super::janitor::{self, Sweep};
 use super::reclaim;
+use super::snapshot::{write_entry, Entries, Registry, StateSnapshot};
 use super::table::{lanes_for, CellOf, LockedShard, Table};
-use super::{Backend, Binding, Receipt, Reserved, Scope};
+use super::{Backend, Binding, CompoundKeys, Receipt, Reserved, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::{Decision, Tick};
 use crate::error::{BackendError, ConfigError, Error};
@@ -33,6 +34,9 @@ pub struct MemoryBackend {
     lanes: usize,
     sweep_interval: Duration,
     reclaim: bool,
+    /// The tables bound so far, for [`Self::snapshot`], and the state
+    /// [`Self::restore`] keeps for the tables bound next; shared by clones.
+    registry: Arc<Registry>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -64,6 +68,7 @@ impl MemoryBackend {
             lanes: lanes_for(cores),
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             reclaim: true,
+            registry: Arc::default(),
         }
     }
 
@@ -118,10 +123,11 @@ impl MemoryBackend {
         self
     }
 
-    fn table<A: Algorithm<State: Stored> + 'static>(
+    fn table<A: StateVariant + 'static>(
         &self,
         limit: &Limit,
         hasher: &ahash::RandomState,
+        name: Box<[u8]>,
     ) -> Arc<Table<A>> {
         let table = Arc::new(Table::<A>::new(
             limit.rate_nanos(),
@@ -134,7 +140,68 @@ impl MemoryBackend {
             let weak = Arc::downgrade(&table);
             janitor::register(weak, self.sweep_interval);
         }
+        if self.registry.recording() {
+            let entries: Arc<dyn Entries> = table.clone();
+            for (key, state) in self.registry.bound(name, Arc::downgrade(&entries)) {
+                if let Some(state) = A::unwrap(state) {
+                    table.restore_entry(&key, state);
+                }
+            }
+        }
         table
+    }
+
+    /// Records the tables bound from now on (by this backend and its
+    /// clones), so that [`Self::snapshot`] can copy their state (default:
+    /// not recorded; [`Self::restore`] records too). A record costs about a
+    /// hundred bytes per limit, which a backend that is never saved need
+    /// not pay.
+    #[must_use]
+    pub fn snapshots(self) -> Self {
+        self.registry.record();
+        self
+    }
+
+    /// The state of every key of every table this backend (or a clone of
+    /// it) bound after [`Self::snapshots`] or [`Self::restore`] and that is
+    /// still in use: what [`Self::restore`] gives back after a restart,
+    /// with [`StateSnapshot::save`] and [`StateSnapshot::load`] between.
+    ///
+    /// Each shard is read under its mutex, which only keys being added or
+    /// deleted wait for: decisions on known keys go on meanwhile, and the
+    /// snapshot holds each key as one of them left it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, MemoryBackend, Policy, Strategy};
+    ///
+    /// let policy = Policy::new(Strategy::FixedWindow, 10, Duration::from_secs(3_600))?;
+    /// let before = MemoryBackend::new().snapshots();
+    /// let limiter = Limiter::builder().backend(before.clone()).policy(policy).build()?;
+    /// limiter.check_n("tenant", 4);
+    /// let saved = before.snapshot();
+    /// assert_eq!(saved.keys(), 1);
+    ///
+    /// // After a restart: the same policy, bound after the restore.
+    /// let after = MemoryBackend::new().restore(saved);
+    /// let limiter = Limiter::builder().backend(after).policy(policy).build()?;
+    /// assert_eq!(limiter.check("tenant").remaining, 5);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn snapshot(&self) -> StateSnapshot {
+        self.registry.snapshot()
+    }
+
+    /// Gives the tables bound from now on the state `snapshot` holds for
+    /// them: a table takes the entries saved under its name (its key
+    /// prefix, resource, strategy and window, as in the [key
+    /// layout](crate::_documentation::semantics_notes#key-layout)), once.
+    /// States that have expired by then are left out; the others continue
+    /// exactly, as their times are the wall clock's.
+    #[must_use]
+    pub fn restore(self, snapshot: StateSnapshot) -> Self {
+        self.registry.restore(snapshot);
+        self
     }
 }
 
@@ -190,16 +257,23 @@ impl MemoryBackend {
             let i = policy.limits().iter().position(|l| l.same_windows(limit))?;
             Some(binding.tables[i].clone())
         };
+        let names = CompoundKeys::new(scope.prefix, scope.resource, scope.policy.limits());
         let tables: Box<[Tables]> = scope
             .policy
             .limits()
             .iter()
-            .map(|limit| {
-                kept(limit).unwrap_or_else(|| match limit.strategy() {
-                    Strategy::FixedWindow => Tables::Fixed(self.table(limit, &hasher)),
-                    Strategy::SlidingWindow => Tables::Sliding(self.table(limit, &hasher)),
-                    // The leaky-bucket meter runs the same GCRA as the token bucket.
-                    Strategy::TokenBucket | Strategy::LeakyBucket => Tables::Gcra(self.table(limit, &hasher)),
+            .enumerate()
+            .map(|(i, limit)| {
+                kept(limit).unwrap_or_else(|| {
+                    let name = names.table_name(i);
+                    match limit.strategy() {
+                        Strategy::FixedWindow => Tables::Fixed(self.table(limit, &hasher, name)),
+                        Strategy::SlidingWindow => Tables::Sliding(self.table(limit, &hasher, name)),
+                        // The leaky-bucket meter runs the same GCRA as the token bucket.
+                        Strategy::TokenBucket | Strategy::LeakyBucket => {
+                            Tables::Gcra(self.table(limit, &hasher, name))
+                        }
+                    }
                 })
             })
             .collect();
@@ -419,6 +493,17 @@ impl Drop for HeldCells<'_> {
 }
 
 /// A strategy whose state is one variant of [`State`].
+impl<A: StateVariant> Entries for Table<A> {
+    fn write_entries(&self, out: &mut Vec<u8>) -> u64 {
+        let mut count = 0;
+        self.for_each_entry(|key, state| {
+            write_entry(out, key, &A::wrap(state));
+            count += 1;
+        });
+        count
+    }
+}
+
 trait StateVariant: Algorithm<State: Stored> {
     fn wrap(state: Self::State) -> State;
     fn unwrap(state: State) -> Option<Self::State>;

@@ -14,6 +14,7 @@ pub mod memory;
 mod reclaim;
 mod reserving;
 mod slots;
+mod snapshot;
 pub mod store;
 mod stored_key;
 mod sync;
@@ -29,6 +30,7 @@ pub(crate) use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
 pub use reserving::{Receipt, Reserved};
+pub use snapshot::{StateFileError, StateSnapshot};
 
 use crate::decision::Decision;
 use crate::error::Error;

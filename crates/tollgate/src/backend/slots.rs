@@ -288,7 +288,7 @@ impl<C: StateCell> Slots<C> {
     /// or read by the writer), or deleted with its key still owned by a
     /// retired block or another array (its bits are left in place).
     #[inline]
-    unsafe fn key(&self, index: usize) -> &StoredKey {
+    pub(crate) unsafe fn key(&self, index: usize) -> &StoredKey {
         debug_assert!(index < self.buckets());
         // SAFETY: `index` is below the slot count (callers compute it from
         // a group index and a byte position).

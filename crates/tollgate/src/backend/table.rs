@@ -610,6 +610,39 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         freed
     }
 
+    /// Calls `f` with every key and its state, shard by shard, each under
+    /// its shard's mutex (so no key is inserted or deleted meanwhile in
+    /// that shard; decisions on its keys go on, and `f` sees each state as
+    /// one of them left it).
+    pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&[u8], A::State)) {
+        for shard in self.shards.iter() {
+            let locked = self.lock(shard);
+            for lane in 0..locked.lanes {
+                let Some(slots) = locked.slots(lane) else {
+                    continue;
+                };
+                for index in slots.full() {
+                    // SAFETY: the slot is full and this thread holds the
+                    // shard's mutex, which every writer of its keys takes.
+                    let key = unsafe { slots.key(index) }.as_bytes();
+                    f(key, slots.slot(index).cell.load());
+                }
+            }
+        }
+    }
+
+    /// Stores `state` as `key`'s, under its shard's mutex, unless it has
+    /// expired by now.
+    pub(crate) fn restore_entry(&self, key: &[u8], state: A::State) {
+        let now = self.now();
+        if A::expires_at(&self.rate, &state) <= now {
+            return;
+        }
+        let mut shard = self.lock_shard_of(self.hash(key));
+        let _ = shard.get(key);
+        shard.set(key, Some(state), now);
+    }
+
     /// The number of entries the slot arrays can hold before growing.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {

@@ -179,6 +179,17 @@ impl Calendar {
         )
     }
 
+    /// The handle as 16 bits, for a rate that names it
+    /// ([`crate::strategy::Rate::calendar`]).
+    pub(crate) fn raw(self) -> u16 {
+        self.id.raw()
+    }
+
+    /// The calendar of a handle's bits, when they name one made.
+    pub(crate) fn from_raw(raw: u16) -> Option<Self> {
+        CalendarId::from_raw(raw).map(|id| Self { id })
+    }
+
     /// The periods themselves, shared by every copy of this handle.
     pub(crate) fn periods(&self) -> &'static Periods {
         registry::get(self.id)

@@ -23,6 +23,20 @@ pub(crate) const CAPACITY: usize = 4_096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct CalendarId(NonZeroU16);
 
+impl CalendarId {
+    /// The index as bits.
+    pub(crate) fn raw(self) -> u16 {
+        self.0.get()
+    }
+
+    /// The handle of `raw`, when a calendar was made there.
+    pub(crate) fn from_raw(raw: u16) -> Option<Self> {
+        let id = NonZeroU16::new(raw)?;
+        slots().get(usize::from(raw) - 1)?.get()?;
+        Some(Self(id))
+    }
+}
+
 /// Every calendar made, by index; read without a lock.
 fn slots() -> &'static [OnceBox<Periods>] {
     static SLOTS: OnceBox<Box<[OnceBox<Periods>]>> = OnceBox::new();

@@ -1,7 +1,7 @@
 //! Fixed window: a counter per clock-aligned bucket of length `W`, or per
 //! period of a calendar.
 
-use super::{clamp_time, unit_cost, Algorithm, CalendarTicks, Outcome, Rate};
+use super::{clamp_time, unit_cost, Algorithm, Outcome, Rate};
 
 /// Fixed-window state: the start of the bucket (`floor(now / W) * W`, or
 /// the start of the calendar period) and the units charged in it.
@@ -37,10 +37,10 @@ impl FixedWindow {
     /// the effective now.
     #[inline]
     fn bucket(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> Bucket {
-        match rate.calendar {
-            Some(calendar) => Self::period(&calendar, state, clamp_time(now)),
-            None => Self::window(rate, state, now),
+        if rate.is_calendar() {
+            return Self::period(rate, state, clamp_time(now));
         }
+        Self::window(rate, state, now)
     }
 
     /// [`bucket`](Self::bucket) of a window of fixed length.
@@ -64,8 +64,12 @@ impl FixedWindow {
 
     /// [`bucket`](Self::bucket) over a calendar's periods: out of line,
     /// so that a fixed-length window's decision pays only the test.
+    #[cold]
     #[inline(never)]
-    fn period(calendar: &CalendarTicks, state: Option<FixedWindowState>, now: u64) -> Bucket {
+    fn period(rate: &Rate, state: Option<FixedWindowState>, now: u64) -> Bucket {
+        let Some(calendar) = rate.calendar() else {
+            return Self::window(rate, state, now);
+        };
         let (start, end) = calendar.period_at(now);
         let (start, end, count, now) = match state {
             Some(s) if s.start == start => (start, end, s.count, now),
@@ -87,10 +91,12 @@ impl FixedWindow {
 
     /// The start of the bucket after the one that began at `start`.
     pub(crate) fn end_of(rate: &Rate, start: u64) -> u64 {
-        match rate.calendar {
-            Some(calendar) => calendar.period_at(start).1,
-            None => start.saturating_add(rate.window),
+        if rate.is_calendar() {
+            if let Some(calendar) = rate.calendar() {
+                return calendar.period_at(start).1;
+            }
         }
+        start.saturating_add(rate.window)
     }
 }
 

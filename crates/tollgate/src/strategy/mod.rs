@@ -76,18 +76,22 @@ pub const MAX_TICK: u64 = (1 << 63) - 1;
 pub struct Rate {
     /// `L`: units admitted per window, from 1 to [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT).
     pub limit: u64,
-    /// `W`: the window in ticks, from 1 to [`MAX_WINDOW_TICKS`].
+    /// `W`: the window in ticks, from 1 to [`MAX_WINDOW_TICKS`]; for a
+    /// calendar window ([`Rate::per_calendar`]), a mark above
+    /// [`MAX_WINDOW_TICKS`] that names the calendar, read with
+    /// [`Rate::calendar`] (so that a rate stays 24 bytes).
     pub window: u64,
     /// `T = max(1, W / L)`: the emission interval in ticks.
     pub interval: u64,
-    /// The calendar whose periods a fixed window's buckets are, in place
-    /// of `W`-long buckets from the epoch (`W` is then the longest
-    /// period); `None` for every other rate.
-    pub calendar: Option<CalendarTicks>,
 }
 
+/// The bit of [`Rate::window`] that marks a calendar window: every window
+/// of a fixed length is at most [`MAX_WINDOW_TICKS`], below it. The bits
+/// below hold the calendar (16) and the tick (1).
+const CALENDAR_MARK: u64 = 1 << 63;
+
 /// A calendar read in a backend's clock ticks: what a calendar window's
-/// [`Rate`] carries.
+/// [`Rate`] names ([`Rate::calendar`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalendarTicks {
     /// The periods.
@@ -123,8 +127,45 @@ impl Rate {
             limit,
             window,
             interval: (window / limit).max(1),
-            calendar: None,
         }
+    }
+
+    /// The rate of a fixed window of `limit` per period of `calendar`,
+    /// whose periods last at most `longest` ticks (its `interval` is
+    /// `longest / limit`).
+    pub fn per_calendar(limit: u64, calendar: CalendarTicks, longest: u64) -> Self {
+        let tick = match calendar.tick {
+            Tick::Nanos => 0,
+            Tick::Micros => 1 << 16,
+        };
+        let limit = limit.clamp(1, MAX_LIMIT);
+        Self {
+            limit,
+            window: CALENDAR_MARK | tick | u64::from(calendar.calendar.raw()),
+            interval: (longest.clamp(1, MAX_WINDOW_TICKS) / limit).max(1),
+        }
+    }
+
+    /// Whether the rate is a calendar window's (one bit of `window`).
+    #[inline(always)]
+    pub(crate) fn is_calendar(&self) -> bool {
+        self.window & CALENDAR_MARK != 0
+    }
+
+    /// The calendar whose periods a fixed window's buckets are, in place
+    /// of `W`-long buckets from the epoch; `None` for every other rate.
+    pub fn calendar(&self) -> Option<CalendarTicks> {
+        if self.window & CALENDAR_MARK == 0 {
+            return None;
+        }
+        Some(CalendarTicks {
+            calendar: Calendar::from_raw(self.window as u16)?,
+            tick: if self.window & (1 << 16) == 0 {
+                Tick::Nanos
+            } else {
+                Tick::Micros
+            },
+        })
     }
 }
 

@@ -21,6 +21,7 @@ mod prometheus;
 mod protection;
 mod reports;
 mod reservations;
+mod snapshot;
 mod strategy_properties;
 mod support;
 mod together;

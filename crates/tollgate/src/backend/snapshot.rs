@@ -1,0 +1,454 @@
+//! The in-memory backend's state as bytes: what [`MemoryBackend::snapshot`]
+//! takes, a file writes atomically, and [`MemoryBackend::restore`] gives
+//! back to the tables bound after it, so that counts survive a restart.
+//!
+//! The format, version 1 (integers little-endian):
+//!
+//! ```text
+//! "tollgate-state\n"  the magic, 15 bytes
+//! u32                 the format's version
+//! per table:          b'T', u32 name length, the name (the limit's key
+//!                     layout with the key left out), u64 entries, then
+//!                     per entry: u32 key length, the key, u8 state length,
+//!                     the state (the stores' encoding)
+//! b'E', u64 tables, u64 entries, u64 FNV-1a of every byte before it
+//! ```
+//!
+//! States hold times since the Unix epoch on the wall clock, so a restored
+//! state continues where it was: a window that ended meanwhile is over, a
+//! bucket has refilled by the time that passed.
+//!
+//! [`MemoryBackend::snapshot`]: crate::MemoryBackend::snapshot
+//! [`MemoryBackend::restore`]: crate::MemoryBackend::restore
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write as _};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError, Weak};
+
+use super::codec::{decode_state, encode_state_into};
+use crate::strategy::State;
+
+/// The first bytes of every state file.
+const MAGIC: &[u8; 15] = b"tollgate-state\n";
+
+/// The version this build writes and reads.
+const VERSION: u32 = 1;
+
+/// The longest key a file may hold: far beyond any key a limiter keeps,
+/// and a bound on what a corrupt length can make a reader allocate.
+const MAX_KEY: usize = 1 << 20;
+
+/// The in-memory backend's state at one moment: every key of every table
+/// still bound, encoded.
+#[derive(Clone, Default)]
+pub struct StateSnapshot {
+    /// The tables and entries, encoded as the file's body.
+    body: Vec<u8>,
+    tables: u64,
+    entries: u64,
+}
+
+impl fmt::Debug for StateSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateSnapshot")
+            .field("tables", &self.tables)
+            .field("keys", &self.entries)
+            .field("bytes", &self.body.len())
+            .finish()
+    }
+}
+
+/// Why a state file was refused. Nothing is restored from a refused file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not a tollgate state file, or not one this build reads.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What was found, and where.
+        reason: String,
+    },
+}
+
+impl StateSnapshot {
+    /// How many tables (one per limit bound) it holds.
+    pub fn tables(&self) -> u64 {
+        self.tables
+    }
+
+    /// How many keys' states it holds, over every table.
+    pub fn keys(&self) -> u64 {
+        self.entries
+    }
+
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(MAGIC.len() + 4 + self.body.len() + 25);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.body);
+        out.push(b'E');
+        out.extend_from_slice(&self.tables.to_le_bytes());
+        out.extend_from_slice(&self.entries.to_le_bytes());
+        let sum = fnv1a(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Reads a snapshot from a file's bytes, checking all of them.
+    ///
+    /// # Errors
+    ///
+    /// A message that says what was found where it is wrong: another
+    /// file's beginning, a version this build does not read, a file cut
+    /// short, a checksum that does not match, a state that is none.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            let start = &bytes[..bytes.len().min(16)];
+            return Err(format!(
+                "not a tollgate state file: it begins with {:?}, not {:?}",
+                String::from_utf8_lossy(start),
+                String::from_utf8_lossy(MAGIC)
+            ));
+        }
+        let mut reader = Reader {
+            bytes,
+            at: MAGIC.len(),
+        };
+        let version = reader.u32("the version")?;
+        if version != VERSION {
+            return Err(format!(
+                "format version {version}, which this build does not read (it reads version \
+                 {VERSION}{})",
+                if version > VERSION {
+                    "; the file was written by a newer tollgate"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let body_start = reader.at;
+        let (mut tables, mut entries) = (0u64, 0u64);
+        loop {
+            match reader.u8("a table or the end")? {
+                b'T' => {
+                    let name = reader.u32("a table's name length")? as usize;
+                    reader.take(name, "a table's name")?;
+                    let count = reader.u64("a table's entry count")?;
+                    for _ in 0..count {
+                        let key = reader.u32("a key's length")? as usize;
+                        if key > MAX_KEY {
+                            return Err(format!(
+                                "a key of {key} bytes at byte {}: longer than any key kept",
+                                reader.at
+                            ));
+                        }
+                        reader.take(key, "a key")?;
+                        let state = usize::from(reader.u8("a state's length")?);
+                        let at = reader.at;
+                        decode_state(reader.take(state, "a state")?)
+                            .map_err(|e| format!("byte {at}: {e}"))?;
+                    }
+                    tables += 1;
+                    entries += count;
+                }
+                b'E' => break,
+                other => {
+                    return Err(format!(
+                        "byte {}: {other:#04x} where a table ('T') or the end ('E') was expected",
+                        reader.at - 1
+                    ))
+                }
+            }
+        }
+        let body_end = reader.at - 1;
+        let said = (reader.u64("the table count")?, reader.u64("the key count")?);
+        let summed = fnv1a(&bytes[..reader.at]);
+        let sum = reader.u64("the checksum")?;
+        if sum != summed {
+            return Err(format!(
+                "the checksum does not match ({sum:#018x} written, {summed:#018x} read): the file \
+                 was changed or damaged"
+            ));
+        }
+        if said != (tables, entries) {
+            return Err(format!(
+                "it says {} tables and {} keys but holds {tables} and {entries}",
+                said.0, said.1
+            ));
+        }
+        if reader.at != bytes.len() {
+            return Err(format!("{} more bytes after its end", bytes.len() - reader.at));
+        }
+        Ok(Self {
+            body: bytes[body_start..body_end].to_vec(),
+            tables,
+            entries,
+        })
+    }
+
+    /// Writes the snapshot to `path` atomically: to a temporary file in
+    /// the same directory, flushed to disk, then renamed over `path` (and
+    /// the directory flushed), so that a crash leaves the old file or the
+    /// new one, never a part.
+    ///
+    /// # Errors
+    ///
+    /// [`StateFileError::Io`] when a step fails; `path` is then as it was.
+    pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
+        let io = |source| StateFileError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .map_or_else(|| "state".into(), |n| n.to_string_lossy());
+        let mut temp = tempfile_in(dir, &name).map_err(io)?;
+        let written = (|| -> io::Result<()> {
+            temp.1.write_all(&self.to_bytes())?;
+            temp.1.sync_all()?;
+            fs::rename(&temp.0, path)?;
+            // The rename itself reaches the disk with its directory.
+            if let Ok(dir) = File::open(dir) {
+                let _ = dir.sync_all();
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&temp.0);
+        }
+        written.map_err(io)
+    }
+
+    /// Reads the snapshot at `path`; `Ok(None)` when there is no file.
+    ///
+    /// # Errors
+    ///
+    /// [`StateFileError::Io`] when it cannot be read,
+    /// [`StateFileError::Invalid`] when it is not a state file this build
+    /// reads, or is damaged or cut short (saying what was found).
+    pub fn load(path: &Path) -> Result<Option<Self>, StateFileError> {
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StateFileError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })
+            }
+        };
+        Self::from_bytes(&bytes)
+            .map(Some)
+            .map_err(|reason| StateFileError::Invalid {
+                path: path.display().to_string(),
+                reason,
+            })
+    }
+
+    /// The entries by table name, to be restored.
+    pub(crate) fn into_tables(self) -> HashMap<Box<[u8]>, Vec<Entry>> {
+        let mut tables = HashMap::new();
+        let mut reader = Reader {
+            bytes: &self.body,
+            at: 0,
+        };
+        // Checked when it was read or made: every step succeeds.
+        while reader.at < self.body.len() {
+            let (Ok(b'T'), Ok(name)) = (reader.u8(""), reader.u32("")) else {
+                break;
+            };
+            let name: Box<[u8]> = reader.take(name as usize, "").unwrap_or_default().into();
+            let count = reader.u64("").unwrap_or(0);
+            let entries: &mut Vec<Entry> = tables.entry(name).or_default();
+            for _ in 0..count {
+                let key = reader.u32("").unwrap_or(0) as usize;
+                let key: Box<[u8]> = reader.take(key, "").unwrap_or_default().into();
+                let state = usize::from(reader.u8("").unwrap_or(0));
+                if let Ok(state) = decode_state(reader.take(state, "").unwrap_or_default()) {
+                    entries.push((key, state));
+                }
+            }
+        }
+        tables
+    }
+}
+
+/// A file in `dir` named after `name`, created new.
+fn tempfile_in(dir: &Path, name: &str) -> io::Result<(std::path::PathBuf, File)> {
+    for attempt in 0u32..100 {
+        let path = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
+        match File::options().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free temporary file name beside the state file",
+    ))
+}
+
+/// 64-bit FNV-1a: detects damage, not tampering.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Reads a file's fields in order, naming what was cut short.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        match self.bytes.get(self.at..self.at.saturating_add(n)) {
+            Some(taken) if self.at.checked_add(n).is_some() => {
+                self.at += n;
+                Ok(taken)
+            }
+            _ => Err(format!(
+                "cut short at byte {} of {}, in {what}",
+                self.at,
+                self.bytes.len()
+            )),
+        }
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, String> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+/// A key and its state, as restored.
+pub(crate) type Entry = (Box<[u8]>, State);
+
+/// A table (or a handle on one) with its name.
+type Named<T> = (Box<[u8]>, T);
+
+/// What can write its entries into a snapshot: a table of any strategy.
+pub(crate) trait Entries: Send + Sync {
+    /// Appends every entry (`u32` key length, key, `u8` state length,
+    /// state) to `out`; returns how many.
+    fn write_entries(&self, out: &mut Vec<u8>) -> u64;
+}
+
+/// Appends one entry in the file's encoding.
+pub(crate) fn write_entry(out: &mut Vec<u8>, key: &[u8], state: &State) {
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    let length_at = out.len();
+    out.push(0);
+    let length = encode_state_into(state, out);
+    out[length_at] = length as u8;
+}
+
+/// The tables a backend (and its clones) bound, by name, for snapshots;
+/// and the state restored for the tables it binds next.
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// Whether tables are recorded: only for a backend that will be saved
+    /// (a record costs about a hundred bytes per limit, which a service of
+    /// tens of thousands of Envoy limits would pay for nothing).
+    recording: AtomicBool,
+    live: Mutex<Vec<Named<Weak<dyn Entries>>>>,
+    restored: Mutex<HashMap<Box<[u8]>, Vec<Entry>>>,
+}
+
+impl Registry {
+    /// Records a table bound under `name`, and returns the entries
+    /// restored for that name (once: a second table of the name gets none).
+    pub(crate) fn bound(&self, name: Box<[u8]>, table: Weak<dyn Entries>) -> Vec<Entry> {
+        if !self.recording.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let restored = self
+            .restored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&name)
+            .unwrap_or_default();
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|(_, t)| t.strong_count() > 0);
+        live.push((name, table));
+        restored
+    }
+
+    /// Records the tables bound from now on.
+    pub(crate) fn record(&self) {
+        self.recording.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether tables are recorded.
+    pub(crate) fn recording(&self) -> bool {
+        self.recording.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `snapshot`'s entries for the tables bound from now on.
+    pub(crate) fn restore(&self, snapshot: StateSnapshot) {
+        self.record();
+        let mut restored = self.restored.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, entries) in snapshot.into_tables() {
+            restored.entry(name).or_default().extend(entries);
+        }
+    }
+
+    /// Every live table's entries now.
+    pub(crate) fn snapshot(&self) -> StateSnapshot {
+        let tables: Vec<Named<std::sync::Arc<dyn Entries>>> = {
+            let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            live.retain(|(_, t)| t.strong_count() > 0);
+            live.iter()
+                .filter_map(|(name, t)| Some((name.clone(), t.upgrade()?)))
+                .collect()
+        };
+        let mut snapshot = StateSnapshot::default();
+        for (name, table) in tables {
+            let body = &mut snapshot.body;
+            body.push(b'T');
+            body.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            body.extend_from_slice(&name);
+            // The count, known once the entries are written after it.
+            let count_at = body.len();
+            body.extend_from_slice(&[0; 8]);
+            let count = table.write_entries(body);
+            body[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
+            snapshot.tables += 1;
+            snapshot.entries += count;
+        }
+        snapshot
+    }
+}
