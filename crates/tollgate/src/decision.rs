@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::strategy::{CompoundOutcome, LimitRate, Outcome};
+use crate::strategy::{CompoundOutcome, LimitRate, Outcome, Tick};
 
 /// What the limiter decided for one request.
 ///
@@ -176,33 +176,6 @@ impl Decision {
         Self {
             not_asked: true,
             ..Self::new(true, limit, 0, Duration::ZERO, None)
-        }
-    }
-}
-
-/// The length of one clock tick of a backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tick {
-    /// Nanosecond ticks (the in-memory backend).
-    Nanos,
-    /// Microsecond ticks (stores whose arithmetic is exact only to 2^53).
-    Micros,
-}
-
-impl Tick {
-    /// The duration of `ticks` ticks.
-    pub fn duration(self, ticks: u64) -> Duration {
-        match self {
-            Tick::Nanos => Duration::from_nanos(ticks),
-            Tick::Micros => Duration::from_micros(ticks),
-        }
-    }
-
-    /// Converts nanoseconds since the epoch into ticks (rounding down).
-    pub fn from_nanos(self, nanos: u64) -> u64 {
-        match self {
-            Tick::Nanos => nanos,
-            Tick::Micros => nanos / 1_000,
         }
     }
 }

@@ -5,9 +5,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::calendar::Calendar;
-use crate::decision::Tick;
 use crate::error::ConfigError;
-use crate::strategy::{CalendarTicks, LimitRate, Rate, Strategy, MAX_LIMIT};
+use crate::strategy::{CalendarTicks, LimitRate, Rate, Strategy, Tick, MAX_LIMIT};
 
 /// The longest window a policy accepts ([`Policy::MAX_WINDOW`]).
 pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -178,7 +177,7 @@ impl Limit {
     }
 
     /// The rate in `tick`s, with the calendar when there is one.
-    pub fn rate(&self, tick: Tick) -> Rate {
+    pub(crate) fn rate(&self, tick: Tick) -> Rate {
         // MAX_WINDOW in nanoseconds is below MAX_WINDOW_TICKS.
         let window = tick.from_nanos(self.window_nanos);
         match self.calendar {

@@ -12,10 +12,11 @@ use super::snapshot::{write_entry, Entries, Registry, StateSnapshot};
 use super::table::{lanes_for, CellOf, LockedShard, Table};
 use super::{Backend, Binding, CompoundKeys, Receipt, Reserved, Scope};
 use crate::clock::{Clock, ClockHandle, SharedClock};
-use crate::decision::{Decision, Tick};
+use crate::decision::Decision;
 use crate::error::{BackendError, ConfigError, Error};
 use crate::operation::Operation;
 use crate::policy::{Limit, Policy, MAX_LIMITS};
+use crate::strategy::Tick;
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
 /// The default interval between background sweeps of expired state.
@@ -127,7 +128,7 @@ impl MemoryBackend {
         &self,
         limit: &Limit,
         hasher: &ahash::RandomState,
-        name: Box<[u8]>,
+        name: Option<Box<[u8]>>,
     ) -> Arc<Table<A>> {
         let table = Arc::new(Table::<A>::new(
             limit.rate_nanos(),
@@ -140,7 +141,7 @@ impl MemoryBackend {
             let weak = Arc::downgrade(&table);
             janitor::register(weak, self.sweep_interval);
         }
-        if self.registry.recording() {
+        if let Some(name) = name {
             let entries: Arc<dyn Entries> = table.clone();
             for (key, state) in self.registry.bound(name, Arc::downgrade(&entries)) {
                 if let Some(state) = A::unwrap(state) {
@@ -257,7 +258,11 @@ impl MemoryBackend {
             let i = policy.limits().iter().position(|l| l.same_windows(limit))?;
             Some(binding.tables[i].clone())
         };
-        let names = CompoundKeys::new(scope.prefix, scope.resource, scope.policy.limits());
+        // The tables' names, for a backend that records them for snapshots.
+        let names = self
+            .registry
+            .recording()
+            .then(|| CompoundKeys::new(scope.prefix, scope.resource, scope.policy.limits()));
         let tables: Box<[Tables]> = scope
             .policy
             .limits()
@@ -265,7 +270,7 @@ impl MemoryBackend {
             .enumerate()
             .map(|(i, limit)| {
                 kept(limit).unwrap_or_else(|| {
-                    let name = names.table_name(i);
+                    let name = names.as_ref().map(|names| names.table_name(i));
                     match limit.strategy() {
                         Strategy::FixedWindow => Tables::Fixed(self.table(limit, &hasher, name)),
                         Strategy::SlidingWindow => Tables::Sliding(self.table(limit, &hasher, name)),

@@ -23,8 +23,8 @@ mod trim;
 
 use std::future::Future;
 
-pub use crate::decision::Tick;
 pub use crate::error::{BackendError, BackendErrorKind};
+pub use crate::strategy::tick::Tick;
 pub use codec::{decode_record, Record};
 pub(crate) use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};

@@ -142,40 +142,10 @@ impl StateSnapshot {
             ));
         }
         let body_start = reader.at;
-        let (mut tables, mut entries) = (0u64, 0u64);
-        loop {
-            match reader.u8("a table or the end")? {
-                b'T' => {
-                    let name = reader.u32("a table's name length")? as usize;
-                    reader.take(name, "a table's name")?;
-                    let count = reader.u64("a table's entry count")?;
-                    for _ in 0..count {
-                        let key = reader.u32("a key's length")? as usize;
-                        if key > MAX_KEY {
-                            return Err(format!(
-                                "a key of {key} bytes at byte {}: longer than any key kept",
-                                reader.at
-                            ));
-                        }
-                        reader.take(key, "a key")?;
-                        let state = usize::from(reader.u8("a state's length")?);
-                        let at = reader.at;
-                        decode_state(reader.take(state, "a state")?)
-                            .map_err(|e| format!("byte {at}: {e}"))?;
-                    }
-                    tables += 1;
-                    entries += count;
-                }
-                b'E' => break,
-                other => {
-                    return Err(format!(
-                        "byte {}: {other:#04x} where a table ('T') or the end ('E') was expected",
-                        reader.at - 1
-                    ))
-                }
-            }
-        }
-        let body_end = reader.at - 1;
+        let (tables, entries) = read_tables(&mut reader, |_, _, _| {})?;
+        let body_end = reader.at;
+        // The end mark, where the tables stopped.
+        reader.u8("a table or the end")?;
         let said = (reader.u64("the table count")?, reader.u64("the key count")?);
         let summed = fnv1a(&bytes[..reader.at]);
         let sum = reader.u64("the checksum")?;
@@ -266,30 +236,70 @@ impl StateSnapshot {
 
     /// The entries by table name, to be restored.
     pub(crate) fn into_tables(self) -> HashMap<Box<[u8]>, Vec<Entry>> {
-        let mut tables = HashMap::new();
+        let mut tables: HashMap<Box<[u8]>, Vec<Entry>> = HashMap::new();
         let mut reader = Reader {
             bytes: &self.body,
             at: 0,
         };
-        // Checked when it was read or made: every step succeeds.
-        while reader.at < self.body.len() {
-            let (Ok(b'T'), Ok(name)) = (reader.u8(""), reader.u32("")) else {
-                break;
+        // The body was checked when it was read, or made here: nothing
+        // fails, and a failure could only leave out the rest.
+        let _ = read_tables(&mut reader, |name, key, state| {
+            let entries = match tables.get_mut(name) {
+                Some(entries) => entries,
+                None => tables.entry(name.into()).or_default(),
             };
-            let name: Box<[u8]> = reader.take(name as usize, "").unwrap_or_default().into();
-            let count = reader.u64("").unwrap_or(0);
-            let entries: &mut Vec<Entry> = tables.entry(name).or_default();
-            for _ in 0..count {
-                let key = reader.u32("").unwrap_or(0) as usize;
-                let key: Box<[u8]> = reader.take(key, "").unwrap_or_default().into();
-                let state = usize::from(reader.u8("").unwrap_or(0));
-                if let Ok(state) = decode_state(reader.take(state, "").unwrap_or_default()) {
-                    entries.push((key, state));
-                }
-            }
-        }
+            entries.push((key.into(), state));
+        });
         tables
     }
+}
+
+/// Reads tables (`T`, name, entries) from `reader` until its end or the
+/// end mark `E` (left unread), calling `visit` with each entry's table
+/// name, key and state; returns how many tables and entries. An error says
+/// what was found where.
+fn read_tables<'a>(
+    reader: &mut Reader<'a>,
+    mut visit: impl FnMut(&'a [u8], &'a [u8], State),
+) -> Result<(u64, u64), String> {
+    let (mut tables, mut entries) = (0u64, 0u64);
+    while reader.at < reader.bytes.len() {
+        match reader.u8("a table or the end")? {
+            b'T' => {
+                let name = reader.u32("a table's name length")? as usize;
+                let name = reader.take(name, "a table's name")?;
+                let count = reader.u64("a table's entry count")?;
+                for _ in 0..count {
+                    let key = reader.u32("a key's length")? as usize;
+                    if key > MAX_KEY {
+                        return Err(format!(
+                            "a key of {key} bytes at byte {}: longer than any key kept",
+                            reader.at
+                        ));
+                    }
+                    let key = reader.take(key, "a key")?;
+                    let state = usize::from(reader.u8("a state's length")?);
+                    let at = reader.at;
+                    let state = decode_state(reader.take(state, "a state")?)
+                        .map_err(|e| format!("byte {at}: {e}"))?;
+                    visit(name, key, state);
+                }
+                tables += 1;
+                entries += count;
+            }
+            b'E' => {
+                reader.at -= 1;
+                break;
+            }
+            other => {
+                return Err(format!(
+                    "byte {}: {other:#04x} where a table ('T') or the end ('E') was expected",
+                    reader.at - 1
+                ))
+            }
+        }
+    }
+    Ok((tables, entries))
 }
 
 /// A file in `dir` named after `name`, created new.
@@ -389,12 +399,10 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// Records a table bound under `name`, and returns the entries
+    /// Records a table bound under `name` (by a backend that is
+    /// [`recording`](Self::recording)), and returns the entries
     /// restored for that name (once: a second table of the name gets none).
     pub(crate) fn bound(&self, name: Box<[u8]>, table: Weak<dyn Entries>) -> Vec<Entry> {
-        if !self.recording.load(Ordering::Relaxed) {
-            return Vec::new();
-        }
         let restored = self
             .restored
             .lock()

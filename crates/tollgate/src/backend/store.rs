@@ -20,10 +20,11 @@ use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
 use super::{Backend, Binding, LeaseAsk, Leased, Receipt, Reserved, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
-use crate::decision::{Decision, Tick};
+use crate::decision::Decision;
 use crate::error::{BackendError, Error};
 use crate::operation::Operation;
 use crate::policy::MAX_LIMITS;
+use crate::strategy::Tick;
 use crate::strategy::{self, LimitRate, State};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.

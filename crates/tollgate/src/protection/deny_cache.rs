@@ -575,7 +575,7 @@ mod tests {
             // faster than it refills runs out.
             steps in proptest::collection::vec((1u64..6, 0u64..200), 1..200),
         ) {
-            use crate::decision::Tick;
+            use crate::strategy::Tick;
             use crate::strategy;
             let window = Duration::from_nanos(window_us * 1_000 + extra_ns);
             let limit = Limit::new(strategy, limit, window).unwrap();

@@ -25,10 +25,10 @@ mod leaky_bucket;
 mod lease;
 mod reserve;
 mod sliding_window;
+pub(crate) mod tick;
 mod token_bucket;
 
 use crate::calendar::Calendar;
-use crate::decision::Tick;
 
 pub use charge::charge_all;
 pub(crate) use charge::DecideAll;
@@ -43,6 +43,7 @@ pub use lease::{lease_all, return_before, window_end, LeaseOutcome};
 pub use reserve::{cancel_all, reserve_all, ReserveOutcome};
 pub(crate) use sliding_window::SlidingWindow;
 pub use sliding_window::SlidingWindowState;
+pub(crate) use tick::Tick;
 pub(crate) use token_bucket::TokenBucket;
 
 /// The largest limit `L` of any rate: 2^62.
@@ -104,11 +105,7 @@ impl CalendarTicks {
     /// The period that holds `now`: its start and the start of the next,
     /// in ticks. A period that began before the epoch starts at 0.
     pub fn period_at(&self, now: u64) -> (u64, u64) {
-        let tick_nanos = match self.tick {
-            Tick::Nanos => 1,
-            Tick::Micros => 1_000,
-        };
-        self.calendar.periods().period_at(now, tick_nanos)
+        self.calendar.periods().period_at(now, self.tick.nanos())
     }
 }
 
