@@ -126,6 +126,11 @@ pub mod _documentation {
     }
 }
 
+/// A reply read from its bytes to a decision, for the fuzz targets. Not
+/// public API: anything here may change or go away in any release.
+#[doc(hidden)]
+#[path = "resp_reading.rs"]
+pub mod __resp;
 mod backend;
 mod batch;
 mod binding;

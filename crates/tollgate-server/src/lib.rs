@@ -75,6 +75,11 @@
 //! ([`tollgate_config::PolicySet`], [`tollgate_config::PolicySetWatcher`]);
 //! the service keeps only its protocols.
 
+/// The service's routes called without a socket, for the fuzz targets. Not
+/// public API: anything here may change or go away in any release.
+#[doc(hidden)]
+#[path = "in_process.rs"]
+pub mod __in_process;
 mod connection;
 mod envoy;
 mod error;

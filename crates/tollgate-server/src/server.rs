@@ -79,7 +79,7 @@ impl std::fmt::Debug for ServerBuilder {
 
 /// A bound decision service, ready to [`run`](Server::run).
 pub struct Server {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     http: TcpListener,
     http_addr: SocketAddr,
     grpc: Option<(TcpListener, SocketAddr)>,
