@@ -288,11 +288,17 @@ enum Direction {
 /// Forwards `from` to `to` as the faults say, until `from` closes, the
 /// proxy drops the connection (both sockets shut), or makes it half-open
 /// (the server's socket shut, the client's left open and silent).
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64, direction: Direction) {
+fn pump(mut from: TcpStream, to: TcpStream, shared: &Shared, generation: u64, direction: Direction) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
     let mut buf = vec![0u8; 16 * 1024];
-    // When the last chunk went out, so that jitter never reorders.
-    let mut last_sent = Instant::now();
+    let Some(line) = DelayLine::start(&to) else {
+        let _ = from.shutdown(Shutdown::Both);
+        return;
+    };
+    // When the last chunk is due, so that jitter never reorders; and when
+    // the bandwidth limit lets the wire take the next one.
+    let mut last_due = Instant::now();
+    let mut wire_free = Instant::now();
     let close = |from: &TcpStream, to: &TcpStream| {
         let now = shared.generation.load(Ordering::Relaxed);
         let half_open = now >> 32 != generation >> 32;
@@ -316,6 +322,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
     loop {
         if shared.dropped(generation) {
             close(&from, &to);
+            line.finish();
             return;
         }
         let n = match from.read(&mut buf) {
@@ -324,19 +331,25 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
             // The other direction's thread closed it: as the proxy said.
             _ if shared.dropped(generation) => {
                 close(&from, &to);
+                line.finish();
                 return;
             }
             Ok(_) => {
+                // What is on its way arrives first, then the end.
+                line.finish();
                 let _ = to.shutdown(Shutdown::Write);
                 return;
             }
             Err(_) => {
                 let _ = to.shutdown(Shutdown::Both);
+                line.finish();
                 return;
             }
         };
+        let arrived = Instant::now();
         if !shared.wait_while_stalled(generation) {
             close(&from, &to);
+            line.finish();
             return;
         }
         let faults = shared.faults();
@@ -355,12 +368,14 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
                 drop(current);
                 let _ = from.shutdown(Shutdown::Both);
                 let _ = to.shutdown(Shutdown::Both);
+                line.finish();
                 return;
             }
             if faults.reply_loss_ppm > 0 && shared.random() % 1_000_000 < u64::from(faults.reply_loss_ppm) {
                 // A reply cut off in flight: the stream is broken.
                 let _ = from.shutdown(Shutdown::Both);
                 let _ = to.shutdown(Shutdown::Both);
+                line.finish();
                 return;
             }
         }
@@ -370,19 +385,61 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
             let offset = shared.random() % (2 * span + 1);
             delay = (delay + Duration::from_nanos(offset)).saturating_sub(faults.jitter);
         }
+        // The wire takes one chunk after another at the bandwidth limit;
+        // the latency delays each, without spacing them out.
+        let mut sent = arrived;
         if let Some(nanos) = (n as u64 * 1_000_000_000).checked_div(faults.bytes_per_second) {
-            delay += Duration::from_nanos(nanos);
+            wire_free = wire_free.max(arrived) + Duration::from_nanos(nanos);
+            sent = wire_free;
         }
-        let due = (Instant::now() + delay).max(last_sent);
-        let wait = due.saturating_duration_since(Instant::now());
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
-        }
-        if to.write_all(&buf[..n]).is_err() {
+        let due = (sent + delay).max(last_due);
+        last_due = due;
+        if !line.send(due, &buf[..n]) {
             let _ = from.shutdown(Shutdown::Both);
+            line.finish();
             return;
         }
-        last_sent = Instant::now();
+    }
+}
+
+/// Chunks written on at their due times, in order, by a thread of their
+/// own: a chunk read while an earlier one waits out its latency is not
+/// held behind it, as on a link, where latency delays every chunk but does
+/// not space them out.
+struct DelayLine {
+    chunks: std::sync::mpsc::Sender<(Instant, Vec<u8>)>,
+    writer: JoinHandle<()>,
+}
+
+impl DelayLine {
+    /// A line writing to `to`; `None` when the socket cannot be shared.
+    fn start(to: &TcpStream) -> Option<Self> {
+        let mut out = to.try_clone().ok()?;
+        let (chunks, due) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        let writer = std::thread::spawn(move || {
+            for (at, chunk) in due {
+                let wait = at.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                if out.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        });
+        Some(Self { chunks, writer })
+    }
+
+    /// Queues `chunk` to be written at `due`; false once a write failed.
+    fn send(&self, due: Instant, chunk: &[u8]) -> bool {
+        !self.writer.is_finished() && self.chunks.send((due, chunk.to_vec())).is_ok()
+    }
+
+    /// Writes what is queued (or fails at once on a closed socket) and
+    /// stops.
+    fn finish(self) {
+        drop(self.chunks);
+        let _ = self.writer.join();
     }
 }
 

@@ -14,6 +14,7 @@ mod compound;
 mod connect;
 mod differential;
 mod faults;
+mod fleet_faults;
 mod leases;
 mod operations;
 mod overrides;
