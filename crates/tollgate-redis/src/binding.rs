@@ -31,7 +31,6 @@ use crate::scripts::{self, Functions, LuaScript};
 #[derive(Clone)]
 pub(crate) struct Options {
     pub(crate) timeout: Duration,
-    pub(crate) connect_timeout: Duration,
     pub(crate) clock: Option<SharedClock>,
     pub(crate) expiry_grace: Duration,
     /// Whether decisions that find calls in flight go out together.
@@ -60,8 +59,6 @@ struct BindingShared {
     /// alone.
     batcher: Option<Arc<Batcher<RedisBinding>>>,
     timeout: Duration,
-    /// How long a reconnection may take, before a probe gives up on it.
-    connect_timeout: Duration,
     clock: Option<SharedClock>,
     script: &'static LuaScript,
     /// What decides several requests in one call: for a policy of one
@@ -189,7 +186,6 @@ impl RedisBinding {
                 functions: Arc::clone(functions),
                 batcher: options.batch.then(|| Arc::clone(batcher)),
                 timeout: options.timeout,
-                connect_timeout: options.connect_timeout,
                 clock: options.clock.clone(),
                 script,
                 batch_script: single.map(|limit| scripts::batch(limit.strategy())),
@@ -545,19 +541,25 @@ impl RedisBinding {
         }
     }
 
-    /// See [`Binding::reconnect`].
+    /// See [`Binding::reconnect`]: a `PING`, and another on the new
+    /// connection when the first failed on a broken one (which starts the
+    /// reconnection), both within one decision timeout. A reconnection that
+    /// takes longer goes on in the background (the clients reconnect by
+    /// themselves) and the next probe meets it; the caller never waits for
+    /// a connection attempt past the timeout.
     async fn ping_twice(&self) -> Result<(), BackendError> {
         let shared = &self.shared;
-        let ping = |within: Duration| async move {
-            tokio::time::timeout(within, shared.conn.query::<String>(&redis::cmd("PING")))
+        let deadline = tokio::time::Instant::now() + shared.timeout;
+        let ping = || async move {
+            tokio::time::timeout_at(deadline, shared.conn.query::<String>(&redis::cmd("PING")))
                 .await
-                .map_err(|_| BackendError::timeout(within))?
+                .map_err(|_| BackendError::timeout(shared.timeout))?
                 .map_err(backend_error)
         };
-        if ping(shared.timeout).await.is_ok() {
+        if ping().await.is_ok() {
             return Ok(());
         }
-        ping(shared.timeout.max(shared.connect_timeout)).await.map(drop)
+        ping().await.map(drop)
     }
 
     /// Decides `cost` units for `key` and charges them whether admitted or

@@ -378,7 +378,6 @@ impl RedisBackendBuilder {
     fn options(&self) -> Options {
         Options {
             timeout: self.timeout,
-            connect_timeout: self.connect_timeout,
             clock: self.clock.clone(),
             expiry_grace: self.expiry_grace,
             batch: self.batch,

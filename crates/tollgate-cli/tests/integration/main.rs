@@ -10,6 +10,7 @@ mod compound;
 mod config;
 mod decisions;
 mod errors;
+mod fleet_faults;
 mod package;
 mod plot;
 mod progress;

@@ -300,8 +300,9 @@ pub trait Binding: Send + Sync + 'static {
     /// breaker](crate::protection::CircuitBreaker)'s probe, so that the probe's decision
     /// meets a live connection instead of failing on the one the outage
     /// broke (which would keep the store out for another cool-down although
-    /// it is back). It should take no longer than a decision's timeout plus
-    /// a connection attempt.
+    /// it is back). It should take no longer than a decision's timeout: a
+    /// reconnection that takes longer goes on in the background, for the
+    /// next probe to meet, so that no caller waits for it.
     ///
     /// The default does nothing: a backend whose every call connects anew,
     /// or whose client reconnects before failing a call, needs nothing here.

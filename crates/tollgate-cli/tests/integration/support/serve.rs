@@ -62,6 +62,11 @@ impl Serve {
         }
     }
 
+    /// The process's id, for reading its `/proc` entries.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends the signal `name` (`TERM`, `HUP`, …) to the process.
     pub fn signal(&self, name: &str) {
         let status = Command::new("kill")
