@@ -8,7 +8,9 @@
 //! lookup in the background, which asks the sentinels again until they name
 //! a primary that answers, pausing between attempts as a background
 //! connection does; when the address has changed, later decisions use a
-//! connection to the new primary. Decisions sent meanwhile fail (the
+//! connection to the new primary. So does a decision that timed out before
+//! its reply came (the primary may be cut off by a partition that leaves
+//! the connection open). Decisions sent meanwhile fail (the
 //! limiter's fail policy decides), so the lookup never delays one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -272,7 +274,13 @@ impl SentinelConnection {
     /// gone or demoted starts a lookup of the new one.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
         let primary = self.current();
+        let mut unanswered = Unanswered {
+            connection: self,
+            generation: primary.generation,
+            armed: true,
+        };
         let result = cmd.query_async(&mut primary.manager.clone()).await;
+        unanswered.armed = false;
         if let Err(err) = &result {
             if lost_primary(err) {
                 self.look_up_primary(primary.generation);
@@ -292,10 +300,35 @@ impl SentinelConnection {
     /// Starts a lookup in the background unless one is under way or the
     /// primary has changed since `generation`.
     fn look_up_primary(&self, generation: u64) {
+        // Outside a runtime (one shutting down) there is nothing to look
+        // for: no decision will follow.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if self.shared.looking.swap(true, Ordering::AcqRel) {
             return;
         }
-        tokio::spawn(keep_looking(Arc::downgrade(&self.shared), generation));
+        runtime.spawn(keep_looking(Arc::downgrade(&self.shared), generation));
+    }
+}
+
+/// A command sent to the primary and not yet answered. Dropped so (the
+/// decision's timeout passed first), it starts a lookup as a lost
+/// connection does: a primary cut off by a partition that keeps its
+/// connection open never answers nor breaks it, and without the lookup the
+/// backend would wait for the partition to end although the sentinels
+/// have promoted another.
+struct Unanswered<'a> {
+    connection: &'a SentinelConnection,
+    generation: u64,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.connection.look_up_primary(self.generation);
+        }
     }
 }
 

@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::RedisServer;
+use std::net::SocketAddr;
+
+use super::{free_port, RedisServer};
+use crate::fault_proxy::FaultProxy;
 
 /// The name the sentinel monitors the primary by.
 pub const MASTER: &str = "tollgate-primary";
@@ -100,6 +103,73 @@ impl Sentinel {
                 .contains("flags\nmaster\n")
         });
         setup
+    }
+
+    /// A primary and its replica, each behind a [`FaultProxy`], and a
+    /// sentinel that knows them only by their proxies' addresses (the
+    /// primary's in its `sentinel monitor` line, each server's announced as
+    /// a replica's), so that the clients Sentinel sends to a primary, and
+    /// the sentinel itself, cross the faults of that primary's proxy; the
+    /// replication between the servers does not. A fault on the primary's
+    /// proxy longer than the sentinel's `down-after-milliseconds` (500 ms)
+    /// is a failover during a partition. Returns once the sentinel could
+    /// promote the replica, with the primary's proxy and the replica's.
+    pub fn start_behind_proxies() -> (Self, FaultProxy, FaultProxy) {
+        let (primary_port, replica_port) = (free_port(), free_port());
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let (primary_proxy, replica_proxy) = (
+            FaultProxy::start(at(primary_port)),
+            FaultProxy::start(at(replica_port)),
+        );
+        let announce = |proxy: &FaultProxy| {
+            [
+                "--replica-announce-ip".to_owned(),
+                "127.0.0.1".to_owned(),
+                "--replica-announce-port".to_owned(),
+                proxy.addr().port().to_string(),
+            ]
+        };
+        let mut primary_args = vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()];
+        primary_args.extend(announce(&primary_proxy));
+        let primary_args: Vec<&str> = primary_args.iter().map(String::as_str).collect();
+        let primary = RedisServer::start_on(primary_port, &primary_args);
+        let mut replica_args = vec![
+            "--replicaof".to_owned(),
+            "127.0.0.1".to_owned(),
+            primary_port.to_string(),
+        ];
+        replica_args.extend(announce(&replica_proxy));
+        let replica_args: Vec<&str> = replica_args.iter().map(String::as_str).collect();
+        let replica = RedisServer::start_on(replica_port, &replica_args);
+        let config = format!(
+            "sentinel monitor {MASTER} 127.0.0.1 {} 1\n\
+             sentinel down-after-milliseconds {MASTER} 500\n\
+             sentinel failover-timeout {MASTER} 3000\n\
+             sentinel parallel-syncs {MASTER} 1\n",
+            primary_proxy.addr().port()
+        );
+        let sentinel = RedisServer::start_sentinel(&config);
+        let setup = Self {
+            primary,
+            replica,
+            sentinel,
+            password: None,
+            sentinel_password: None,
+        };
+        wait_for("the replica to sync", || {
+            setup
+                .server_cli(&setup.replica, &["INFO", "replication"])
+                .contains("master_link_status:up")
+        });
+        let replica_announced = format!("\n{}\n", replica_proxy.addr().port());
+        wait_for("the sentinel to know the replica as promotable", || {
+            let replicas = setup.sentinel_cli(&["SENTINEL", "REPLICAS", MASTER]);
+            replicas.contains(&replica_announced)
+                && replicas.contains("master-link-status\nok")
+                && !replicas.contains("s_down")
+                && !replicas.contains("disconnected")
+        });
+        (setup, primary_proxy, replica_proxy)
     }
 
     /// The sentinel's URL, with its password when it has one.
