@@ -2,9 +2,23 @@
 //! 55536, created with `redis-cli --cluster create`, optionally with
 //! replicas.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::{cli, free_cluster_port, RedisServer};
+use crate::fault_proxy::FaultProxy;
+
+/// `count` distinct free ports whose cluster-bus ports are free too.
+fn cluster_ports(count: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < count {
+        let port = free_cluster_port();
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    ports
+}
 
 /// A running cluster; its processes are killed when it is dropped.
 pub struct Cluster {
@@ -18,29 +32,73 @@ impl Cluster {
     /// replica is in sync with its primary). `node_timeout_ms` is how long a
     /// node may be unreachable before it is considered failed.
     pub fn start(primaries: usize, replicas: usize, node_timeout_ms: u32) -> Self {
-        let total = primaries * (1 + replicas);
-        let mut ports: Vec<u16> = Vec::new();
-        while ports.len() < total {
-            let port = free_cluster_port();
-            if !ports.contains(&port) {
-                ports.push(port);
-            }
-        }
+        let ports = cluster_ports(primaries * (1 + replicas));
+        Self::start_on(&ports, primaries, replicas, node_timeout_ms, |_| Vec::new())
+    }
+
+    /// As [`start`](Self::start), with a [`FaultProxy`] in front of every
+    /// node, which announces its proxy's address to clients
+    /// (`cluster-announce-port`): the clients, seeded with
+    /// [`proxy_urls`](Self::proxy_urls), cross the proxies' faults, and the
+    /// cluster bus (failure detection, failovers) and the replication do
+    /// not. Returns the proxies in the order of [`nodes`](Self::nodes).
+    pub fn start_behind_proxies(
+        primaries: usize,
+        replicas: usize,
+        node_timeout_ms: u32,
+    ) -> (Self, Vec<FaultProxy>) {
+        let ports = cluster_ports(primaries * (1 + replicas));
+        let proxies: Vec<FaultProxy> = ports
+            .iter()
+            .map(|&port| FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], port))))
+            .collect();
+        let cluster = Self::start_on(&ports, primaries, replicas, node_timeout_ms, |i| {
+            vec![
+                "--cluster-announce-ip".to_owned(),
+                "127.0.0.1".to_owned(),
+                "--cluster-announce-port".to_owned(),
+                proxies[i].addr().port().to_string(),
+                "--cluster-announce-bus-port".to_owned(),
+                (ports[i] + 10_000).to_string(),
+            ]
+        });
+        (cluster, proxies)
+    }
+
+    /// `redis://` URLs of the proxies, as seeds for a client.
+    pub fn proxy_urls(proxies: &[FaultProxy]) -> Vec<String> {
+        proxies.iter().map(FaultProxy::redis_url).collect()
+    }
+
+    /// Starts a node on each of `ports` with the arguments `extra(i)` for
+    /// the i-th besides the cluster's, creates the cluster and waits until
+    /// it is ready.
+    fn start_on(
+        ports: &[u16],
+        primaries: usize,
+        replicas: usize,
+        node_timeout_ms: u32,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
         let timeout = node_timeout_ms.to_string();
         let nodes: Vec<RedisServer> = ports
             .iter()
-            .map(|&port| {
-                RedisServer::start_on(
-                    port,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        &timeout,
-                    ],
-                )
+            .enumerate()
+            .map(|(i, &port)| {
+                let mut args: Vec<String> = [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    &timeout,
+                ]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+                args.extend(extra(i));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                RedisServer::start_on(port, &args)
             })
             .collect();
         let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
