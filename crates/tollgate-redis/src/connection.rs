@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
 use redis::{Client, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, RedisResult, TlsCertificates};
 
@@ -21,6 +21,7 @@ use tollgate::__private::redact_url;
 
 use crate::error::{ConnectError, ConnectErrorKind};
 use crate::handshake::{check_pong, invalid_url, manager_config, timed_out, Backoff};
+use crate::redirects::cluster_query;
 use crate::sentinel::{PrimaryAuth, SentinelConnection, Sentinels};
 
 /// A connection to a standalone server, a cluster or the primary that
@@ -43,7 +44,7 @@ impl Connection {
         };
         match live {
             Some(Connection::Standalone(conn)) => cmd.query_async(&mut conn.clone()).await,
-            Some(Connection::Cluster(conn)) => cmd.query_async(&mut conn.clone()).await,
+            Some(Connection::Cluster(conn)) => cluster_query(conn, cmd, None).await,
             Some(Connection::Sentinel(conn)) => conn.query(cmd).await,
             // An established background connection is never itself one.
             Some(Connection::Background(_)) | None => Err(redis::RedisError::from((
@@ -65,14 +66,7 @@ impl Connection {
         match live {
             Some(Connection::Cluster(conn)) => {
                 let route = Route::with_key(key, SlotAddr::Master);
-                let reply = conn
-                    .clone()
-                    .route_command(
-                        cmd.clone(),
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                    )
-                    .await?;
-                T::from_redis_value(reply.extract_error()?).map_err(Into::into)
+                cluster_query(conn, cmd, Some(SingleNodeRoutingInfo::SpecificNode(route))).await
             }
             _ => self.query(cmd).await,
         }
@@ -300,9 +294,10 @@ impl Endpoint {
         };
         let mut builder = ClusterClientBuilder::new(infos)
             .connection_timeout(connect_timeout)
-            .retries(2)
-            .min_retry_wait(5)
-            .max_retry_wait(100)
+            // No retries: they would resend a command after a lost
+            // connection, when it may have run (crate::redirects follows
+            // the answers that say it did not).
+            .retries(0)
             .tcp_settings(tcp.clone());
         if let Some(certs) = tls {
             builder = builder.certs(certs.clone());

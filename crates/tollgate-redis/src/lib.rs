@@ -139,6 +139,7 @@ mod connection;
 mod error;
 mod exact;
 mod handshake;
+mod redirects;
 mod reply;
 mod scripts;
 mod sentinel;
