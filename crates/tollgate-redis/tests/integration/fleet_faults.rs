@@ -1102,3 +1102,22 @@ fn a_cluster_fleet_whose_nodes_stall_past_the_timeout_holds_its_bounds() {
         check_recovery("cluster-stall", &reports);
     }
 }
+
+#[test]
+fn a_fleet_whose_store_stalls_past_the_timeout_falls_back_and_decides_again() {
+    for _ in 0..repetitions() {
+        let faults = Faults {
+            stall: true,
+            ..Faults::default()
+        };
+        let reports = scenario("fleet-stall", Kind::Standalone, faults, Duration::from_secs(2));
+        check_recovery("fleet-stall", &reports);
+        for (i, report) in reports.iter().enumerate() {
+            let first = report.fallback.expect("the fallback decided during the stall");
+            assert!(
+                first <= TIMEOUT + QUANTUM,
+                "worker {i}: the fallback answered after {first:?}"
+            );
+        }
+    }
+}
