@@ -143,3 +143,77 @@ fn the_server_clock_decides_a_calendar_window() {
     let gap = retry.abs_diff(to_midnight);
     assert!(gap < Duration::from_secs(2), "{retry:?} against {to_midnight:?}");
 }
+
+/// Random instants over ten years, and the second before each one's
+/// period ends and the boundary itself, in eight zones (DST both ways, a
+/// 30-minute DST, midnight changes, a skipped day, half-hour offsets) and
+/// every period: Redis decides each as memory does, and memory's periods
+/// are the model's (`calendar::tests` in tollgate). A key per instant, so
+/// that each key's three decisions (admitted twice in the period, once in
+/// the next) test the period's bounds. The years are 2027 to 2037: keys
+/// expire at their period's end on the server's clock, which must not
+/// have passed it.
+/// `TOLLGATE_CALENDAR_INSTANTS` instants per zone and period, 50 unless
+/// set (a campaign: `TOLLGATE_CALENDAR_INSTANTS=100000 cargo test --release
+/// -p tollgate-redis --test integration calendar::random_instants`).
+#[test]
+fn random_instants_over_ten_years_decide_as_in_memory_in_every_zone_and_period() {
+    const ZONES: [&str; 8] = [
+        "UTC",
+        "Europe/Berlin",
+        "America/New_York",
+        "Australia/Lord_Howe",
+        "America/Santiago",
+        "Pacific/Apia",
+        "Asia/Kolkata",
+        "America/St_Johns",
+    ];
+    const PERIODS: [Period; 5] = [
+        Period::Day,
+        Period::Week,
+        Period::Month,
+        Period::Quarter,
+        Period::Year,
+    ];
+    /// 2027-01-01T00:00:00Z and ten years on, in seconds.
+    const FROM: u64 = 1_798_761_600;
+    const SPAN: u64 = 10 * 365 * 86_400;
+    let count: u64 = std::env::var("TOLLGATE_CALENDAR_INSTANTS").map_or(50, |n| n.parse().unwrap());
+    let h = Harness::new();
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut checked = 0u64;
+    for zone in ZONES {
+        for period in PERIODS {
+            let calendar = Calendar::new(period, zone, None).unwrap();
+            let policy: Policy = Limit::per_calendar(3, calendar).unwrap().into();
+            let redis = h.limiter(policy);
+            let memory = Limiter::builder()
+                .policy(policy)
+                .clock(h.clock.clone())
+                .build()
+                .unwrap();
+            for i in 0..count {
+                let key = format!("k{i}");
+                let at = FROM + next() % SPAN;
+                let (_, end) = calendar.period_at(UNIX_EPOCH + Duration::from_secs(at));
+                let end = end.duration_since(UNIX_EPOCH).unwrap().as_secs();
+                for secs in [at, end - 1, end] {
+                    h.clock.set_nanos(secs * 1_000_000_000);
+                    let expected = memory.check(&key);
+                    let got = h.rt.block_on(redis.allow(&key)).unwrap_or_else(|err| {
+                        panic!("{period:?} in {zone} at {secs} s (from {at} s): {err}")
+                    });
+                    assert_eq!(got, expected, "{period:?} in {zone} at {secs} s");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{checked} decisions on Redis as in memory");
+}
