@@ -23,7 +23,7 @@ use serde_json::{Map, Number, Value};
 const ROUTES: [&str; 6] = ["/v1/decide", "/v1/cancel", "/v1/reset", "/v1/block", "/v1/refund", "/v1/penalty"];
 
 /// Field names: the routes' own, and one no route knows.
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 13] = [
     "resource",
     "key",
     "cost",
@@ -31,6 +31,7 @@ const FIELDS: [&str; 12] = [
     "charge",
     "limit",
     "window_ms",
+    "calendar",
     "duration_ms",
     "units",
     "reservation",
@@ -54,7 +55,16 @@ enum Json {
     Word(u8),
     Text(String),
     List(Vec<u8>),
+    /// A calendar object: a period, a zone and an anchor, known or not.
+    Calendar {
+        period: u8,
+        zone: u8,
+        anchor: Option<String>,
+    },
 }
+
+const PERIODS: [&str; 6] = ["day", "week", "month", "quarter", "year", "fortnight"];
+const ZONES: [&str; 5] = ["UTC", "Europe/Berlin", "Pacific/Apia", "Australia/Lord_Howe", "Mars/Olympus"];
 
 impl Json {
     fn value(&self) -> Value {
@@ -67,6 +77,15 @@ impl Json {
             Json::Word(i) => Value::from(WORDS[usize::from(*i) % WORDS.len()]),
             Json::Text(s) => Value::from(s.as_str()),
             Json::List(items) => Value::from(items.clone()),
+            Json::Calendar { period, zone, anchor } => {
+                let mut object = Map::new();
+                object.insert("period".into(), PERIODS[usize::from(*period) % PERIODS.len()].into());
+                object.insert("time_zone".into(), ZONES[usize::from(*zone) % ZONES.len()].into());
+                if let Some(anchor) = anchor {
+                    object.insert("anchor".into(), anchor.as_str().into());
+                }
+                Value::Object(object)
+            }
         }
     }
 }

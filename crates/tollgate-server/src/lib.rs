@@ -97,6 +97,7 @@ pub use error::ServerError;
 pub use http::auth::{COST_HEADER, KEY_HEADER, RESOURCE_HEADER};
 pub use http::decide::MAX_BODY_BYTES;
 pub use http::health::READY_TIMEOUT;
+pub use http::request_calendars::MAX_REQUEST_CALENDARS;
 pub use reload::Reloader;
 pub use server::{
     Server, ServerBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,

@@ -487,6 +487,7 @@ impl ServerBuilder {
             admin,
             metrics,
             reservations: Default::default(),
+            request_calendars: Default::default(),
         });
         Ok(Server {
             shared,

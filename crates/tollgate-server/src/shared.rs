@@ -21,6 +21,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<PrometheusHandle>,
     /// Reservations `/v1/cancel` can still give back.
     pub(crate) reservations: crate::pending::Reservations,
+    /// The calendars `/v1/decide` requests have named.
+    pub(crate) request_calendars: crate::http::request_calendars::RequestCalendars,
 }
 
 /// Who may call the admin routes.

@@ -1,7 +1,8 @@
 //! Limits chosen per request: a tenant's plan looked up per request (a JWT
 //! claim, a billing lookup), an Envoy descriptor's `limit`, `POST
-//! /v1/decide`'s `"limit"` and `"window_ms"`, decided with one base
-//! policy's strategy and settings, without a limiter per tenant.
+//! /v1/decide`'s `"limit"` with `"window_ms"` or `"calendar"`, decided
+//! with one base policy's strategy and settings, without a limiter per
+//! tenant.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,13 +10,16 @@ use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
+use crate::calendar::Calendar;
 use crate::error::{ConfigError, Error};
 use crate::limiter::{Limiter, LimiterBuilder};
 use crate::policy::{Limit, Policy};
+use crate::strategy::Strategy;
 
 /// The limiters of one base policy under limits chosen per request.
 ///
-/// A request names a limit, and optionally a window; [`limiter`] answers
+/// A request names a limit, and optionally a window (or a calendar,
+/// [`calendar_limiter`]); [`limiter`] answers
 /// the limiter that decides it with the base policy's strategy, settings,
 /// store and key prefix. Limiters are made per distinct limit and window
 /// (a *plan*), never per key, and kept up to a capacity, so memory is
@@ -55,6 +59,7 @@ use crate::policy::{Limit, Policy};
 /// ```
 ///
 /// [`limiter`]: Self::limiter
+/// [`calendar_limiter`]: Self::calendar_limiter
 /// [`Limiters::replace`]: crate::Limiters::replace
 pub struct Overrides<B: Backend = MemoryBackend> {
     builder: LimiterBuilder<B>,
@@ -66,11 +71,19 @@ pub struct Overrides<B: Backend = MemoryBackend> {
 
 /// The limiters made so far.
 struct Kept<B: Backend> {
-    /// Under a window other than the base one: the limiter whose state
-    /// the window's plans share, by window.
-    windows: HashMap<Duration, Arc<Limiter<B>>>,
-    /// By limit and window.
-    plans: HashMap<(u64, Duration), Arc<Limiter<B>>>,
+    /// Under a window or calendar other than the base one: the limiter
+    /// whose state the span's plans share, by span.
+    windows: HashMap<Span, Arc<Limiter<B>>>,
+    /// By limit and span.
+    plans: HashMap<(u64, Span), Arc<Limiter<B>>>,
+}
+
+/// What a limit chosen per request counts in: a window, or a calendar's
+/// periods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Span {
+    Window(Duration),
+    Calendar(Calendar),
 }
 
 impl<B: Backend> std::fmt::Debug for Overrides<B> {
@@ -204,8 +217,60 @@ impl<B: Backend + Clone> Overrides<B> {
     /// served; as for [`LimiterBuilder::build`] when the store refuses the
     /// limiter.
     pub fn limiter(&self, limit: u64, window: Option<Duration>) -> Result<Arc<Limiter<B>>, Error> {
-        let base_limit = *self.base.policy().limits().first().expect("a policy has a limit");
-        let window = window.unwrap_or(base_limit.window());
+        let base = self.base_span();
+        let span = match window {
+            None => base,
+            // The window of a calendar policy names its own periods.
+            Some(window) if window == self.base_limit().window() => base,
+            Some(window) => Span::Window(window),
+        };
+        self.plan(limit, span)
+    }
+
+    /// The limiter that decides a request naming `limit` per period of
+    /// `calendar` (a tenant's monthly quota from its billing day), with
+    /// the base policy's settings. Its state is the calendar's own, as a
+    /// window's is (the base one's when the base policy counts in the
+    /// same calendar).
+    ///
+    /// # Errors
+    ///
+    /// As [`limiter`](Self::limiter), and [`Error::Config`] naming
+    /// `calendar` when the base policy's strategy is not a fixed window
+    /// (a calendar's periods are a fixed window's windows) or when the
+    /// capacity's worth of windows and calendars is already served.
+    pub fn calendar_limiter(&self, limit: u64, calendar: Calendar) -> Result<Arc<Limiter<B>>, Error> {
+        let strategy = self.base_limit().strategy();
+        if strategy != Strategy::FixedWindow {
+            return Err(ConfigError::new(
+                "calendar",
+                format!(
+                    "counts in a fixed window's windows, and this policy's strategy is {}",
+                    strategy.name()
+                ),
+            )
+            .into());
+        }
+        self.plan(limit, Span::Calendar(calendar))
+    }
+
+    /// The base policy's (first) limit.
+    fn base_limit(&self) -> Limit {
+        *self.base.policy().limits().first().expect("a policy has a limit")
+    }
+
+    /// What the base policy counts in.
+    fn base_span(&self) -> Span {
+        let base = self.base_limit();
+        match base.calendar() {
+            Some(calendar) => Span::Calendar(calendar),
+            None => Span::Window(base.window()),
+        }
+    }
+
+    /// The limiter of `limit` per `span`.
+    fn plan(&self, limit: u64, span: Span) -> Result<Arc<Limiter<B>>, Error> {
+        let base_limit = self.base_limit();
         if limit > self.ceiling {
             return Err(ConfigError::new(
                 "limit",
@@ -216,43 +281,56 @@ impl<B: Backend + Clone> Overrides<B> {
             )
             .into());
         }
-        if limit == base_limit.limit() && window == base_limit.window() {
+        let base_span = self.base_span();
+        if limit == base_limit.limit() && span == base_span {
             return Ok(Arc::clone(&self.base));
         }
         // Envoy's `requests_per_unit: 0`: every request over the limit.
-        let policy = match (limit, base_limit.calendar()) {
-            (0, _) => Policy::zero(window)?,
-            // The policy's own windows are its calendar's periods.
-            (_, Some(calendar)) if window == base_limit.window() => {
-                Limit::per_calendar(limit, calendar)?.into()
-            }
-            _ => Policy::new(base_limit.strategy(), limit, window)?,
+        let policy = match (limit, span) {
+            (0, Span::Window(window)) => Policy::zero(window)?,
+            (0, Span::Calendar(calendar)) => Policy::zero(calendar.period().longest())?,
+            (_, Span::Calendar(calendar)) => Limit::per_calendar(limit, calendar)?.into(),
+            (_, Span::Window(window)) => Policy::new(base_limit.strategy(), limit, window)?,
         };
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(plan) = kept.plans.get(&(limit, window)) {
+        if let Some(plan) = kept.plans.get(&(limit, span)) {
             return Ok(Arc::clone(plan));
         }
-        let (resource, shares) = if window == base_limit.window() {
+        let (resource, shares) = if span == base_span {
             (self.builder_resource().to_owned(), Arc::clone(&self.base))
         } else {
-            let resource = format!("{}@{}ms", self.builder_resource(), window.as_millis());
-            let shares = match kept.windows.get(&window) {
+            let resource = match span {
+                Span::Window(window) => format!("{}@{}ms", self.builder_resource(), window.as_millis()),
+                Span::Calendar(calendar) => format!(
+                    "{}@{}@{}@{}",
+                    self.builder_resource(),
+                    calendar.period().name(),
+                    calendar.anchor(),
+                    calendar.time_zone()
+                ),
+            };
+            let shares = match kept.windows.get(&span) {
                 Some(shares) => Arc::clone(shares),
                 None => {
                     if kept.windows.len() >= self.capacity {
+                        let (field, what) = match span {
+                            Span::Window(window) => {
+                                ("window", format!("a window of {} ms", window.as_millis()))
+                            }
+                            Span::Calendar(calendar) => ("calendar", format!("the calendar {calendar}")),
+                        };
                         return Err(ConfigError::new(
-                            "window",
+                            field,
                             format!(
-                                "{} windows besides the policy's own are already served, the most \
-                                 these overrides keep; a window of {} ms is refused",
+                                "{} windows and calendars besides the policy's own are already served, \
+                                 the most these overrides keep; {what} is refused",
                                 kept.windows.len(),
-                                window.as_millis()
                             ),
                         )
                         .into());
                     }
                     let first = Arc::new(self.plan_builder(policy, &resource).build()?);
-                    kept.windows.insert(window, Arc::clone(&first));
+                    kept.windows.insert(span, Arc::clone(&first));
                     first
                 }
             };
@@ -268,7 +346,7 @@ impl<B: Backend + Clone> Overrides<B> {
             // again when named.
             kept.plans.clear();
         }
-        kept.plans.insert((limit, window), Arc::clone(&plan));
+        kept.plans.insert((limit, span), Arc::clone(&plan));
         Ok(plan)
     }
 

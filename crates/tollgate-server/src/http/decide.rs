@@ -3,8 +3,9 @@
 //! `"max_delay_ms"`, one reservation: the request waits up to that long
 //! for its turn instead of being refused; or, with `"charge": "always"`,
 //! a report of usage known after the fact, charged whether admitted or
-//! not. `"limit"` (and `"window_ms"`) decide under a limit the request
-//! names, with the resource's strategy ([`tollgate::Overrides`]).
+//! not. `"limit"` (and `"window_ms"`, or `"calendar"`) decide under a
+//! limit the request names, with the resource's strategy
+//! ([`tollgate::Overrides`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +17,12 @@ use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use tollgate::calendar::Calendar;
 use tollgate::{Charge, Decision, Limiters, Policy};
 use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
+use crate::http::request_calendars::{calendar_field, CalendarField, RequestCalendars};
 use crate::shared::Shared;
 
 /// The largest request body `/v1/decide` and the operation routes read:
@@ -37,9 +40,42 @@ pub(crate) struct DecideRequest {
     /// `charge`: what the request is charged, when it says (otherwise as
     /// its resource is configured).
     pub(crate) charge: Option<Charge>,
-    /// `limit` and `window_ms`: the limit the request names in place of
-    /// its resource's (and the window, else the resource's).
-    pub(crate) limit: Option<(u64, Option<Duration>)>,
+    /// `limit` and `window_ms` or `calendar`: the limit the request names
+    /// in place of its resource's (and what it counts in, else what the
+    /// resource's counts in).
+    pub(crate) limit: Option<(u64, Option<Named>)>,
+}
+
+/// What a limit a request names counts in, as the request names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// `window_ms`.
+    Window(Duration),
+    /// `calendar`, not yet made.
+    Calendar(CalendarField),
+}
+
+/// What a limit a request names counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Per {
+    Window(Duration),
+    Calendar(Calendar),
+}
+
+/// The request's limit with its calendar made (or found) among those
+/// requests have named.
+fn resolve(
+    limit: Option<(u64, Option<Named>)>,
+    calendars: &RequestCalendars,
+) -> Result<Option<(u64, Option<Per>)>, ApiError> {
+    Ok(match limit {
+        None => None,
+        Some((limit, None)) => Some((limit, None)),
+        Some((limit, Some(Named::Window(window)))) => Some((limit, Some(Per::Window(window)))),
+        Some((limit, Some(Named::Calendar(named)))) => {
+            Some((limit, Some(Per::Calendar(calendars.calendar(&named)?))))
+        }
+    })
 }
 
 /// The largest `max_delay_ms`: one hour.
@@ -62,7 +98,7 @@ pub(crate) async fn decide<'a>(
     config: &'a PolicySet,
     resource: Option<&'a str>,
     (key, cost): (&[u8], u64),
-    (charge, limit): (Option<Charge>, Option<(u64, Option<Duration>)>),
+    (charge, limit): (Option<Charge>, Option<(u64, Option<Per>)>),
 ) -> Result<Decided<'a>, ApiError> {
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
@@ -90,15 +126,15 @@ pub(crate) async fn decide<'a>(
     })
 }
 
-/// The limiter of `resource`: its own, or under a `limit` per `window`
-/// the request names (the resource's window when `None`), with the
-/// resource's strategy and settings.
+/// The limiter of `resource`: its own, or under a `limit` per window or
+/// calendar period the request names (the resource's when `None`), with
+/// the resource's strategy and settings.
 fn limiter(
     config: &PolicySet,
     resource: &str,
-    limit: Option<(u64, Option<Duration>)>,
+    limit: Option<(u64, Option<Per>)>,
 ) -> Result<Arc<tollgate::Limiter<AnyBackend>>, ApiError> {
-    let Some((limit, window)) = limit else {
+    let Some((limit, per)) = limit else {
         return Ok(policies(config)?.limiter(resource));
     };
     let overrides = match config.overrides(resource) {
@@ -111,12 +147,17 @@ fn limiter(
         }
         None => return Err(no_policy_file()),
     };
-    overrides.limiter(limit, window).map_err(|err| match err {
+    let limiter = match per {
+        None => overrides.limiter(limit, None),
+        Some(Per::Window(window)) => overrides.limiter(limit, Some(window)),
+        Some(Per::Calendar(calendar)) => overrides.calendar_limiter(limit, calendar),
+    };
+    limiter.map_err(|err| match err {
         tollgate::Error::Config(err) => {
-            let field = if err.field() == "window" {
-                "window_ms"
-            } else {
-                "limit"
+            let field = match err.field() {
+                "window" => "window_ms",
+                "calendar" => "calendar",
+                _ => "limit",
             };
             ApiError::field(field, err.reason().to_owned())
         }
@@ -152,9 +193,13 @@ struct DecisionBody<'a> {
     policy: &'a str,
     /// The index of the binding limit in the policy's limits.
     bound_by: usize,
-    /// The binding limit's strategy and window.
+    /// The binding limit's strategy and window (for a calendar's periods,
+    /// the longest one).
     strategy: &'static str,
     window_ms: u64,
+    /// The binding limit's calendar, when it counts in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calendar: Option<CalendarBody>,
     fail_open: bool,
     fallback: bool,
     /// The policy is in shadow mode and would have denied (`allowed` is
@@ -172,6 +217,14 @@ struct DecisionBody<'a> {
     reservation: Option<String>,
 }
 
+/// A calendar in an answer, as a request names one.
+#[derive(Serialize)]
+struct CalendarBody {
+    period: &'static str,
+    time_zone: &'static str,
+    anchor: String,
+}
+
 pub(crate) use tollgate::__private::ceil_millis;
 
 fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
@@ -187,6 +240,11 @@ fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
         bound_by: d.bound_by,
         strategy: bound.strategy().name(),
         window_ms: ceil_millis(bound.window()),
+        calendar: bound.calendar().map(|c| CalendarBody {
+            period: c.period().name(),
+            time_zone: c.time_zone(),
+            anchor: c.anchor(),
+        }),
         fail_open: d.fail_open,
         fallback: d.fallback,
         shadow_denied: d.shadow_denied,
@@ -207,7 +265,8 @@ pub(crate) async fn handler(State(shared): State<Arc<Shared>>, headers: HeaderMa
 async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = read_body(headers, body).await?;
     let request = parse(&bytes)?;
-    if let Some((limit, _)) = request.limit {
+    if let Some((limit, _)) = &request.limit {
+        let limit = *limit;
         if shared.max_limit_override == 0 {
             return Err(ApiError::field(
                 "limit",
@@ -225,13 +284,14 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
             ));
         }
     }
+    let limit = resolve(request.limit, &shared.request_calendars)?;
     let config = shared.config.load();
     let Some(max_delay) = request.max_delay else {
         let decided = decide(
             &config,
             request.resource.as_deref(),
             (&request.key, request.cost),
-            (request.charge, request.limit),
+            (request.charge, limit),
         )
         .await?;
         let answer = self::body(decided.name, &decided.policy, &decided.decision);
@@ -239,7 +299,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     };
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
-    let limiter = limiter(&config, resource, request.limit)?;
+    let limiter = limiter(&config, resource, limit)?;
     let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await
@@ -331,6 +391,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
             "charge",
             "limit",
             "window_ms",
+            "calendar",
         ],
         r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
     )?;
@@ -383,12 +444,31 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
         )),
         ms => Ok(ms),
     })?;
-    let limit = match (limit, window) {
-        (Some(limit), window) => Some((limit, window.map(Duration::from_millis))),
-        (None, Some(_)) => {
+    let calendar = calendar_field(&fields)?;
+    let per = match (window, calendar) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::field(
+                "calendar",
+                "is given with `window_ms`: a limit counts in a window or in a calendar's periods, \
+                 not both",
+            ))
+        }
+        (Some(ms), None) => Some(Named::Window(Duration::from_millis(ms))),
+        (None, Some(calendar)) => Some(Named::Calendar(calendar)),
+        (None, None) => None,
+    };
+    let limit = match (limit, per) {
+        (Some(limit), per) => Some((limit, per)),
+        (None, Some(Named::Window(_))) => {
             return Err(ApiError::field(
                 "window_ms",
                 "is given without `limit`: a window chosen per request comes with its limit",
+            ))
+        }
+        (None, Some(Named::Calendar(_))) => {
+            return Err(ApiError::field(
+                "calendar",
+                "is given without `limit`: a calendar chosen per request comes with its limit",
             ))
         }
         (None, None) => None,

@@ -8,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod operations;
+pub(crate) mod request_calendars;
 pub(crate) mod reservations;
 pub(crate) mod top;
 pub(crate) mod ui;

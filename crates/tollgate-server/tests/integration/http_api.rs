@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tollgate::clock::ManualClock;
+use tollgate::clock::{Clock, ManualClock};
 use tollgate::{Limiter, Policy, Strategy};
 
 use crate::support::{self, decide, json, start};
@@ -556,6 +556,121 @@ async fn reports_are_charged_whether_admitted_or_not() {
         refused["error"].as_str().unwrap().contains("charge: always"),
         "{refused}"
     );
+    server.stop().await;
+}
+
+/// `"limit"` with `"calendar"`: a quota the request names, counted in the
+/// calendar's periods (a tenant's month from its billing day, in its time
+/// zone), `reset_ms` to the next boundary on the service's clock; the
+/// answer names the calendar; mistakes are refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_may_name_a_calendar_for_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let clock = clock();
+    let server = start(
+        support::builder(&[&file])
+            .clock(clock.clone())
+            .max_limit_override(1_000),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let ask = |body: &'static str| decide(&client, &server, body);
+    let billing = tollgate::calendar::Calendar::new(
+        tollgate::calendar::Period::Month,
+        "Europe/Berlin",
+        Some("2023-01-15T09:00:00"),
+    )
+    .unwrap();
+    let now = std::time::UNIX_EPOCH + Duration::from_nanos(clock.now_nanos());
+    let (_, end) = billing.period_at(now);
+    let until_end = ms(end.duration_since(now).unwrap());
+    let body = r#"{"resource": "login", "key": "tenant", "limit": 2,
+        "calendar": {"period": "month", "time_zone": "Europe/Berlin", "anchor": "2023-01-15T09:00:00"}}"#;
+    for left in [1, 0] {
+        let (status, got) = ask(body).await;
+        assert_eq!(
+            (status, &got["allowed"], &got["remaining"], &got["reset_ms"]),
+            (200, &true.into(), &left.into(), &until_end.into()),
+            "{got}"
+        );
+        assert_eq!(
+            got["calendar"],
+            serde_json::json!({"period": "month", "time_zone": "Europe/Berlin", "anchor": "2023-01-15T09:00:00"})
+        );
+    }
+    let (_, got) = ask(body).await;
+    assert_eq!(
+        (&got["allowed"], &got["retry_after_ms"]),
+        (&false.into(), &until_end.into()),
+        "{got}"
+    );
+    // The resource's own minute is untouched, and names no calendar.
+    let (_, got) = ask(r#"{"resource": "login", "key": "tenant", "cost": 0}"#).await;
+    assert_eq!(got["remaining"], 5, "{got}");
+    assert!(got.get("calendar").is_none(), "{got}");
+    // The zone defaults to UTC, the anchor to the period's natural start.
+    let (_, got) =
+        ask(r#"{"resource": "login", "key": "tenant", "limit": 9, "calendar": {"period": "day"}}"#).await;
+    assert_eq!(
+        got["calendar"],
+        serde_json::json!({"period": "day", "time_zone": "UTC", "anchor": "2001-01-01T00:00:00"})
+    );
+    for (body, field, message) in [
+        (
+            r#"{"resource": "login", "key": "t", "calendar": {"period": "month"}}"#,
+            "calendar",
+            "without `limit`",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "window_ms": 1000, "calendar": {"period": "month"}}"#,
+            "calendar",
+            "not both",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": {"period": "fortnight"}}"#,
+            "calendar.period",
+            "fortnight",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": {"time_zone": "UTC"}}"#,
+            "calendar.period",
+            "required",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": {"period": "month", "time_zone": "Mars/Olympus"}}"#,
+            "calendar.time_zone",
+            "Mars/Olympus",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": {"period": "month", "anchor": "the 15th"}}"#,
+            "calendar.anchor",
+            "the 15th",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": {"period": "month", "zone": "UTC"}}"#,
+            "calendar.zone",
+            "not a field",
+        ),
+        (
+            r#"{"resource": "login", "key": "t", "limit": 5, "calendar": "month"}"#,
+            "calendar",
+            "object",
+        ),
+        (
+            r#"{"key": "t", "limit": 5, "calendar": {"period": "month"}}"#,
+            "calendar",
+            "sliding_window",
+        ),
+    ] {
+        let (status, got) = ask(body).await;
+        assert_eq!(
+            (status, got["field"].as_str()),
+            (400, Some(field)),
+            "{body}: {got}"
+        );
+        assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
+    }
     server.stop().await;
 }
 

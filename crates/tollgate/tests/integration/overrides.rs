@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::{Backend, Tick};
+use tollgate::calendar::{Calendar, Period};
 use tollgate::clock::ManualClock;
 use tollgate::strategy::{decide, State};
 use tollgate::testing::MapStore;
@@ -131,6 +132,71 @@ fn another_window_counts_apart_and_the_base_window_shares_the_base_state() {
     );
     // 0: every request over the limit.
     assert!(!overrides.limiter(0, None).unwrap().check_n("t", 0).allowed);
+}
+
+/// A calendar named per request (a tenant's month from its billing day):
+/// a state of its own, counted in the calendar's periods, with `reset` at
+/// the next boundary; the same calendar as the base policy's shares the
+/// base state; a strategy other than a fixed window refuses calendars.
+#[test]
+fn a_calendar_named_per_request_counts_in_its_periods() {
+    // 2026-03-14T12:00:00Z.
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_773_489_600);
+    let clock = ManualClock::new(now.duration_since(std::time::UNIX_EPOCH).unwrap());
+    let overrides = Overrides::new(
+        Limiter::builder()
+            .policy(fixed(10, Duration::from_secs(60)))
+            .clock(clock.clone()),
+    )
+    .unwrap();
+    let billing = Calendar::new(Period::Month, "Europe/Berlin", Some("2026-01-15T09:00:00")).unwrap();
+    let monthly = overrides.calendar_limiter(3, billing).unwrap();
+    let (_, end) = billing.period_at(now);
+    for left in [2, 1, 0] {
+        let decision = monthly.check("tenant");
+        assert!(decision.allowed && decision.remaining == left, "{decision:?}");
+        assert_eq!(decision.reset, end.duration_since(now).unwrap());
+    }
+    let denied = monthly.check("tenant");
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Some(end.duration_since(now).unwrap()));
+    // Another limit in the same calendar counts the same state.
+    assert_eq!(
+        overrides
+            .calendar_limiter(5, billing)
+            .unwrap()
+            .check("tenant")
+            .remaining,
+        1
+    );
+    // The base minute is untouched.
+    assert_eq!(overrides.base().check_n("tenant", 0).remaining, 10);
+    // Past the boundary (15 March, 09:00 in Berlin), a new period.
+    clock.advance(end.duration_since(now).unwrap());
+    assert_eq!(monthly.check("tenant").remaining, 2);
+
+    // A base policy in the same calendar shares its state.
+    let base: Policy = Limit::per_calendar(10, billing).unwrap().into();
+    let overrides = Overrides::new(Limiter::builder().policy(base).clock(clock.clone())).unwrap();
+    assert_eq!(overrides.base().check_n("t", 4).remaining, 6);
+    assert_eq!(
+        overrides
+            .calendar_limiter(100, billing)
+            .unwrap()
+            .check("t")
+            .remaining,
+        95
+    );
+
+    let bucket = Overrides::new(
+        Limiter::builder().policy(Policy::new(Strategy::TokenBucket, 10, Duration::from_secs(60)).unwrap()),
+    )
+    .unwrap();
+    let Err(Error::Config(err)) = bucket.calendar_limiter(5, billing) else {
+        panic!("a token bucket counts in no calendar");
+    };
+    assert_eq!(err.field(), "calendar");
+    assert!(err.to_string().contains("token_bucket"), "{err}");
 }
 
 #[test]
