@@ -93,8 +93,10 @@ enum Topology {
         _replica: FaultProxy,
     },
     Cluster {
-        _cluster: Box<Cluster>,
+        cluster: Box<Cluster>,
         proxies: Vec<FaultProxy>,
+        /// Takeovers a scenario made.
+        failovers: std::cell::Cell<u64>,
     },
 }
 
@@ -120,8 +122,9 @@ impl Topology {
             Kind::Cluster => {
                 let (cluster, proxies) = Cluster::start_behind_proxies(3, 1, 2_000);
                 Topology::Cluster {
-                    _cluster: Box::new(cluster),
+                    cluster: Box::new(cluster),
                     proxies,
+                    failovers: std::cell::Cell::new(0),
                 }
             }
         }
@@ -162,8 +165,31 @@ impl Topology {
             Topology::Sentinel { setup, primary, .. } => {
                 u64::from(setup.primary_port() != Some(primary.addr().port()))
             }
-            _ => 0,
+            Topology::Cluster { failovers, .. } => failovers.get(),
+            Topology::Standalone { .. } => 0,
         }
+    }
+
+    /// In a cluster, has a replica take over its primary's slots over the
+    /// bus (which no fault crosses) and waits until it serves them; on
+    /// Sentinel the sentinel fails over by itself.
+    fn take_over(&self) {
+        let Topology::Cluster {
+            cluster, failovers, ..
+        } = self
+        else {
+            return;
+        };
+        let primary = cluster.primaries()[0];
+        let replica = cluster.replicas_of(primary)[0];
+        assert_eq!(
+            cluster.node(replica).cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]),
+            "OK"
+        );
+        cluster.wait_until(Duration::from_secs(10), "the replica to take over", |c| {
+            c.is_primary(replica)
+        });
+        failovers.set(failovers.get() + 1);
     }
 }
 
@@ -520,10 +546,25 @@ fn repetitions() -> usize {
 /// A healthy second, `faults` for `hold`, two healed seconds; the bounds
 /// checked. Returns the fleet, stopped, for the scenario's own checks.
 fn scenario(name: &str, kind: Kind, fail: FailPolicy, faults: Faults, hold: Duration) -> Fleet {
+    scenario_with(name, kind, fail, faults, hold, |_| {})
+}
+
+/// As [`scenario`], with `midway` done one second into the fault.
+fn scenario_with(
+    name: &str,
+    kind: Kind,
+    fail: FailPolicy,
+    faults: Faults,
+    hold: Duration,
+    midway: impl FnOnce(&Topology),
+) -> Fleet {
     let mut fleet = Fleet::start(kind, fail);
     std::thread::sleep(Duration::from_secs(1));
     fleet.fault(faults);
-    std::thread::sleep(hold);
+    let second = Duration::from_secs(1).min(hold);
+    std::thread::sleep(second);
+    midway(&fleet.topology);
+    std::thread::sleep(hold - second);
     fleet.heal();
     std::thread::sleep(Duration::from_secs(2));
     fleet.stop();
@@ -694,8 +735,9 @@ fn two_servers_with_a_stalled_store_fall_back_within_the_timeout() {
     }
 }
 
-/// Latency, 5% of replies lost, then a 10 s partition of the primary (on
-/// Sentinel: a failover during it) on `kind`, each checked.
+/// Latency, 5% of replies lost, a 10 s partition of the primary (on
+/// Sentinel a failover during it, in a cluster a takeover) and a 2 s stall
+/// on `kind`, each checked.
 fn every_fault_on(kind: Kind, name: &str) {
     for _ in 0..repetitions() {
         let latency = Faults {
@@ -727,15 +769,30 @@ fn every_fault_on(kind: Kind, name: &str) {
             black_hole: true,
             ..Faults::default()
         };
-        let fleet = scenario(
+        // On Sentinel the sentinel fails over during the partition; in a
+        // cluster a replica takes over a second in.
+        let fleet = scenario_with(
             &format!("{name}-partition"),
             kind,
             FailPolicy::Fallback,
             partition,
             Duration::from_secs(10),
+            Topology::take_over,
         );
         check_recovery(&fleet, &format!("{name}-partition"));
         eprintln!("{name}-partition: failovers: {}", fleet.topology.failovers());
+        let stall = Faults {
+            stall: true,
+            ..Faults::default()
+        };
+        let fleet = scenario(
+            &format!("{name}-stall"),
+            kind,
+            FailPolicy::Fallback,
+            stall,
+            Duration::from_secs(2),
+        );
+        check_recovery(&fleet, &format!("{name}-stall"));
     }
 }
 
