@@ -20,16 +20,17 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate_test_support::fault_proxy::{FaultProxy, Faults};
+use tollgate_test_support::fault_proxy::Faults;
+use tollgate_test_support::redis::behind_proxies::{BehindProxies, Kind};
 use tollgate_test_support::redis::cluster::Cluster;
-use tollgate_test_support::redis::sentinel::{Sentinel, MASTER};
-use tollgate_test_support::redis::{free_port, RedisServer};
+use tollgate_test_support::redis::free_port;
+use tollgate_test_support::redis::sentinel::MASTER;
 
 use crate::support::Serve;
 
@@ -72,124 +73,24 @@ fn policies(store: &str, fail: FailPolicy) -> String {
     )
 }
 
-/// Which Redis the servers decide on.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    Standalone,
-    Sentinel,
-    Cluster,
-}
-
-/// The Redis, behind proxies: one server, Sentinel's primary and replica,
-/// or every node of a 3-primary Cluster (see tollgate-test-support).
-enum Topology {
-    Standalone {
-        _server: RedisServer,
-        proxy: FaultProxy,
-    },
-    Sentinel {
-        setup: Box<Sentinel>,
-        primary: FaultProxy,
-        _replica: FaultProxy,
-    },
-    Cluster {
-        cluster: Box<Cluster>,
-        proxies: Vec<FaultProxy>,
-        /// Takeovers a scenario made.
-        failovers: std::cell::Cell<u64>,
-    },
-}
-
-impl Topology {
-    fn start(kind: Kind) -> Self {
-        match kind {
-            Kind::Standalone => {
-                let server = RedisServer::start();
-                let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], server.port())));
-                Topology::Standalone {
-                    _server: server,
-                    proxy,
-                }
-            }
-            Kind::Sentinel => {
-                let (setup, primary, replica) = Sentinel::start_behind_proxies();
-                Topology::Sentinel {
-                    setup: Box::new(setup),
-                    primary,
-                    _replica: replica,
-                }
-            }
-            Kind::Cluster => {
-                let (cluster, proxies) = Cluster::start_behind_proxies(3, 1, 2_000);
-                Topology::Cluster {
-                    cluster: Box::new(cluster),
-                    proxies,
-                    failovers: std::cell::Cell::new(0),
-                }
-            }
+/// The policy file's lines naming the store `redis` (through its
+/// proxies).
+fn store(redis: &BehindProxies) -> String {
+    match redis {
+        BehindProxies::Standalone { proxy, .. } => format!("  redis_url: {}", proxy.redis_url()),
+        BehindProxies::Sentinel { setup, .. } => {
+            format!(
+                "  redis_sentinel: {{ master: {MASTER}, urls: [\"{}\"] }}",
+                setup.url()
+            )
         }
-    }
-
-    /// The policy file's lines naming the store.
-    fn store(&self) -> String {
-        match self {
-            Topology::Standalone { proxy, .. } => format!("  redis_url: {}", proxy.redis_url()),
-            Topology::Sentinel { setup, .. } => {
-                format!(
-                    "  redis_sentinel: {{ master: {MASTER}, urls: [\"{}\"] }}",
-                    setup.url()
-                )
-            }
-            Topology::Cluster { proxies, .. } => {
-                let seeds: Vec<String> = Cluster::proxy_urls(proxies)
-                    .iter()
-                    .map(|u| format!("\"{u}\""))
-                    .collect();
-                format!("  redis_cluster: [{}]", seeds.join(", "))
-            }
+        BehindProxies::Cluster { proxies, .. } => {
+            let seeds: Vec<String> = Cluster::proxy_urls(proxies)
+                .iter()
+                .map(|u| format!("\"{u}\""))
+                .collect();
+            format!("  redis_cluster: [{}]", seeds.join(", "))
         }
-    }
-
-    /// The proxies a fault is put on: the server's, the first primary's,
-    /// or every cluster node's.
-    fn proxies(&self) -> Vec<&FaultProxy> {
-        match self {
-            Topology::Standalone { proxy, .. } | Topology::Sentinel { primary: proxy, .. } => vec![proxy],
-            Topology::Cluster { proxies, .. } => proxies.iter().collect(),
-        }
-    }
-
-    /// Whether Sentinel promoted the replica.
-    fn failovers(&self) -> u64 {
-        match self {
-            Topology::Sentinel { setup, primary, .. } => {
-                u64::from(setup.primary_port() != Some(primary.addr().port()))
-            }
-            Topology::Cluster { failovers, .. } => failovers.get(),
-            Topology::Standalone { .. } => 0,
-        }
-    }
-
-    /// In a cluster, has a replica take over its primary's slots over the
-    /// bus (which no fault crosses) and waits until it serves them; on
-    /// Sentinel the sentinel fails over by itself.
-    fn take_over(&self) {
-        let Topology::Cluster {
-            cluster, failovers, ..
-        } = self
-        else {
-            return;
-        };
-        let primary = cluster.primaries()[0];
-        let replica = cluster.replicas_of(primary)[0];
-        assert_eq!(
-            cluster.node(replica).cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]),
-            "OK"
-        );
-        cluster.wait_until(Duration::from_secs(10), "the replica to take over", |c| {
-            c.is_primary(replica)
-        });
-        failovers.set(failovers.get() + 1);
     }
 }
 
@@ -315,7 +216,7 @@ struct Record {
 
 /// Two servers, a Redis, the proxy between them and their clients.
 struct Fleet {
-    topology: Topology,
+    topology: BehindProxies,
     servers: Vec<(Serve, u16)>,
     phase: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
@@ -326,10 +227,10 @@ struct Fleet {
 
 impl Fleet {
     fn start(kind: Kind, fail: FailPolicy) -> Self {
-        let topology = Topology::start(kind);
+        let topology = BehindProxies::start(kind);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("policies.yaml");
-        std::fs::write(&file, policies(&topology.store(), fail)).unwrap();
+        std::fs::write(&file, policies(&store(&topology), fail)).unwrap();
         let servers: Vec<(Serve, u16)> = (0..SERVERS).map(|_| start_server(&file)).collect();
         let mut fleet = Self {
             topology,
@@ -360,17 +261,13 @@ impl Fleet {
     }
 
     fn fault(&self, faults: Faults) {
-        for proxy in self.topology.proxies() {
-            proxy.set(faults);
-        }
+        self.topology.set(faults);
         self.record.lock().unwrap().fault_at = Some(Instant::now());
         self.phase.store(1, Ordering::Relaxed);
     }
 
     fn heal(&self) {
-        for proxy in self.topology.proxies() {
-            proxy.heal();
-        }
+        self.topology.heal();
         self.record.lock().unwrap().heal_at = Some(Instant::now());
         self.phase.store(2, Ordering::Relaxed);
     }
@@ -556,7 +453,7 @@ fn scenario_with(
     fail: FailPolicy,
     faults: Faults,
     hold: Duration,
-    midway: impl FnOnce(&Topology),
+    midway: impl FnOnce(&BehindProxies),
 ) -> Fleet {
     let mut fleet = Fleet::start(kind, fail);
     std::thread::sleep(Duration::from_secs(1));
@@ -777,7 +674,7 @@ fn every_fault_on(kind: Kind, name: &str) {
             FailPolicy::Fallback,
             partition,
             Duration::from_secs(10),
-            Topology::take_over,
+            BehindProxies::take_over,
         );
         check_recovery(&fleet, &format!("{name}-partition"));
         eprintln!("{name}-partition: failovers: {}", fleet.topology.failovers());

@@ -23,7 +23,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,10 +31,10 @@ use std::time::{Duration, Instant};
 use tollgate::protection::Lease;
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
-use tollgate_test_support::fault_proxy::{FaultProxy, Faults};
+use tollgate_test_support::fault_proxy::Faults;
+use tollgate_test_support::redis::behind_proxies::{BehindProxies, Kind};
 use tollgate_test_support::redis::cluster::Cluster;
-use tollgate_test_support::redis::sentinel::{Sentinel, MASTER};
-use tollgate_test_support::redis::RedisServer;
+use tollgate_test_support::redis::sentinel::MASTER;
 
 /// The Redis URL a worker connects to; set only for workers.
 const WORKER_URL: &str = "TOLLGATE_FLEET_WORKER_URL";
@@ -478,144 +477,46 @@ fn stop(worker: &mut Worker) -> Report {
     report
 }
 
-/// Which Redis the workers decide on.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    Standalone,
-    Sentinel,
-    Cluster,
+/// What the workers connect to.
+fn url(redis: &BehindProxies) -> String {
+    match redis {
+        BehindProxies::Standalone { proxy, .. } => proxy.redis_url(),
+        BehindProxies::Sentinel { setup, .. } => format!("sentinel:{}", setup.url()),
+        BehindProxies::Cluster { proxies, .. } => {
+            format!("cluster:{}", Cluster::proxy_urls(proxies).join(","))
+        }
+    }
 }
 
-/// Where the workers' Redis is, behind proxies.
-enum Topology {
-    /// One server behind one proxy.
-    Standalone { server: RedisServer, proxy: FaultProxy },
-    /// A primary and a replica, each behind a proxy, and a sentinel that
-    /// knows them by their proxies (`Sentinel::start_behind_proxies`).
-    Sentinel {
-        setup: Box<Sentinel>,
-        primary: FaultProxy,
-        _replica: FaultProxy,
-    },
-    /// Three primaries with a replica each, every node behind a proxy
-    /// (`Cluster::start_behind_proxies`); `failovers` counts the takeovers
-    /// a scenario made.
-    Cluster {
-        cluster: Box<Cluster>,
-        proxies: Vec<FaultProxy>,
-        failovers: std::cell::Cell<u64>,
-    },
-}
-
-impl Topology {
-    fn start(kind: Kind) -> Self {
-        match kind {
-            Kind::Sentinel => {
-                let (setup, primary, replica) = Sentinel::start_behind_proxies();
-                Topology::Sentinel {
-                    setup: Box::new(setup),
-                    primary,
-                    _replica: replica,
-                }
-            }
-            Kind::Cluster => {
-                let (cluster, proxies) = Cluster::start_behind_proxies(3, 1, 2_000);
-                Topology::Cluster {
-                    cluster: Box::new(cluster),
-                    proxies,
-                    failovers: std::cell::Cell::new(0),
-                }
-            }
-            Kind::Standalone => {
-                let server = RedisServer::start();
-                let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], server.port())));
-                Topology::Standalone { server, proxy }
-            }
-        }
-    }
-
-    /// What the workers connect to.
-    fn url(&self) -> String {
-        match self {
-            Topology::Standalone { proxy, .. } => proxy.redis_url(),
-            Topology::Sentinel { setup, .. } => format!("sentinel:{}", setup.url()),
-            Topology::Cluster { proxies, .. } => {
-                format!("cluster:{}", Cluster::proxy_urls(proxies).join(","))
-            }
-        }
-    }
-
-    /// The proxies whose faults a scenario sets: the one in front of the
-    /// server, of Sentinel's first primary, or of every cluster node.
-    fn proxies(&self) -> Vec<&FaultProxy> {
-        match self {
-            Topology::Standalone { proxy, .. } | Topology::Sentinel { primary: proxy, .. } => vec![proxy],
-            Topology::Cluster { proxies, .. } => proxies.iter().collect(),
-        }
-    }
-
-    /// A backend on the store as it is now (for a sentinel's primary or
-    /// a cluster, through the healed proxies they are known by).
-    async fn direct(&self) -> RedisBackend {
-        match self {
-            Topology::Standalone { server, .. } => RedisBackend::connect(&server.url()).await.unwrap(),
-            Topology::Sentinel { setup, .. } => RedisBackend::connect_sentinel(MASTER, &[setup.url()])
+/// A backend on the store as it is now (for a sentinel's primary or a
+/// cluster, through the healed proxies they are known by).
+async fn direct(redis: &BehindProxies) -> RedisBackend {
+    match redis {
+        BehindProxies::Standalone { server, .. } => RedisBackend::connect(&server.url()).await.unwrap(),
+        BehindProxies::Sentinel { setup, .. } => RedisBackend::connect_sentinel(MASTER, &[setup.url()])
+            .await
+            .unwrap(),
+        BehindProxies::Cluster { proxies, .. } => {
+            RedisBackend::connect_cluster(&Cluster::proxy_urls(proxies))
                 .await
-                .unwrap(),
-            Topology::Cluster { proxies, .. } => RedisBackend::connect_cluster(&Cluster::proxy_urls(proxies))
-                .await
-                .unwrap(),
+                .unwrap()
         }
-    }
-
-    /// How many failovers happened: Sentinel's promotion, or the
-    /// takeovers a scenario made in a cluster.
-    fn failovers(&self) -> u64 {
-        match self {
-            Topology::Standalone { .. } => 0,
-            Topology::Sentinel { setup, primary, .. } => {
-                u64::from(setup.primary_port() != Some(primary.addr().port()))
-            }
-            Topology::Cluster { failovers, .. } => failovers.get(),
-        }
-    }
-
-    /// In a cluster, has a replica take over its primary's slots
-    /// (`CLUSTER FAILOVER TAKEOVER`, over the bus, which no fault
-    /// crosses) and waits until it serves them.
-    fn take_over(&self) {
-        let Topology::Cluster {
-            cluster, failovers, ..
-        } = self
-        else {
-            panic!("only a cluster is taken over");
-        };
-        let primary = cluster.primaries()[0];
-        let replica = cluster.replicas_of(primary)[0];
-        assert_eq!(
-            cluster.node(replica).cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]),
-            "OK"
-        );
-        cluster.wait_until(Duration::from_secs(10), "the replica to take over", |c| {
-            c.is_primary(replica)
-        });
-        failovers.set(failovers.get() + 1);
     }
 }
 
-/// A Redis (standalone or Sentinel's), proxies in front of it and four
+/// A Redis of any kind, proxies in front of it and four
 /// workers deciding through them.
 struct Fleet {
-    topology: Topology,
+    topology: BehindProxies,
     workers: Vec<Worker>,
     resource: String,
 }
 
 impl Fleet {
     fn start(resource: &str, kind: Kind) -> Self {
-        let topology = Topology::start(kind);
+        let topology = BehindProxies::start(kind);
         let mut workers: Vec<Worker> = (0..WORKERS)
-            .map(|_| Worker::start(&topology.url(), resource))
+            .map(|_| Worker::start(&url(&topology), resource))
             .collect();
         for worker in &mut workers {
             assert_eq!(worker.next(), "ready");
@@ -627,18 +528,6 @@ impl Fleet {
             topology,
             workers,
             resource: resource.to_owned(),
-        }
-    }
-
-    fn set(&self, faults: Faults) {
-        for proxy in self.topology.proxies() {
-            proxy.set(faults);
-        }
-    }
-
-    fn heal(&self) {
-        for proxy in self.topology.proxies() {
-            proxy.heal();
         }
     }
 
@@ -655,7 +544,7 @@ impl Fleet {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let backend = self.topology.direct().await;
+            let backend = direct(&self.topology).await;
             let peek = Limiter::builder()
                 .backend(backend)
                 .policy(day_policy(LIMIT))
@@ -744,17 +633,17 @@ fn scenario_with(
     kind: Kind,
     faults: Faults,
     hold: Duration,
-    midway: impl FnOnce(&Topology),
+    midway: impl FnOnce(&BehindProxies),
 ) -> Vec<Report> {
     let mut fleet = Fleet::start(name, kind);
     std::thread::sleep(Duration::from_millis(1_000));
-    fleet.set(faults);
+    fleet.topology.set(faults);
     fleet.tell("fault");
     let second = Duration::from_secs(1).min(hold);
     std::thread::sleep(second);
     midway(&fleet.topology);
     std::thread::sleep(hold.saturating_sub(second));
-    fleet.heal();
+    fleet.topology.heal();
     fleet.tell("heal");
     std::thread::sleep(Duration::from_millis(2_000));
     let (reports, fleet) = fleet.stop();
@@ -787,27 +676,75 @@ fn check_recovery(name: &str, reports: &[Report]) {
     }
 }
 
-#[test]
-fn a_fleet_under_latency_with_jitter_decides_exactly() {
+/// 50 ms ± 20 ms each way for 3 s on `kind`: exact, and a decision that
+/// finds two calls in flight waits for one of them (batching), so it may
+/// take two round trips of up to 140 ms: past the 250 ms timeout now and
+/// then, never often.
+fn latency_with_jitter(kind: Kind, name: &str) {
     for _ in 0..repetitions() {
         let faults = Faults {
             latency: Duration::from_millis(50),
             jitter: Duration::from_millis(20),
             ..Faults::default()
         };
-        let reports = scenario("fleet-latency", Kind::Standalone, faults, Duration::from_secs(3));
-        // A decision that finds two calls in flight waits for one of them
-        // (batching), so it may take two round trips of up to 140 ms: past
-        // the 250 ms timeout now and then, never often.
+        let reports = scenario(name, kind, faults, Duration::from_secs(3));
         let calls: u64 = reports.iter().map(|r| r.calls).sum();
-        let failed: u64 = reports
-            .iter()
-            .flat_map(|r| r.counts.values())
-            .map(|c| c.failed)
-            .sum();
-        eprintln!("fleet-latency: {failed} of {calls} calls timed out");
+        let failed = failed(&reports);
+        eprintln!("{name}: {failed} of {calls} calls timed out");
         assert!(failed * 100 <= calls, "{failed} of {calls} calls failed");
     }
+}
+
+/// 5% of replies lost for 3 s on `kind`: replies were lost, no bound
+/// broken, and the store decides again within a second of the heal.
+fn five_percent_lost(kind: Kind, name: &str) {
+    for _ in 0..repetitions() {
+        let faults = Faults {
+            reply_loss_ppm: 50_000,
+            ..Faults::default()
+        };
+        let reports = scenario(name, kind, faults, Duration::from_secs(3));
+        assert!(failed(&reports) > 0, "replies were lost");
+        check_recovery(name, &reports);
+    }
+}
+
+/// A 2 s stall on `kind`: the fallback answers the first call within the
+/// timeout plus a quantum, and the store decides again after the heal.
+fn stall_past_the_timeout(kind: Kind, name: &str) {
+    for _ in 0..repetitions() {
+        let faults = Faults {
+            stall: true,
+            ..Faults::default()
+        };
+        let reports = scenario(name, kind, faults, Duration::from_secs(2));
+        check_recovery(name, &reports);
+        for (i, report) in reports.iter().enumerate() {
+            let first = report.fallback.expect("the fallback decided during the stall");
+            assert!(
+                first <= TIMEOUT + QUANTUM,
+                "{name}: worker {i}: the fallback answered after {first:?}"
+            );
+        }
+        eprintln!(
+            "{name}: (admitted, failed) during the stall per worker {:?}",
+            during(&reports)
+        );
+    }
+}
+
+/// The calls that failed, over every worker, limiter and phase.
+fn failed(reports: &[Report]) -> u64 {
+    reports
+        .iter()
+        .flat_map(|r| r.counts.values())
+        .map(|c| c.failed)
+        .sum()
+}
+
+#[test]
+fn a_fleet_under_latency_with_jitter_decides_exactly() {
+    latency_with_jitter(Kind::Standalone, "fleet-latency");
 }
 
 #[test]
@@ -903,9 +840,9 @@ fn a_fleet_leaks_nothing_across_a_hundred_partitions() {
                 ..Faults::default()
             }
         };
-        fleet.set(faults);
+        fleet.topology.set(faults);
         std::thread::sleep(Duration::from_millis(150));
-        fleet.heal();
+        fleet.topology.heal();
         std::thread::sleep(Duration::from_millis(150));
     }
     // Settled: every breaker has probed and closed.
@@ -938,33 +875,12 @@ fn a_fleet_leaks_nothing_across_a_hundred_partitions() {
 
 #[test]
 fn a_sentinel_fleet_under_latency_with_jitter_holds_its_bounds() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            latency: Duration::from_millis(50),
-            jitter: Duration::from_millis(20),
-            ..Faults::default()
-        };
-        let reports = scenario("sentinel-latency", Kind::Sentinel, faults, Duration::from_secs(3));
-        let calls: u64 = reports.iter().map(|r| r.calls).sum();
-        let failed: u64 = reports
-            .iter()
-            .flat_map(|r| r.counts.values())
-            .map(|c| c.failed)
-            .sum();
-        assert!(failed * 100 <= calls, "{failed} of {calls} calls failed");
-    }
+    latency_with_jitter(Kind::Sentinel, "sentinel-latency");
 }
 
 #[test]
 fn a_sentinel_fleet_losing_five_percent_of_replies_never_over_admits() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            reply_loss_ppm: 50_000,
-            ..Faults::default()
-        };
-        let reports = scenario("sentinel-loss", Kind::Sentinel, faults, Duration::from_secs(3));
-        check_recovery("sentinel-loss", &reports);
-    }
+    five_percent_lost(Kind::Sentinel, "sentinel-loss");
 }
 
 /// Per worker, the store's admissions and the failed calls during the
@@ -1025,49 +941,17 @@ fn a_sentinel_fleet_whose_primary_is_partitioned_fails_over_and_holds_its_bounds
 
 #[test]
 fn a_sentinel_fleet_whose_primary_stalls_past_the_timeout_holds_its_bounds() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            stall: true,
-            ..Faults::default()
-        };
-        let reports = scenario("sentinel-stall", Kind::Sentinel, faults, Duration::from_secs(2));
-        check_recovery("sentinel-stall", &reports);
-        eprintln!(
-            "sentinel-stall: (admitted, failed) during the stall per worker {:?}",
-            during(&reports)
-        );
-    }
+    stall_past_the_timeout(Kind::Sentinel, "sentinel-stall");
 }
 
 #[test]
 fn a_cluster_fleet_under_latency_with_jitter_holds_its_bounds() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            latency: Duration::from_millis(50),
-            jitter: Duration::from_millis(20),
-            ..Faults::default()
-        };
-        let reports = scenario("cluster-latency", Kind::Cluster, faults, Duration::from_secs(3));
-        let calls: u64 = reports.iter().map(|r| r.calls).sum();
-        let failed: u64 = reports
-            .iter()
-            .flat_map(|r| r.counts.values())
-            .map(|c| c.failed)
-            .sum();
-        assert!(failed * 100 <= calls, "{failed} of {calls} calls failed");
-    }
+    latency_with_jitter(Kind::Cluster, "cluster-latency");
 }
 
 #[test]
 fn a_cluster_fleet_losing_five_percent_of_replies_never_over_admits() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            reply_loss_ppm: 50_000,
-            ..Faults::default()
-        };
-        let reports = scenario("cluster-loss", Kind::Cluster, faults, Duration::from_secs(3));
-        check_recovery("cluster-loss", &reports);
-    }
+    five_percent_lost(Kind::Cluster, "cluster-loss");
 }
 
 #[test]
@@ -1085,7 +969,7 @@ fn a_cluster_fleet_partitioned_from_every_node_while_a_replica_takes_over_holds_
             Kind::Cluster,
             faults,
             Duration::from_secs(10),
-            Topology::take_over,
+            BehindProxies::take_over,
         );
         check_recovery("cluster-partition", &reports);
     }
@@ -1093,31 +977,10 @@ fn a_cluster_fleet_partitioned_from_every_node_while_a_replica_takes_over_holds_
 
 #[test]
 fn a_cluster_fleet_whose_nodes_stall_past_the_timeout_holds_its_bounds() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            stall: true,
-            ..Faults::default()
-        };
-        let reports = scenario("cluster-stall", Kind::Cluster, faults, Duration::from_secs(2));
-        check_recovery("cluster-stall", &reports);
-    }
+    stall_past_the_timeout(Kind::Cluster, "cluster-stall");
 }
 
 #[test]
 fn a_fleet_whose_store_stalls_past_the_timeout_falls_back_and_decides_again() {
-    for _ in 0..repetitions() {
-        let faults = Faults {
-            stall: true,
-            ..Faults::default()
-        };
-        let reports = scenario("fleet-stall", Kind::Standalone, faults, Duration::from_secs(2));
-        check_recovery("fleet-stall", &reports);
-        for (i, report) in reports.iter().enumerate() {
-            let first = report.fallback.expect("the fallback decided during the stall");
-            assert!(
-                first <= TIMEOUT + QUANTUM,
-                "worker {i}: the fallback answered after {first:?}"
-            );
-        }
-    }
+    stall_past_the_timeout(Kind::Standalone, "fleet-stall");
 }

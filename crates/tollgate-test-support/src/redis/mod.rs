@@ -5,6 +5,7 @@
 //! start groups of them. `redis-server` and `redis-cli` must be on the
 //! `PATH`.
 
+pub mod behind_proxies;
 pub mod cluster;
 pub mod sentinel;
 
