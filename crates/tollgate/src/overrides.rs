@@ -301,13 +301,7 @@ impl<B: Backend + Clone> Overrides<B> {
         } else {
             let resource = match span {
                 Span::Window(window) => format!("{}@{}ms", self.builder_resource(), window.as_millis()),
-                Span::Calendar(calendar) => format!(
-                    "{}@{}@{}@{}",
-                    self.builder_resource(),
-                    calendar.period().name(),
-                    calendar.anchor(),
-                    calendar.time_zone()
-                ),
+                Span::Calendar(calendar) => format!("{}@{}", self.builder_resource(), calendar.label()),
             };
             let shares = match kept.windows.get(&span) {
                 Some(shares) => Arc::clone(shares),

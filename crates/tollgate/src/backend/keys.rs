@@ -58,16 +58,7 @@ impl CompoundKeys {
             .map(|l| {
                 let mut tail = format!("}}:{}:", l.strategy().name()).into_bytes();
                 match l.calendar() {
-                    Some(calendar) => escape_into(
-                        format!(
-                            "{}@{}@{}",
-                            calendar.period(),
-                            calendar.anchor(),
-                            calendar.time_zone()
-                        )
-                        .as_bytes(),
-                        &mut tail,
-                    ),
+                    Some(calendar) => escape_into(calendar.label().as_bytes(), &mut tail),
                     None => tail.extend_from_slice(window_label(l.window()).as_bytes()),
                 }
                 tail

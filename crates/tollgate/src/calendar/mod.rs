@@ -179,6 +179,13 @@ impl Calendar {
         )
     }
 
+    /// `period@anchor@zone` (`month@2026-01-15T09:00:00@Europe/Berlin`):
+    /// the calendar in a state key's tail and in the resource of a limit
+    /// a request names in it.
+    pub(crate) fn label(&self) -> String {
+        format!("{}@{}@{}", self.period(), self.anchor(), self.time_zone())
+    }
+
     /// The handle as 16 bits, for a rate that names it
     /// ([`crate::strategy::Rate::calendar`]).
     pub(crate) fn raw(self) -> u16 {
