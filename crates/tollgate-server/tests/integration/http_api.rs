@@ -559,6 +559,20 @@ async fn reports_are_charged_whether_admitted_or_not() {
     server.stop().await;
 }
 
+/// Each `(body, field, message)` is answered 400 naming `field`, with
+/// `message` in the error.
+async fn refused(client: &reqwest::Client, server: &support::Running, cases: &[(&str, &str, &str)]) {
+    for &(body, field, message) in cases {
+        let (status, got) = decide(client, server, body).await;
+        assert_eq!(
+            (status, got["field"].as_str()),
+            (400, Some(field)),
+            "{body}: {got}"
+        );
+        assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
+    }
+}
+
 /// `"limit"` with `"calendar"`: a quota the request names, counted in the
 /// calendar's periods (a tenant's month from its billing day, in its time
 /// zone), `reset_ms` to the next boundary on the service's clock; the
@@ -616,7 +630,10 @@ async fn a_request_may_name_a_calendar_for_its_limit() {
         got["calendar"],
         serde_json::json!({"period": "day", "time_zone": "UTC", "anchor": "2001-01-01T00:00:00"})
     );
-    for (body, field, message) in [
+    refused(
+        &client,
+        &server,
+        &[
         (
             r#"{"resource": "login", "key": "t", "calendar": {"period": "month"}}"#,
             "calendar",
@@ -662,15 +679,9 @@ async fn a_request_may_name_a_calendar_for_its_limit() {
             "calendar",
             "sliding_window",
         ),
-    ] {
-        let (status, got) = ask(body).await;
-        assert_eq!(
-            (status, got["field"].as_str()),
-            (400, Some(field)),
-            "{body}: {got}"
-        );
-        assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
-    }
+        ],
+    )
+    .await;
     server.stop().await;
 }
 
@@ -725,33 +736,30 @@ async fn a_request_may_name_its_limit_within_the_ceiling() {
         got["remaining"], 0,
         "the report counts under the resource's own limit too"
     );
-    for (body, field, message) in [
-        (r#"{"key": "t", "limit": 1001}"#, "limit", "--max-limit-override"),
-        (r#"{"key": "t", "limit": -1}"#, "limit", "negative"),
-        (
-            r#"{"key": "t", "window_ms": 1000}"#,
-            "window_ms",
-            "without `limit`",
-        ),
-        (
-            r#"{"key": "t", "limit": 5, "window_ms": 0}"#,
-            "window_ms",
-            "at least 1",
-        ),
-        (
-            r#"{"key": "t", "limit": 5, "window_ms": "1m"}"#,
-            "window_ms",
-            "whole number",
-        ),
-    ] {
-        let (status, got) = ask(body).await;
-        assert_eq!(
-            (status, got["field"].as_str()),
-            (400, Some(field)),
-            "{body}: {got}"
-        );
-        assert!(got["error"].as_str().unwrap().contains(message), "{body}: {got}");
-    }
+    refused(
+        &client,
+        &server,
+        &[
+            (r#"{"key": "t", "limit": 1001}"#, "limit", "--max-limit-override"),
+            (r#"{"key": "t", "limit": -1}"#, "limit", "negative"),
+            (
+                r#"{"key": "t", "window_ms": 1000}"#,
+                "window_ms",
+                "without `limit`",
+            ),
+            (
+                r#"{"key": "t", "limit": 5, "window_ms": 0}"#,
+                "window_ms",
+                "at least 1",
+            ),
+            (
+                r#"{"key": "t", "limit": 5, "window_ms": "1m"}"#,
+                "window_ms",
+                "whole number",
+            ),
+        ],
+    )
+    .await;
     server.stop().await;
     // Turned off: every limit a request names is refused, 0 included.
     let off = start(support::builder(&[&file]).max_limit_override(0)).await;
