@@ -33,8 +33,17 @@
 //! of each round's service / peer. `docs/performance.md` shows the
 //! commands for limitador.
 //!
-//! `ONLY=memory` (or `redis`) and `WORKLOADS=admit` (or `hot`) narrow the
-//! cells; `POLICY_FILE=path` serves the memory rows with that tollgate
+//! The same cells are measured on the HTTP API too: `POST /v1/decide`
+//! (resources `user` and `hot` of a policy file with the same limits) over
+//! HTTP/1.1 keep-alive connections, each carrying one request at a time as
+//! an application's client or a proxy's upstream pool does, so that *C*
+//! connections are *C* requests in flight. `PEER_HTTP=ADDRESS` is where the
+//! peer serves its HTTP API (limitador's `POST /check_and_report`,
+//! namespace `bench`, the entry as `values`); without it the peer is
+//! measured on gRPC only.
+//!
+//! `ONLY=memory` (or `redis`), `WORKLOADS=admit` (or `hot`) and
+//! `APIS=grpc` (or `http`) narrow the cells; `POLICY_FILE=path` serves the memory rows with that tollgate
 //! policy file beside the Envoy file (to measure settings of its own, such
 //! as `top_keys: false`), and `SERVE_ARGS='--grpc-threads 0'` adds
 //! arguments to every `tollgate serve`.
@@ -53,10 +62,16 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use support::{metrics_text, start_tollgate, Server};
+use tokio::net::TcpStream;
 use tollgate_test_support::bench::{env_number, median};
 use tollgate_test_support::process_cpu::cpu_seconds;
 use tollgate_test_support::redis::RedisServer;
+use tonic::transport::Channel;
 
 /// Keys of the `admit` workload.
 const KEYS: usize = 10_000;
@@ -69,6 +84,7 @@ struct Settings {
     in_flight: usize,
     connections: Vec<usize>,
     workloads: Vec<Workload>,
+    apis: Vec<Api>,
     peer: Option<Peer>,
 }
 
@@ -77,6 +93,19 @@ struct Peer {
     addr: SocketAddr,
     memory: String,
     redis: Option<String>,
+    /// Where it serves its HTTP API.
+    http: Option<SocketAddr>,
+}
+
+/// The API a cell is measured on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Api {
+    /// Envoy's `ShouldRateLimit`, many requests in flight per HTTP/2
+    /// connection.
+    Grpc,
+    /// `POST /v1/decide` (a peer's own API), one request in flight per
+    /// HTTP/1.1 keep-alive connection.
+    Http,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -115,13 +144,22 @@ impl Settings {
             Ok("hot") => vec![Workload::Hot],
             Ok(other) => panic!("WORKLOADS is admit or hot, not {other:?}"),
         };
+        let apis = match std::env::var("APIS").as_deref() {
+            Err(_) => vec![Api::Grpc, Api::Http],
+            Ok("grpc") => vec![Api::Grpc],
+            Ok("http") => vec![Api::Http],
+            Ok(other) => panic!("APIS is grpc or http, not {other:?}"),
+        };
+        let address = |name: &str, addr: String| -> SocketAddr {
+            addr.parse()
+                .unwrap_or_else(|_| panic!("{name} is an address such as 127.0.0.1:8081, not {addr:?}"))
+        };
         let peer = std::env::var("PEER").ok().map(|addr| Peer {
-            addr: addr
-                .parse()
-                .unwrap_or_else(|_| panic!("PEER is an address such as 127.0.0.1:8081, not {addr:?}")),
+            addr: address("PEER", addr),
             memory: std::env::var("PEER_COMMAND")
                 .expect("PEER needs PEER_COMMAND, the command that starts the peer"),
             redis: std::env::var("PEER_REDIS_COMMAND").ok(),
+            http: std::env::var("PEER_HTTP").ok().map(|a| address("PEER_HTTP", a)),
         });
         Self {
             rounds: env_number("ROUNDS", 5).max(1) as usize,
@@ -130,6 +168,7 @@ impl Settings {
             in_flight: env_number("IN_FLIGHT", 64).max(1) as usize,
             connections,
             workloads,
+            apis,
             peer,
         }
     }
@@ -163,19 +202,31 @@ fn envoy_file(dir: &Path) -> PathBuf {
     path
 }
 
-/// A policy file that puts the Envoy limits' state on `redis`.
-fn redis_file(dir: &Path, redis: &str) -> PathBuf {
-    let path = dir.join("bench-redis.yaml");
+/// The policy file of the HTTP API's resources, with the Envoy file's
+/// limits (fixed windows, as Envoy's), on `redis` when given (which holds
+/// the Envoy limits' state too).
+fn policy_file(dir: &Path, redis: Option<&str>) -> PathBuf {
+    let path = dir.join(if redis.is_some() {
+        "bench-redis.yaml"
+    } else {
+        "bench-policy.yaml"
+    });
+    let store = redis
+        .map(|url| format!("  redis_url: {url}\n"))
+        .unwrap_or_default();
     std::fs::write(
         &path,
-        format!("tollgate:\n  redis_url: {redis}\n  default: {{ limit: 1000, window: 1m }}\n"),
+        format!(
+            "tollgate:\n{store}  strategy: fixed_window\n  default: {{ limit: 1000, window: 1m }}\n  \
+             resources:\n    user: {{ limit: 1000000000, window: 1h }}\n    hot: {{ limit: 10, window: 1h }}\n"
+        ),
     )
     .unwrap();
     path
 }
 
 /// Starts the peer with `command` (`{redis}` replaced by `redis`).
-fn start_peer(addr: SocketAddr, command: &str, redis: Option<&str>) -> Server {
+fn start_peer(addr: SocketAddr, http: Option<SocketAddr>, command: &str, redis: Option<&str>) -> Server {
     let command = match redis {
         Some(url) => command.replace("{redis}", url),
         None => command.to_owned(),
@@ -192,58 +243,150 @@ fn start_peer(addr: SocketAddr, command: &str, redis: Option<&str>) -> Server {
         child,
         addr,
         metrics: None,
+        http,
     }
     .wait_ready("the peer")
 }
 
-/// Measures `server` under `workload`: `in_flight` tasks over
-/// `connections` HTTP/2 connections.
-async fn measure(server: &Server, workload: Workload, connections: usize, settings: &Settings) -> Round {
-    let channels = server.channels(connections).await;
+/// A client of one API over one connection (gRPC clients share theirs).
+enum Client {
+    Grpc(RateLimitServiceClient<Channel>),
+    Http {
+        send: SendRequest<Full<Bytes>>,
+        host: String,
+        /// Asks a peer's API (`/check_and_report`) rather than tollgate's.
+        peer: bool,
+    },
+}
+
+impl Client {
+    /// A new HTTP/1.1 keep-alive connection to `addr`.
+    async fn http(addr: SocketAddr, peer: bool) -> Self {
+        let stream = TcpStream::connect(addr)
+            .await
+            .expect("connecting to the HTTP API");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("an HTTP/1.1 connection");
+        tokio::spawn(connection);
+        Client::Http {
+            send,
+            host: addr.to_string(),
+            peer,
+        }
+    }
+
+    /// Asks for one decision on entry `i` of `workload`; whether it was
+    /// over the limit.
+    async fn over_limit(&mut self, workload: Workload, i: usize) -> bool {
+        let (key, value) = match workload {
+            Workload::Admit => ("user", format!("user-{i}")),
+            Workload::Hot => ("hot", "abuser".to_owned()),
+        };
+        match self {
+            Client::Grpc(client) => {
+                let request = RateLimitRequest {
+                    domain: "bench".to_owned(),
+                    descriptors: vec![RateLimitDescriptor {
+                        entries: vec![Entry {
+                            key: key.to_owned(),
+                            value,
+                        }],
+                        ..Default::default()
+                    }],
+                    hits_addend: 1,
+                };
+                let code = client
+                    .should_rate_limit(request)
+                    .await
+                    .expect("a ShouldRateLimit answer")
+                    .into_inner()
+                    .overall_code;
+                code == Code::OverLimit as i32
+            }
+            Client::Http { send, host, peer } => {
+                let (path, body) = if *peer {
+                    (
+                        "/check_and_report",
+                        format!(r#"{{"namespace":"bench","values":{{"{key}":"{value}"}},"delta":1}}"#),
+                    )
+                } else {
+                    ("/v1/decide", format!(r#"{{"resource":"{key}","key":"{value}"}}"#))
+                };
+                let request = hyper::Request::post(path)
+                    .header("host", host.as_str())
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                send.ready().await.expect("the connection stays open");
+                let response = send.send_request(request).await.expect("an HTTP answer");
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .expect("the answer's body")
+                    .to_bytes();
+                match (status.as_u16(), *peer) {
+                    (429, true) => true,
+                    (200, true) => false,
+                    (200, false) => {
+                        let denied = br#""allowed":false"#;
+                        body.windows(denied.len()).any(|w| w == denied)
+                    }
+                    _ => panic!("{path} answered {status}: {}", String::from_utf8_lossy(&body)),
+                }
+            }
+        }
+    }
+}
+
+/// Measures `server` on `api` under `workload` over `connections`
+/// connections: `in_flight` tasks sharing them on gRPC, one task per
+/// connection on HTTP.
+async fn measure(
+    server: &Server,
+    api: Api,
+    workload: Workload,
+    connections: usize,
+    settings: &Settings,
+) -> Round {
+    let mut clients = Vec::new();
+    match api {
+        Api::Grpc => {
+            let channels = server.channels(connections).await;
+            for t in 0..settings.in_flight {
+                clients.push(Client::Grpc(RateLimitServiceClient::new(
+                    channels[t % connections].clone(),
+                )));
+            }
+        }
+        Api::Http => {
+            let addr = server.http.expect("the server's HTTP API");
+            for _ in 0..connections {
+                clients.push(Client::http(addr, server.metrics.is_none()).await);
+            }
+        }
+    }
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::with_capacity(settings.in_flight);
-    for t in 0..settings.in_flight {
-        let mut client = RateLimitServiceClient::new(channels[t % connections].clone());
+    let mut tasks = Vec::with_capacity(clients.len());
+    for (t, mut client) in clients.into_iter().enumerate() {
         let (measuring, stop) = (measuring.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(200_000);
             let mut i = t * 7919;
             while !stop.load(Ordering::Relaxed) {
                 i = (i + 1) % KEYS;
-                let entry = match workload {
-                    Workload::Admit => Entry {
-                        key: "user".to_owned(),
-                        value: format!("user-{i}"),
-                    },
-                    Workload::Hot => Entry {
-                        key: "hot".to_owned(),
-                        value: "abuser".to_owned(),
-                    },
-                };
-                let request = RateLimitRequest {
-                    domain: "bench".to_owned(),
-                    descriptors: vec![RateLimitDescriptor {
-                        entries: vec![entry],
-                        ..Default::default()
-                    }],
-                    hits_addend: 1,
-                };
                 let started = Instant::now();
-                let response = client
-                    .should_rate_limit(request)
-                    .await
-                    .expect("a ShouldRateLimit answer")
-                    .into_inner();
+                let over = client.over_limit(workload, i).await;
                 let took = started.elapsed();
                 if measuring.load(Ordering::Relaxed) {
-                    let expected = match workload {
-                        Workload::Admit => Code::Ok,
-                        Workload::Hot => Code::OverLimit,
-                    };
                     assert_eq!(
-                        response.overall_code, expected as i32,
-                        "{workload:?}: an unexpected answer"
+                        over,
+                        workload == Workload::Hot,
+                        "{workload:?} on {api:?}: an unexpected answer"
                     );
                     latencies.push(took);
                 }
@@ -252,7 +395,11 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
         }));
     }
     tokio::time::sleep(settings.warm_up).await;
-    let buckets_before = server.metrics.map(handler_buckets);
+    let endpoint = match api {
+        Api::Grpc => "ShouldRateLimit",
+        Api::Http => "/v1/decide",
+    };
+    let buckets_before = server.metrics.map(|m| handler_buckets(m, endpoint));
     let cpu_before = server.cpu_seconds();
     let client_before = cpu_seconds("self").unwrap_or(f64::NAN);
     measuring.store(true, Ordering::Relaxed);
@@ -262,7 +409,7 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
     let elapsed = started.elapsed();
     let cpu_after = server.cpu_seconds();
     let client_after = cpu_seconds("self").unwrap_or(f64::NAN);
-    let buckets_after = server.metrics.map(handler_buckets);
+    let buckets_after = server.metrics.map(|m| handler_buckets(m, endpoint));
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     for task in tasks {
@@ -287,14 +434,14 @@ async fn measure(server: &Server, workload: Workload, connections: usize, settin
     }
 }
 
-/// The cumulative buckets of the service's `ShouldRateLimit` duration
-/// histogram, `(upper bound in seconds, count)`, read from its `/metrics`.
-fn handler_buckets(addr: SocketAddr) -> Vec<(f64, f64)> {
+/// The cumulative buckets of the service's duration histogram of
+/// `endpoint`, `(upper bound in seconds, count)`, read from its `/metrics`.
+fn handler_buckets(addr: SocketAddr, endpoint: &str) -> Vec<(f64, f64)> {
+    let endpoint = format!(r#"endpoint="{endpoint}""#);
     metrics_text(addr)
         .lines()
         .filter(|line| {
-            line.starts_with("tollgate_server_request_duration_seconds_bucket{")
-                && line.contains(r#"endpoint="ShouldRateLimit""#)
+            line.starts_with("tollgate_server_request_duration_seconds_bucket{") && line.contains(&endpoint)
         })
         .filter_map(|line| {
             let le = line.split(r#"le=""#).nth(1)?.split('"').next()?;
@@ -362,37 +509,51 @@ fn print_ratios(service: &[Round], peer: &[Round]) {
 /// Measures every cell of one storage.
 async fn storage_rows(settings: &Settings, storage: &str, configs: &[PathBuf], redis: Option<&RedisServer>) {
     let peer_command = settings.peer.as_ref().and_then(|peer| match redis {
-        None => Some((peer.addr, peer.memory.clone())),
-        Some(_) => peer.redis.clone().map(|command| (peer.addr, command)),
+        None => Some((peer, peer.memory.clone())),
+        Some(_) => peer.redis.clone().map(|command| (peer, command)),
     });
-    for &workload in &settings.workloads {
-        for &connections in &settings.connections {
-            let (mut service, mut peer) = (Vec::new(), Vec::new());
-            for _ in 0..settings.rounds {
-                if let Some(redis) = redis {
-                    redis.cli(&["FLUSHALL"]);
-                }
-                let server = start_tollgate(configs);
-                service.push(measure(&server, workload, connections, settings).await);
-                drop(server);
-                if let Some((addr, command)) = &peer_command {
+    for &api in &settings.apis {
+        for &workload in &settings.workloads {
+            for &connections in &settings.connections {
+                let (mut service, mut peer) = (Vec::new(), Vec::new());
+                for _ in 0..settings.rounds {
                     if let Some(redis) = redis {
                         redis.cli(&["FLUSHALL"]);
                     }
-                    let server = start_peer(*addr, command, redis.map(RedisServer::url).as_deref());
-                    peer.push(measure(&server, workload, connections, settings).await);
+                    let server = start_tollgate(configs);
+                    service.push(measure(&server, api, workload, connections, settings).await);
+                    drop(server);
+                    let Some((to, command)) = &peer_command else {
+                        continue;
+                    };
+                    if api == Api::Http && to.http.is_none() {
+                        continue;
+                    }
+                    if let Some(redis) = redis {
+                        redis.cli(&["FLUSHALL"]);
+                    }
+                    let url = redis.map(RedisServer::url);
+                    let server = start_peer(to.addr, to.http, command, url.as_deref());
+                    peer.push(measure(&server, api, workload, connections, settings).await);
                 }
-            }
-            println!(
-                "{storage}, {}, {} in flight over {connections} connection{}:",
-                workload.name(),
-                settings.in_flight,
-                if connections == 1 { "" } else { "s" }
-            );
-            print_row("tollgate", &service);
-            if !peer.is_empty() {
-                print_row("peer", &peer);
-                print_ratios(&service, &peer);
+                let in_flight = match api {
+                    Api::Grpc => format!("{} in flight", settings.in_flight),
+                    Api::Http => "one in flight each".to_owned(),
+                };
+                println!(
+                    "{storage}, {}, {}, {in_flight} over {connections} connection{}:",
+                    match api {
+                        Api::Grpc => "gRPC",
+                        Api::Http => "HTTP",
+                    },
+                    workload.name(),
+                    if connections == 1 { "" } else { "s" }
+                );
+                print_row("tollgate", &service);
+                if !peer.is_empty() {
+                    print_row("peer", &peer);
+                    print_ratios(&service, &peer);
+                }
             }
         }
     }
@@ -416,16 +577,15 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         if only.as_deref().is_none_or(|o| o == "memory") {
-            let mut configs = vec![envoy.clone()];
-            if let Some(policy) = std::env::var_os("POLICY_FILE") {
-                configs.insert(0, PathBuf::from(policy));
-            }
+            let policy =
+                std::env::var_os("POLICY_FILE").map_or_else(|| policy_file(dir.path(), None), PathBuf::from);
+            let configs = vec![policy, envoy.clone()];
             storage_rows(&settings, "memory", &configs, None).await;
         }
         if only.as_deref().is_none_or(|o| o == "redis") {
             if Command::new("redis-server").arg("--version").output().is_ok() {
                 let redis = RedisServer::start();
-                let configs = [redis_file(dir.path(), &redis.url()), envoy.clone()];
+                let configs = [policy_file(dir.path(), Some(&redis.url())), envoy.clone()];
                 storage_rows(&settings, "Redis", &configs, Some(&redis)).await;
             } else {
                 println!("redis-server not found: the Redis rows are skipped");

@@ -18,6 +18,9 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Where tollgate serves `/metrics` (none for a peer).
     pub metrics: Option<SocketAddr>,
+    /// Where it serves its HTTP decision API (tollgate's `/v1/decide`, a
+    /// peer's own), when it does.
+    pub http: Option<SocketAddr>,
 }
 
 impl Drop for Server {
@@ -30,19 +33,20 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Waits until the server accepts connections on its address.
+    /// Waits until the server accepts connections on its addresses.
     pub fn wait_ready(mut self, what: &str) -> Self {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{what} exited before listening on {}: {status}", self.addr);
+        for addr in std::iter::once(self.addr).chain(self.http) {
+            while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+                if let Ok(Some(status)) = self.child.try_wait() {
+                    panic!("{what} exited before listening on {addr}: {status}");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{what} did not listen on {addr} within 30 s"
+                );
+                std::thread::sleep(Duration::from_millis(20));
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} did not listen on {} within 30 s",
-                self.addr
-            );
-            std::thread::sleep(Duration::from_millis(20));
         }
         self
     }
@@ -101,6 +105,7 @@ pub fn start_tollgate(configs: &[PathBuf]) -> Server {
         child,
         addr,
         metrics: Some(http),
+        http: Some(http),
     }
     .wait_ready("tollgate serve")
 }
