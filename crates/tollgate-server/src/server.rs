@@ -227,7 +227,8 @@ impl Server {
             if let Some(saver) = saver {
                 let _ = saver.await;
             }
-            file.save(backend).await;
+            // Nothing is decided any more: at full speed.
+            file.save(backend, None).await;
             tracing::info!("state saved to {}", file.path.display());
         }
         tracing::info!("stopped");

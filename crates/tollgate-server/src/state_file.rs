@@ -4,6 +4,7 @@
 //! leaves the previous file whole); a file that cannot be restored stops
 //! the start, unless the operator asked to start empty.
 
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,12 @@ use crate::error::ServerError;
 /// How often the state is written by default: at most this much of the
 /// decisions is lost when the process is killed without draining.
 pub const DEFAULT_STATE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How fast a save while the service runs writes the file: slow enough
+/// that copying it into the system's file cache does not slow the
+/// decisions on the other cores, fast enough for 1,000,000 keys (35 MB)
+/// in 0.27 s. The save after draining writes at full speed.
+const PACE_WHILE_SERVING: NonZeroU64 = NonZeroU64::new(128 << 20).unwrap();
 
 /// Where and how often the in-memory state is kept.
 #[derive(Clone, Debug)]
@@ -87,20 +94,22 @@ impl StateFile {
                 () = tokio::time::sleep(self.interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
-            self.save(&backend).await;
+            self.save(&backend, Some(PACE_WHILE_SERVING)).await;
         }
     }
 
-    /// Writes `backend`'s state now (off the async runtime), logging the
-    /// outcome.
-    pub(crate) async fn save(&self, backend: &MemoryBackend) {
+    /// Writes `backend`'s state now (off the async runtime), at most
+    /// `pace` bytes a second when given, logging the outcome.
+    pub(crate) async fn save(&self, backend: &MemoryBackend, pace: Option<NonZeroU64>) {
         let (path, backend) = (self.path.clone(), backend.clone());
         let saved = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let snapshot = backend.snapshot();
-            snapshot
-                .save(&path)
-                .map(|()| (snapshot.keys(), started.elapsed()))
+            match pace {
+                Some(pace) => snapshot.save_paced(&path, pace),
+                None => snapshot.save(&path),
+            }
+            .map(|()| (snapshot.keys(), started.elapsed()))
         })
         .await;
         match saved {

@@ -9,13 +9,22 @@
 //! ```
 //!
 //! The keys hold a fixed window's state (a string key of 12 to 16 bytes,
-//! as `tenant-123456`). Each round: `MemoryBackend::snapshot`, then
-//! `StateSnapshot::save` to a file in a temporary directory (write, fsync,
-//! rename). Then decisions on one thread, on known keys, in batches of 64
-//! timed together, for `SECONDS` (2) without a save and `SECONDS` while
-//! another thread saves again and again; the p50 and p99 of a batch's
-//! time per decision are compared. Medians of `ROUNDS` (5) are printed.
+//! as `tenant-123456`). Each of `ROUNDS` (5) rounds:
+//! `MemoryBackend::snapshot`, then `StateSnapshot::save` to a file in a
+//! temporary directory (write, fsync, rename); the medians are printed.
+//!
+//! Then decisions on one thread, on known keys, in batches of 64 timed
+//! together, in `PAIRS` (40) rounds of three phases in rotating order:
+//! without saving, while another thread makes `SAVES` (2) saves at once
+//! (`StateSnapshot::save`), and while it makes as many at `PACE_MIB` (128)
+//! MiB/s (`save_paced`, what `tollgate serve` does while serving). A quiet
+//! phase lasts as long as the saves took above. Each round gives the ratios
+//! of a saving phase's p50 and p99 (of a batch's time per decision) to the
+//! quiet phase's; their medians are printed. Alternating every few hundred
+//! milliseconds keeps the machine's drift out of the ratios, which runs of
+//! seconds each did not (the same build gave 0.99× to 1.15×).
 
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,16 +48,16 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[((values.len() as f64 * p) as usize).min(values.len() - 1)]
 }
 
-/// Per-decision times (ns) of batches of 64 decisions for `seconds`.
-fn decide_for(limiter: &Limiter, keys: &[String], seconds: u64) -> Vec<f64> {
+/// Per-decision times (ns) of batches of 64 decisions, until `over`.
+/// `cursor` walks the keys on from one call to the next.
+fn decide_until(limiter: &Limiter, keys: &[String], cursor: &mut usize, over: impl Fn() -> bool) -> Vec<f64> {
     let mut batches = Vec::new();
-    let end = Instant::now() + Duration::from_secs(seconds);
-    let mut i = 0usize;
-    while Instant::now() < end {
+    let i = cursor;
+    while !over() {
         let started = Instant::now();
         for _ in 0..64 {
-            std::hint::black_box(limiter.check(&keys[i % keys.len()]));
-            i = i.wrapping_add(7_919);
+            std::hint::black_box(limiter.check(&keys[*i % keys.len()]));
+            *i = i.wrapping_add(7_919);
         }
         batches.push(started.elapsed().as_nanos() as f64 / 64.0);
     }
@@ -58,7 +67,6 @@ fn decide_for(limiter: &Limiter, keys: &[String], seconds: u64) -> Vec<f64> {
 fn main() {
     let keys_count = env_number("KEYS", 1_000_000) as usize;
     let rounds = env_number("ROUNDS", 5) as usize;
-    let seconds = env_number("SECONDS", 2);
     let backend = MemoryBackend::new().snapshots();
     let policy = Policy::new(Strategy::FixedWindow, 1 << 40, Duration::from_secs(3_600)).unwrap();
     let limiter = Limiter::builder()
@@ -93,41 +101,73 @@ fn main() {
         size as f64 / keys_count as f64
     );
 
-    let (mut quiet_p50, mut quiet_p99, mut busy_p50, mut busy_p99, mut saves) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let mut quiet = decide_for(&limiter, &keys, seconds);
-        quiet_p50.push(percentile(&mut quiet, 0.5));
-        quiet_p99.push(percentile(&mut quiet, 0.99));
-        let stop = Arc::new(AtomicBool::new(false));
-        let saver = {
-            let (stop, backend, path) = (stop.clone(), backend.clone(), path.clone());
-            std::thread::spawn(move || {
-                let mut n = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    backend.snapshot().save(&path).unwrap();
-                    n += 1;
-                }
-                n
-            })
-        };
-        let mut busy = decide_for(&limiter, &keys, seconds);
-        stop.store(true, Ordering::Relaxed);
-        saves.push(f64::from(saver.join().unwrap()));
-        busy_p50.push(percentile(&mut busy, 0.5));
-        busy_p99.push(percentile(&mut busy, 0.99));
+    // Decisions in rotating phases: without saving (as long as the saves
+    // took when timed above), while another thread saves `SAVES` times at
+    // once, and while it saves as often at `PACE_MIB` MiB/s. Each round
+    // of the three gives the ratios of a saving phase's p50 and p99 to the
+    // quiet phase's; the medians over `PAIRS` rounds are printed.
+    // Alternating every few hundred milliseconds keeps the machine's drift
+    // (its other tenants, its caches) out of the ratios.
+    let pairs = env_number("PAIRS", 40) as usize;
+    let saves = env_number("SAVES", 2);
+    let pace = NonZeroU64::new(env_number("PACE_MIB", 128) << 20).expect("PACE_MIB above 0");
+    let quiet_phase = Duration::from_secs_f64((copy + write) * saves as f64);
+    let mut cursor = 0;
+    let mut ratios: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut phase_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut quiet_times = Vec::new();
+    for pair in 0..pairs {
+        let mut times: [(f64, f64); 3] = [(0.0, 0.0); 3];
+        // Each phase in turn comes first, so that none always follows the
+        // saves (which leave the keys in the caches).
+        for phase in (0..3).map(|i| (i + pair) % 3) {
+            let started = Instant::now();
+            let mut batches = if phase == 0 {
+                let end = started + quiet_phase;
+                decide_until(&limiter, &keys, &mut cursor, || Instant::now() >= end)
+            } else {
+                let done = Arc::new(AtomicBool::new(false));
+                let saver = {
+                    let (done, backend, path) = (done.clone(), backend.clone(), path.clone());
+                    std::thread::spawn(move || {
+                        for _ in 0..saves {
+                            let snapshot = backend.snapshot();
+                            match phase {
+                                1 => snapshot.save(&path).unwrap(),
+                                _ => snapshot.save_paced(&path, pace).unwrap(),
+                            }
+                        }
+                        done.store(true, Ordering::Release);
+                    })
+                };
+                let batches = decide_until(&limiter, &keys, &mut cursor, || done.load(Ordering::Acquire));
+                saver.join().unwrap();
+                phase_ms[phase - 1].push(started.elapsed().as_secs_f64() * 1e3);
+                batches
+            };
+            times[phase] = (percentile(&mut batches, 0.5), percentile(&mut batches, 0.99));
+        }
+        quiet_times.push(times[0]);
+        for saving in 0..2 {
+            let (p50, p99) = times[saving + 1];
+            ratios[saving].push((p50 / times[0].0, p99 / times[0].1));
+        }
     }
-    let (qp50, qp99, bp50, bp99) = (
-        median(quiet_p50),
-        median(quiet_p99),
-        median(busy_p50),
-        median(busy_p99),
-    );
     println!(
-        "decisions per batch of 64, ns each: without saving p50 {qp50:.0}, p99 {qp99:.0}; while \
-         saving without pause ({:.0} saves in {seconds} s) p50 {bp50:.0}, p99 {bp99:.0}: p99 {:.2}x \
-         (target < 1.05x)",
-        median(saves),
-        bp99 / qp99
+        "decisions per batch of 64, ns each, medians of {pairs} rounds: without saving p50 {:.0}, \
+         p99 {:.0}",
+        median(quiet_times.iter().map(|t| t.0).collect()),
+        median(quiet_times.iter().map(|t| t.1).collect()),
     );
+    for (saving, name) in ["at once", &format!("at {} MiB/s", pace.get() >> 20)]
+        .into_iter()
+        .enumerate()
+    {
+        println!(
+            "  while saving {name} ({saves} saves in {:.0} ms): p50 {:.3}x, p99 {:.3}x (target < 1.05x)",
+            median(phase_ms[saving].clone()),
+            median(ratios[saving].iter().map(|r| r.0).collect()),
+            median(ratios[saving].iter().map(|r| r.1).collect()),
+        );
+    }
 }

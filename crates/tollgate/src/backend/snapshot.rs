@@ -24,13 +24,19 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::io;
+use std::num::NonZeroU64;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use super::codec::{decode_state, encode_state_into};
 use crate::strategy::State;
+
+/// The size of the chunks a paced save writes: large enough that a
+/// write's fixed cost is nothing, small enough to stay in the caches.
+const PACED_CHUNK: usize = 256 * 1024;
 
 /// The first bytes of every state file.
 const MAGIC: &[u8; 15] = b"tollgate-state\n";
@@ -98,15 +104,40 @@ impl StateSnapshot {
     /// The file's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(MAGIC.len() + 4 + self.body.len() + 25);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&self.body);
-        out.push(b'E');
-        out.extend_from_slice(&self.tables.to_le_bytes());
-        out.extend_from_slice(&self.entries.to_le_bytes());
-        let sum = fnv1a(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
+        self.write_to(&mut out, None)
+            .expect("writing to a vector cannot fail");
         out
+    }
+
+    /// Writes the file's bytes to `out`: the header, the body as it is
+    /// held (at once, or in chunks at `pace`), the end with the checksum of
+    /// all before it; a save copies the body once, into the file.
+    fn write_to(&self, out: &mut impl io::Write, pace: Option<NonZeroU64>) -> io::Result<()> {
+        let mut header = [0u8; MAGIC.len() + 4];
+        header[..MAGIC.len()].copy_from_slice(MAGIC);
+        header[MAGIC.len()..].copy_from_slice(&VERSION.to_le_bytes());
+        let mut end = [0u8; 25];
+        end[0] = b'E';
+        end[1..9].copy_from_slice(&self.tables.to_le_bytes());
+        end[9..17].copy_from_slice(&self.entries.to_le_bytes());
+        let sum = fnv1a(fnv1a(fnv1a(FNV_START, &header), &self.body), &end[..17]);
+        end[17..].copy_from_slice(&sum.to_le_bytes());
+        out.write_all(&header)?;
+        match pace {
+            None => out.write_all(&self.body)?,
+            Some(bytes_per_second) => {
+                let started = Instant::now();
+                let mut written = 0u64;
+                for chunk in self.body.chunks(PACED_CHUNK) {
+                    out.write_all(chunk)?;
+                    written += chunk.len() as u64;
+                    let due =
+                        started + Duration::from_secs_f64(written as f64 / bytes_per_second.get() as f64);
+                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                }
+            }
+        }
+        out.write_all(&end)
     }
 
     /// Reads a snapshot from a file's bytes, checking all of them.
@@ -147,7 +178,7 @@ impl StateSnapshot {
         // The end mark, where the tables stopped.
         reader.u8("a table or the end")?;
         let said = (reader.u64("the table count")?, reader.u64("the key count")?);
-        let summed = fnv1a(&bytes[..reader.at]);
+        let summed = fnv1a(FNV_START, &bytes[..reader.at]);
         let sum = reader.u64("the checksum")?;
         if sum != summed {
             return Err(format!(
@@ -174,12 +205,33 @@ impl StateSnapshot {
     /// Writes the snapshot to `path` atomically: to a temporary file in
     /// the same directory, flushed to disk, then renamed over `path` (and
     /// the directory flushed), so that a crash leaves the old file or the
-    /// new one, never a part.
+    /// new one, never a part. It writes as fast as it can: for a save beside
+    /// decisions that must not slow down, see [`Self::save_paced`].
     ///
     /// # Errors
     ///
     /// [`StateFileError::Io`] when a step fails; `path` is then as it was.
     pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
+        self.save_at(path, None)
+    }
+
+    /// Saves as [`Self::save`] does, writing at most `bytes_per_second` on
+    /// average, in chunks of 256 KiB with the calling thread asleep
+    /// between them: for a save while the process keeps deciding. Copying
+    /// tens of megabytes at once into the system's file cache takes memory
+    /// bandwidth and cache that decisions on other cores need (measured:
+    /// 1,000,000 keys saved at once moved their p99 by 1.1× to 1.5×, and at
+    /// 128 MiB/s by 1.02× to 1.03×; `benches/state_file.rs`). A million
+    /// keys (35 MB) take 0.27 s at 128 MiB/s.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::save`].
+    pub fn save_paced(&self, path: &Path, bytes_per_second: NonZeroU64) -> Result<(), StateFileError> {
+        self.save_at(path, Some(bytes_per_second))
+    }
+
+    fn save_at(&self, path: &Path, pace: Option<NonZeroU64>) -> Result<(), StateFileError> {
         let io = |source| StateFileError::Io {
             path: path.display().to_string(),
             source,
@@ -193,7 +245,7 @@ impl StateSnapshot {
             .map_or_else(|| "state".into(), |n| n.to_string_lossy());
         let mut temp = tempfile_in(dir, &name).map_err(io)?;
         let written = (|| -> io::Result<()> {
-            temp.1.write_all(&self.to_bytes())?;
+            self.write_to(&mut temp.1, pace)?;
             temp.1.sync_all()?;
             fs::rename(&temp.0, path)?;
             // The rename itself reaches the disk with its directory.
@@ -318,9 +370,13 @@ fn tempfile_in(dir: &Path, name: &str) -> io::Result<(std::path::PathBuf, File)>
     ))
 }
 
-/// 64-bit FNV-1a: detects damage, not tampering.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+/// The 64-bit FNV-1a hash of no bytes.
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// 64-bit FNV-1a, continued from `hash` over `bytes` (from [`FNV_START`]
+/// for a whole): detects damage, not tampering.
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
@@ -395,6 +451,9 @@ pub(crate) struct Registry {
     /// tens of thousands of Envoy limits would pay for nothing).
     recording: AtomicBool,
     live: Mutex<Vec<Named<Weak<dyn Entries>>>>,
+    /// The last snapshot's size in bytes, which the next one reserves
+    /// (and an eighth more) rather than growing to it.
+    last_size: AtomicUsize,
     restored: Mutex<HashMap<Box<[u8]>, Vec<Entry>>>,
 }
 
@@ -444,6 +503,8 @@ impl Registry {
                 .collect()
         };
         let mut snapshot = StateSnapshot::default();
+        let last = self.last_size.load(Ordering::Relaxed);
+        snapshot.body.reserve(last.saturating_add(last / 8));
         for (name, table) in tables {
             let body = &mut snapshot.body;
             body.push(b'T');
@@ -457,6 +518,7 @@ impl Registry {
             snapshot.tables += 1;
             snapshot.entries += count;
         }
+        self.last_size.store(snapshot.body.len(), Ordering::Relaxed);
         snapshot
     }
 }

@@ -225,3 +225,48 @@ fn a_file_is_written_whole_or_not_at_all() {
         .unwrap_err();
     assert!(err.to_string().contains("missing/state"), "{err}");
 }
+
+#[test]
+fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Duration::from_nanos(START));
+    let backend = MemoryBackend::new().clock(clock.clone()).snapshots();
+    let l = limiter(
+        &backend,
+        Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap(),
+        "api",
+    );
+    for i in 0..20_000 {
+        l.check(format!("tenant-{i:08}"));
+    }
+    let snapshot = backend.snapshot();
+    let (at_once, paced) = (dir.path().join("at-once"), dir.path().join("paced"));
+    snapshot.save(&at_once).unwrap();
+    let pace = std::num::NonZeroU64::new(4 << 20).unwrap();
+    let started = std::time::Instant::now();
+    snapshot.save_paced(&paced, pace).unwrap();
+    let took = started.elapsed();
+    let bytes = std::fs::read(&paced).unwrap();
+    assert_eq!(
+        bytes,
+        std::fs::read(&at_once).unwrap(),
+        "the same file, whatever the pace"
+    );
+    assert!(
+        bytes.len() > 600_000,
+        "more than two chunks of 256 KiB: {}",
+        bytes.len()
+    );
+    // The body's last chunk is due at its size over the pace.
+    let due = Duration::from_secs_f64((bytes.len() - 15 - 4 - 25) as f64 / pace.get() as f64);
+    assert!(
+        took >= due,
+        "{} bytes at 4 MiB/s in {took:?}, before {due:?}",
+        bytes.len()
+    );
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file stays: {names:?}");
+}
