@@ -39,8 +39,9 @@
 //! an application's client or a proxy's upstream pool does, so that *C*
 //! connections are *C* requests in flight. `PEER_HTTP=ADDRESS` is where the
 //! peer serves its HTTP API (limitador's `POST /check_and_report`,
-//! namespace `bench`, the entry as `values`); without it the peer is
-//! measured on gRPC only.
+//! namespace `bench`, the entry as `values`; `PEER_API=tollgate` when
+//! the peer is another `tollgate serve`, asked `/v1/decide`); without it
+//! the peer is measured on gRPC only.
 //!
 //! `ONLY=memory` (or `redis`), `WORKLOADS=admit` (or `hot`) and
 //! `APIS=grpc` (or `http`) narrow the cells; `POLICY_FILE=path` serves the memory rows with that tollgate
@@ -365,7 +366,9 @@ async fn measure(
         Api::Http => {
             let addr = server.http.expect("the server's HTTP API");
             for _ in 0..connections {
-                clients.push(Client::http(addr, server.metrics.is_none()).await);
+                let limitador =
+                    server.metrics.is_none() && std::env::var("PEER_API").as_deref() != Ok("tollgate");
+                clients.push(Client::http(addr, limitador).await);
             }
         }
     }
