@@ -19,9 +19,11 @@ use crate::error::ServerError;
 pub const DEFAULT_STATE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// How fast a save while the service runs writes the file: slow enough
-/// that copying it into the system's file cache does not slow the
-/// decisions on the other cores, fast enough for 1,000,000 keys (35 MB)
-/// in 0.27 s. The save after draining writes at full speed.
+/// that copying it into the system's file cache slows the decisions on the
+/// other cores less (their p99 1.17–1.19× during a save, against
+/// 1.27–1.50× at full speed, docs/performance.md), fast enough for
+/// 1,000,000 keys (35 MB) in about 0.4 s. The save after draining writes
+/// at full speed.
 const PACE_WHILE_SERVING: NonZeroU64 = NonZeroU64::new(128 << 20).unwrap();
 
 /// Where and how often the in-memory state is kept.

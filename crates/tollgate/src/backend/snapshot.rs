@@ -219,10 +219,11 @@ impl StateSnapshot {
     /// average, in chunks of 256 KiB with the calling thread asleep
     /// between them: for a save while the process keeps deciding. Copying
     /// tens of megabytes at once into the system's file cache takes memory
-    /// bandwidth and cache that decisions on other cores need (measured:
-    /// 1,000,000 keys saved at once moved their p99 by 1.1× to 1.5×, and at
-    /// 128 MiB/s by 1.02× to 1.03×; `benches/state_file.rs`). A million
-    /// keys (35 MB) take 0.27 s at 128 MiB/s.
+    /// bandwidth and cache that decisions on other cores need (measured on
+    /// a 2-vCPU VM with `benches/state_file.rs`: 1,000,000 keys saved at
+    /// once moved their p99 by 1.27× to 1.50×, saved at 128 MiB/s by 1.17×
+    /// to 1.19×). A million keys (35 MB) take about 0.27 s to write at 128
+    /// MiB/s, 0.38 s with the snapshot and the flush to disk.
     ///
     /// # Errors
     ///
