@@ -185,29 +185,40 @@ fn damaged_cut_short_and_foreign_files_are_refused_saying_what_was_found() {
     assert!(refused(&trailing).contains("1 more bytes after its end"));
 }
 
+/// A backend that records its tables, with `keys` keys (`key-0`, …)
+/// decided once by a limiter of `strategy` (5 per minute), the limiter kept.
+fn backend_with_keys(strategy: Strategy, keys: usize) -> (MemoryBackend, Limiter) {
+    let clock = ManualClock::new(Duration::from_nanos(START));
+    let backend = MemoryBackend::new().clock(clock).snapshots();
+    let l = limiter(
+        &backend,
+        Policy::new(strategy, 5, Duration::from_secs(60)).unwrap(),
+        "api",
+    );
+    for i in 0..keys {
+        l.check(format!("key-{i}"));
+    }
+    (backend, l)
+}
+
+/// The names of the files in `dir`.
+fn file_names(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 #[test]
 fn a_file_is_written_whole_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state");
     assert!(StateSnapshot::load(&path).unwrap().is_none(), "no file yet");
-    let clock = ManualClock::new(Duration::from_nanos(START));
-    let backend = MemoryBackend::new().clock(clock.clone()).snapshots();
-    let l = limiter(
-        &backend,
-        Policy::new(Strategy::LeakyBucket, 5, Duration::from_secs(60)).unwrap(),
-        "api",
-    );
-    for i in 0..100 {
-        l.check(format!("key-{i}"));
-    }
+    let (backend, _limiter) = backend_with_keys(Strategy::LeakyBucket, 100);
     backend.snapshot().save(&path).unwrap();
     // Saved again over it: the file is replaced, no temporary file stays.
     backend.snapshot().save(&path).unwrap();
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names, ["state"]);
+    assert_eq!(file_names(dir.path()), ["state"]);
     let loaded = StateSnapshot::load(&path).unwrap().unwrap();
     assert_eq!((loaded.tables(), loaded.keys()), (1, 100));
     std::fs::write(&path, b"garbage").unwrap();
@@ -229,16 +240,7 @@ fn a_file_is_written_whole_or_not_at_all() {
 #[test]
 fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(Duration::from_nanos(START));
-    let backend = MemoryBackend::new().clock(clock.clone()).snapshots();
-    let l = limiter(
-        &backend,
-        Policy::new(Strategy::FixedWindow, 5, Duration::from_secs(60)).unwrap(),
-        "api",
-    );
-    for i in 0..20_000 {
-        l.check(format!("tenant-{i:08}"));
-    }
+    let (backend, _limiter) = backend_with_keys(Strategy::FixedWindow, 30_000);
     let snapshot = backend.snapshot();
     let (at_once, paced) = (dir.path().join("at-once"), dir.path().join("paced"));
     snapshot.save(&at_once).unwrap();
@@ -264,9 +266,6 @@ fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
         "{} bytes at 4 MiB/s in {took:?}, before {due:?}",
         bytes.len()
     );
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(dir.path());
     assert_eq!(names.len(), 2, "no temporary file stays: {names:?}");
 }
