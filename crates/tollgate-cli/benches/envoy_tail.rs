@@ -365,9 +365,9 @@ async fn measure(
         }
         Api::Http => {
             let addr = server.http.expect("the server's HTTP API");
+            let limitador =
+                server.metrics.is_none() && std::env::var("PEER_API").as_deref() != Ok("tollgate");
             for _ in 0..connections {
-                let limitador =
-                    server.metrics.is_none() && std::env::var("PEER_API").as_deref() != Ok("tollgate");
                 clients.push(Client::http(addr, limitador).await);
             }
         }
