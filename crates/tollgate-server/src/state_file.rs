@@ -18,12 +18,11 @@ use crate::error::ServerError;
 /// decisions is lost when the process is killed without draining.
 pub const DEFAULT_STATE_INTERVAL: Duration = Duration::from_secs(30);
 
-/// How fast a save while the service runs writes the file: slow enough
-/// that copying it into the system's file cache slows the decisions on the
-/// other cores less (their p99 1.17–1.19× during a save, against
-/// 1.27–1.50× at full speed, docs/performance.md), fast enough for
-/// 1,000,000 keys (35 MB) in about 0.4 s. The save after draining writes
-/// at full speed.
+/// How fast a save while the service runs streams the state: slow enough
+/// that it leaves the decisions on the other cores their memory bandwidth
+/// and caches (their p99 0.99–1.01× during a save, docs/performance.md,
+/// "Saving the state"), fast enough for 1,000,000 keys (35 MB) in about
+/// 0.3 s. The save after draining writes at full speed.
 const PACE_WHILE_SERVING: NonZeroU64 = NonZeroU64::new(128 << 20).unwrap();
 
 /// Where and how often the in-memory state is kept.
@@ -106,12 +105,14 @@ impl StateFile {
         let (path, backend) = (self.path.clone(), backend.clone());
         let saved = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let snapshot = backend.snapshot();
             match pace {
-                Some(pace) => snapshot.save_paced(&path, pace),
-                None => snapshot.save(&path),
+                Some(pace) => backend.save_paced(&path, pace),
+                None => {
+                    let snapshot = backend.snapshot();
+                    snapshot.save(&path).map(|()| snapshot.keys())
+                }
             }
-            .map(|()| (snapshot.keys(), started.elapsed()))
+            .map(|keys| (keys, started.elapsed()))
         })
         .await;
         match saved {

@@ -16,13 +16,18 @@
 //! Then decisions on one thread, on known keys, in batches of 64 timed
 //! together, in `PAIRS` (40) rounds of three phases in rotating order:
 //! without saving, while another thread makes `SAVES` (2) saves at once
-//! (`StateSnapshot::save`), and while it makes as many at `PACE_MIB` (128)
-//! MiB/s (`save_paced`, what `tollgate serve` does while serving). A quiet
+//! (`MemoryBackend::snapshot`, `StateSnapshot::save`), and while it makes
+//! as many at `PACE_MIB` (128) MiB/s (`MemoryBackend::save_paced`, what
+//! `tollgate serve` does while serving). A quiet
 //! phase lasts as long as the saves took above. Each round gives the ratios
 //! of a saving phase's p50 and p99 (of a batch's time per decision) to the
 //! quiet phase's; their medians are printed. Alternating every few hundred
 //! milliseconds keeps the machine's drift out of the ratios, which runs of
 //! seconds each did not (the same build gave 0.99× to 1.15×).
+//!
+//! `PIN=N` pins the deciding thread to the machine's `N`-th core and the
+//! saving one to another: a VM that delivers the disk's completions to
+//! one vCPU slows the decisions most when they run there.
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +35,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, MemoryBackend, Policy, Strategy};
+
+#[path = "support/cpu.rs"]
+mod cpu;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -112,6 +120,14 @@ fn main() {
     let saves = env_number("SAVES", 2);
     let pace = NonZeroU64::new(env_number("PACE_MIB", 128) << 20).expect("PACE_MIB above 0");
     let quiet_phase = Duration::from_secs_f64((copy + write) * saves as f64);
+    let pin = std::env::var("PIN").ok().and_then(|v| v.parse::<usize>().ok());
+    if let Some(core) = pin {
+        cpu::pin_to_cpu(core);
+        println!(
+            "decisions pinned to core {core}, saves to core {}",
+            usize::from(core == 0)
+        );
+    }
     let mut cursor = 0;
     let mut ratios: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     let mut phase_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
@@ -130,11 +146,15 @@ fn main() {
                 let saver = {
                     let (done, backend, path) = (done.clone(), backend.clone(), path.clone());
                     std::thread::spawn(move || {
+                        if let Some(core) = pin {
+                            cpu::pin_to_cpu(usize::from(core == 0));
+                        }
                         for _ in 0..saves {
-                            let snapshot = backend.snapshot();
                             match phase {
-                                1 => snapshot.save(&path).unwrap(),
-                                _ => snapshot.save_paced(&path, pace).unwrap(),
+                                1 => backend.snapshot().save(&path).unwrap(),
+                                _ => {
+                                    backend.save_paced(&path, pace).unwrap();
+                                }
                             }
                         }
                         done.store(true, Ordering::Release);

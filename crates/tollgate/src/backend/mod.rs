@@ -15,6 +15,7 @@ mod reclaim;
 mod reserving;
 mod slots;
 mod snapshot;
+mod state_write;
 pub mod store;
 mod stored_key;
 mod sync;

@@ -10,9 +10,13 @@
 //! per table:          b'T', u32 name length, the name (the limit's key
 //!                     layout with the key left out), u64 entries, then
 //!                     per entry: u32 key length, the key, u8 state length,
-//!                     the state (the stores' encoding)
+//!                     the state (the stores' encoding); a table's entries
+//!                     may come in several consecutive records of its name
+//!                     (a save writes a large table a few shards at a time)
 //! b'E', u64 tables, u64 entries, u64 FNV-1a of every byte before it
 //! ```
+//!
+//! The end's table count counts a table once however many records hold it.
 //!
 //! States hold times since the Unix epoch on the wall clock, so a restored
 //! state continues where it was: a window that ended meanwhile is over, a
@@ -23,20 +27,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::codec::{decode_state, encode_state_into};
+use super::state_write::{fnv1a, write_atomically, Checked, CHUNK, FNV_START};
 use crate::strategy::State;
-
-/// The size of the chunks a paced save writes: large enough that a
-/// write's fixed cost is nothing, small enough to stay in the caches.
-const PACED_CHUNK: usize = 256 * 1024;
 
 /// The first bytes of every state file.
 const MAGIC: &[u8; 15] = b"tollgate-state\n";
@@ -103,41 +103,18 @@ impl StateSnapshot {
 
     /// The file's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(MAGIC.len() + 4 + self.body.len() + 25);
-        self.write_to(&mut out, None)
-            .expect("writing to a vector cannot fail");
+        let mut out = Vec::with_capacity(HEADER.len() + self.body.len() + 25);
+        self.write_to(&mut out).expect("writing to a vector cannot fail");
         out
     }
 
     /// Writes the file's bytes to `out`: the header, the body as it is
-    /// held (at once, or in chunks at `pace`), the end with the checksum of
-    /// all before it; a save copies the body once, into the file.
-    fn write_to(&self, out: &mut impl io::Write, pace: Option<NonZeroU64>) -> io::Result<()> {
-        let mut header = [0u8; MAGIC.len() + 4];
-        header[..MAGIC.len()].copy_from_slice(MAGIC);
-        header[MAGIC.len()..].copy_from_slice(&VERSION.to_le_bytes());
-        let mut end = [0u8; 25];
-        end[0] = b'E';
-        end[1..9].copy_from_slice(&self.tables.to_le_bytes());
-        end[9..17].copy_from_slice(&self.entries.to_le_bytes());
-        let sum = fnv1a(fnv1a(fnv1a(FNV_START, &header), &self.body), &end[..17]);
-        end[17..].copy_from_slice(&sum.to_le_bytes());
-        out.write_all(&header)?;
-        match pace {
-            None => out.write_all(&self.body)?,
-            Some(bytes_per_second) => {
-                let started = Instant::now();
-                let mut written = 0u64;
-                for chunk in self.body.chunks(PACED_CHUNK) {
-                    out.write_all(chunk)?;
-                    written += chunk.len() as u64;
-                    let due =
-                        started + Duration::from_secs_f64(written as f64 / bytes_per_second.get() as f64);
-                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
-                }
-            }
-        }
-        out.write_all(&end)
+    /// held, the end with the checksum of all before it.
+    fn write_to(&self, out: impl io::Write) -> io::Result<()> {
+        let mut out = Checked::new(out, None);
+        out.put(&HEADER)?;
+        out.put(&self.body)?;
+        write_end(&mut out, self.tables, self.entries)
     }
 
     /// Reads a snapshot from a file's bytes, checking all of them.
@@ -206,59 +183,17 @@ impl StateSnapshot {
     /// the same directory, flushed to disk, then renamed over `path` (and
     /// the directory flushed), so that a crash leaves the old file or the
     /// new one, never a part. It writes as fast as it can: for a save beside
-    /// decisions that must not slow down, see [`Self::save_paced`].
+    /// decisions that must not slow down, see
+    /// [`MemoryBackend::save_paced`](crate::MemoryBackend::save_paced).
     ///
     /// # Errors
     ///
     /// [`StateFileError::Io`] when a step fails; `path` is then as it was.
     pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
-        self.save_at(path, None)
-    }
-
-    /// Saves as [`Self::save`] does, writing at most `bytes_per_second` on
-    /// average, in chunks of 256 KiB with the calling thread asleep
-    /// between them: for a save while the process keeps deciding. Copying
-    /// tens of megabytes at once into the system's file cache takes memory
-    /// bandwidth and cache that decisions on other cores need (measured on
-    /// a 2-vCPU VM with `benches/state_file.rs`: 1,000,000 keys saved at
-    /// once moved their p99 by 1.27× to 1.50×, saved at 128 MiB/s by 1.17×
-    /// to 1.19×). A million keys (35 MB) take about 0.27 s to write at 128
-    /// MiB/s, 0.38 s with the snapshot and the flush to disk.
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::save`].
-    pub fn save_paced(&self, path: &Path, bytes_per_second: NonZeroU64) -> Result<(), StateFileError> {
-        self.save_at(path, Some(bytes_per_second))
-    }
-
-    fn save_at(&self, path: &Path, pace: Option<NonZeroU64>) -> Result<(), StateFileError> {
-        let io = |source| StateFileError::Io {
+        write_atomically(path, |file| self.write_to(file)).map_err(|source| StateFileError::Io {
             path: path.display().to_string(),
             source,
-        };
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let name = path
-            .file_name()
-            .map_or_else(|| "state".into(), |n| n.to_string_lossy());
-        let mut temp = tempfile_in(dir, &name).map_err(io)?;
-        let written = (|| -> io::Result<()> {
-            self.write_to(&mut temp.1, pace)?;
-            temp.1.sync_all()?;
-            fs::rename(&temp.0, path)?;
-            // The rename itself reaches the disk with its directory.
-            if let Ok(dir) = File::open(dir) {
-                let _ = dir.sync_all();
-            }
-            Ok(())
-        })();
-        if written.is_err() {
-            let _ = fs::remove_file(&temp.0);
-        }
-        written.map_err(io)
+        })
     }
 
     /// Reads the snapshot at `path`; `Ok(None)` when there is no file.
@@ -316,11 +251,17 @@ fn read_tables<'a>(
     mut visit: impl FnMut(&'a [u8], &'a [u8], State),
 ) -> Result<(u64, u64), String> {
     let (mut tables, mut entries) = (0u64, 0u64);
+    let mut last_name: Option<&[u8]> = None;
     while reader.at < reader.bytes.len() {
         match reader.u8("a table or the end")? {
             b'T' => {
                 let name = reader.u32("a table's name length")? as usize;
                 let name = reader.take(name, "a table's name")?;
+                // Consecutive records of one name hold one table.
+                if last_name != Some(name) {
+                    tables += 1;
+                    last_name = Some(name);
+                }
                 let count = reader.u64("a table's entry count")?;
                 for _ in 0..count {
                     let key = reader.u32("a key's length")? as usize;
@@ -337,7 +278,6 @@ fn read_tables<'a>(
                         .map_err(|e| format!("byte {at}: {e}"))?;
                     visit(name, key, state);
                 }
-                tables += 1;
                 entries += count;
             }
             b'E' => {
@@ -355,31 +295,30 @@ fn read_tables<'a>(
     Ok((tables, entries))
 }
 
-/// A file in `dir` named after `name`, created new.
-fn tempfile_in(dir: &Path, name: &str) -> io::Result<(std::path::PathBuf, File)> {
-    for attempt in 0u32..100 {
-        let path = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match File::options().write(true).create_new(true).open(&path) {
-            Ok(file) => return Ok((path, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
+/// The first bytes of every state file: the magic and the version.
+const HEADER: [u8; MAGIC.len() + 4] = {
+    let mut header = [0u8; MAGIC.len() + 4];
+    let mut i = 0;
+    while i < MAGIC.len() {
+        header[i] = MAGIC[i];
+        i += 1;
     }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        "no free temporary file name beside the state file",
-    ))
-}
+    let version = VERSION.to_le_bytes();
+    while i < header.len() {
+        header[i] = version[i - MAGIC.len()];
+        i += 1;
+    }
+    header
+};
 
-/// The 64-bit FNV-1a hash of no bytes.
-const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// 64-bit FNV-1a, continued from `hash` over `bytes` (from [`FNV_START`]
-/// for a whole): detects damage, not tampering.
-fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// Writes the end: `E`, the counts, and the checksum of all before it.
+fn write_end(out: &mut Checked<impl io::Write>, tables: u64, entries: u64) -> io::Result<()> {
+    let mut end = [0u8; 17];
+    end[0] = b'E';
+    end[1..9].copy_from_slice(&tables.to_le_bytes());
+    end[9..].copy_from_slice(&entries.to_le_bytes());
+    out.put(&end)?;
+    out.put(&out.sum().to_le_bytes())
 }
 
 /// Reads a file's fields in order, naming what was cut short.
@@ -426,11 +365,16 @@ pub(crate) type Entry = (Box<[u8]>, State);
 /// A table (or a handle on one) with its name.
 type Named<T> = (Box<[u8]>, T);
 
-/// What can write its entries into a snapshot: a table of any strategy.
+/// What can write its entries into a snapshot, a shard at a time: a
+/// table of any strategy.
 pub(crate) trait Entries: Send + Sync {
-    /// Appends every entry (`u32` key length, key, `u8` state length,
-    /// state) to `out`; returns how many.
-    fn write_entries(&self, out: &mut Vec<u8>) -> u64;
+    /// How many shards it holds.
+    fn shards(&self) -> usize;
+
+    /// Appends the entries of shard `shard` (below [`Self::shards`]) to
+    /// `out`, each as `u32` key length, key, `u8` state length, state;
+    /// returns how many.
+    fn write_shard(&self, shard: usize, out: &mut Vec<u8>) -> u64;
 }
 
 /// Appends one entry in the file's encoding.
@@ -494,32 +438,92 @@ impl Registry {
         }
     }
 
+    /// The tables still in use, with their names.
+    fn live_tables(&self) -> Vec<Named<Arc<dyn Entries>>> {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|(_, t)| t.strong_count() > 0);
+        live.iter()
+            .filter_map(|(name, t)| Some((name.clone(), t.upgrade()?)))
+            .collect()
+    }
+
+    /// Appends every live table's entries to `out` as records (`T`, name,
+    /// count, entries), a table's shards gathered into records of at least
+    /// [`CHUNK`] bytes (or the table's end), calling `flush(out)` after each
+    /// record, which may write `out` out and clear it. Returns how many
+    /// tables and entries.
+    fn encode(
+        &self,
+        out: &mut Vec<u8>,
+        mut flush: impl FnMut(&mut Vec<u8>) -> io::Result<()>,
+    ) -> io::Result<(u64, u64)> {
+        let (mut tables, mut entries) = (0, 0);
+        for (name, table) in self.live_tables() {
+            let (shards, mut shard) = (table.shards(), 0);
+            loop {
+                let start = out.len();
+                out.push(b'T');
+                out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                out.extend_from_slice(&name);
+                // The count, known once the entries are written after it.
+                let count_at = out.len();
+                out.extend_from_slice(&[0; 8]);
+                let mut count = 0;
+                while shard < shards && out.len() - start < CHUNK {
+                    count += table.write_shard(shard, out);
+                    shard += 1;
+                }
+                out[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
+                entries += count;
+                flush(out)?;
+                if shard == shards {
+                    break;
+                }
+            }
+            tables += 1;
+        }
+        Ok((tables, entries))
+    }
+
     /// Every live table's entries now.
     pub(crate) fn snapshot(&self) -> StateSnapshot {
-        let tables: Vec<Named<std::sync::Arc<dyn Entries>>> = {
-            let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-            live.retain(|(_, t)| t.strong_count() > 0);
-            live.iter()
-                .filter_map(|(name, t)| Some((name.clone(), t.upgrade()?)))
-                .collect()
-        };
-        let mut snapshot = StateSnapshot::default();
         let last = self.last_size.load(Ordering::Relaxed);
-        snapshot.body.reserve(last.saturating_add(last / 8));
-        for (name, table) in tables {
-            let body = &mut snapshot.body;
-            body.push(b'T');
-            body.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            body.extend_from_slice(&name);
-            // The count, known once the entries are written after it.
-            let count_at = body.len();
-            body.extend_from_slice(&[0; 8]);
-            let count = table.write_entries(body);
-            body[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
-            snapshot.tables += 1;
-            snapshot.entries += count;
+        let mut body = Vec::with_capacity(last.saturating_add(last / 8));
+        let (tables, entries) = self
+            .encode(&mut body, |_| Ok(()))
+            .expect("a vector takes every byte");
+        self.last_size.store(body.len(), Ordering::Relaxed);
+        StateSnapshot {
+            body,
+            tables,
+            entries,
         }
-        self.last_size.store(snapshot.body.len(), Ordering::Relaxed);
-        snapshot
+    }
+
+    /// Writes every live table's entries to `path` as a state file,
+    /// atomically, a few shards at a time and at most `pace` bytes a
+    /// second; returns how many keys it wrote.
+    pub(crate) fn save_paced(&self, path: &Path, pace: NonZeroU64) -> Result<u64, StateFileError> {
+        let written = write_atomically(path, |file| {
+            let mut out = Checked::new(file, Some(pace));
+            out.put(&HEADER)?;
+            let mut records = Vec::with_capacity(2 * CHUNK);
+            // Records are written a chunk or more at a time: many small
+            // tables make few writes (and few sleeps).
+            let (tables, entries) = self.encode(&mut records, |records| {
+                if records.len() >= CHUNK {
+                    out.put(records)?;
+                    records.clear();
+                }
+                Ok(())
+            })?;
+            out.put(&records)?;
+            write_end(&mut out, tables, entries)?;
+            Ok(entries)
+        });
+        written.map_err(|source| StateFileError::Io {
+            path: path.display().to_string(),
+            source,
+        })
     }
 }

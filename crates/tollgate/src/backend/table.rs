@@ -610,23 +610,27 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         freed
     }
 
-    /// Calls `f` with every key and its state, shard by shard, each under
-    /// its shard's mutex (so no key is inserted or deleted meanwhile in
-    /// that shard; decisions on its keys go on, and `f` sees each state as
-    /// one of them left it).
-    pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&[u8], A::State)) {
-        for shard in self.shards.iter() {
-            let locked = self.lock(shard);
-            for lane in 0..locked.lanes {
-                let Some(slots) = locked.slots(lane) else {
-                    continue;
-                };
-                for index in slots.full() {
-                    // SAFETY: the slot is full and this thread holds the
-                    // shard's mutex, which every writer of its keys takes.
-                    let key = unsafe { slots.key(index) }.as_bytes();
-                    f(key, slots.slot(index).cell.load());
-                }
+    /// How many shards the table holds: what [`Self::for_each_entry_in`]
+    /// takes one at a time.
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Calls `f` with every key of shard `shard` (below
+    /// [`Self::shard_count`]) and its state, under the shard's mutex (so no
+    /// key is inserted or deleted meanwhile in that shard; decisions on its
+    /// keys go on, and `f` sees each state as one of them left it).
+    pub(crate) fn for_each_entry_in(&self, shard: usize, mut f: impl FnMut(&[u8], A::State)) {
+        let locked = self.lock(&self.shards[shard]);
+        for lane in 0..locked.lanes {
+            let Some(slots) = locked.slots(lane) else {
+                continue;
+            };
+            for index in slots.full() {
+                // SAFETY: the slot is full and this thread holds the
+                // shard's mutex, which every writer of its keys takes.
+                let key = unsafe { slots.key(index) }.as_bytes();
+                f(key, slots.slot(index).cell.load());
             }
         }
     }

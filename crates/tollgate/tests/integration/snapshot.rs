@@ -241,12 +241,24 @@ fn a_file_is_written_whole_or_not_at_all() {
 fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
     let dir = tempfile::tempdir().unwrap();
     let (backend, _limiter) = backend_with_keys(Strategy::FixedWindow, 30_000);
-    let snapshot = backend.snapshot();
+    // A second, small table beside the large one.
+    let small = limiter(
+        &backend,
+        Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(60)).unwrap(),
+        "small",
+    );
+    for i in 0..3 {
+        small.check(format!("key-{i}"));
+    }
     let (at_once, paced) = (dir.path().join("at-once"), dir.path().join("paced"));
-    snapshot.save(&at_once).unwrap();
+    backend.snapshot().save(&at_once).unwrap();
     let pace = std::num::NonZeroU64::new(4 << 20).unwrap();
     let started = std::time::Instant::now();
-    snapshot.save_paced(&paced, pace).unwrap();
+    assert_eq!(
+        backend.save_paced(&paced, pace).unwrap(),
+        30_003,
+        "every key written"
+    );
     let took = started.elapsed();
     let bytes = std::fs::read(&paced).unwrap();
     assert_eq!(
@@ -259,8 +271,11 @@ fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
         "more than two chunks of 256 KiB: {}",
         bytes.len()
     );
-    // The body's last chunk is due at its size over the pace.
-    let due = Duration::from_secs_f64((bytes.len() - 15 - 4 - 25) as f64 / pace.get() as f64);
+    // The large table in several records, read back as one.
+    let read = StateSnapshot::load(&paced).unwrap().unwrap();
+    assert_eq!((read.tables(), read.keys()), (2, 30_003));
+    // The last chunk (the end's 25 bytes) is due at the size over the pace.
+    let due = Duration::from_secs_f64((bytes.len() - 25) as f64 / pace.get() as f64);
     assert!(
         took >= due,
         "{} bytes at 4 MiB/s in {took:?}, before {due:?}",
