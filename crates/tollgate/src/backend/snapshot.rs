@@ -103,7 +103,7 @@ impl StateSnapshot {
 
     /// The file's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER.len() + self.body.len() + 25);
+        let mut out = Vec::with_capacity(MAGIC.len() + 4 + self.body.len() + 25);
         self.write_to(&mut out).expect("writing to a vector cannot fail");
         out
     }
@@ -112,7 +112,7 @@ impl StateSnapshot {
     /// held, the end with the checksum of all before it.
     fn write_to(&self, out: impl io::Write) -> io::Result<()> {
         let mut out = Checked::new(out, None);
-        out.put(&HEADER)?;
+        write_header(&mut out)?;
         out.put(&self.body)?;
         write_end(&mut out, self.tables, self.entries)
     }
@@ -295,21 +295,11 @@ fn read_tables<'a>(
     Ok((tables, entries))
 }
 
-/// The first bytes of every state file: the magic and the version.
-const HEADER: [u8; MAGIC.len() + 4] = {
-    let mut header = [0u8; MAGIC.len() + 4];
-    let mut i = 0;
-    while i < MAGIC.len() {
-        header[i] = MAGIC[i];
-        i += 1;
-    }
-    let version = VERSION.to_le_bytes();
-    while i < header.len() {
-        header[i] = version[i - MAGIC.len()];
-        i += 1;
-    }
-    header
-};
+/// Writes the beginning: the magic and the version.
+fn write_header(out: &mut Checked<impl io::Write>) -> io::Result<()> {
+    out.put(MAGIC)?;
+    out.put(&VERSION.to_le_bytes())
+}
 
 /// Writes the end: `E`, the counts, and the checksum of all before it.
 fn write_end(out: &mut Checked<impl io::Write>, tables: u64, entries: u64) -> io::Result<()> {
@@ -506,7 +496,7 @@ impl Registry {
     pub(crate) fn save_paced(&self, path: &Path, pace: NonZeroU64) -> Result<u64, StateFileError> {
         let written = write_atomically(path, |file| {
             let mut out = Checked::new(file, Some(pace));
-            out.put(&HEADER)?;
+            write_header(&mut out)?;
             let mut records = Vec::with_capacity(2 * CHUNK);
             // Records are written a chunk or more at a time: many small
             // tables make few writes (and few sleeps).

@@ -274,7 +274,8 @@ fn a_paced_save_writes_the_same_file_no_faster_than_its_pace() {
     // The large table in several records, read back as one.
     let read = StateSnapshot::load(&paced).unwrap().unwrap();
     assert_eq!((read.tables(), read.keys()), (2, 30_003));
-    // The last chunk (the end's 25 bytes) is due at the size over the pace.
+    // Everything before the end (its last 25 bytes) is due at its size
+    // over the pace.
     let due = Duration::from_secs_f64((bytes.len() - 25) as f64 / pace.get() as f64);
     assert!(
         took >= due,
