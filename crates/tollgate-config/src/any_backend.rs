@@ -1,12 +1,10 @@
 //! [`AnyBackend`]: the backend a policy file selects, chosen at run time
 //! without boxing.
 
-use std::time::Duration;
-
 use tollgate::backend::memory::MemoryBinding;
 use tollgate::backend::BackendError;
-use tollgate::backend::{Backend, Binding, BindingPart, LeaseAsk, Leased, Receipt, Reserved, Scope};
-use tollgate::{Decision, Error, MemoryBackend, Operation, Policy};
+use tollgate::backend::{Answer, Backend, Binding, BindingPart, Call, Capabilities, Scope};
+use tollgate::{Error, MemoryBackend, Policy};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
 
@@ -71,24 +69,16 @@ impl Backend for AnyBackend {
         }
     }
 
-    /// In memory, yes (as [`MemoryBackend`]); on Redis, no. So a policy
-    /// file's in-memory limiter decides without waiting
-    /// ([`Limiter::decide_now`](tollgate::Limiter::decide_now)).
-    fn decides_now(&self) -> bool {
+    /// The chosen backend's: in memory, decisions at once (so a policy
+    /// file's in-memory limiter decides without waiting,
+    /// [`Limiter::decide_now`](tollgate::Limiter::decide_now)) and no
+    /// leases (a policy's `lease` only applies on Redis); on Redis, every
+    /// call, awaited.
+    fn capabilities(&self) -> Capabilities {
         match self {
-            AnyBackend::Memory(backend) => backend.decides_now(),
+            AnyBackend::Memory(backend) => backend.capabilities(),
             #[cfg(feature = "redis")]
-            AnyBackend::Redis(backend) => backend.decides_now(),
-        }
-    }
-
-    /// On Redis, yes (as [`RedisBackend`]); in memory, no: a policy's
-    /// `lease` only applies on Redis.
-    fn leases(&self) -> bool {
-        match self {
-            AnyBackend::Memory(backend) => backend.leases(),
-            #[cfg(feature = "redis")]
-            AnyBackend::Redis(backend) => backend.leases(),
+            AnyBackend::Redis(backend) => backend.capabilities(),
         }
     }
 }
@@ -114,121 +104,59 @@ impl std::fmt::Debug for AnyBinding {
 }
 
 impl Binding for AnyBinding {
-    async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+    /// The chosen binding's answer. Several parts go to Redis together
+    /// when they are all Redis's (see [`RedisBinding`]'s own); otherwise
+    /// they are decided apart.
+    async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         match self {
-            AnyBinding::Memory(binding) => Ok(binding.check(key, cost)),
+            AnyBinding::Memory(binding) => match call.for_binding() {
+                Ok(call) => binding.call(call).await,
+                Err(parts) => together(parts).await,
+            },
             #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.apply(key, cost).await,
+            AnyBinding::Redis(binding) => match call.for_binding() {
+                Ok(call) => binding.call(call).await,
+                Err(parts) => together(parts).await,
+            },
         }
     }
 
     /// In memory, the in-memory binding's answer; on Redis, `None`.
     #[inline]
-    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
+    fn call_now(&self, call: Call<'_, Self>) -> Option<Result<Answer, BackendError>> {
         match self {
-            AnyBinding::Memory(binding) => binding.apply_now(key, cost),
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.apply_now(key, cost),
-        }
-    }
-
-    /// In memory, the in-memory binding's answer; on Redis, `None`.
-    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
-        match self {
-            AnyBinding::Memory(binding) => Binding::operate_now(binding, key, op),
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.operate_now(key, op),
-        }
-    }
-
-    async fn charge(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
-        match self {
-            AnyBinding::Memory(binding) => binding.charge(key, cost).await,
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.charge(key, cost).await,
-        }
-    }
-
-    fn charge_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
-        match self {
-            AnyBinding::Memory(binding) => binding.charge_now(key, cost),
+            AnyBinding::Memory(binding) => binding.call_now(call.for_binding().ok()?),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(_) => None,
         }
     }
+}
 
-    async fn operate(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
-        match self {
-            AnyBinding::Memory(binding) => binding.operate(key, op).await,
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.operate(key, op).await,
+/// Several parts in one call of Redis when every part is Redis's;
+/// [`Answer::Apart`] otherwise.
+async fn together(parts: &[BindingPart<'_, AnyBinding>]) -> Result<Answer, BackendError> {
+    #[cfg(feature = "redis")]
+    {
+        let redis: Option<Vec<BindingPart<'_, RedisBinding>>> = parts
+            .iter()
+            .map(|p| match p.binding {
+                AnyBinding::Redis(binding) => Some(BindingPart {
+                    binding,
+                    key: p.key,
+                    cost: p.cost,
+                    decisive: p.decisive,
+                }),
+                AnyBinding::Memory(_) => None,
+            })
+            .collect();
+        match redis {
+            Some(redis) => redis[0].binding.call(Call::Together(&redis)).await,
+            None => Ok(Answer::Apart),
         }
     }
-
-    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
-        match self {
-            // In memory decisions are local already: nothing to lease.
-            AnyBinding::Memory(_) => {
-                let _ = (key, ask);
-                None
-            }
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.lease(key, ask).await,
-        }
-    }
-
-    async fn reserve(
-        &self,
-        key: &[u8],
-        cost: u64,
-        max_delay: Duration,
-    ) -> Option<Result<Reserved, BackendError>> {
-        match self {
-            AnyBinding::Memory(binding) => binding.reserve(key, cost, max_delay).await,
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.reserve(key, cost, max_delay).await,
-        }
-    }
-
-    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
-        match self {
-            AnyBinding::Memory(binding) => binding.cancel(key, receipt).await,
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.cancel(key, receipt).await,
-        }
-    }
-
-    async fn reconnect(&self) -> Result<(), BackendError> {
-        match self {
-            AnyBinding::Memory(_) => Ok(()),
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => binding.reconnect().await,
-        }
-    }
-
-    /// Redis decides the parts together when they are all Redis's (see
-    /// [`RedisBinding`]'s own); in memory, one by one.
-    async fn apply_together(parts: &[BindingPart<'_, Self>]) -> Option<Result<Vec<Decision>, BackendError>> {
-        #[cfg(feature = "redis")]
-        {
-            let redis: Option<Vec<BindingPart<'_, RedisBinding>>> = parts
-                .iter()
-                .map(|p| match p.binding {
-                    AnyBinding::Redis(binding) => Some(BindingPart {
-                        binding,
-                        key: p.key,
-                        cost: p.cost,
-                        decisive: p.decisive,
-                    }),
-                    AnyBinding::Memory(_) => None,
-                })
-                .collect();
-            RedisBinding::apply_together(&redis?).await
-        }
-        #[cfg(not(feature = "redis"))]
-        {
-            let _ = parts;
-            None
-        }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = parts;
+        Ok(Answer::Apart)
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::backend::{Backend, Scope};
+use tollgate::backend::{Backend, Capabilities, Scope};
 use tollgate::Error;
 
 use crate::batch::Batcher;
@@ -114,9 +114,10 @@ impl Backend for RedisBackend {
         RedisBinding::new(&self.conn, &self.functions, &self.batcher, &self.options, scope)
     }
 
-    /// Leases: one function call (or script) takes a lease on every limit
-    /// of a policy, giving back an ended lease's units in the same call.
-    fn leases(&self) -> bool {
-        true
+    /// Every call, awaited. A lease is one function call (or script) on
+    /// every limit of a policy, giving back an ended lease's units in the
+    /// same call.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all(false)
     }
 }

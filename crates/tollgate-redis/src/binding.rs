@@ -3,7 +3,6 @@
 //! calls.
 
 use std::borrow::Cow;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,8 @@ use redis::cluster_routing::Slot;
 use tollgate::backend::BackendError;
 use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
-    namespace, Binding, BindingPart, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope, Tick,
+    namespace, Answer, Binding, BindingPart, Call, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope,
+    Tick,
 };
 use tollgate::clock::{Clock, SharedClock, SystemClock};
 use tollgate::strategy::{
@@ -318,7 +318,7 @@ impl RedisBinding {
             .collect()
     }
 
-    /// See [`Binding::apply_together`]: one call of the `together` entry
+    /// See [`Call::Together`]: one call of the `together` entry
     /// point when every part is served by one backend and, in a cluster,
     /// every state key lives in one hash slot.
     async fn together(
@@ -375,7 +375,7 @@ impl RedisBinding {
         parse_together(&reply, parts.iter().map(|p| p.binding.limits()))
     }
 
-    /// See [`Binding::lease`]: one call of the `lease` entry point on the
+    /// See [`Call::Lease`]: one call of the `lease` entry point on the
     /// key's state keys and, when it asks for a lease, its set of lessees.
     async fn lease_keys(&self, key: &[u8], ask: LeaseAsk) -> Result<Leased, BackendError> {
         let shared = &*self.shared;
@@ -430,7 +430,7 @@ impl RedisBinding {
         Ok(Leased::new(decision, extra, window_left, return_before))
     }
 
-    /// See [`Binding::reserve`]: one call of the `reserve` entry point.
+    /// See [`Call::Reserve`]: one call of the `reserve` entry point.
     async fn reserve_keys(
         &self,
         key: &[u8],
@@ -511,7 +511,7 @@ impl RedisBinding {
         ))
     }
 
-    /// See [`Binding::cancel`]: one call of the `cancel` entry point.
+    /// See [`Call::Cancel`]: one call of the `cancel` entry point.
     async fn cancel_keys(&self, key: &[u8], receipt: &Receipt) -> Result<bool, BackendError> {
         let shared = &*self.shared;
         let state_keys = self.state_keys(key);
@@ -541,7 +541,7 @@ impl RedisBinding {
         }
     }
 
-    /// See [`Binding::reconnect`]: a `PING`, and another on the new
+    /// See [`Call::Reconnect`]: a `PING`, and another on the new
     /// connection when the first failed on a broken one (which starts the
     /// reconnection), both within one decision timeout. A reconnection that
     /// takes longer goes on in the background (the clients reconnect by
@@ -836,61 +836,41 @@ impl Decider for RedisBinding {
 }
 
 impl Binding for RedisBinding {
-    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.run(key, cost)
-    }
-
-    /// One call of its own, never batched: a report is rarer than a
-    /// decision, and its reply carries one more number.
-    fn charge(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.charge_keys(key, cost)
-    }
-
-    /// One atomic script call for every limit of the policy (see
-    /// [per-key operations](crate::_documentation::operations#per-key-operations)).
-    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.operate_keys(key, op)
-    }
-
-    /// A `PING`, and when it fails a second one: the first command on a
-    /// connection that an outage broke fails and starts the reconnection,
-    /// and the second waits for that attempt (within the connect timeout).
-    /// So the probe's decision that follows goes out on a live connection
-    /// as soon as the server accepts again.
-    fn reconnect(&self) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.ping_twice()
-    }
-
-    /// One function call (or script) for every limit of the policy, which
-    /// also counts the process among the key's lessees (a sorted set beside
-    /// its state, in its hash slot).
-    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
-        Some(self.lease_keys(key, ask).await)
-    }
-
-    /// One function call (or script) for every limit of the policy.
-    async fn reserve(
-        &self,
-        key: &[u8],
-        cost: u64,
-        max_delay: Duration,
-    ) -> Option<Result<Reserved, BackendError>> {
-        Some(self.reserve_keys(key, cost, max_delay).await)
-    }
-
-    /// One function call (or script) for every limit of the policy.
-    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
-        Some(self.cancel_keys(key, receipt).await)
-    }
-
-    /// One function call (or script) for the whole request, on a
-    /// standalone server, through Sentinel, or in a cluster when every
-    /// state key lives in one hash slot; `None` otherwise, and for parts of
-    /// different backends.
-    fn apply_together(
-        parts: &[BindingPart<'_, Self>],
-    ) -> impl Future<Output = Option<Result<Vec<Decision>, BackendError>>> + Send {
-        Self::together(parts)
+    /// One function call (or script) per call, for every limit of the
+    /// policy: a decision batched with others under load, a report
+    /// (charge) in a call of its own (it is rarer, and its reply carries
+    /// one more number), a lease that also counts the process among the
+    /// key's lessees (a sorted set beside its state, in its hash slot),
+    /// and several parts in one call on a standalone server, through
+    /// Sentinel, or in a cluster when every state key lives in one hash
+    /// slot ([`Answer::Apart`] otherwise, and for parts of different
+    /// backends). A reconnection is a `PING`, and when it fails a second
+    /// one: the first command on a connection that an outage broke fails
+    /// and starts the reconnection, and the second waits for that attempt
+    /// (within the connect timeout), so the probe's decision that follows
+    /// goes out on a live connection as soon as the server accepts again.
+    async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        Ok(match call {
+            Call::Decide { key, cost } => Answer::Decided(self.run(key, cost).await?),
+            Call::Charge { key, cost } => Answer::Decided(self.charge_keys(key, cost).await?),
+            Call::Lease { key, ask } => Answer::Leased(self.lease_keys(key, ask).await?),
+            Call::Reserve { key, cost, max_delay } => {
+                Answer::Reserved(Box::new(self.reserve_keys(key, cost, max_delay).await?))
+            }
+            Call::Cancel { key, receipt } => Answer::Cancelled(self.cancel_keys(key, receipt).await?),
+            Call::Operate { key, op } => {
+                self.operate_keys(key, op).await?;
+                Answer::Done
+            }
+            Call::Together(parts) => match Self::together(parts).await {
+                Some(decisions) => Answer::Decisions(decisions?),
+                None => Answer::Apart,
+            },
+            Call::Reconnect => {
+                self.ping_twice().await?;
+                Answer::Done
+            }
+        })
     }
 }
 

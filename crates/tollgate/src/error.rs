@@ -63,7 +63,7 @@ pub enum BackendErrorKind {
     Protocol,
     /// The backend does not support what was asked of it (for example a
     /// per-key operation on a custom backend that does not implement
-    /// [`Binding::operate`](crate::backend::Binding::operate)).
+    /// [`Call::Operate`](crate::backend::Call::Operate)).
     Unsupported,
     /// Any other failure reported by the store.
     Other,

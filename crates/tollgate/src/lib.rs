@@ -20,8 +20,12 @@
 //! # Ok::<(), tollgate::Error>(())
 //! ```
 //!
-//! Every strategy is a pure function in [`strategy`]; backends only keep the
-//! state between calls, so all of them make the same decisions.
+//! Every strategy is a pure function in [`strategy`]; a backend keeps the
+//! state between calls and answers a limiter's one question,
+//! [`backend::Call`], by applying those functions to it (in memory, through
+//! the [`backend::store::Store`] adapter, or, on Redis, in scripts ported
+//! from them and checked against them), so all of them make the same
+//! decisions.
 //!
 //! ## What is where
 //!
@@ -41,7 +45,8 @@
 //! - [`metrics`]: the names of the metrics every limiter records;
 //! - [`strategy`]: the strategies as pure functions;
 //! - [`backend`]: what a store's implementer needs (the
-//!   [`backend::Backend`] and [`backend::Binding`] traits, the
+//!   [`backend::Backend`] and [`backend::Binding`] traits, the question
+//!   and its answer, [`backend::Call`] and [`backend::Answer`], the
 //!   [`backend::store::Store`] adapter, [`backend::Tick`], the store's
 //!   errors).
 //!

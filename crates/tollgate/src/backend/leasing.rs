@@ -1,5 +1,5 @@
 //! What a limiter asks a store that leases, and what the store answers
-//! ([`Binding::lease`](super::Binding::lease)).
+//! ([`Call::Lease`](super::Call::Lease)).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! What a store answers to a reservation, and what it needs to give one
-//! back ([`Binding::reserve`](super::Binding::reserve),
-//! [`Binding::cancel`](super::Binding::cancel)).
+//! back ([`Call::Reserve`](super::Call::Reserve),
+//! [`Call::Cancel`](super::Call::Cancel)).
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub struct Reserved {
     pub decision: Decision,
     /// How long the caller waits before it proceeds (zero when refused).
     pub delay: Duration,
-    /// What [`Binding::cancel`](super::Binding::cancel) needs to give the
+    /// What [`Call::Cancel`](super::Call::Cancel) needs to give the
     /// reservation back; `None` when nothing was charged or nothing can be
     /// given back.
     pub receipt: Option<Receipt>,

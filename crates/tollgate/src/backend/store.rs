@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::codec::{decode_record, encode_record, Record};
 use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
-use super::{Backend, Binding, LeaseAsk, Leased, Receipt, Reserved, Scope};
+use super::{Answer, Backend, Binding, Call, Capabilities, LeaseAsk, Leased, Receipt, Reserved, Scope};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
@@ -150,8 +150,12 @@ impl<S: Store> StoreBackend<S> {
 impl<S: Store> Backend for StoreBackend<S> {
     type Binding = StoreBinding<S>;
 
-    fn leases(&self) -> bool {
-        true
+    /// Everything but one step of several parts, awaited.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            together: false,
+            ..Capabilities::all(false)
+        }
     }
 
     fn bind(&self, scope: &Scope<'_>) -> Result<StoreBinding<S>, Error> {
@@ -392,7 +396,7 @@ impl<S: Store> StoreBinding<S> {
     }
 
     /// Decides `cost` units for `key`, charged only when admitted or,
-    /// `charged`, whether admitted or not ([`Binding::charge`]).
+    /// `charged`, whether admitted or not ([`Call::Charge`]).
     async fn run(&self, key: &[u8], cost: u64, charged: bool) -> Result<Decision, BackendError> {
         let limits = &self.limits;
         let tick = self.shared.tick;
@@ -497,32 +501,24 @@ fn unblocked(after: &mut [Record], next: [Option<State>; MAX_LIMITS]) {
 }
 
 impl<S: Store> Binding for StoreBinding<S> {
-    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.run(key, cost, false)
-    }
-
-    fn charge(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.run(key, cost, true)
-    }
-
-    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.run_operation(key, op)
-    }
-
-    async fn lease(&self, key: &[u8], ask: LeaseAsk) -> Option<Result<Leased, BackendError>> {
-        Some(self.run_lease(key, ask).await)
-    }
-
-    async fn reserve(
-        &self,
-        key: &[u8],
-        cost: u64,
-        max_delay: Duration,
-    ) -> Option<Result<Reserved, BackendError>> {
-        Some(self.run_reserve(key, cost, max_delay).await)
-    }
-
-    async fn cancel(&self, key: &[u8], receipt: &Receipt) -> Option<Result<bool, BackendError>> {
-        Some(self.run_cancel(key, receipt).await)
+    /// Each call reads the key's records, decides with the pure functions
+    /// and writes what they return, under the key's lock (see
+    /// [`StoreBackend`]). Several parts are decided part by part.
+    async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        Ok(match call {
+            Call::Decide { key, cost } => Answer::Decided(self.run(key, cost, false).await?),
+            Call::Charge { key, cost } => Answer::Decided(self.run(key, cost, true).await?),
+            Call::Lease { key, ask } => Answer::Leased(self.run_lease(key, ask).await?),
+            Call::Reserve { key, cost, max_delay } => {
+                Answer::Reserved(Box::new(self.run_reserve(key, cost, max_delay).await?))
+            }
+            Call::Cancel { key, receipt } => Answer::Cancelled(self.run_cancel(key, receipt).await?),
+            Call::Operate { key, op } => {
+                self.run_operation(key, op).await?;
+                Answer::Done
+            }
+            Call::Together(_) => Answer::Apart,
+            Call::Reconnect => Answer::Done,
+        })
     }
 }

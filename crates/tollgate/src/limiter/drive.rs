@@ -2,14 +2,14 @@
 //! machine's question to the store and the answer back, and orders none of
 //! the steps itself. [`Limiter::allow_n`] awaits any store;
 //! [`Limiter::check_n`] and [`Limiter::decide_now`] run the machine at
-//! once on a store that [decides now](Backend::decides_now), where it is
+//! once on a store that [decides now](crate::backend::Capabilities::decides_now), where it is
 //! inlined synchronous code; [`Limiter::operate`] and
 //! [`Limiter::operate_now`] drive a per-key operation.
 
-use super::machine::{Answer, Call, Pending, Step, Waiting};
+use super::machine::{Pending, Question, Reply, Step, Waiting};
 use super::Limiter;
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, Binding};
+use crate::backend::{Answer, Backend, BackendError, Binding, Call};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::operation::{check_cost, Operation};
@@ -90,11 +90,19 @@ impl<B: Backend> Limiter<B> {
                     return Ok(decision);
                 }
                 Step::Plain(plain) => {
-                    let result = self.binding.apply(plain.key, plain.cost).await;
+                    let call = Call::Decide {
+                        key: plain.key,
+                        cost: plain.cost,
+                    };
+                    let result = Answer::decided(self.binding.call(call).await);
                     return self.finish_plain(plain, result, false);
                 }
                 Step::Charge(plain) => {
-                    let result = self.binding.charge(plain.key, plain.cost).await;
+                    let call = Call::Charge {
+                        key: plain.key,
+                        cost: plain.cost,
+                    };
+                    let result = Answer::decided(self.ask_store(call).await);
                     return self.finish_plain(plain, result, true);
                 }
                 Step::Wait(Waiting { notified, resume }) => {
@@ -111,38 +119,70 @@ impl<B: Backend> Limiter<B> {
 
     /// Asks the store what `pending` needs, re-establishing the connection
     /// first for a circuit breaker's probe.
-    async fn ask(&self, pending: &mut Pending<'_>) -> Answer {
+    async fn ask(&self, pending: &mut Pending<'_>) -> Reply {
         if pending.reconnects_first() {
-            if let Err(err) = self.binding.reconnect().await {
-                return Answer::Unreachable(err);
+            if let Err(err) = Answer::done(self.binding.call(Call::Reconnect).await) {
+                return Reply::Unreachable(err);
             }
         }
         let (key, cost) = (pending.key(), pending.cost());
-        match pending.call() {
-            Call::Apply => Answer::Decided(self.binding.apply(key, cost).await),
-            Call::Charge => Answer::Decided(self.binding.charge(key, cost).await),
-            Call::Lease(ask) => match self.binding.lease(key, ask).await {
-                Some(result) => Answer::Leased(result),
-                // `Backend::leases` said it leases; decided as without.
-                None => {
-                    pending.without_lease();
-                    Answer::Decided(self.binding.apply(key, cost).await)
-                }
-            },
+        match pending.question() {
+            Question::Decide => Reply::Decided(Answer::decided(
+                self.binding.call(Call::Decide { key, cost }).await,
+            )),
+            Question::Charge => {
+                Reply::Decided(Answer::decided(self.ask_store(Call::Charge { key, cost }).await))
+            }
+            Question::Lease(ask) => {
+                Reply::Leased(Answer::leased(self.ask_store(Call::Lease { key, ask }).await))
+            }
+        }
+    }
+
+    /// Asks the store `call`, or refuses it at once when the store's
+    /// [`Capabilities`](crate::backend::Capabilities) leave it out.
+    pub(super) async fn ask_store(&self, call: Call<'_, B::Binding>) -> Result<Answer, BackendError> {
+        if !self.answers(&call) {
+            return Err(call.unsupported());
+        }
+        self.binding.call(call).await
+    }
+
+    /// [`Self::ask_store`] without waiting: `None`, with nothing done, when
+    /// the store cannot answer at once.
+    #[inline]
+    pub(super) fn ask_now(&self, call: Call<'_, B::Binding>) -> Option<Result<Answer, BackendError>> {
+        if !self.answers(&call) {
+            return Some(Err(call.unsupported()));
+        }
+        self.binding.call_now(call)
+    }
+
+    /// Whether the store answers `call`, as its capabilities say.
+    #[inline]
+    pub(super) fn answers(&self, call: &Call<'_, B::Binding>) -> bool {
+        let can = &self.capabilities;
+        match call {
+            Call::Decide { .. } | Call::Reconnect => true,
+            Call::Charge { .. } => can.charges,
+            Call::Operate { .. } => can.operates,
+            Call::Lease { .. } => can.leases,
+            Call::Reserve { .. } | Call::Cancel { .. } => can.reserves,
+            Call::Together(_) => can.together,
         }
     }
 
     /// Whether the backend answers every decision at once
-    /// ([`Backend::decides_now`]), so that [`Limiter::decide_now`] decides
-    /// without waiting.
+    /// ([`Capabilities::decides_now`](crate::backend::Capabilities::decides_now)),
+    /// so that [`Limiter::decide_now`] decides without waiting.
     pub fn decides_now(&self) -> bool {
-        self.decides_now
+        self.capabilities.decides_now
     }
 
     /// [`Limiter::allow_n`] without waiting, on any backend: the same
     /// decision, with the same effects on the key's state, the deny cache,
     /// the circuit breaker and the metrics, when the backend [decides
-    /// now](Backend::decides_now); `None`, with nothing done, otherwise,
+    /// now](crate::backend::Capabilities::decides_now); `None`, with nothing done, otherwise,
     /// and the caller then awaits [`Limiter::allow_n`]. In memory,
     /// [`Limiter::check_n`] gives the decision itself.
     ///
@@ -164,7 +204,7 @@ impl<B: Backend> Limiter<B> {
     /// decides now but failed, under fail-closed (never in memory).
     #[inline]
     pub fn decide_now(&self, key: impl AsRef<[u8]>, cost: u64) -> Option<Result<Decision, Error>> {
-        if !self.decides_now {
+        if !self.capabilities.decides_now {
             return None;
         }
         self.drive_now(key.as_ref(), cost, self.charges_always())
@@ -187,21 +227,30 @@ impl<B: Backend> Limiter<B> {
                     return Some(Ok(decision));
                 }
                 Step::Plain(plain) => {
-                    let result = self.binding.apply_now(plain.key, plain.cost)?;
+                    let call = Call::Decide {
+                        key: plain.key,
+                        cost: plain.cost,
+                    };
+                    let result = Answer::decided(self.binding.call_now(call)?);
                     return Some(self.finish_plain(plain, result, false));
                 }
                 Step::Charge(plain) => {
-                    let result = self.binding.charge_now(plain.key, plain.cost)?;
+                    let call = Call::Charge {
+                        key: plain.key,
+                        cost: plain.cost,
+                    };
+                    let result = Answer::decided(self.ask_now(call)?);
                     return Some(self.finish_plain(plain, result, true));
                 }
                 Step::Ask(mut pending) => {
                     pending.without_lease();
+                    let (key, cost) = (pending.key(), pending.cost());
                     let answer = if pending.charged() {
-                        self.binding.charge_now(pending.key(), pending.cost())?
+                        self.ask_now(Call::Charge { key, cost })?
                     } else {
-                        self.binding.apply_now(pending.key(), pending.cost())?
+                        self.binding.call_now(Call::Decide { key, cost })?
                     };
-                    return Some(self.finish(pending, Answer::Decided(answer)));
+                    return Some(self.finish(pending, Reply::Decided(Answer::decided(answer))));
                 }
                 Step::Wait(Waiting { resume, .. }) => step = self.resume(resume, false),
             }
@@ -221,14 +270,14 @@ impl<B: Backend> Limiter<B> {
     pub async fn operate(&self, key: impl AsRef<[u8]>, op: Operation) -> Result<(), Error> {
         let key = key.as_ref();
         if let Some(ask) = self.begin_operation(key, op)? {
-            let answer = self.binding.lease(key, ask).await;
+            let answer = Answer::leased(self.ask_store(Call::Lease { key, ask }).await);
             self.lease_returned(ask, answer);
         }
-        self.binding.operate(key, op).await.map_err(Error::Backend)
+        Answer::done(self.ask_store(Call::Operate { key, op }).await).map_err(Error::Backend)
     }
 
     /// [`Limiter::operate`] without waiting, on any backend: applied at
-    /// once when the backend [decides now](Backend::decides_now) (always in
+    /// once when the backend [decides now](crate::backend::Capabilities::decides_now) (always in
     /// memory); `None`, with nothing done, otherwise or when the store
     /// cannot apply it at once, and the caller then awaits
     /// [`Limiter::operate`]. A backend that decides now keeps no leases,
@@ -239,13 +288,13 @@ impl<B: Backend> Limiter<B> {
     /// Inside the `Some`, as for [`Limiter::operate`].
     pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Option<Result<(), Error>> {
         let key = key.as_ref();
-        if !self.decides_now {
+        if !self.capabilities.decides_now {
             return None;
         }
         if let Err(err) = self.begin_operation(key, op) {
             return Some(Err(err));
         }
-        Some(self.binding.operate_now(key, op)?.map_err(Error::Backend))
+        Some(Answer::done(self.ask_now(Call::Operate { key, op })?).map_err(Error::Backend))
     }
 }
 

@@ -44,9 +44,9 @@ pub(super) enum Step<'l> {
     /// cost, then [`Limiter::finish_plain`] with its answer.
     Plain(Plain<'l>),
     /// As [`Step::Plain`], for a request charged whether admitted or not:
-    /// ask the store with [`Binding::charge`](crate::backend::Binding::charge).
+    /// ask the store with [`Call::Charge`](crate::backend::Call::Charge).
     Charge(Plain<'l>),
-    /// Ask the store what [`Pending::call`] says, then [`Limiter::finish`]
+    /// Ask the store what [`Pending::question`] says, then [`Limiter::finish`]
     /// with its answer. Dropped instead, it gives back what it holds (a
     /// circuit breaker's probe, the key's single flight, a lease's flight).
     Ask(Pending<'l>),
@@ -206,29 +206,30 @@ pub(super) struct Pending<'l> {
     cacheable: bool,
     /// Whether the request is charged whether admitted or not
     /// ([`Charge::Always`](crate::Charge::Always)): the store is asked
-    /// with [`Binding::charge`](crate::backend::Binding::charge). (Here
+    /// with [`Call::Charge`](crate::backend::Call::Charge). (Here
     /// beside `cacheable` rather than in [`Plain`], whose size every
     /// step's move pays for.)
     charged: bool,
 }
 
-/// What a [`Pending`] request asks the store.
+/// What a [`Pending`] request asks the store: which [`Call`](crate::backend::Call)
+/// its driver sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Call {
-    /// A decision of the request's cost ([`Binding::apply`](crate::backend::Binding::apply)).
-    Apply,
-    /// A decision with a lease ([`Binding::lease`](crate::backend::Binding::lease)).
+pub(super) enum Question {
+    /// A decision of the request's cost ([`Call::Decide`](crate::backend::Call::Decide)).
+    Decide,
+    /// A decision with a lease ([`Call::Lease`](crate::backend::Call::Lease)).
     Lease(LeaseAsk),
     /// A decision that charges the request whether admitted or not
-    /// ([`Binding::charge`](crate::backend::Binding::charge)).
+    /// ([`Call::Charge`](crate::backend::Call::Charge)).
     Charge,
 }
 
-/// The store's answer to a [`Pending`] request.
-pub(super) enum Answer {
-    /// The answer to [`Call::Apply`].
+/// The store's answer to a [`Pending`] request, as its driver heard it.
+pub(super) enum Reply {
+    /// The answer to [`Question::Decide`] or [`Question::Charge`].
     Decided(Result<Decision, BackendError>),
-    /// The answer to [`Call::Lease`].
+    /// The answer to [`Question::Lease`].
     Leased(Result<Leased, BackendError>),
     /// The store could not be reached again before a circuit breaker's
     /// probe ([`Pending::reconnects_first`]); nothing was asked.
@@ -252,15 +253,15 @@ impl<'l> Pending<'l> {
     }
 
     /// What to ask the store.
-    pub(super) fn call(&self) -> Call {
+    pub(super) fn question(&self) -> Question {
         if self.charged {
-            return Call::Charge;
+            return Question::Charge;
         }
         match &self.lease {
             // Nothing to lease or give back: the store's ordinary decision,
             // which costs it less, recorded as a request without a lease.
-            Some(call) if call.ask().want > 0 || call.ask().returning > 0 => Call::Lease(call.ask()),
-            _ => Call::Apply,
+            Some(call) if call.ask().want > 0 || call.ask().returning > 0 => Question::Lease(call.ask()),
+            _ => Question::Decide,
         }
     }
 
@@ -270,8 +271,9 @@ impl<'l> Pending<'l> {
         self.passage.gate == Gate::Probe
     }
 
-    /// The store does not lease after all: the request asks for a plain
-    /// decision instead ([`Call::Apply`]), recorded as without a lease.
+    /// The request asks for a plain decision instead of a lease
+    /// ([`Question::Decide`]: a driver that cannot wait asks at once),
+    /// recorded as without a lease.
     pub(super) fn without_lease(&mut self) {
         self.lease = None;
     }
@@ -428,7 +430,7 @@ impl<B: Backend> Limiter<B> {
     /// breaker and the deny cache), applies the fail policy to a failure,
     /// and concludes the decision.
     #[inline]
-    pub(super) fn finish(&self, pending: Pending<'_>, answer: Answer) -> Result<Decision, Error> {
+    pub(super) fn finish(&self, pending: Pending<'_>, answer: Reply) -> Result<Decision, Error> {
         let Pending {
             plain: Plain { key, cost, started },
             protection: p,
@@ -438,17 +440,17 @@ impl<B: Backend> Limiter<B> {
             charged,
         } = pending;
         let result = match (answer, lease) {
-            (Answer::Unreachable(err), _) => {
+            (Reply::Unreachable(err), _) => {
                 return self
                     .probe_unreachable(p, passage, err, (key, cost, charged))
                     .map(|decision| self.conclude(decision, key, cost))
             }
-            (Answer::Leased(result), Some(call)) => (*call).settle(result),
-            (Answer::Decided(result), Some(call)) => {
+            (Reply::Leased(result), Some(call)) => (*call).settle(result),
+            (Reply::Decided(result), Some(call)) => {
                 (*call).settle(result.map(|decision| Leased::new(decision, 0, None, u64::MAX)))
             }
-            (Answer::Decided(result), None) => result,
-            (Answer::Leased(result), None) => result.map(|leased| leased.decision),
+            (Reply::Decided(result), None) => result,
+            (Reply::Leased(result), None) => result.map(|leased| leased.decision),
         };
         self.record_store(p, passage, result, (started, cacheable), (key, cost, charged))
             .map(|decision| self.conclude(decision, key, cost))
@@ -548,9 +550,8 @@ impl<B: Backend> Limiter<B> {
     }
 
     /// Counts the units a lease's return gave back, once the store took it.
-    pub(super) fn lease_returned(&self, ask: LeaseAsk, answer: Option<Result<Leased, BackendError>>) {
-        if let (Some(Ok(_)), Some(table)) = (answer, self.protection.as_ref().and_then(|p| p.lease.as_ref()))
-        {
+    pub(super) fn lease_returned(&self, ask: LeaseAsk, answer: Result<Leased, BackendError>) {
+        if let (Ok(_), Some(table)) = (answer, self.protection.as_ref().and_then(|p| p.lease.as_ref())) {
             table.count_returned(ask.returning);
         }
     }

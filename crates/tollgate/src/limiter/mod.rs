@@ -20,7 +20,7 @@ pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, Binding, Scope};
+use crate::backend::{Answer, Backend, Binding, Call, Capabilities, Scope};
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::metrics::LimiterMetrics;
@@ -69,9 +69,9 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     /// The top keys' table, made at the first decision counted.
     top: TopSlot,
     shadow: bool,
-    /// Whether the backend answers every call at once
-    /// ([`Backend::decides_now`]), read when the policy was bound.
-    decides_now: bool,
+    /// What the store answers ([`Backend::capabilities`]), read when the
+    /// policy was bound.
+    capabilities: Capabilities,
     /// The options it was built with, to tell a changed limiter from an
     /// unchanged one when policies are replaced at run time (its top keys
     /// compared through `top_capacity`), and the exempt and deny lists a
@@ -126,13 +126,13 @@ impl<B: Backend> Limiter<B> {
             None => backend.bind(scope)?,
         };
         let top_capacity = top::capacity_of(options.top_keys);
-        let decides_now = backend.decides_now();
+        let capabilities = backend.capabilities();
         let metrics = LimiterMetrics::for_limiter(
             shared_metrics.or(previous.map(|p| &p.metrics)),
             metrics_resource.unwrap_or(scope.resource),
             scope.policy,
         );
-        let protection = options.protection(backend.leases(), &metrics)?;
+        let protection = options.protection(capabilities.leases, &metrics)?;
         let decides_first =
             options.has_lists() || scope.policy.admits_nothing() || options.charge == Charge::Always;
         Ok(Self {
@@ -147,13 +147,13 @@ impl<B: Backend> Limiter<B> {
             protection,
             decides_first,
             shadow: options.shadow,
-            decides_now,
+            capabilities,
         })
     }
 
     /// Whether this limiter keeps leases: it was built to
     /// [lease](LimiterBuilder::lease) on a backend that leases
-    /// ([`Backend::leases`]).
+    /// ([`Capabilities::leases`]).
     pub fn leases(&self) -> bool {
         self.protection.as_ref().is_some_and(|p| p.lease.is_some())
     }
@@ -180,15 +180,14 @@ impl<B: Backend> Limiter<B> {
         let mut given = 0;
         let mut first_error = None;
         for (key, ask) in table.end_all() {
-            match self.binding.lease(&key, ask).await {
-                Some(Ok(_)) => {
+            match Answer::leased(self.ask_store(Call::Lease { key: &key, ask }).await) {
+                Ok(_) => {
                     table.count_returned(ask.returning);
                     given += ask.returning;
                 }
-                Some(Err(err)) => {
+                Err(err) => {
                     first_error.get_or_insert(err);
                 }
-                None => {}
             }
         }
         match first_error {
@@ -217,13 +216,16 @@ impl<B: Backend> Limiter<B> {
         let mut list = self
             .top
             .list(self.top_capacity?, || self.local_clock(), metric, n);
-        if self.decides_now {
+        if self.capabilities.decides_now {
             for top in &mut list.keys {
                 top.remaining = self
                     .remaining_of(top)
                     .and_then(|key| match self.decided_first(key) {
                         Some(first) => Some(first.remaining),
-                        None => Some(self.binding.apply_now(key, 0)?.ok()?.remaining),
+                        None => {
+                            let peek = self.binding.call_now(Call::Decide { key, cost: 0 })?;
+                            Some(Answer::decided(peek).ok()?.remaining)
+                        }
                     });
             }
         }
@@ -243,7 +245,10 @@ impl<B: Backend> Limiter<B> {
             };
             top.remaining = match self.decided_first(key) {
                 Some(first) => Some(first.remaining),
-                None => self.binding.apply(key, 0).await.ok().map(|d| d.remaining),
+                None => {
+                    let peek = self.binding.call(Call::Decide { key, cost: 0 }).await;
+                    Answer::decided(peek).ok().map(|d| d.remaining)
+                }
             };
         }
         Some(list)

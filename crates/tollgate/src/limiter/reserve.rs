@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::machine::Reserving;
 use super::Limiter;
-use crate::backend::{Backend, Binding, Receipt, Reserved};
+use crate::backend::{Answer, Backend, Binding, Call, Receipt, Reserved};
 use crate::decision::Decision;
 use crate::error::Error;
 
@@ -83,8 +83,9 @@ impl<B: Backend> Limiter<B> {
     /// once, a denied one is refused); in shadow mode a reservation that
     /// would wait or be refused proceeds at once, marked
     /// [`shadow_denied`](Decision::shadow_denied), charged as enforcement
-    /// would charge it. A backend that does not reserve
-    /// ([`Binding::reserve`]) reserves only what a decision admits now.
+    /// would charge it. On a backend that does not reserve
+    /// ([`Capabilities::reserves`](crate::backend::Capabilities::reserves))
+    /// a reservation is only what a decision admits now.
     /// The deny cache and the circuit breaker are not consulted; a failure
     /// of the store meets the fail policy.
     ///
@@ -113,13 +114,12 @@ impl<B: Backend> Limiter<B> {
             Reserving::Listed(decision) => return Ok(reservation(decision, Duration::ZERO, None, false)),
             Reserving::Ask(pending) => pending,
         };
-        let result = match self.binding.reserve(key, cost, max_delay).await {
-            Some(result) => result,
-            None => self
-                .binding
-                .apply(key, cost)
-                .await
-                .map(|decision| Reserved::new(decision, Duration::ZERO, None)),
+        let result = if self.capabilities.reserves {
+            Answer::reserved(self.binding.call(Call::Reserve { key, cost, max_delay }).await)
+        } else {
+            // A store that does not reserve: what a decision admits now.
+            Answer::decided(self.binding.call(Call::Decide { key, cost }).await)
+                .map(|decision| Reserved::new(decision, Duration::ZERO, None))
         };
         let (decision, delay, receipt, beyond_max_delay) = self.finish_reservation(pending, result)?;
         Ok(reservation(decision, delay, receipt, beyond_max_delay))
@@ -140,9 +140,13 @@ impl<B: Backend> Limiter<B> {
         let Some(receipt) = &reservation.receipt else {
             return Ok(false);
         };
-        match self.binding.cancel(&reservation.key, receipt).await {
-            Some(result) => result.map_err(Error::Backend),
-            None => Ok(false),
+        if !self.capabilities.reserves {
+            return Ok(false);
         }
+        let call = Call::Cancel {
+            key: &reservation.key,
+            receipt,
+        };
+        Answer::cancelled(self.binding.call(call).await).map_err(Error::Backend)
     }
 }

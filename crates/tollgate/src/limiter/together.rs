@@ -8,7 +8,7 @@
 //! and its refund another request (in this process or another sharing the
 //! store) can see the charge and be denied although it fits. [`decide`]
 //! makes the whole request one step where the backend can
-//! ([`Binding::apply_together`]: Redis, standalone or through Sentinel, and
+//! ([`Call::Together`]: Redis, standalone or through Sentinel, and
 //! a Redis Cluster when every key lives in one hash slot), so no other
 //! request ever sees a charge that is later taken back.
 //!
@@ -70,10 +70,10 @@
 
 use std::sync::OnceLock;
 
-use crate::backend::{Backend, Binding, BindingPart, KeyLocks};
+use crate::backend::{Answer, Backend, Binding, BindingPart, Call, KeyLocks};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
-use crate::limiter::machine::{Answer, Begun, Call, Spend, Waiting};
+use crate::limiter::machine::{Begun, Question, Reply, Spend, Waiting};
 use crate::limiter::Charge;
 use crate::limiter::Limiter;
 use crate::operation::Operation;
@@ -153,7 +153,7 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
     // the store, a fail policy's error. Dropping what was begun gives back
     // its claims and lease units.
     let carried = begun.iter().all(|step| match step {
-        Begun::Ask(pending) => !pending.reconnects_first() && pending.call() == Call::Apply,
+        Begun::Ask(pending) => !pending.reconnects_first() && pending.question() == Question::Decide,
         Begun::Done(result) => result.is_ok(),
         Begun::Spent(..) | Begun::Plain(_) => true,
     });
@@ -193,7 +193,11 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
             }
         })
         .collect();
-    let result = B::Binding::apply_together(&sent).await?;
+    let first = parts[0].limiter;
+    if !first.capabilities.together {
+        return None;
+    }
+    let result = Answer::decisions(first.binding.call(Call::Together(&sent)).await)?;
     Some(match result {
         Ok(decisions) if decisions.len() == parts.len() => {
             settle(parts, begun, decisions.into_iter().map(Ok))
@@ -250,7 +254,7 @@ fn settle<B: Backend>(
     for ((part, step), answer) in parts.iter().zip(begun).zip(answers) {
         let limiter = part.limiter;
         decisions.push(match step {
-            Begun::Ask(pending) => limiter.finish(pending, Answer::Decided(answer))?,
+            Begun::Ask(pending) => limiter.finish(pending, Reply::Decided(answer))?,
             Begun::Plain(plain) => limiter.finish_plain(plain, answer, false)?,
             Begun::Done(result) => result?,
             Begun::Spent(decision, spend) => {

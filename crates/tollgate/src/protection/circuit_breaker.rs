@@ -13,7 +13,7 @@ use std::time::Duration;
 /// closes the breaker; one that fails opens it again for twice the previous
 /// cool-down, up to [`max_cooldown`](Self::max_cooldown). Before its
 /// decision a probe re-establishes the backend's connection
-/// ([`Binding::reconnect`](crate::backend::Binding::reconnect)), so a store that
+/// ([`Call::Reconnect`](crate::backend::Call::Reconnect)), so a store that
 /// comes back is used again within `max_cooldown` of accepting connections
 /// (plus the reconnection and the probe's round trip), and after an idle
 /// spell the first request goes to it.

@@ -18,7 +18,7 @@ use proptest::strategy::Strategy as _;
 use crate::support;
 use tollgate::backend::memory::MemoryBinding;
 use tollgate::backend::BackendError;
-use tollgate::backend::{Backend, Binding, Scope};
+use tollgate::backend::{Answer, Backend, Binding, Call, Capabilities, Scope};
 use tollgate::clock::ManualClock;
 use tollgate::protection::DenyCache;
 use tollgate::{
@@ -49,28 +49,27 @@ impl Backend for Elsewhere {
         })
     }
 
-    fn decides_now(&self) -> bool {
-        self.now
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            decides_now: self.now,
+            ..self.memory.capabilities()
+        }
     }
 }
 
 impl Binding for ElsewhereBinding {
-    fn apply(&self, key: &[u8], cost: u64) -> impl Future<Output = Result<Decision, BackendError>> + Send {
-        self.memory.apply(key, cost)
+    async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        match call.for_binding() {
+            Ok(call) => self.memory.call(call).await,
+            Err(_) => Ok(Answer::Apart),
+        }
     }
 
-    fn apply_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, BackendError>> {
-        self.now.then(|| self.memory.apply_now(key, cost)).flatten()
-    }
-
-    fn operate(&self, key: &[u8], op: Operation) -> impl Future<Output = Result<(), BackendError>> + Send {
-        Binding::operate(&self.memory, key, op)
-    }
-
-    fn operate_now(&self, key: &[u8], op: Operation) -> Option<Result<(), BackendError>> {
-        self.now
-            .then(|| Binding::operate_now(&self.memory, key, op))
-            .flatten()
+    fn call_now(&self, call: Call<'_, Self>) -> Option<Result<Answer, BackendError>> {
+        match call.for_binding() {
+            Ok(call) => self.now.then(|| self.memory.call_now(call)).flatten(),
+            Err(_) => Some(Ok(Answer::Apart)),
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod protection;
 mod reports;
 mod reservations;
 mod snapshot;
+mod store_call;
 mod strategy_properties;
 mod support;
 mod together;

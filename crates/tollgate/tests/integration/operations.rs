@@ -189,8 +189,16 @@ impl tollgate::backend::Backend for Plain {
 }
 
 impl tollgate::backend::Binding for PlainBinding {
-    async fn apply(&self, key: &[u8], cost: u64) -> Result<Decision, tollgate::backend::BackendError> {
-        Ok(self.0.check(key, cost))
+    async fn call(
+        &self,
+        call: tollgate::backend::Call<'_, Self>,
+    ) -> Result<tollgate::backend::Answer, tollgate::backend::BackendError> {
+        match call {
+            tollgate::backend::Call::Decide { key, cost } => {
+                Ok(tollgate::backend::Answer::Decided(self.0.check(key, cost)))
+            }
+            other => Err(other.unsupported()),
+        }
     }
 }
 
