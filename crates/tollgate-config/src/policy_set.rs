@@ -12,7 +12,7 @@ use tollgate::{FailPolicy, Limiter, Limiters, MemoryBackend, Overrides, Policy, 
 
 use crate::any_backend::AnyBackend;
 use crate::envoy::limiters::{envoy_label, envoy_prefix, EnvoyLimits, Previous};
-use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit};
+use crate::envoy::{Domain, DomainRule, EnvoyFile, RateLimit, Rule};
 use crate::error::ConfigFileError;
 use crate::policy_file::{PolicyFile, Storage, Target};
 use crate::reload_error::ReloadError;
@@ -226,35 +226,10 @@ impl PolicySet {
             .map_or(tollgate::Limiter::DEFAULT_KEY_PREFIX, |f| f.key_prefix())
             .to_owned();
         let policies = match &policy_file {
-            Some(file) => {
-                let unservable = |err| ConfigFileError::unservable(file.origin(), "tollgate", err);
-                file.check_backend(&backend).map_err(unservable)?;
-                let builder = file.limiters_builder(backend.clone());
-                let built = match previous.and_then(|p| p.policies.as_deref()) {
-                    Some(before) => builder.build_from(before),
-                    None => builder.build(),
-                };
-                Some(Arc::new(built.map_err(unservable)?))
-            }
+            Some(file) => Some(Self::build_policies(file, &backend, previous)?),
             None => None,
         };
-        // Envoy rules take the file-wide fallback (their fail policy is the
-        // file's), deny cache (on by default with a remote store), top keys
-        // and lease, and nothing else of a policy file's settings. Top keys
-        // are kept as a policy file keeps them by default, or as its
-        // file-wide `top_keys` says.
-        let mut envoy_settings = Settings {
-            top_keys: Some(tollgate::top::TopKeys::new()),
-            ..Settings::default()
-        };
-        if let Some(file) = &policy_file {
-            let file_wide = file.settings(Target::Default);
-            envoy_settings.fallback = file_wide.fallback;
-            envoy_settings.deny_cache = file_wide.deny_cache;
-            envoy_settings.top_keys = file_wide.top_keys;
-            envoy_settings.lease = file_wide.lease;
-        }
-        let envoy_settings = Arc::new(envoy_settings);
+        let envoy_settings = Arc::new(envoy_settings(policy_file.as_ref()));
         let before = previous.map(|p| Previous {
             domains: &p.domains,
             prefix: &p.prefix,
@@ -262,7 +237,49 @@ impl PolicySet {
             settings: &p.envoy_settings,
         });
         let mut envoy_limits = EnvoyLimits::new(&backend, &envoy, before, &envoy_settings, fail, clock);
-        let envoy_prefix = envoy_prefix(&prefix);
+        let domains = Self::build_domains(envoy, &mut envoy_limits, &envoy_prefix(&prefix), previous)?;
+        Ok(PolicySet {
+            storage,
+            backend,
+            prefix,
+            fail,
+            file: policy_file.map(Arc::new),
+            policies,
+            domains,
+            envoy_settings,
+            overrides: Mutex::default(),
+        })
+    }
+
+    /// Builds the limiters of the policy file `file` on `backend`, after
+    /// `previous`'s policies when there is a previous set. A file whose
+    /// policies the backend cannot hold, or whose limiters cannot be
+    /// built, is unservable.
+    fn build_policies(
+        file: &PolicyFile,
+        backend: &AnyBackend,
+        previous: Option<&PolicySet>,
+    ) -> Result<Arc<Limiters<AnyBackend>>, ConfigFileError> {
+        let unservable = |err| ConfigFileError::unservable(file.origin(), "tollgate", err);
+        file.check_backend(backend).map_err(unservable)?;
+        let builder = file.limiters_builder(backend.clone());
+        let built = match previous.and_then(|p| p.policies.as_deref()) {
+            Some(before) => builder.build_from(before),
+            None => builder.build(),
+        };
+        Ok(Arc::new(built.map_err(unservable)?))
+    }
+
+    /// Builds every Envoy domain of the files `envoy` (origin and parsed
+    /// file) with `envoy_limits` under `envoy_prefix`, each domain's
+    /// overrides taking over from `previous`'s of the same domain. Two
+    /// files that configure one domain are a mistake of the later one.
+    fn build_domains(
+        envoy: Vec<(String, EnvoyFile)>,
+        envoy_limits: &mut EnvoyLimits<'_>,
+        envoy_prefix: &str,
+        previous: Option<&PolicySet>,
+    ) -> Result<HashMap<String, Domain>, ConfigFileError> {
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (origin, file) in envoy {
             if let Some(other) = domains.get(&file.domain) {
@@ -275,40 +292,14 @@ impl PolicySet {
             }
             let mut rules = Vec::with_capacity(file.rules.len());
             for rule in file.rules {
-                let limiter = match rule.limit {
-                    RateLimit::PerUnit {
-                        unit,
-                        requests,
-                        calendar,
-                    } => {
-                        let unservable = |err| ConfigFileError::unservable(&origin, &rule.resource, err);
-                        let policy = match (requests, calendar) {
-                            // Every request over the limit until the unit ends.
-                            (0, _) => Policy::zero(unit.window()),
-                            (_, Some(calendar)) => {
-                                tollgate::Limit::per_calendar(u64::from(requests), calendar).map(Policy::from)
-                            }
-                            (_, None) => {
-                                Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window())
-                            }
-                        }
-                        .map_err(|err| unservable(err.into()))?;
-                        let label = envoy_label(&file.domain, &rule).unwrap_or_else(|| rule.resource.clone());
-                        Some(
-                            envoy_limits
-                                .limiter(&rule.resource, (policy, rule.charge), &envoy_prefix, &label)
-                                .map_err(unservable)?,
-                        )
-                    }
-                    _ => None,
-                };
+                let limiter = rule_limiter(&origin, &file.domain, &rule, envoy_limits, envoy_prefix)?;
                 rules.push(DomainRule { rule, limiter });
             }
             let previous_overrides = previous
                 .and_then(|p| p.domains.get(&file.domain))
                 .map(|d| &d.overrides);
             let overrides = envoy_limits
-                .overrides(&file.domain, &envoy_prefix, previous_overrides)
+                .overrides(&file.domain, envoy_prefix, previous_overrides)
                 .map_err(|err| ConfigFileError::unservable(&origin, "domain", err))?;
             domains.insert(
                 file.domain,
@@ -320,17 +311,7 @@ impl PolicySet {
                 },
             );
         }
-        Ok(PolicySet {
-            storage,
-            backend,
-            prefix,
-            fail,
-            file: policy_file.map(Arc::new),
-            policies,
-            domains,
-            envoy_settings,
-            overrides: Mutex::default(),
-        })
+        Ok(domains)
     }
 
     /// The tollgate policy file of the set, if there is one.
@@ -492,6 +473,64 @@ impl ParsedSet {
             .as_ref()
             .map_or(Storage::Memory, |f| f.storage().clone())
     }
+}
+
+/// The settings of every Envoy limit, taken from the policy file `file`
+/// where there is one.
+fn envoy_settings(file: Option<&PolicyFile>) -> Settings {
+    // Envoy rules take the file-wide fallback (their fail policy is the
+    // file's), deny cache (on by default with a remote store), top keys
+    // and lease, and nothing else of a policy file's settings. Top keys
+    // are kept as a policy file keeps them by default, or as its
+    // file-wide `top_keys` says.
+    let mut envoy_settings = Settings {
+        top_keys: Some(tollgate::top::TopKeys::new()),
+        ..Settings::default()
+    };
+    if let Some(file) = file {
+        let file_wide = file.settings(Target::Default);
+        envoy_settings.fallback = file_wide.fallback;
+        envoy_settings.deny_cache = file_wide.deny_cache;
+        envoy_settings.top_keys = file_wide.top_keys;
+        envoy_settings.lease = file_wide.lease;
+    }
+    envoy_settings
+}
+
+/// The limiter of the Envoy limit `rule` of `domain`, configured in the
+/// file `origin`: a fixed window of its requests per unit, a calendar
+/// quota, or a policy that admits nothing for 0 requests; none for a
+/// limit without requests per unit (`unlimited`). A limit the store
+/// cannot hold is unservable.
+fn rule_limiter(
+    origin: &str,
+    domain: &str,
+    rule: &Rule,
+    envoy_limits: &mut EnvoyLimits<'_>,
+    envoy_prefix: &str,
+) -> Result<Option<Arc<Limiter<AnyBackend>>>, ConfigFileError> {
+    let RateLimit::PerUnit {
+        unit,
+        requests,
+        calendar,
+    } = rule.limit
+    else {
+        return Ok(None);
+    };
+    let unservable = |err| ConfigFileError::unservable(origin, &rule.resource, err);
+    let policy = match (requests, calendar) {
+        // Every request over the limit until the unit ends.
+        (0, _) => Policy::zero(unit.window()),
+        (_, Some(calendar)) => tollgate::Limit::per_calendar(u64::from(requests), calendar).map(Policy::from),
+        (_, None) => Policy::new(Strategy::FixedWindow, u64::from(requests), unit.window()),
+    }
+    .map_err(|err| unservable(err.into()))?;
+    let label = envoy_label(domain, rule).unwrap_or_else(|| rule.resource.clone());
+    Ok(Some(
+        envoy_limits
+            .limiter(&rule.resource, (policy, rule.charge), envoy_prefix, &label)
+            .map_err(unservable)?,
+    ))
 }
 
 /// Parses every file read; at most one may be a tollgate policy file, and

@@ -183,6 +183,66 @@ fn storage_given(given: [(&'static str, bool); 2]) -> Option<&'static str> {
     given.into_iter().find(|(_, set)| *set).map(|(name, _)| name)
 }
 
+/// The fields of a section that name where state lives, as read so far:
+/// each may name a store only when the others do not.
+#[derive(Default)]
+struct StorageFields {
+    redis_url: Option<RedisUrl>,
+    redis_cluster: Option<Seeds>,
+    redis_sentinel: Option<RedisSentinel>,
+}
+
+impl StorageFields {
+    /// Whether `redis_url`, `redis_cluster` and `redis_sentinel`, in that
+    /// order, name a store so far.
+    fn given(&self) -> (bool, bool, bool) {
+        (
+            self.redis_url.as_ref().is_some_and(|u| u.0.is_some()),
+            self.redis_cluster.as_ref().is_some_and(|c| c.0.is_some()),
+            self.redis_sentinel.as_ref().is_some_and(|s| s.0.is_some()),
+        )
+    }
+
+    /// Reads `redis_url`: a server's URL, refused beside a cluster or
+    /// sentinels given already.
+    fn read_url<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        let (_, cluster, sentinel) = self.given();
+        let other = storage_given([("redis_cluster", cluster), ("redis_sentinel", sentinel)]);
+        self.redis_url = Some(next(map, &self.redis_url, |url: &RedisUrl| {
+            other
+                .filter(|_| url.0.is_some())
+                .map(|o| exclusive("redis_url", o))
+        })?);
+        Ok(())
+    }
+
+    /// Reads `redis_cluster`: a cluster's seed URLs, refused beside a
+    /// server's URL or sentinels given already.
+    fn read_cluster<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        let (url, _, sentinel) = self.given();
+        let other = storage_given([("redis_url", url), ("redis_sentinel", sentinel)]);
+        self.redis_cluster = Some(next(map, &self.redis_cluster, |seeds: &Seeds| {
+            other
+                .filter(|_| seeds.0.is_some())
+                .map(|o| exclusive("redis_cluster", o))
+        })?);
+        Ok(())
+    }
+
+    /// Reads `redis_sentinel`: a primary's sentinels, refused beside a
+    /// server's URL or a cluster given already.
+    fn read_sentinel<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        let (url, cluster, _) = self.given();
+        let other = storage_given([("redis_url", url), ("redis_cluster", cluster)]);
+        self.redis_sentinel = Some(next(map, &self.redis_sentinel, |sentinel: &RedisSentinel| {
+            other
+                .filter(|_| sentinel.0.is_some())
+                .map(|o| exclusive("redis_sentinel", o))
+        })?);
+        Ok(())
+    }
+}
+
 impl<'de> Deserialize<'de> for Section {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(SectionVisitor)
@@ -204,44 +264,18 @@ impl<'de> Visitor<'de> for SectionVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section, A::Error> {
         let mut strategy: Option<StrategyName> = None;
-        let mut redis_url: Option<RedisUrl> = None;
-        let mut redis_cluster: Option<Seeds> = None;
-        let mut redis_sentinel: Option<RedisSentinel> = None;
+        let mut storage = StorageFields::default();
         let mut fail_open: Option<Flag> = None;
         let mut key_prefix: Option<KeyPrefix> = None;
         let mut default: Option<DefaultPolicy> = None;
         let mut resources: Option<Resources> = None;
         let mut settings = RawSettings::default();
         while let Some(field) = map.next_key::<SectionField>()? {
-            let url = redis_url.as_ref().is_some_and(|u| u.0.is_some());
-            let cluster = redis_cluster.as_ref().is_some_and(|c| c.0.is_some());
-            let sentinel = redis_sentinel.as_ref().is_some_and(|s| s.0.is_some());
             match field {
                 SectionField::Strategy => strategy = Some(next(&mut map, &strategy, |_| None)?),
-                SectionField::RedisUrl => {
-                    let other = storage_given([("redis_cluster", cluster), ("redis_sentinel", sentinel)]);
-                    redis_url = Some(next(&mut map, &redis_url, |url: &RedisUrl| {
-                        other
-                            .filter(|_| url.0.is_some())
-                            .map(|o| exclusive("redis_url", o))
-                    })?);
-                }
-                SectionField::RedisCluster => {
-                    let other = storage_given([("redis_url", url), ("redis_sentinel", sentinel)]);
-                    redis_cluster = Some(next(&mut map, &redis_cluster, |seeds: &Seeds| {
-                        other
-                            .filter(|_| seeds.0.is_some())
-                            .map(|o| exclusive("redis_cluster", o))
-                    })?);
-                }
-                SectionField::RedisSentinel => {
-                    let other = storage_given([("redis_url", url), ("redis_cluster", cluster)]);
-                    redis_sentinel = Some(next(&mut map, &redis_sentinel, |sentinel: &RedisSentinel| {
-                        other
-                            .filter(|_| sentinel.0.is_some())
-                            .map(|o| exclusive("redis_sentinel", o))
-                    })?);
-                }
+                SectionField::RedisUrl => storage.read_url(&mut map)?,
+                SectionField::RedisCluster => storage.read_cluster(&mut map)?,
+                SectionField::RedisSentinel => storage.read_sentinel(&mut map)?,
                 SectionField::FailOpen => {
                     let fallback = settings.fallback.is_some();
                     fail_open = Some(next(&mut map, &fail_open, |open: &Flag| {
@@ -277,9 +311,9 @@ impl<'de> Visitor<'de> for SectionVisitor {
         }
         Ok(Section {
             strategy: strategy.map(|s| s.0),
-            redis_url: redis_url.and_then(|u| u.0),
-            redis_cluster: redis_cluster.and_then(|s| s.0),
-            redis_sentinel: redis_sentinel.and_then(|s| s.0),
+            redis_url: storage.redis_url.and_then(|u| u.0),
+            redis_cluster: storage.redis_cluster.and_then(|s| s.0),
+            redis_sentinel: storage.redis_sentinel.and_then(|s| s.0),
             fail_open: fail_open.map(|f| f.0),
             key_prefix: key_prefix.map(|p| p.0),
             default,

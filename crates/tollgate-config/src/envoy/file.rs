@@ -312,31 +312,12 @@ impl EnvoyFile {
             if raw.key.value.is_empty() {
                 return Err(error(".key", "must not be empty".to_owned()));
             }
+            let flags = descriptor_flags(&raw, &error)?;
             let step = Step {
                 key: raw.key.value,
                 value: raw.value.filter(|v| !v.is_empty()),
             };
             path.push(step.clone());
-            let charge = match raw.charge.as_deref() {
-                None | Some("admitted") => tollgate::Charge::Admitted,
-                Some("always") => tollgate::Charge::Always,
-                Some(other) => {
-                    return Err(error(
-                        ".charge",
-                        format!(
-                            "{other:?} is not `admitted` or `always`: `always` counts every hit, \
-                             admitted or not (usage reported after the fact)"
-                        ),
-                    ))
-                }
-            };
-            if raw.charge.is_some() && raw.rate_limit.is_none() {
-                return Err(error(
-                    ".charge",
-                    "is given on a descriptor without a `rate_limit`: it says how that limit counts hits"
-                        .to_owned(),
-                ));
-            }
             if raw.share_threshold && !step.value.as_deref().is_some_and(|v| v.contains('*')) {
                 return Err(error(
                     ".share_threshold",
@@ -345,27 +326,10 @@ impl EnvoyFile {
                         .to_owned(),
                 ));
             }
-            let flags = RuleFlags {
-                shadow: raw.shadow_mode,
-                quota: raw.quota_mode,
-                detailed_metric: raw.detailed_metric,
-                charge,
-            };
-            let rule = match raw.rate_limit {
-                Some(rate) => Some(self.rule(rate, flags, path, load.calendar.as_ref(), &error)?),
-                None => None,
-            };
-            let index = match rule {
-                Some(rule) => {
-                    load.sites.push(Site {
-                        name: rule.name.clone(),
-                        replaces: rule.replaces.clone(),
-                        line,
-                        field: field.clone(),
-                    });
-                    // At most MAX_DESCRIPTORS, checked above.
-                    self.rules.push(rule);
-                    Some((self.rules.len() - 1) as u32)
+            let index = match raw.rate_limit {
+                Some(rate) => {
+                    let rule = self.rule(rate, flags, path, load.calendar.as_ref(), &error)?;
+                    Some(self.push_rule(rule, load.sites, line, &field))
                 }
                 None => None,
             };
@@ -389,6 +353,21 @@ impl EnvoyFile {
         Ok(())
     }
 
+    /// Adds `rule`, written at `line` and `field`, to the file's limits and
+    /// its name and `replaces` to `sites` (for the checks that need every
+    /// limit); returns its index, by which the tree names it.
+    fn push_rule(&mut self, rule: Rule, sites: &mut Vec<Site>, line: Option<usize>, field: &str) -> u32 {
+        sites.push(Site {
+            name: rule.name.clone(),
+            replaces: rule.replaces.clone(),
+            line,
+            field: field.to_owned(),
+        });
+        // At most MAX_DESCRIPTORS, checked as `load_level` counts descriptors.
+        self.rules.push(rule);
+        (self.rules.len() - 1) as u32
+    }
+
     fn rule(
         &self,
         raw: RawRateLimit,
@@ -406,63 +385,7 @@ impl EnvoyFile {
             }
             RateLimit::Unlimited
         } else {
-            let unit = raw.unit.ok_or_else(|| {
-                error(
-                    ".rate_limit.unit",
-                    "is required (or `unlimited: true`)".to_owned(),
-                )
-            })?;
-            let unit = Unit::parse(&unit).ok_or_else(|| {
-                error(
-                    ".rate_limit.unit",
-                    format!("{unit:?} is not a unit: second, minute, hour, day, week, month or year"),
-                )
-            })?;
-            let requests = raw
-                .requests_per_unit
-                .ok_or_else(|| {
-                    error(
-                        ".rate_limit.requests_per_unit",
-                        format!("is required: a whole number from 0 to {}", u32::MAX),
-                    )
-                })?
-                .0;
-            let period = match unit {
-                Unit::Day => Some(Period::Day),
-                Unit::Week => Some(Period::Week),
-                Unit::Month => Some(Period::Month),
-                Unit::Year => Some(Period::Year),
-                Unit::Second | Unit::Minute | Unit::Hour => None,
-            };
-            let calendar = match (&raw.calendar, period) {
-                (Some(_), None) => {
-                    return Err(error(
-                        ".rate_limit.calendar",
-                        format!(
-                            "is given for unit {}: a calendar applies to a unit of a day, week, month \
-                             or year",
-                            unit.name()
-                        ),
-                    ))
-                }
-                (Some(own), Some(period)) => Some(own.of(period).map_err(|e| {
-                    error(
-                        &format!(".rate_limit.calendar.{}", e.field()),
-                        e.reason().to_owned(),
-                    )
-                })?),
-                // The domain's, checked when the file was read.
-                (None, Some(period)) => match domain_calendar {
-                    Some(domain) => Some(domain.of(period).map_err(|e| error("", e.to_string()))?),
-                    None => None,
-                },
-                (None, None) => None,
-            };
-            RateLimit::PerUnit {
-                unit,
-                requests,
-                calendar,
-            }
+            per_unit(&raw, domain_calendar, error)?
         };
         for (j, replaced) in raw.replaces.iter().enumerate() {
             let at = format!(".rate_limit.replaces[{j}].name");
@@ -484,6 +407,119 @@ impl EnvoyFile {
             detailed_metric: flags.detailed_metric,
         })
     }
+}
+
+/// The settings of the descriptor `raw` beside its `rate_limit`: its
+/// modes and its `charge` (`admitted` when not given), which only a
+/// descriptor with a `rate_limit` may give.
+fn descriptor_flags(
+    raw: &RawDescriptor,
+    error: &dyn Fn(&str, String) -> ConfigFileError,
+) -> Result<RuleFlags, ConfigFileError> {
+    let charge = match raw.charge.as_deref() {
+        None | Some("admitted") => tollgate::Charge::Admitted,
+        Some("always") => tollgate::Charge::Always,
+        Some(other) => {
+            return Err(error(
+                ".charge",
+                format!(
+                    "{other:?} is not `admitted` or `always`: `always` counts every hit, \
+                     admitted or not (usage reported after the fact)"
+                ),
+            ))
+        }
+    };
+    if raw.charge.is_some() && raw.rate_limit.is_none() {
+        return Err(error(
+            ".charge",
+            "is given on a descriptor without a `rate_limit`: it says how that limit counts hits".to_owned(),
+        ));
+    }
+    Ok(RuleFlags {
+        shadow: raw.shadow_mode,
+        quota: raw.quota_mode,
+        detailed_metric: raw.detailed_metric,
+        charge,
+    })
+}
+
+/// The limit of a `rate_limit` that is not `unlimited`: its `unit` and
+/// `requests_per_unit`, both required, and the calendar the unit follows
+/// (see [`unit_calendar`]).
+fn per_unit(
+    raw: &RawRateLimit,
+    domain_calendar: Option<&RawCalendar>,
+    error: &dyn Fn(&str, String) -> ConfigFileError,
+) -> Result<RateLimit, ConfigFileError> {
+    let unit = raw.unit.as_deref().ok_or_else(|| {
+        error(
+            ".rate_limit.unit",
+            "is required (or `unlimited: true`)".to_owned(),
+        )
+    })?;
+    let unit = Unit::parse(unit).ok_or_else(|| {
+        error(
+            ".rate_limit.unit",
+            format!("{unit:?} is not a unit: second, minute, hour, day, week, month or year"),
+        )
+    })?;
+    let requests = raw
+        .requests_per_unit
+        .ok_or_else(|| {
+            error(
+                ".rate_limit.requests_per_unit",
+                format!("is required: a whole number from 0 to {}", u32::MAX),
+            )
+        })?
+        .0;
+    let calendar = unit_calendar(unit, raw.calendar.as_ref(), domain_calendar, error)?;
+    Ok(RateLimit::PerUnit {
+        unit,
+        requests,
+        calendar,
+    })
+}
+
+/// The calendar a limit of `unit` follows: its `own` calendar, else its
+/// domain's, for a unit of a day, week, month or year (a calendar given
+/// for a shorter unit is a mistake); none when neither is given.
+fn unit_calendar(
+    unit: Unit,
+    own: Option<&RawCalendar>,
+    domain_calendar: Option<&RawCalendar>,
+    error: &dyn Fn(&str, String) -> ConfigFileError,
+) -> Result<Option<Calendar>, ConfigFileError> {
+    let period = match unit {
+        Unit::Day => Some(Period::Day),
+        Unit::Week => Some(Period::Week),
+        Unit::Month => Some(Period::Month),
+        Unit::Year => Some(Period::Year),
+        Unit::Second | Unit::Minute | Unit::Hour => None,
+    };
+    Ok(match (own, period) {
+        (Some(_), None) => {
+            return Err(error(
+                ".rate_limit.calendar",
+                format!(
+                    "is given for unit {}: a calendar applies to a unit of a day, week, month \
+                     or year",
+                    unit.name()
+                ),
+            ))
+        }
+        (Some(own), Some(period)) => Some(own.of(period).map_err(|e| {
+            error(
+                &format!(".rate_limit.calendar.{}", e.field()),
+                e.reason().to_owned(),
+            )
+        })?),
+        // The domain's, checked when the file was read.
+        (None, Some(period)) => match domain_calendar {
+            Some(domain) => Some(domain.of(period).map_err(|e| error("", e.to_string()))?),
+            None => None,
+        },
+        (None, None) => None,
+    })
 }
 
 /// A descriptor's settings beside its `rate_limit`.
