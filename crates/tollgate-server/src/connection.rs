@@ -118,43 +118,79 @@ pub(crate) async fn serve(
             }
             () = tokio::time::sleep_until(opened + Duration::from_millis(check)) => {}
         }
-        let now = elapsed_ms(opened);
-        let in_flight = activity.in_flight.load(Ordering::Acquire);
-        let head_since = activity.head_since.load(Ordering::Acquire);
-        let http2 = activity.http2.load(Ordering::Relaxed);
-        if !http2
-            && in_flight == 0
-            && head_since > 0
-            && now.saturating_sub(head_since - 1) >= millis(timeouts.header_read)
-        {
-            tracing::debug!(
-                "a request head took longer than {:?}: connection closed",
-                timeouts.header_read
-            );
-            return;
-        }
-        let idle = in_flight == 0
-            && now.saturating_sub(activity.last.load(Ordering::Acquire)) >= millis(timeouts.idle);
-        let drain_now = stopping.load(Ordering::Relaxed)
-            && in_flight == 0
-            && (http2 || head_since == 0 || head_since == 1 && activity.sniffed.load(Ordering::Relaxed) == 0)
-            && !bytes_waiting(fd);
-        if idle || drain_now {
-            // An idle HTTP/1.1 connection closes at once, an HTTP/2 one
-            // after GOAWAY and its streams in flight. The client has the
-            // header-read timeout to take part (HTTP/2 waits for the ack
-            // of a PING): one that ignores it is dropped then.
-            connection.as_mut().graceful_shutdown();
-            match tokio::time::timeout(timeouts.header_read, connection.as_mut()).await {
-                Ok(Err(err)) => tracing::debug!("connection ended with an error: {err}"),
-                Ok(Ok(())) => {}
-                Err(_) => tracing::debug!(
-                    "the client did not close within {:?} of being asked to: connection dropped",
-                    timeouts.header_read
-                ),
+        match after_wake(&activity, timeouts, opened, &stopping, fd) {
+            Wake::Serve => {}
+            Wake::End => return,
+            Wake::ShutDown => {
+                // An idle HTTP/1.1 connection closes at once, an HTTP/2 one
+                // after GOAWAY and its streams in flight. The client has the
+                // header-read timeout to take part (HTTP/2 waits for the ack
+                // of a PING): one that ignores it is dropped then.
+                connection.as_mut().graceful_shutdown();
+                match tokio::time::timeout(timeouts.header_read, connection.as_mut()).await {
+                    Ok(Err(err)) => tracing::debug!("connection ended with an error: {err}"),
+                    Ok(Ok(())) => {}
+                    Err(_) => tracing::debug!(
+                        "the client did not close within {:?} of being asked to: connection dropped",
+                        timeouts.header_read
+                    ),
+                }
+                return;
             }
-            return;
         }
+    }
+}
+
+/// What a connection does after a wake-up that did not end it (a timeout
+/// may be due, or draining has begun).
+enum Wake {
+    /// It goes on serving.
+    Serve,
+    /// It ends at once: a request head took too long.
+    End,
+    /// It shuts down gracefully: idle, or draining with nothing in flight
+    /// and no request head pending.
+    ShutDown,
+}
+
+/// What the connection of `activity`, opened at `opened`, does on waking:
+/// ends when a request head took longer than the header-read timeout
+/// (HTTP/1.1 only), shuts down when idle for the idle timeout or when
+/// `stopping` with nothing in flight, no request head pending and no
+/// bytes from the client waiting on `fd`; else goes on serving.
+#[inline]
+fn after_wake(
+    activity: &Activity,
+    timeouts: Timeouts,
+    opened: Instant,
+    stopping: &AtomicBool,
+    fd: Fd,
+) -> Wake {
+    let now = elapsed_ms(opened);
+    let in_flight = activity.in_flight.load(Ordering::Acquire);
+    let head_since = activity.head_since.load(Ordering::Acquire);
+    let http2 = activity.http2.load(Ordering::Relaxed);
+    if !http2
+        && in_flight == 0
+        && head_since > 0
+        && now.saturating_sub(head_since - 1) >= millis(timeouts.header_read)
+    {
+        tracing::debug!(
+            "a request head took longer than {:?}: connection closed",
+            timeouts.header_read
+        );
+        return Wake::End;
+    }
+    let idle =
+        in_flight == 0 && now.saturating_sub(activity.last.load(Ordering::Acquire)) >= millis(timeouts.idle);
+    let drain_now = stopping.load(Ordering::Relaxed)
+        && in_flight == 0
+        && (http2 || head_since == 0 || head_since == 1 && activity.sniffed.load(Ordering::Relaxed) == 0)
+        && !bytes_waiting(fd);
+    if idle || drain_now {
+        Wake::ShutDown
+    } else {
+        Wake::Serve
     }
 }
 

@@ -412,16 +412,7 @@ impl ServerBuilder {
             .ok()
             .filter(StatusCode::is_client_error)
             .ok_or(ServerError::DenyStatus(self.auth_deny_status))?;
-        let admin = match &self.admin_token_file {
-            Some(path) => AdminAccess::Token(read_token(path)?),
-            None if self.listen.ip().is_loopback() => AdminAccess::Loopback,
-            None => {
-                return Err(ServerError::AdminExposed {
-                    addr: self.listen,
-                    routes: ROUTES.join(", "),
-                })
-            }
-        };
+        let admin = self.admin_access()?;
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let state_file = self.state_file.map(|path| StateFile {
             path,
@@ -429,11 +420,7 @@ impl ServerBuilder {
             discard_invalid: self.discard_invalid_state,
         });
         let memory = match &state_file {
-            Some(file) => {
-                file.check()?;
-                let backend = MemoryBackend::new().shared_clock(clock.clone()).snapshots();
-                Some(file.restore(backend).await?)
-            }
+            Some(file) => Some(restore_state(file, &clock).await?),
             None => None,
         };
         let watcher = crate::reload::start(
@@ -443,35 +430,10 @@ impl ServerBuilder {
             memory.clone(),
         )
         .await?;
-        // State on a store outlives the process by itself: the file is not
-        // written then.
-        let state = match (state_file, memory) {
-            (Some(file), Some(memory)) => {
-                if watcher.handle().current().storage() == &tollgate_config::Storage::Memory {
-                    Some((file, memory))
-                } else {
-                    tracing::info!(
-                        "the policy file keeps its state on a store: --state-file {} is not written",
-                        file.path.display()
-                    );
-                    None
-                }
-            }
-            _ => None,
-        };
-        let bind = |what: &'static str, addr: SocketAddr| async move {
-            let listener =
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ServerError::Io { what, addr, source })?;
-            let local = listener
-                .local_addr()
-                .map_err(|source| ServerError::Io { what, addr, source })?;
-            Ok::<_, ServerError>((listener, local))
-        };
-        let (http, http_addr) = bind("HTTP listener", self.listen).await?;
+        let state = kept_state(state_file, memory, &watcher);
+        let (http, http_addr) = bind_listener("HTTP listener", self.listen).await?;
         let grpc = match self.grpc_listen {
-            Some(addr) => Some(bind("gRPC listener", addr).await?),
+            Some(addr) => Some(bind_listener("gRPC listener", addr).await?),
             None => None,
         };
         let count = match grpc {
@@ -500,6 +462,23 @@ impl ServerBuilder {
             limits: self.limits,
             grpc_threads: Arc::new(grpc_threads),
             state,
+        })
+    }
+
+    /// Who may use the admin routes: holders of the token in the admin
+    /// token file, or without one, clients on the loopback address the
+    /// service listens on; an error when the routes would be open on
+    /// another address.
+    fn admin_access(&self) -> Result<AdminAccess, ServerError> {
+        Ok(match &self.admin_token_file {
+            Some(path) => AdminAccess::Token(read_token(path)?),
+            None if self.listen.ip().is_loopback() => AdminAccess::Loopback,
+            None => {
+                return Err(ServerError::AdminExposed {
+                    addr: self.listen,
+                    routes: ROUTES.join(", "),
+                })
+            }
         })
     }
 
@@ -573,6 +552,55 @@ fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {
         return Err(fail("the file is empty; it must hold the token".to_owned()));
     }
     Ok(token.to_vec())
+}
+
+/// The in-memory backend of the service, on `clock`, with the state
+/// restored from the state file `file` (after its settings are checked).
+async fn restore_state(file: &StateFile, clock: &SharedClock) -> Result<MemoryBackend, ServerError> {
+    file.check()?;
+    let backend = MemoryBackend::new().shared_clock(clock.clone()).snapshots();
+    file.restore(backend).await
+}
+
+/// The state file to write and the in-memory state it keeps, if the
+/// service has a state file and the configuration `watcher` loaded keeps
+/// its state in memory.
+fn kept_state(
+    state_file: Option<StateFile>,
+    memory: Option<MemoryBackend>,
+    watcher: &tollgate_config::PolicySetWatcher,
+) -> Option<(StateFile, MemoryBackend)> {
+    // State on a store outlives the process by itself: the file is not
+    // written then.
+    match (state_file, memory) {
+        (Some(file), Some(memory)) => {
+            if watcher.handle().current().storage() == &tollgate_config::Storage::Memory {
+                Some((file, memory))
+            } else {
+                tracing::info!(
+                    "the policy file keeps its state on a store: --state-file {} is not written",
+                    file.path.display()
+                );
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Binds the listener `what` (as errors name it) to `addr`; returns it
+/// with the address it is bound to (the port chosen for port 0).
+async fn bind_listener(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Io { what, addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServerError::Io { what, addr, source })?;
+    Ok((listener, local))
 }
 
 /// One gRPC connection thread per core the process may run on.

@@ -41,6 +41,7 @@
 //!   field is 32 bits); an unknown unit is `INVALID_ARGUMENT`.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -291,23 +292,12 @@ impl EnvoyService {
         // Limited descriptors with their decision and whether they deny.
         let mut decided: Vec<(&Planned<'_>, &Decision, bool)> = Vec::new();
         for (p, outcome) in planned.iter().zip(outcomes) {
-            let (unit, requests, name) = match (&p.named, p.rule) {
-                (Some(named), _) => (named.unit, named.requests, None),
-                (None, None) => {
-                    response.statuses.push(ok_status());
+            let (unit, requests, name) = match counted_limit(p) {
+                ControlFlow::Continue(limit) => limit,
+                ControlFlow::Break(status) => {
+                    response.statuses.push(status);
                     continue;
                 }
-                (None, Some(rule)) => match rule.rule().limit {
-                    Limit::Unlimited => {
-                        response.statuses.push(DescriptorStatus {
-                            code: Code::Ok as i32,
-                            limit_remaining: u32::MAX,
-                            ..Default::default()
-                        });
-                        continue;
-                    }
-                    Limit::PerUnit { unit, requests, .. } => (unit, requests, rule.rule().name.clone()),
-                },
             };
             let Some(outcome) = outcome else {
                 response.statuses.push(ok_status());
@@ -341,6 +331,16 @@ impl EnvoyService {
         if quotas_spent {
             response.overall_code = Code::OverLimit as i32;
         }
+        self.add_headers(decided, &mut response);
+        response
+    }
+
+    /// Adds to `response` the rate-limit headers of one of the `decided`
+    /// descriptors (with their decision and whether they deny): the denial
+    /// with the longest wait when the response denies, else the descriptor
+    /// with the fewest units left.
+    #[inline]
+    fn add_headers(&self, decided: Vec<(&Planned<'_>, &Decision, bool)>, response: &mut RateLimitResponse) {
         // The headers report the denial with the longest wait (none: never),
         // or when admitted the descriptor with the fewest units left.
         let denying = response.overall_code == Code::OverLimit as i32;
@@ -376,8 +376,29 @@ impl EnvoyService {
                     .collect();
             }
         }
-        response
     }
+}
+
+/// The limit a planned descriptor counts under, as its status names it
+/// (unit, requests per unit and the limit's name): the one it names for
+/// itself, else its rule's. A descriptor without a limit to count under
+/// (no rule, or an unlimited one) breaks with its status, always OK.
+#[inline]
+fn counted_limit(p: &Planned<'_>) -> ControlFlow<DescriptorStatus, (Unit, u32, Option<String>)> {
+    ControlFlow::Continue(match (&p.named, p.rule) {
+        (Some(named), _) => (named.unit, named.requests, None),
+        (None, None) => return ControlFlow::Break(ok_status()),
+        (None, Some(rule)) => match rule.rule().limit {
+            Limit::Unlimited => {
+                return ControlFlow::Break(DescriptorStatus {
+                    code: Code::Ok as i32,
+                    limit_remaining: u32::MAX,
+                    ..Default::default()
+                })
+            }
+            Limit::PerUnit { unit, requests, .. } => (unit, requests, rule.rule().name.clone()),
+        },
+    })
 }
 
 /// Drops the limits that another matched limit of the request replaces

@@ -395,24 +395,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
         ],
         r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
     )?;
-    let charge = match fields.get("charge") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.parse::<Charge>().map_err(|_| {
-            ApiError::field(
-                "charge",
-                format!(
-                    "{s:?} is not \"admitted\" or \"always\": \"always\" charges the cost whether \
-                     admitted or not, for usage reported after the fact"
-                ),
-            )
-        })?),
-        Some(other) => {
-            return Err(ApiError::field(
-                "charge",
-                format!("must be \"admitted\" or \"always\", not {}", kind(other)),
-            ))
-        }
-    };
+    let charge = charge_field(&fields)?;
     if charge == Some(Charge::Always) && fields.get("max_delay_ms").is_some_and(|v| !v.is_null()) {
         return Err(ApiError::field(
             "max_delay_ms",
@@ -429,22 +412,60 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
             Ok(ms)
         }
     })?;
+    let limit = named_limit(&fields)?;
+    Ok(DecideRequest {
+        resource: resource(&fields)?,
+        key: key(&fields)?,
+        cost: cost(&fields)?,
+        max_delay: max_delay.map(Duration::from_millis),
+        charge,
+        limit,
+    })
+}
+
+/// `charge`: what the request is charged, `"admitted"` or `"always"`;
+/// `None` when the body does not say.
+fn charge_field(fields: &Map<String, Value>) -> Result<Option<Charge>, ApiError> {
+    Ok(match fields.get("charge") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.parse::<Charge>().map_err(|_| {
+            ApiError::field(
+                "charge",
+                format!(
+                    "{s:?} is not \"admitted\" or \"always\": \"always\" charges the cost whether \
+                     admitted or not, for usage reported after the fact"
+                ),
+            )
+        })?),
+        Some(other) => {
+            return Err(ApiError::field(
+                "charge",
+                format!("must be \"admitted\" or \"always\", not {}", kind(other)),
+            ))
+        }
+    })
+}
+
+/// `limit`, with `window_ms` or `calendar`: the limit the request names in
+/// place of its resource's, and what it counts in (a window or a
+/// calendar's periods, not both, and neither without the limit).
+fn named_limit(fields: &Map<String, Value>) -> Result<Option<(u64, Option<Named>)>, ApiError> {
     let limit = whole_number(
-        &fields,
+        fields,
         "limit",
         "a limit",
         tollgate::Policy::MAX_LIMIT,
         check_cost,
     )?;
     let max_window = u64::try_from(tollgate::Policy::MAX_WINDOW.as_millis()).unwrap_or(u64::MAX);
-    let window = whole_number(&fields, "window_ms", "a window", max_window, |ms| match ms {
+    let window = whole_number(fields, "window_ms", "a window", max_window, |ms| match ms {
         0 => Err("must be at least 1 millisecond".to_owned()),
         ms if ms > max_window => Err(format!(
             "{ms} is above {max_window}, the longest window (100 years)"
         )),
         ms => Ok(ms),
     })?;
-    let calendar = calendar_field(&fields)?;
+    let calendar = calendar_field(fields)?;
     let per = match (window, calendar) {
         (Some(_), Some(_)) => {
             return Err(ApiError::field(
@@ -457,7 +478,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
         (None, Some(calendar)) => Some(Named::Calendar(calendar)),
         (None, None) => None,
     };
-    let limit = match (limit, per) {
+    Ok(match (limit, per) {
         (Some(limit), per) => Some((limit, per)),
         (None, Some(Named::Window(_))) => {
             return Err(ApiError::field(
@@ -472,14 +493,6 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
             ))
         }
         (None, None) => None,
-    };
-    Ok(DecideRequest {
-        resource: resource(&fields)?,
-        key: key(&fields)?,
-        cost: cost(&fields)?,
-        max_delay: max_delay.map(Duration::from_millis),
-        charge,
-        limit,
     })
 }
 
