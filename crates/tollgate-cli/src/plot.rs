@@ -509,14 +509,10 @@ fn tick(value: &f64) -> String {
     }
 }
 
-/// Draws one strategy's panel.
-fn draw_panel<DB: DrawingBackend>(
-    chart: &Chart<'_>,
-    panel: &Panel,
-    area: &DrawingArea<DB, Shift>,
-    points: &[(f64, f64)],
-    (x_max, y_max): (f64, f64),
-) -> Result<(), PlotError> {
+/// A panel's caption (its name, how many requests were admitted and
+/// denied, and the peak of `points` in a window), and the window the y
+/// axis counts in (`last 1m`, `this month`).
+fn panel_caption(panel: &Panel, points: &[(f64, f64)]) -> (String, String) {
     let (window, last) = match panel.calendar {
         Some(calendar) => (
             format!("a {}", calendar.period()),
@@ -534,6 +530,37 @@ fn draw_panel<DB: DrawingBackend>(
         "{}: {admitted} admitted, {denied} denied, peak {peak} in {window}",
         panel.name
     );
+    (caption, last)
+}
+
+/// The pixel columns, of `columns` across `x_max` seconds from `start`
+/// (in nanoseconds), in which the panel has a denied request, each once
+/// and in order.
+fn denied_columns(panel: &Panel, start: u64, x_max: f64, columns: f64) -> Vec<u64> {
+    // One cross per pixel column is all that shows.
+    let mut columns_denied: Vec<u64> = panel
+        .events
+        .iter()
+        .filter(|e| !e.allowed)
+        .map(|e| {
+            let x = (e.nanos.saturating_sub(start) as f64 / 1e9).min(x_max);
+            (x / x_max * columns) as u64
+        })
+        .collect();
+    columns_denied.sort_unstable();
+    columns_denied.dedup();
+    columns_denied
+}
+
+/// Draws one strategy's panel.
+fn draw_panel<DB: DrawingBackend>(
+    chart: &Chart<'_>,
+    panel: &Panel,
+    area: &DrawingArea<DB, Shift>,
+    points: &[(f64, f64)],
+    (x_max, y_max): (f64, f64),
+) -> Result<(), PlotError> {
+    let (caption, last) = panel_caption(panel, points);
     let mut ctx = ChartBuilder::on(area)
         .caption(caption, (FAMILY, 17))
         .margin(8)
@@ -583,18 +610,7 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_error)?;
         }
     }
-    // One cross per pixel column is all that shows.
-    let mut columns_denied: Vec<u64> = panel
-        .events
-        .iter()
-        .filter(|e| !e.allowed)
-        .map(|e| {
-            let x = (e.nanos.saturating_sub(start) as f64 / 1e9).min(x_max);
-            (x / x_max * columns) as u64
-        })
-        .collect();
-    columns_denied.sort_unstable();
-    columns_denied.dedup();
+    let columns_denied = denied_columns(panel, start, x_max, columns);
     let crosses = columns_denied.into_iter().map(move |column| {
         let x = (column as f64 / columns * x_max).min(x_max);
         Cross::new((x, 0.0), 4, RED.stroke_width(1))
