@@ -295,33 +295,10 @@ fn pump(mut from: TcpStream, to: TcpStream, shared: &Shared, generation: u64, di
         let _ = from.shutdown(Shutdown::Both);
         return;
     };
-    // When the last chunk is due, so that jitter never reorders; and when
-    // the bandwidth limit lets the wire take the next one.
-    let mut last_due = Instant::now();
-    let mut wire_free = Instant::now();
-    let close = |from: &TcpStream, to: &TcpStream| {
-        let now = shared.generation.load(Ordering::Relaxed);
-        let half_open = now >> 32 != generation >> 32;
-        let (server, client) = match direction {
-            Direction::Request => (to, from),
-            Direction::Reply => (from, to),
-        };
-        let _ = server.shutdown(Shutdown::Both);
-        if half_open {
-            if let (Direction::Reply, Ok(kept)) = (direction, client.try_clone()) {
-                shared
-                    .held
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(kept);
-            }
-        } else {
-            let _ = client.shutdown(Shutdown::Both);
-        }
-    };
+    let mut pacing = Pacing::new();
     loop {
         if shared.dropped(generation) {
-            close(&from, &to);
+            close(&from, &to, shared, generation, direction);
             line.finish();
             return;
         }
@@ -330,7 +307,7 @@ fn pump(mut from: TcpStream, to: TcpStream, shared: &Shared, generation: u64, di
             Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             // The other direction's thread closed it: as the proxy said.
             _ if shared.dropped(generation) => {
-                close(&from, &to);
+                close(&from, &to, shared, generation, direction);
                 line.finish();
                 return;
             }
@@ -348,37 +325,99 @@ fn pump(mut from: TcpStream, to: TcpStream, shared: &Shared, generation: u64, di
         };
         let arrived = Instant::now();
         if !shared.wait_while_stalled(generation) {
-            close(&from, &to);
+            close(&from, &to, shared, generation, direction);
             line.finish();
             return;
         }
         let faults = shared.faults();
-        if direction == Direction::Reply {
-            if faults.replies_lost {
-                // Held until the partition ends, then lost with the
-                // connection.
-                let mut current = shared.faults.lock().unwrap_or_else(PoisonError::into_inner);
-                while current.replies_lost && !shared.dropped(generation) {
-                    current = shared
-                        .changed
-                        .wait_timeout(current, Duration::from_millis(20))
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-                drop(current);
-                let _ = from.shutdown(Shutdown::Both);
-                let _ = to.shutdown(Shutdown::Both);
-                line.finish();
-                return;
-            }
-            if faults.reply_loss_ppm > 0 && shared.random() % 1_000_000 < u64::from(faults.reply_loss_ppm) {
-                // A reply cut off in flight: the stream is broken.
-                let _ = from.shutdown(Shutdown::Both);
-                let _ = to.shutdown(Shutdown::Both);
-                line.finish();
-                return;
-            }
+        if direction == Direction::Reply && lose_reply(&from, &to, shared, generation, &faults) {
+            line.finish();
+            return;
         }
+        let due = pacing.due(&faults, shared, arrived, n);
+        if !line.send(due, &buf[..n]) {
+            let _ = from.shutdown(Shutdown::Both);
+            line.finish();
+            return;
+        }
+    }
+}
+
+/// Closes the connection of `from` and `to` that the proxy dropped: the
+/// server's socket is shut; the client's too, unless the proxy made the
+/// connection half-open since `generation`, when the reply direction keeps
+/// the client's socket open and silent.
+fn close(from: &TcpStream, to: &TcpStream, shared: &Shared, generation: u64, direction: Direction) {
+    let now = shared.generation.load(Ordering::Relaxed);
+    let half_open = now >> 32 != generation >> 32;
+    let (server, client) = match direction {
+        Direction::Request => (to, from),
+        Direction::Reply => (from, to),
+    };
+    let _ = server.shutdown(Shutdown::Both);
+    if half_open {
+        if let (Direction::Reply, Ok(kept)) = (direction, client.try_clone()) {
+            shared
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(kept);
+        }
+    } else {
+        let _ = client.shutdown(Shutdown::Both);
+    }
+}
+
+/// Whether a reply read from `from` is lost as `faults` say: held while
+/// replies are lost and then lost with the connection, or cut off in
+/// flight at the reply loss rate. A lost reply shuts both sockets.
+fn lose_reply(from: &TcpStream, to: &TcpStream, shared: &Shared, generation: u64, faults: &Faults) -> bool {
+    if faults.replies_lost {
+        // Held until the partition ends, then lost with the
+        // connection.
+        let mut current = shared.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        while current.replies_lost && !shared.dropped(generation) {
+            current = shared
+                .changed
+                .wait_timeout(current, Duration::from_millis(20))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(current);
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+        return true;
+    }
+    if faults.reply_loss_ppm > 0 && shared.random() % 1_000_000 < u64::from(faults.reply_loss_ppm) {
+        // A reply cut off in flight: the stream is broken.
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+        return true;
+    }
+    false
+}
+
+/// When the chunks of one direction are due at the other end.
+struct Pacing {
+    /// When the last chunk is due, so that jitter never reorders.
+    last_due: Instant,
+    /// When the bandwidth limit lets the wire take the next chunk.
+    wire_free: Instant,
+}
+
+impl Pacing {
+    /// Pacing from now, with nothing sent yet.
+    fn new() -> Self {
+        Pacing {
+            last_due: Instant::now(),
+            wire_free: Instant::now(),
+        }
+    }
+
+    /// When a chunk of `n` bytes that `arrived` is due at the other end:
+    /// after the bandwidth limit and the latency with its jitter, and
+    /// never before the chunk before it.
+    fn due(&mut self, faults: &Faults, shared: &Shared, arrived: Instant, n: usize) -> Instant {
         let mut delay = faults.latency;
         if !faults.jitter.is_zero() {
             let span = faults.jitter.as_nanos() as u64;
@@ -389,16 +428,12 @@ fn pump(mut from: TcpStream, to: TcpStream, shared: &Shared, generation: u64, di
         // the latency delays each, without spacing them out.
         let mut sent = arrived;
         if let Some(nanos) = (n as u64 * 1_000_000_000).checked_div(faults.bytes_per_second) {
-            wire_free = wire_free.max(arrived) + Duration::from_nanos(nanos);
-            sent = wire_free;
+            self.wire_free = self.wire_free.max(arrived) + Duration::from_nanos(nanos);
+            sent = self.wire_free;
         }
-        let due = (sent + delay).max(last_due);
-        last_due = due;
-        if !line.send(due, &buf[..n]) {
-            let _ = from.shutdown(Shutdown::Both);
-            line.finish();
-            return;
-        }
+        let due = (sent + delay).max(self.last_due);
+        self.last_due = due;
+        due
     }
 }
 
