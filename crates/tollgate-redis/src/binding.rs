@@ -107,6 +107,44 @@ impl std::fmt::Debug for RedisBinding {
     }
 }
 
+/// The policy's limits in microsecond ticks, each checked to stay within
+/// the scripts' exact arithmetic ([`check_exact`]); an error names the limit
+/// of a compound policy (`limits[1]`).
+fn exact_limits(policy: &tollgate::Policy) -> Result<Vec<LimitRate>, Error> {
+    let mut limits = Vec::with_capacity(policy.limits().len());
+    for (i, limit) in policy.limits().iter().enumerate() {
+        let rate = limit.rate_micros();
+        check_exact(limit.strategy(), &rate).map_err(|err| {
+            if policy.is_compound() {
+                err.within(format!("limits[{i}]"))
+            } else {
+                err
+            }
+        })?;
+        limits.push(LimitRate {
+            strategy: limit.strategy(),
+            rate,
+        });
+    }
+    Ok(limits)
+}
+
+/// Every limit's arguments as the operations' entry point (and a compound
+/// policy's decision) takes them: its function's name, `L`, `W` and `T`.
+fn operation_args(limits: &[LimitRate]) -> Vec<String> {
+    limits
+        .iter()
+        .flat_map(|l| {
+            [
+                scripts::function_name(l.strategy).to_owned(),
+                l.rate.limit.to_string(),
+                l.rate.window.to_string(),
+                l.rate.interval.to_string(),
+            ]
+        })
+        .collect()
+}
+
 impl RedisBinding {
     /// The binding of `scope`'s policy on `conn`: its keys, its scripts and
     /// their arguments, once the policy is found to stay within exact
@@ -119,21 +157,7 @@ impl RedisBinding {
         scope: &Scope<'_>,
     ) -> Result<Self, Error> {
         let policy = scope.policy;
-        let mut limits = Vec::with_capacity(policy.limits().len());
-        for (i, limit) in policy.limits().iter().enumerate() {
-            let rate = limit.rate_micros();
-            check_exact(limit.strategy(), &rate).map_err(|err| {
-                if policy.is_compound() {
-                    err.within(format!("limits[{i}]"))
-                } else {
-                    err
-                }
-            })?;
-            limits.push(LimitRate {
-                strategy: limit.strategy(),
-                rate,
-            });
-        }
+        let limits = exact_limits(policy)?;
         let calendars: Box<[(usize, CalendarTicks)]> = limits
             .iter()
             .enumerate()
@@ -162,17 +186,7 @@ impl RedisBinding {
                 Vec::new(),
             ),
         };
-        let operation_args: Vec<String> = limits
-            .iter()
-            .flat_map(|l| {
-                [
-                    scripts::function_name(l.strategy).to_owned(),
-                    l.rate.limit.to_string(),
-                    l.rate.window.to_string(),
-                    l.rate.interval.to_string(),
-                ]
-            })
-            .collect();
+        let operation_args = operation_args(&limits);
         let grace_ms = options.expiry_grace.as_nanos().div_ceil(1_000_000);
         // A compound policy's decision arguments are the operations' ones.
         let limit_args = if limit_args.is_empty() {

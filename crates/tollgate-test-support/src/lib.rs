@@ -17,7 +17,9 @@
 //!   operations, and the decisions the pure strategy functions give for
 //!   them, which every backend must match;
 //! - [`together_model`]: the decisions and states a request of several
-//!   parts must give ([`tollgate::together`]), from the pure functions.
+//!   parts must give ([`tollgate::together`]), from the pure functions;
+//! - [`sources`]: the workspace's production sources, for the tests that
+//!   check rules of its layout.
 //!
 //! Not published: a dev-dependency of the workspace's crates only.
 
@@ -28,4 +30,5 @@ pub mod fault_proxy;
 pub mod operation_traces;
 pub mod process_cpu;
 pub mod redis;
+pub mod sources;
 pub mod together_model;

@@ -1,18 +1,18 @@
 //! The contract of deciding together ([`tollgate::together`]) from the pure
-//! strategy functions: what a request of several parts must decide and
-//! leave, whatever the backend. The core's tests check the in-memory and
+//! strategy functions: what a request of several parts, each with its
+//! [`Role`], must decide and leave, whatever the backend. The core's tests check the in-memory and
 //! store-adapter backends against it, and the Redis backend's tests check
 //! the one-call scripts.
 
 use proptest::prelude::*;
 use tollgate::backend::{Backend, Tick};
 use tollgate::strategy::{decide_all, LimitRate, State};
-use tollgate::together::Part;
+use tollgate::together::{Part, Role};
 use tollgate::{Decision, Limiter};
 
 /// One part of a planned request: a policy index, a key index, a cost and
-/// whether the part is decisive.
-pub type PlanPart = (usize, usize, u64, bool);
+/// the part's role.
+pub type PlanPart = (usize, usize, u64, Role);
 
 /// The state of every policy's every key, one per limit.
 pub type States = Vec<Vec<[Option<State>; tollgate::Policy::MAX_LIMITS]>>;
@@ -20,7 +20,8 @@ pub type States = Vec<Vec<[Option<State>; tollgate::Policy::MAX_LIMITS]>>;
 /// Random requests of one to four parts over `policies` policies and
 /// `keys` keys, each with a clock step in nanoseconds (occasionally
 /// backwards): costs from 0 to 4 and now and then the largest cost, a
-/// fifth of the parts not decisive.
+/// part in six a quota, one in twelve in shadow mode, one in twelve a
+/// quota in shadow mode.
 pub fn request(policies: usize, keys: usize) -> impl Strategy<Value = (i64, Vec<PlanPart>)> {
     (
         prop_oneof![3 => 0i64..2_000_000, 2 => 0i64..2_000_000_000, 1 => -1_000i64..0],
@@ -29,7 +30,12 @@ pub fn request(policies: usize, keys: usize) -> impl Strategy<Value = (i64, Vec<
                 0..policies,
                 0..keys,
                 prop_oneof![30 => 0u64..5, 1 => Just(u64::MAX)],
-                prop_oneof![4 => Just(true), 1 => Just(false)],
+                prop_oneof![
+                    8 => Just(Role::Decisive),
+                    2 => Just(Role::Quota),
+                    1 => Just(Role::Shadow),
+                    1 => Just(Role::ShadowQuota),
+                ],
             ),
             1..5,
         ),
@@ -43,11 +49,11 @@ pub fn parts<'a, B: Backend>(
     keys: &'a [Vec<u8>],
 ) -> Vec<Part<'a, B>> {
     plan.iter()
-        .map(|&(p, k, cost, decisive)| Part {
+        .map(|&(p, k, cost, role)| Part {
             limiter: &limiters[p],
             key: &keys[k],
             cost,
-            decisive,
+            role,
         })
         .collect()
 }
@@ -67,35 +73,115 @@ pub fn alone(
     (Decision::from_compound(outcome, limits, tick), next)
 }
 
-/// The decisions of `parts` at `now` under the contract, and `states` as
-/// the request leaves them: the parts in order, each against the charges
-/// of the earlier ones; at the first decisive denial nothing is charged,
-/// that part reports its denial and every other part what a request of it
-/// alone gets against the stored state (a charge-free decision when that
-/// admits).
+/// The decisions of `parts` at `now` under the contract, whether the
+/// request is denied, and `states` as the request leaves them: the parts
+/// in order, each against the charges of the earlier ones; at the first
+/// decisive denial nothing is charged, that part reports its denial and
+/// every other part what a request of it alone gets against the stored
+/// state (a charge-free decision when that admits). When every quota part
+/// is denied and none is in shadow mode, the request is denied and each
+/// part that was charged is given back its cost and reports it unspent.
+/// A part in shadow mode reports a denial as an admission, marked
+/// `shadow_denied`.
 pub fn expected(
     limits: &[Vec<LimitRate>],
     states: &mut States,
     parts: &[PlanPart],
     now: u64,
     tick: Tick,
+) -> (Vec<Decision>, bool) {
+    let before = states.clone();
+    let (mut decisions, denied) = match charged_in_order(limits, states, parts, now, tick) {
+        Ok(decisions) if quotas_spent(parts, &decisions) => {
+            *states = before;
+            (give_back(limits, states, parts, decisions, now, tick), true)
+        }
+        Ok(decisions) => (decisions, false),
+        Err(decisions) => (decisions, true),
+    };
+    for (&(_, _, _, role), decision) in parts.iter().zip(&mut decisions) {
+        if matches!(role, Role::Shadow | Role::ShadowQuota) && !decision.allowed {
+            decision.allowed = true;
+            decision.shadow_denied = true;
+        }
+    }
+    (decisions, denied)
+}
+
+/// Whether the request has quota parts, none in shadow mode, each denied.
+fn quotas_spent(parts: &[PlanPart], decisions: &[Decision]) -> bool {
+    let mut quotas = parts
+        .iter()
+        .zip(decisions)
+        .filter(|(part, _)| matches!(part.3, Role::Quota | Role::ShadowQuota))
+        .peekable();
+    quotas.peek().is_some() && quotas.all(|(part, d)| part.3 == Role::Quota && !d.allowed)
+}
+
+/// `decisions` of a request whose every quota is spent: each part that was
+/// charged reports its cost unspent, and every state (`states`, as they
+/// were before the request) is brought forward to `now`.
+fn give_back(
+    limits: &[Vec<LimitRate>],
+    states: &mut States,
+    parts: &[PlanPart],
+    decisions: Vec<Decision>,
+    now: u64,
+    tick: Tick,
 ) -> Vec<Decision> {
+    let given_back = parts
+        .iter()
+        .zip(decisions)
+        .map(|(&(_, _, cost, _), mut d)| {
+            if d.allowed && cost > 0 {
+                d.remaining = d.remaining.saturating_add(cost);
+            }
+            d
+        })
+        .collect();
+    brought_forward(limits, states, parts, now, tick);
+    given_back
+}
+
+/// Every state `parts` name, as a charge-free decision at `now` leaves it
+/// (a window rolls, as the store's does).
+fn brought_forward(limits: &[Vec<LimitRate>], states: &mut States, parts: &[PlanPart], now: u64, tick: Tick) {
+    let mut current = states.clone();
+    for &(p, k, _, _) in parts {
+        let (_, next) = alone(&limits[p], &states[p][k], now, 0, tick);
+        current[p][k] = next;
+    }
+    for &(p, k, _, _) in parts {
+        states[p][k] = current[p][k];
+    }
+}
+
+/// The parts decided in order, each against the charges of the earlier
+/// ones, `states` charged (`Ok`); or, at the first decisive denial, every
+/// part's report of a denied request (`Err`), nothing charged.
+fn charged_in_order(
+    limits: &[Vec<LimitRate>],
+    states: &mut States,
+    parts: &[PlanPart],
+    now: u64,
+    tick: Tick,
+) -> Result<Vec<Decision>, Vec<Decision>> {
     let mut current = states.clone();
     let mut decisions = Vec::new();
     let mut denial = None;
-    for (i, &(p, k, cost, decisive)) in parts.iter().enumerate() {
+    for (i, &(p, k, cost, role)) in parts.iter().enumerate() {
         let (decision, next) = alone(&limits[p], &current[p][k], now, cost, tick);
         current[p][k] = next;
         let denied = !decision.allowed;
         decisions.push(decision);
-        if denied && decisive {
+        if denied && role == Role::Decisive {
             denial = Some(i);
             break;
         }
     }
     let Some(denial) = denial else {
         *states = current;
-        return decisions;
+        return Ok(decisions);
     };
     let mut all = Vec::new();
     for (i, &(p, k, cost, _)) in parts.iter().enumerate() {
@@ -110,14 +196,6 @@ pub fn expected(
             decision
         });
     }
-    // A charge-free decision still moves a state on (a window rolls), as
-    // the store's does.
-    for &(p, k, _, _) in parts {
-        let (_, next) = alone(&limits[p], &states[p][k], now, 0, tick);
-        current[p][k] = next;
-    }
-    for &(p, k, _, _) in parts {
-        states[p][k] = current[p][k];
-    }
-    all
+    brought_forward(limits, states, parts, now, tick);
+    Err(all)
 }

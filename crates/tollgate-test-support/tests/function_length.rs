@@ -10,7 +10,7 @@
 //! workspace may.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use tollgate_test_support::sources::{indentation, production_lines, relative, source_files, workspace_root};
 
 /// The most lines a function may have.
 const MAX_LINES: usize = 80;
@@ -21,18 +21,6 @@ const MAX_EXCEPTIONS: usize = 5;
 
 /// What the comment that lets a function be longer starts with.
 const EXCEPTION: &str = "// Longer than 80 lines:";
-
-/// Functions of the core crates longer than [`MAX_LINES`] that are being
-/// split where those crates are restructured, as (file relative to the
-/// workspace root, name). The list is to be emptied: a function leaves it
-/// when it is split (the test fails while a function listed here is no
-/// longer long), and nothing is added to it.
-const PENDING_SPLIT: &[(&str, &str)] = &[
-    ("crates/tollgate/src/strategy/reserve.rs", "reserve_all"),
-    ("crates/tollgate/src/limiter/together.rs", "decide"),
-    ("crates/tollgate/src/limiters/builder.rs", "build_after"),
-    ("crates/tollgate-redis/src/binding.rs", "new"),
-];
 
 /// A function found in a source file.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +40,6 @@ fn production_functions_are_at_most_80_lines() {
     let root = workspace_root();
     let mut too_long = Vec::new();
     let mut exceptions = Vec::new();
-    let mut pending_found = Vec::new();
     let files = source_files(&root);
     assert!(
         !files.is_empty(),
@@ -80,26 +67,20 @@ fn production_functions_are_at_most_80_lines() {
                 }
                 continue;
             }
-            if !long {
-                continue;
-            }
-            if PENDING_SPLIT.contains(&(file.as_str(), function.name.as_str())) {
-                pending_found.push((file.clone(), function.name.clone()));
-            } else {
+            if long {
                 too_long.push(at);
             }
         }
     }
-    let failures = failures(&too_long, &exceptions, &pending_found);
+    let failures = failures(&too_long, &exceptions);
     assert!(failures.is_empty(), "{failures}");
 }
 
 /// What is wrong, with how to fix it (empty when nothing is): the
 /// functions `too_long` (each as `file:line name (count lines)`, or with
 /// what is wrong with its exception), the `exceptions` when there are too
-/// many, and the functions of [`PENDING_SPLIT`] not among the long
-/// functions found, `pending_found`.
-fn failures(too_long: &[String], exceptions: &[String], pending_found: &[(String, String)]) -> String {
+/// many.
+fn failures(too_long: &[String], exceptions: &[String]) -> String {
     let mut failures = String::new();
     if !too_long.is_empty() {
         let _ = writeln!(
@@ -127,20 +108,6 @@ fn failures(too_long: &[String], exceptions: &[String], pending_found: &[(String
         );
         for at in exceptions {
             let _ = writeln!(failures, "  {at}");
-        }
-    }
-    let stale: Vec<_> = PENDING_SPLIT
-        .iter()
-        .filter(|&&(file, name)| !pending_found.iter().any(|(f, n)| f == file && n == name))
-        .collect();
-    if !stale.is_empty() {
-        let _ = writeln!(
-            failures,
-            "functions listed in PENDING_SPLIT that are no longer over {MAX_LINES} lines (or no \
-             longer exist); remove them from the list:"
-        );
-        for (file, name) in stale {
-            let _ = writeln!(failures, "  {file} {name}");
         }
     }
     failures
@@ -196,69 +163,6 @@ const unsafe fn empty_reason() {
     );
 }
 
-/// The workspace's root: two levels above this crate's manifest.
-fn workspace_root() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate is at crates/NAME in the workspace")
-        .to_owned();
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
-    assert!(
-        manifest.contains("[workspace]"),
-        "{} is not the workspace's root",
-        root.display()
-    );
-    root
-}
-
-/// Every `.rs` file under `crates/*/src` but those named `tests.rs`,
-/// sorted.
-fn source_files(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for krate in read_dir(&root.join("crates")) {
-        let src = krate.join("src");
-        if src.is_dir() {
-            collect_rs(&src, &mut files);
-        }
-    }
-    files.sort();
-    files
-}
-
-/// Adds the `.rs` files under `dir`, at any depth, but `tests.rs`, to
-/// `files`.
-fn collect_rs(dir: &Path, files: &mut Vec<PathBuf>) {
-    for path in read_dir(dir) {
-        if path.is_dir() {
-            collect_rs(&path, files);
-        } else if path.extension().is_some_and(|e| e == "rs")
-            && path.file_name().is_some_and(|n| n != "tests.rs")
-        {
-            files.push(path);
-        }
-    }
-}
-
-/// The entries of `dir`.
-fn read_dir(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", dir.display()))
-        .map(|entry| entry.expect("a directory entry").path())
-        .collect()
-}
-
-/// `path` relative to `root`, with `/` between its parts.
-fn relative(root: &Path, path: &Path) -> String {
-    let parts: Vec<_> = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    parts.join("/")
-}
-
 /// Every function of `text` with a body, outside `#[cfg(test)] mod … { … }`
 /// blocks: a line with `fn NAME` (after the indentation and optional `pub`,
 /// `pub(…)`, `default`, `const`, `async`, `unsafe`, `extern "…"`), whose
@@ -266,24 +170,12 @@ fn relative(root: &Path, path: &Path) -> String {
 /// `}` (a body on that line, `fn f() {}`). The body ends at the first
 /// later line that is the `fn` line's indentation followed by `}`.
 fn functions(text: &str) -> Vec<Function> {
-    let lines: Vec<&str> = text.split('\n').collect();
+    let numbered = production_lines(text);
+    let lines: Vec<&str> = numbered.iter().map(|&(_, line)| line).collect();
     let mut out = Vec::new();
-    let mut skip_until: Option<String> = None;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
-        if let Some(end) = &skip_until {
-            if line == end {
-                skip_until = None;
-            }
-            i += 1;
-            continue;
-        }
-        if line.trim() == "#[cfg(test)]" && lines.get(i + 1).is_some_and(|next| opens_mod(next)) {
-            skip_until = Some(format!("{}}}", indentation(lines[i + 1])));
-            i += 2;
-            continue;
-        }
         let Some(name) = fn_name(line) else {
             i += 1;
             continue;
@@ -303,26 +195,17 @@ fn functions(text: &str) -> Vec<Function> {
         } else {
             (j..lines.len())
                 .find(|&k| lines[k] == close)
-                .unwrap_or(lines.len())
+                .unwrap_or(lines.len() - 1)
         };
         out.push(Function {
-            line: i + 1,
+            line: numbered[i].0,
             name: name.to_owned(),
-            lines: end - i + 1,
+            lines: numbered[end].0 - numbered[i].0 + 1,
             exception: exception(&lines[..i]),
         });
         i += 1;
     }
     out
-}
-
-/// Whether `line` opens a module block: `mod NAME {` after indentation.
-fn opens_mod(line: &str) -> bool {
-    let Some(rest) = line.trim_start().strip_prefix("mod ") else {
-        return false;
-    };
-    let name_len = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
-    name_len > 0 && rest[name_len..].starts_with(" {")
 }
 
 /// The name of the function `line` declares, if it declares one.
@@ -353,11 +236,6 @@ fn fn_name(line: &str) -> Option<&str> {
 /// Whether `c` may be part of an identifier.
 fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
-}
-
-/// The leading whitespace of `line`.
-fn indentation(line: &str) -> &str {
-    &line[..line.len() - line.trim_start().len()]
 }
 
 /// The reason of a `// Longer than 80 lines:` comment among the comments

@@ -212,7 +212,7 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_decided_in_one_call_only_within_one_slot() {
-    use tollgate::together::{decide, Part};
+    use tollgate::together::{decide, Part, Role};
     let cluster = Cluster::start(3, 0, 2_000);
     let backend = RedisBackend::connect_cluster(&cluster.urls()).await.unwrap();
     let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(3_600)).unwrap();
@@ -234,13 +234,13 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
                 limiter: &a,
                 key: key.as_bytes(),
                 cost: 1,
-                decisive: true,
+                role: Role::Decisive,
             },
             Part {
                 limiter: &b,
                 key: key.as_bytes(),
                 cost: 1,
-                decisive: true,
+                role: Role::Decisive,
             },
         ]
     };

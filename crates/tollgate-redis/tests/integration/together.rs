@@ -19,7 +19,7 @@ use tollgate::clock::Clock;
 use tollgate::protection::DenyCache;
 use tollgate::protection::Lease;
 use tollgate::strategy::LimitRate;
-use tollgate::together::{self, Part};
+use tollgate::together::{self, Part, Role};
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
@@ -52,18 +52,28 @@ fn matches_the_contract(
                 let now = h.clock.now_nanos();
                 h.clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
                 let parts: Vec<Part<'_, RedisBackend>> = parts(plan, &limiters, &keys);
+                // One script call decides the parts (no lists, leases or
+                // open breakers here); the roles are concluded after it.
                 let got =
-                    h.rt.block_on(together::decide(&parts))
-                        .ok_or_else(|| TestCaseError::fail("Redis did not decide together"))?
+                    h.rt.block_on(together::decide_all(&parts))
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let want = expected(
+                let (want, denied) = expected(
                     &limits,
                     &mut states,
                     plan,
                     h.clock.now_nanos() / 1_000,
                     Tick::Micros,
                 );
-                prop_assert_eq!(&got, &want, "request {} {:?} of {:?}", r, plan, policies);
+                prop_assert_eq!(
+                    &got.decisions,
+                    &want,
+                    "request {} {:?} of {:?}",
+                    r,
+                    plan,
+                    policies
+                );
+                prop_assert_eq!(got.denied, denied, "request {} {:?} of {:?}", r, plan, policies);
+                prop_assert_eq!(got.partial_charges, 0);
             }
             // What the requests left: a peek of every key agrees.
             for (p, limiter) in limiters.iter().enumerate() {
@@ -142,13 +152,13 @@ async fn a_denied_request_never_shows_a_charge_to_others() {
                                 limiter: &*shared,
                                 key: key.as_bytes(),
                                 cost: 1,
-                                decisive: true,
+                                role: Role::Decisive,
                             },
                             Part {
                                 limiter: &*full,
                                 key: b"f",
                                 cost: 1,
-                                decisive: true,
+                                role: Role::Decisive,
                             },
                         ];
                         let decisions = together::decide(&parts).await.unwrap().unwrap();
@@ -195,7 +205,7 @@ async fn a_blocked_part_denies_the_request_and_charges_nothing() {
         limiter,
         key: b"k",
         cost: 2,
-        decisive,
+        role: if decisive { Role::Decisive } else { Role::Shadow },
     };
     let decisions = together::decide(&[part(&free, true), part(&blocked, true)])
         .await
@@ -286,13 +296,13 @@ fn each_part_gets_from_the_deny_cache_what_it_alone_gets() {
                         limiter: &first,
                         key: b"k",
                         cost,
-                        decisive: true,
+                        role: Role::Decisive,
                     },
                     Part {
                         limiter: &free,
                         key: b"f",
                         cost: 1,
-                        decisive: true,
+                        role: Role::Decisive,
                     },
                 ];
                 let before = h.script_calls();
@@ -343,13 +353,13 @@ async fn a_part_admitted_from_its_lease_is_charged_only_when_the_request_is_admi
             limiter: &hot,
             key: b"k",
             cost: 1,
-            decisive: true,
+            role: Role::Decisive,
         },
         Part {
             limiter: &tight,
             key: b"k",
             cost: 1,
-            decisive: true,
+            role: Role::Decisive,
         },
     ];
     let mut admitted = 0;
@@ -408,13 +418,13 @@ async fn requests_naming_keys_in_opposite_orders_never_wait_on_each_other() {
                     limiter: &*a,
                     key: b"k",
                     cost: 1,
-                    decisive: true,
+                    role: Role::Decisive,
                 };
                 let second = Part {
                     limiter: &*b,
                     key: b"k",
                     cost: 1,
-                    decisive: true,
+                    role: Role::Decisive,
                 };
                 let parts = if t % 2 == 0 {
                     [first, second]

@@ -30,8 +30,13 @@
 //!   made by a limiter's in-memory fallback, which a refund does not reach:
 //!   both are counted in [`PARTIAL_CHARGES`](crate::metrics::PARTIAL_CHARGES).
 //! - A descriptor limited to 0 requests per unit denies the request
-//!   without any charge; the others are reported as they stand
-//!   ([`tollgate::together::report`]).
+//!   without any charge; the others are reported as they stand.
+//! - A rule's `shadow_mode` and `quota_mode` are the descriptor's
+//!   [`Role`]: the core decides what each does to the request (a shadow
+//!   descriptor over its limit reports OK, counted in
+//!   [`SHADOW_DENIED`](crate::metrics::SHADOW_DENIED); a request is over
+//!   its quotas only when every quota descriptor is, and then nothing
+//!   stays charged), and this module translates.
 //! - A descriptor that names its own `limit` is limited by it, as
 //!   envoyproxy/ratelimit honours it, whatever the domain's file
 //!   configures for it: a fixed window of `requests_per_unit` per `unit`,
@@ -52,7 +57,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use tollgate::{together, Decision, Limiter};
+use tollgate::together::{self, Role};
+use tollgate::{Decision, Limiter};
 use tollgate_config::envoy::{override_key, DomainRule as Rule, RateLimit as Limit, Unit};
 use tollgate_config::AnyBackend;
 use tollgate_http::write_decision_headers;
@@ -109,43 +115,24 @@ impl Planned<'_> {
         }
     }
 
-    /// Whether the descriptor's limit is in shadow mode (never one it
-    /// names for itself).
-    fn shadow(&self) -> bool {
-        self.named.is_none() && self.rule.is_some_and(|r| r.rule().shadow)
+    /// The descriptor's role in its request: its rule's shadow and quota
+    /// modes (a limit it names for itself has neither).
+    fn role(&self) -> Role {
+        let Some(rule) = self.rule.filter(|_| self.named.is_none()) else {
+            return Role::Decisive;
+        };
+        match (rule.rule().shadow, rule.rule().quota) {
+            (false, false) => Role::Decisive,
+            (false, true) => Role::Quota,
+            (true, false) => Role::Shadow,
+            (true, true) => Role::ShadowQuota,
+        }
     }
-
-    /// Whether the descriptor's limit is in quota mode (never one it names
-    /// for itself): over it, the descriptor alone denies nothing.
-    fn quota(&self) -> bool {
-        self.named.is_none() && self.rule.is_some_and(|r| r.rule().quota)
-    }
-
-    /// Whether the descriptor's denial alone makes the request OVER_LIMIT.
-    fn decisive(&self) -> bool {
-        !self.shadow() && !self.quota()
-    }
-}
-
-/// Whether the descriptors in quota mode make the request OVER_LIMIT:
-/// of `decided` (each limited descriptor with its decision), there are
-/// some in quota mode, and every one is over its limit (a shadow one
-/// counts as under it).
-fn quotas_spent<'p>(decided: impl IntoIterator<Item = (&'p Planned<'p>, &'p Decision)>) -> bool {
-    let mut quotas = decided.into_iter().filter(|(p, _)| p.quota()).peekable();
-    quotas.peek().is_some() && quotas.all(|(p, d)| !d.allowed && !p.shadow())
 }
 
 /// The unit of a descriptor's own limit (none for `UNKNOWN`).
 fn named_unit(unit: i32) -> Option<Unit> {
     Unit::parse(PbUnit::try_from(unit).ok()?.as_str_name())
-}
-
-/// A limited descriptor's result.
-struct Outcome {
-    decision: Decision,
-    /// Over its limit (before shadow mode turns it into OK).
-    over: bool,
 }
 
 fn invalid(message: String) -> Status {
@@ -227,19 +214,15 @@ impl EnvoyService {
             });
         }
         drop_replaced(&mut planned);
-        let (outcomes, quotas_spent) = self.outcomes(&planned).await?;
-        Ok(self.response(&planned, &outcomes, quotas_spent))
+        let (outcomes, denied) = self.outcomes(&planned).await?;
+        Ok(self.response(&planned, &outcomes, denied))
     }
 
     /// Decides every limited descriptor (`None` for the others), and says
-    /// whether every quota of the request is spent.
-    async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<(Vec<Option<Outcome>>, bool), Status> {
-        let mut outcomes: Vec<Option<Outcome>> = planned.iter().map(|_| None).collect();
-        // A decisive descriptor whose limit admits nothing (0 per unit)
-        // denies the request: the others are reported, charged nothing.
-        let blocked = planned
-            .iter()
-            .any(|p| p.decisive() && p.limiter().is_some_and(|l| l.policy().admits_nothing()));
+    /// whether the request is denied: the core's decision of the parts,
+    /// each with its role ([`together::decide_all`]).
+    async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<(Vec<Option<Decision>>, bool), Status> {
+        let mut outcomes: Vec<Option<Decision>> = vec![None; planned.len()];
         let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
             .iter()
             .enumerate()
@@ -250,43 +233,29 @@ impl EnvoyService {
                         limiter: p.limiter()?,
                         key: &p.key,
                         cost: p.cost,
-                        decisive: p.decisive(),
+                        role: p.role(),
                     },
                 ))
             })
             .unzip();
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
-        let mut decisions = if blocked {
-            together::report(&parts).await.map_err(unavailable)?
-        } else {
-            let decided = together::decide_all(&parts).await.map_err(unavailable)?;
-            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
-            decided.decisions
-        };
-        let spent = !blocked && quotas_spent(at.iter().map(|&i| &planned[i]).zip(&decisions));
-        if spent {
-            // Every quota is spent: the request is over the limit after
-            // all, and what the others were charged goes back.
-            let failed = together::give_back(&parts, &mut decisions).await;
-            metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(failed);
+        let decided = together::decide_all(&parts).await.map_err(unavailable)?;
+        metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
+        for (&i, decision) in at.iter().zip(decided.decisions) {
+            outcomes[i] = Some(decision);
         }
-        for (&i, decision) in at.iter().zip(decisions) {
-            outcomes[i] = Some(Outcome {
-                over: !decision.allowed,
-                decision,
-            });
-        }
-        Ok((outcomes, spent))
+        Ok((outcomes, decided.denied))
     }
 
     fn response(
         &self,
         planned: &[Planned<'_>],
-        outcomes: &[Option<Outcome>],
-        quotas_spent: bool,
+        outcomes: &[Option<Decision>],
+        denied: bool,
     ) -> RateLimitResponse {
+        let code = if denied { Code::OverLimit } else { Code::Ok };
         let mut response = RateLimitResponse {
-            overall_code: Code::Ok as i32,
+            overall_code: code as i32,
             ..Default::default()
         };
         // Limited descriptors with their decision and whether they deny.
@@ -299,21 +268,19 @@ impl EnvoyService {
                     continue;
                 }
             };
-            let Some(outcome) = outcome else {
+            let Some(d) = outcome else {
                 response.statuses.push(ok_status());
                 continue;
             };
-            let mut code = if outcome.over { Code::OverLimit } else { Code::Ok };
-            if let (true, true, Some(rule)) = (outcome.over, p.shadow(), p.rule) {
+            let code = if d.allowed { Code::Ok } else { Code::OverLimit };
+            // Over its limit in shadow mode: reported OK by the core, and
+            // counted for the rule's resource; no headers come from it.
+            let shadowed = d.shadow_denied && p.role().is_shadow();
+            if let (true, Some(rule)) = (shadowed, p.rule) {
                 metrics::counter!(crate::metrics::SHADOW_DENIED, "resource" => rule.rule().resource.clone())
                     .increment(1);
-                code = Code::Ok;
             }
-            if code == Code::OverLimit && !p.quota() {
-                response.overall_code = Code::OverLimit as i32;
-            }
-            let d = &outcome.decision;
-            if code == Code::OverLimit || !outcome.over {
+            if !shadowed {
                 decided.push((p, d, code == Code::OverLimit));
             }
             response.statuses.push(DescriptorStatus {
@@ -327,9 +294,6 @@ impl EnvoyService {
                 duration_until_reset: Some(pb_duration(d.reset)),
                 quota: None,
             });
-        }
-        if quotas_spent {
-            response.overall_code = Code::OverLimit as i32;
         }
         self.add_headers(decided, &mut response);
         response

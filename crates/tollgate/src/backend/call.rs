@@ -56,6 +56,54 @@ impl Capabilities {
     }
 }
 
+/// [`Capabilities`] in one byte, as a limiter keeps them: a service may
+/// hold tens of thousands of limiters, and six flags of their own would
+/// grow each by eight bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answers(u8);
+
+impl Answers {
+    const DECIDES_NOW: u8 = 1;
+    const CHARGES: u8 = 1 << 1;
+    const OPERATES: u8 = 1 << 2;
+    const LEASES: u8 = 1 << 3;
+    const RESERVES: u8 = 1 << 4;
+    const TOGETHER: u8 = 1 << 5;
+
+    /// The flags of `capabilities`.
+    pub(crate) fn of(capabilities: Capabilities) -> Self {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        Self(
+            flag(capabilities.decides_now, Self::DECIDES_NOW)
+                | flag(capabilities.charges, Self::CHARGES)
+                | flag(capabilities.operates, Self::OPERATES)
+                | flag(capabilities.leases, Self::LEASES)
+                | flag(capabilities.reserves, Self::RESERVES)
+                | flag(capabilities.together, Self::TOGETHER),
+        )
+    }
+
+    /// Whether every call is answered at once ([`Capabilities::decides_now`]).
+    #[inline]
+    pub(crate) fn decides_now(self) -> bool {
+        self.0 & Self::DECIDES_NOW != 0
+    }
+
+    /// Whether the store answers `call`.
+    #[inline]
+    pub(crate) fn call<B: ?Sized>(self, call: &Call<'_, B>) -> bool {
+        let bit = match call {
+            Call::Decide { .. } | Call::Reconnect => return true,
+            Call::Charge { .. } => Self::CHARGES,
+            Call::Operate { .. } => Self::OPERATES,
+            Call::Lease { .. } => Self::LEASES,
+            Call::Reserve { .. } | Call::Cancel { .. } => Self::RESERVES,
+            Call::Together(_) => Self::TOGETHER,
+        };
+        self.0 & bit != 0
+    }
+}
+
 /// One part of a request that a store decides with the request's other
 /// parts as one step ([`Call::Together`]).
 #[derive(Debug)]

@@ -25,6 +25,7 @@ mod trim;
 
 pub use crate::error::{BackendError, BackendErrorKind};
 pub use crate::strategy::tick::Tick;
+pub(crate) use call::Answers;
 pub use call::{Answer, Binding, BindingPart, Call, Capabilities};
 pub use codec::{decode_record, Record};
 pub(crate) use key_locks::KeyLocks;

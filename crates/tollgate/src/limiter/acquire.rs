@@ -100,7 +100,7 @@ impl<B: Backend> Drop for Held<'_, B> {
         let Some(reservation) = self.reservation.take() else {
             return;
         };
-        if self.limiter.capabilities.decides_now {
+        if self.limiter.answers.decides_now() {
             // The in-memory store gives it back without waiting.
             let _ = poll_once(self.limiter.cancel(reservation));
         } else {

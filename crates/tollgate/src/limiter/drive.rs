@@ -161,22 +161,14 @@ impl<B: Backend> Limiter<B> {
     /// Whether the store answers `call`, as its capabilities say.
     #[inline]
     pub(super) fn answers(&self, call: &Call<'_, B::Binding>) -> bool {
-        let can = &self.capabilities;
-        match call {
-            Call::Decide { .. } | Call::Reconnect => true,
-            Call::Charge { .. } => can.charges,
-            Call::Operate { .. } => can.operates,
-            Call::Lease { .. } => can.leases,
-            Call::Reserve { .. } | Call::Cancel { .. } => can.reserves,
-            Call::Together(_) => can.together,
-        }
+        self.answers.call(call)
     }
 
     /// Whether the backend answers every decision at once
     /// ([`Capabilities::decides_now`](crate::backend::Capabilities::decides_now)),
     /// so that [`Limiter::decide_now`] decides without waiting.
     pub fn decides_now(&self) -> bool {
-        self.capabilities.decides_now
+        self.answers.decides_now()
     }
 
     /// [`Limiter::allow_n`] without waiting, on any backend: the same
@@ -204,7 +196,7 @@ impl<B: Backend> Limiter<B> {
     /// decides now but failed, under fail-closed (never in memory).
     #[inline]
     pub fn decide_now(&self, key: impl AsRef<[u8]>, cost: u64) -> Option<Result<Decision, Error>> {
-        if !self.capabilities.decides_now {
+        if !self.answers.decides_now() {
             return None;
         }
         self.drive_now(key.as_ref(), cost, self.charges_always())
@@ -288,7 +280,7 @@ impl<B: Backend> Limiter<B> {
     /// Inside the `Some`, as for [`Limiter::operate`].
     pub fn operate_now(&self, key: impl AsRef<[u8]>, op: Operation) -> Option<Result<(), Error>> {
         let key = key.as_ref();
-        if !self.capabilities.decides_now {
+        if !self.answers.decides_now() {
             return None;
         }
         if let Err(err) = self.begin_operation(key, op) {

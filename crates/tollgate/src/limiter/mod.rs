@@ -20,7 +20,7 @@ pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Answer, Backend, Binding, Call, Capabilities, Scope};
+use crate::backend::{Answer, Answers, Backend, Binding, Call, Scope};
 use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::metrics::LimiterMetrics;
@@ -71,7 +71,7 @@ pub struct Limiter<B: Backend = MemoryBackend> {
     shadow: bool,
     /// What the store answers ([`Backend::capabilities`]), read when the
     /// policy was bound.
-    capabilities: Capabilities,
+    answers: Answers,
     /// The options it was built with, to tell a changed limiter from an
     /// unchanged one when policies are replaced at run time (its top keys
     /// compared through `top_capacity`), and the exempt and deny lists a
@@ -147,13 +147,13 @@ impl<B: Backend> Limiter<B> {
             protection,
             decides_first,
             shadow: options.shadow,
-            capabilities,
+            answers: Answers::of(capabilities),
         })
     }
 
     /// Whether this limiter keeps leases: it was built to
     /// [lease](LimiterBuilder::lease) on a backend that leases
-    /// ([`Capabilities::leases`]).
+    /// ([`Capabilities::leases`](crate::backend::Capabilities::leases)).
     pub fn leases(&self) -> bool {
         self.protection.as_ref().is_some_and(|p| p.lease.is_some())
     }
@@ -216,7 +216,7 @@ impl<B: Backend> Limiter<B> {
         let mut list = self
             .top
             .list(self.top_capacity?, || self.local_clock(), metric, n);
-        if self.capabilities.decides_now {
+        if self.answers.decides_now() {
             for top in &mut list.keys {
                 top.remaining = self
                     .remaining_of(top)

@@ -114,7 +114,7 @@ impl<B: Backend> Limiter<B> {
             Reserving::Listed(decision) => return Ok(reservation(decision, Duration::ZERO, None, false)),
             Reserving::Ask(pending) => pending,
         };
-        let result = if self.capabilities.reserves {
+        let result = if self.answers(&Call::Reserve { key, cost, max_delay }) {
             Answer::reserved(self.binding.call(Call::Reserve { key, cost, max_delay }).await)
         } else {
             // A store that does not reserve: what a decision admits now.
@@ -140,7 +140,10 @@ impl<B: Backend> Limiter<B> {
         let Some(receipt) = &reservation.receipt else {
             return Ok(false);
         };
-        if !self.capabilities.reserves {
+        if !self.answers(&Call::Cancel {
+            key: &reservation.key,
+            receipt,
+        }) {
             return Ok(false);
         }
         let call = Call::Cancel {

@@ -19,10 +19,21 @@
 //! The first decisive part that denies denies the request, and then nothing
 //! at all is charged: that part reports its denial, and every other part
 //! the decision a request of that part alone would get against the stored
-//! state, reporting its state uncharged when that decision admits. A part
-//! that is not decisive (Envoy's `shadow_mode`, or a limiter in shadow
-//! mode) is decided, reported and charged like the others, but its denial
-//! denies nothing.
+//! state, reporting its state uncharged when that decision admits.
+//!
+//! **Roles.** A part's [`Role`] says what its decision does to the request.
+//! A part that is not decisive (a quota, a part in shadow mode, or a part
+//! whose limiter is in shadow mode) is decided, reported and charged like
+//! the others, but its denial denies nothing by itself. A request whose
+//! every quota part is denied (Envoy's `quota_mode`) is denied after all,
+//! and what it charged is given back. A part in shadow mode reports a
+//! denial as an admission marked
+//! [`shadow_denied`](crate::Decision::shadow_denied). A decisive part
+//! whose limiter admits nothing ([`Policy::zero`](crate::Policy::zero))
+//! denies the request before anything is charged, and every part is
+//! reported as the parts of a denied request are. [`decide_all`] decides
+//! every role, and says in [`Decided::denied`] whether the request is
+//! denied; a caller translates, and decides nothing itself.
 //!
 //! Each part goes through its limiter's decision machine as a request of
 //! that part alone does, so each limiter's options apply to its part: its
@@ -53,8 +64,9 @@
 //! usage reported after the fact: [`decide_all`] charges it first, on its
 //! own, whatever the other parts decide, and it is never given back. When
 //! such a decisive part denies, the request is denied and every other part
-//! is reported as by [`report`]; otherwise the other parts are decided as
-//! above. [`report`] charges such a part too.
+//! is reported as a denied request's parts are; otherwise the other parts
+//! are decided as above. Such a part is charged when its request is
+//! reported too.
 //!
 //! [`decide_all`] decides any request on any backend: in one step where
 //! the store can, and otherwise one part at a time, charging in order and
@@ -65,8 +77,8 @@
 //! limiter has exempt or deny lists, while a limiter's circuit breaker is
 //! not closed (the one-by-one path probes and falls back as each limiter's
 //! breaker says), and when a part would take a new lease or give a lease's
-//! units back (a call one step cannot carry). [`report`] gives every
-//! part's state when something else denies the request.
+//! units back (a call one step cannot carry); it leaves the roles but
+//! decisive and not decisive to [`decide_all`].
 
 use std::sync::OnceLock;
 
@@ -88,9 +100,50 @@ pub struct Part<'a, B: Backend> {
     pub key: &'a [u8],
     /// The units the part asks for.
     pub cost: u64,
-    /// Whether the part's denial denies the request; see the
-    /// [module docs](self).
-    pub decisive: bool,
+    /// What the part's decision does to its request: see [`Role`].
+    pub role: Role,
+}
+
+/// What a part's decision does to its request of several parts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Its denial denies the request (the default). A decisive part whose
+    /// limiter admits nothing ([`Policy::zero`](crate::Policy::zero))
+    /// denies the request before anything is charged: every part is then
+    /// reported as the parts of a denied request are.
+    #[default]
+    Decisive,
+    /// A quota (Envoy's `quota_mode`): decided, and charged when it
+    /// admits, but its denial alone denies nothing. When every quota part
+    /// of the request is denied, the request is denied after all, and
+    /// every charge the request made is given back (each part then
+    /// reports its units unspent), but a part [charged
+    /// always](self#parts-charged-whether-admitted-or-not)'s.
+    Quota,
+    /// Shadow mode (Envoy's `shadow_mode`): decided, and charged when it
+    /// admits; a denial denies nothing and is reported admitted, marked
+    /// [`shadow_denied`](Decision::shadow_denied).
+    Shadow,
+    /// A quota in shadow mode: as [`Role::Shadow`], and a request with
+    /// such a part never has every quota spent.
+    ShadowQuota,
+}
+
+impl Role {
+    /// Whether the part's denial denies its request by itself.
+    pub fn is_decisive(self) -> bool {
+        self == Role::Decisive
+    }
+
+    /// Whether the part is one of its request's quotas.
+    pub fn is_quota(self) -> bool {
+        matches!(self, Role::Quota | Role::ShadowQuota)
+    }
+
+    /// Whether a denial of the part is reported as an admission.
+    pub fn is_shadow(self) -> bool {
+        matches!(self, Role::Shadow | Role::ShadowQuota)
+    }
 }
 
 impl<B: Backend> Clone for Part<'_, B> {
@@ -113,33 +166,14 @@ impl<B: Backend> Copy for Part<'_, B> {}
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
 pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
-    if parts.is_empty() || parts.iter().any(|p| p.limiter.decides_first || charged_always(p)) {
+    let first = parts.first()?.limiter;
+    if !first.answers(&Call::Together(&[])) {
         return None;
     }
-    if !breakers_closed(parts) {
+    if parts.iter().any(|p| p.limiter.decides_first || charged_always(p)) || !breakers_closed(parts) {
         return None;
     }
-    // Each part as far as it goes without the store. A part waits for
-    // another request's answer on its key (a single flight) only while the
-    // request holds no flight itself: two requests never wait on each other.
-    let mut begun: Vec<Begun<'_>> = Vec::with_capacity(parts.len());
-    let mut holding = false;
-    for part in parts {
-        let mut step = part.limiter.begin(part.key, part.cost, false);
-        let part_begun = loop {
-            match step.begun() {
-                Ok(part_begun) => break part_begun,
-                Err(Waiting { notified, resume }) => {
-                    if !holding {
-                        notified.await;
-                    }
-                    step = part.limiter.resume(resume, !holding);
-                }
-            }
-        };
-        holding |= part_begun.holds_flight();
-        begun.push(part_begun);
-    }
+    let mut begun = begin_all(parts).await;
     // A decisive part denied before the store (a denial its deny cache
     // holds) denies the request, which then asks the store nothing.
     let denied_here = parts
@@ -160,43 +194,8 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
     if !carried {
         return None;
     }
-    for (i, step) in begun.iter_mut().enumerate() {
-        // A key named twice may be denied by the request's own charge: not
-        // the key's denial to cache.
-        if let Begun::Ask(pending) = step {
-            let part = &parts[i];
-            let named = parts
-                .iter()
-                .filter(|p| std::ptr::eq(p.limiter, part.limiter) && p.key == part.key)
-                .count();
-            if named > 1 {
-                pending.not_cacheable();
-            }
-        }
-    }
-    let sent: Vec<BindingPart<'_, B::Binding>> = parts
-        .iter()
-        .zip(&begun)
-        .map(|(part, step)| {
-            let decisive = part.decisive && !part.limiter.shadow;
-            BindingPart {
-                binding: &part.limiter.binding,
-                key: part.key,
-                cost: match step {
-                    Begun::Plain(_) | Begun::Ask(_) => part.cost,
-                    // Decided here (a denial that decides nothing, an
-                    // admission from the lease): reported by the store,
-                    // uncharged.
-                    Begun::Done(_) | Begun::Spent(..) => 0,
-                },
-                decisive,
-            }
-        })
-        .collect();
-    let first = parts[0].limiter;
-    if !first.capabilities.together {
-        return None;
-    }
+    not_cached_when_named_twice(parts, &mut begun);
+    let sent = binding_parts(parts, &begun);
     let result = Answer::decisions(first.binding.call(Call::Together(&sent)).await)?;
     Some(match result {
         Ok(decisions) if decisions.len() == parts.len() => {
@@ -215,6 +214,71 @@ pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Deci
         }
         Err(err) => fail(parts, begun, &err),
     })
+}
+
+/// Each part as far as it goes without the store. A part waits for
+/// another request's answer on its key (a single flight) only while the
+/// request holds no flight itself: two requests never wait on each other.
+async fn begin_all<'p, B: Backend>(parts: &[Part<'p, B>]) -> Vec<Begun<'p>> {
+    let mut begun: Vec<Begun<'_>> = Vec::with_capacity(parts.len());
+    let mut holding = false;
+    for part in parts {
+        let mut step = part.limiter.begin(part.key, part.cost, false);
+        let part_begun = loop {
+            match step.begun() {
+                Ok(part_begun) => break part_begun,
+                Err(Waiting { notified, resume }) => {
+                    if !holding {
+                        notified.await;
+                    }
+                    step = part.limiter.resume(resume, !holding);
+                }
+            }
+        };
+        holding |= part_begun.holds_flight();
+        begun.push(part_begun);
+    }
+    begun
+}
+
+/// A key named twice may be denied by the request's own charge: the
+/// store's answer for it is not the key's denial to cache.
+fn not_cached_when_named_twice<B: Backend>(parts: &[Part<'_, B>], begun: &mut [Begun<'_>]) {
+    for (i, step) in begun.iter_mut().enumerate() {
+        if let Begun::Ask(pending) = step {
+            let part = &parts[i];
+            let named = parts
+                .iter()
+                .filter(|p| std::ptr::eq(p.limiter, part.limiter) && p.key == part.key)
+                .count();
+            if named > 1 {
+                pending.not_cacheable();
+            }
+        }
+    }
+}
+
+/// The parts as the store's one call carries them: a part decided here
+/// (a denial that decides nothing, an admission from the lease) is
+/// reported by the store, uncharged; a part is decisive when its role is
+/// and its limiter is not in shadow mode.
+fn binding_parts<'a, B: Backend>(
+    parts: &[Part<'a, B>],
+    begun: &[Begun<'_>],
+) -> Vec<BindingPart<'a, B::Binding>> {
+    parts
+        .iter()
+        .zip(begun)
+        .map(|(part, step)| BindingPart {
+            binding: &part.limiter.binding,
+            key: part.key,
+            cost: match step {
+                Begun::Plain(_) | Begun::Ask(_) => part.cost,
+                Begun::Done(_) | Begun::Spent(..) => 0,
+            },
+            decisive: part.role.is_decisive() && !part.limiter.shadow,
+        })
+        .collect()
 }
 
 /// Whether every limiter's circuit breaker is closed. A probe the check
@@ -278,7 +342,7 @@ fn settle<B: Backend>(
 /// part's denial (a limiter in shadow mode concludes every decision as an
 /// admission, so its part never denies).
 fn denies<B: Backend>(part: &Part<'_, B>, decision: &Decision) -> bool {
-    part.decisive && !decision.allowed
+    part.role.is_decisive() && !decision.allowed
 }
 
 /// A part admitted from its lease in a request that was denied: the units
@@ -325,10 +389,12 @@ fn fail<B: Backend>(
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Decided {
-    /// One decision per part, in order. The request is denied when a
-    /// decisive part's decision is not `allowed` (a part in shadow mode,
-    /// its own or [`Part::decisive`] false, never denies it).
+    /// One decision per part, in order, each as its [`Role`] reports it.
     pub decisions: Vec<Decision>,
+    /// Whether the request is denied: a decisive part denied it (a part
+    /// whose limiter is in shadow mode never does), a decisive part's
+    /// limiter admits nothing, or every quota of the request is spent.
+    pub denied: bool,
     /// Charges of a denied request left in place: made by a limiter's
     /// in-memory fallback while its store failed (a refund does not reach
     /// it), or whose refund failed because the store failed in between.
@@ -359,7 +425,7 @@ fn one_by_one_locks() -> &'static KeyLocks {
 /// charges of the earlier ones; at the first decisive denial the parts
 /// already charged are given back exactly what they were charged (a refund
 /// right after a charge undoes it) and report their state as it then
-/// stands, and the parts after it are reported as by [`report`], uncharged.
+/// stands, and the parts after it are reported uncharged.
 /// Between a charge and its refund another request may see the charge and
 /// be denied where it would have fitted: conservative, never admitting
 /// more than the limits. Requests of several parts decided so in this
@@ -372,10 +438,65 @@ fn one_by_one_locks() -> &'static KeyLocks {
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed; the parts charged before it are given back first.
 pub async fn decide_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
-    if parts.len() > 1 && parts.iter().any(charged_always) {
-        return charged_first(parts).await;
+    if parts
+        .iter()
+        .any(|p| p.role.is_decisive() && p.limiter.policy().admits_nothing())
+    {
+        // Denied before anything is charged: every part reported.
+        let decisions = report(parts).await?;
+        return Ok(conclude(parts, (decisions, 0), true));
     }
-    decide_charged_if_admitted(parts).await
+    let (mut decisions, mut partial_charges) = if parts.len() > 1 && parts.iter().any(charged_always) {
+        charged_first(parts).await?
+    } else {
+        decide_charged_if_admitted(parts).await?
+    };
+    // A decisive denial charged nothing: the quotas have nothing to give
+    // back.
+    if parts.iter().zip(&decisions).any(|(p, d)| denies(p, d)) {
+        return Ok(conclude(parts, (decisions, partial_charges), true));
+    }
+    let spent = quotas_spent(parts, &decisions);
+    if spent {
+        partial_charges += give_back(parts, &mut decisions).await;
+    }
+    Ok(conclude(parts, (decisions, partial_charges), spent))
+}
+
+/// One decision per part, in order, and the charges of a denied request
+/// left in place ([`Decided::partial_charges`]).
+type Decisions = (Vec<Decision>, u64);
+
+/// Whether every quota of the request is spent: it has quota parts, none in
+/// shadow mode, and each was denied.
+fn quotas_spent<B: Backend>(parts: &[Part<'_, B>], decisions: &[Decision]) -> bool {
+    let mut quotas = parts
+        .iter()
+        .zip(decisions)
+        .filter(|(p, _)| p.role.is_quota())
+        .peekable();
+    quotas.peek().is_some() && quotas.all(|(p, d)| p.role == Role::Quota && !d.allowed)
+}
+
+/// The request's answer, each part's decision as its role reports it: a
+/// part in shadow mode that was denied reports an admission, marked
+/// [`shadow_denied`](Decision::shadow_denied).
+fn conclude<B: Backend>(
+    parts: &[Part<'_, B>],
+    (mut decisions, partial_charges): Decisions,
+    denied: bool,
+) -> Decided {
+    for (part, decision) in parts.iter().zip(&mut decisions) {
+        if part.role.is_shadow() && !decision.allowed {
+            decision.allowed = true;
+            decision.shadow_denied = true;
+        }
+    }
+    Decided {
+        decisions,
+        denied,
+        partial_charges,
+    }
 }
 
 /// Whether `part` is charged whether admitted or not.
@@ -387,7 +508,7 @@ fn charged_always<B: Backend>(part: &Part<'_, B>) -> bool {
 /// always](self#parts-charged-whether-admitted-or-not): those first, one by
 /// one, then the others, decided together unless a charged part denied the
 /// request, and then reported.
-async fn charged_first<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+async fn charged_first<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, Error> {
     let mut decisions: Vec<Option<Decision>> = vec![None; parts.len()];
     let mut denied = false;
     for (i, part) in parts.iter().enumerate().filter(|(_, p)| charged_always(p)) {
@@ -406,27 +527,20 @@ async fn charged_first<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Err
     } else if denied {
         (report(&rest).await?, 0)
     } else {
-        let decided = decide_charged_if_admitted(&rest).await?;
-        (decided.decisions, decided.partial_charges)
+        decide_charged_if_admitted(&rest).await?
     };
     for (i, decision) in others.into_iter().zip(decided) {
         decisions[i] = Some(decision);
     }
-    Ok(Decided {
-        decisions: decisions.into_iter().flatten().collect(),
-        partial_charges,
-    })
+    Ok((decisions.into_iter().flatten().collect(), partial_charges))
 }
 
 /// [`decide_all`] for parts that are each charged only when the request
 /// is admitted.
-async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, Error> {
     if let [part] = parts {
         let decision = part.limiter.allow_n(part.key, part.cost).await?;
-        return Ok(Decided {
-            decisions: vec![decision],
-            partial_charges: 0,
-        });
+        return Ok((vec![decision], 0));
     }
     if let Some(result) = decide(parts).await {
         let decisions = result?;
@@ -437,10 +551,7 @@ async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result
         } else {
             0
         };
-        return Ok(Decided {
-            decisions,
-            partial_charges,
-        });
+        return Ok((decisions, partial_charges));
     }
     let locks = one_by_one_locks();
     let _guards = locks
@@ -452,7 +563,7 @@ async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result
 /// [`decide_all`]'s path when the store cannot decide the parts in one
 /// step: charge in order; at the first decisive denial, give back what was
 /// charged and report every other part as it then stands.
-async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, Error> {
     let mut decisions = Vec::with_capacity(parts.len());
     // The parts charged in the store, by index.
     let mut charged: Vec<usize> = Vec::new();
@@ -480,10 +591,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
         }
     }
     let Some(denial) = denial else {
-        return Ok(Decided {
-            decisions,
-            partial_charges: 0,
-        });
+        return Ok((decisions, 0));
     };
     let failed = refund_parts(parts, &charged).await;
     // Every part but the denial reports what a request of it alone would
@@ -498,10 +606,7 @@ async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error>
             reported(part).await?
         });
     }
-    Ok(Decided {
-        decisions: reports,
-        partial_charges: unrefundable + failed,
-    })
+    Ok((reports, unrefundable + failed))
 }
 
 /// Gives back the charges of the parts at `charged`, each exactly its cost;
@@ -525,15 +630,14 @@ async fn refund<B: Backend>(part: &Part<'_, B>) -> bool {
 }
 
 /// Gives back what a request's parts were charged when the request, once
-/// `decisions` were made (one per part, in order, by [`decide_all`]), is
-/// denied after all by something they do not say (for Envoy, every quota
-/// of the request spent): each part whose decision charged its store is
-/// given back exactly its cost and reports it unspent, as the parts of a
-/// denied request do. A part [charged
+/// `decisions` were made (one per part, in order), is denied after all by
+/// every quota of the request spent: each part whose decision charged its
+/// store is given back exactly its cost and reports it unspent, as the
+/// parts of a denied request do. A part [charged
 /// always](self#parts-charged-whether-admitted-or-not) keeps its charge.
 /// Returns how many could not be given back (the store failed), partial
 /// charges as [`Decided::partial_charges`] counts them.
-pub async fn give_back<B: Backend>(parts: &[Part<'_, B>], decisions: &mut [Decision]) -> u64 {
+async fn give_back<B: Backend>(parts: &[Part<'_, B>], decisions: &mut [Decision]) -> u64 {
     let mut failed = 0;
     for (part, decision) in parts.iter().zip(decisions.iter_mut()) {
         if !charges(decision) || part.cost == 0 || charged_always(part) {
@@ -560,8 +664,8 @@ fn charges(decision: &Decision) -> bool {
         && decision.listed.is_none()
 }
 
-/// Reports `parts` of a request that something else denies (for Envoy, a
-/// descriptor limited to 0 requests): each part as [`decide_all`] reports
+/// Reports `parts` of a request that a decisive part whose limiter admits
+/// nothing denies: each part as [`decide_all`] reports
 /// the parts of a denied request, nothing charged but the parts [charged
 /// always](self#parts-charged-whether-admitted-or-not).
 ///
@@ -574,7 +678,7 @@ fn charges(decision: &Decision) -> bool {
 ///
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
-pub async fn report<B: Backend>(parts: &[Part<'_, B>]) -> Result<Vec<Decision>, Error> {
+async fn report<B: Backend>(parts: &[Part<'_, B>]) -> Result<Vec<Decision>, Error> {
     let mut decisions = Vec::with_capacity(parts.len());
     for part in parts {
         decisions.push(reported(part).await?);

@@ -193,67 +193,20 @@ impl<B: Backend> LimitersBuilder<B> {
             )
             .into());
         }
-        let options_of = |name: &str| -> Options {
-            let mut options = self.options.clone();
-            if let Some(o) = self.overrides.get(name) {
-                if let Some(fallback) = o.fallback {
-                    options.fallback = Some(fallback);
-                }
-                if let Some(cache) = o.deny_cache {
-                    options.deny_cache = cache;
-                }
-                if let Some(shadow) = o.shadow {
-                    options.shadow = shadow;
-                }
-                if let Some(top) = o.top_keys {
-                    options.top_keys = top;
-                }
-                if let Some(lease) = o.lease {
-                    options.lease = lease;
-                }
-                if let Some(charge) = o.charge {
-                    options.charge = charge;
-                }
-                options.exempt.extend(&o.exempt);
-                options.deny.extend(&o.deny);
-            }
-            options
-        };
-        // The limiter for `resource`: the previous one when nothing changed,
-        // else one bound after it.
-        let limiter_for =
-            |resource: &str, policy: &Policy, options: &Options| -> Result<Arc<Limiter<B>>, Error> {
-                let before = previous.and_then(|p| {
-                    if resource.is_empty() {
-                        Some(&p.default)
-                    } else {
-                        p.resources.get(resource)
-                    }
-                });
-                if let Some(before) = before {
-                    if before.policy() == policy && before.built_with(options) {
-                        return Ok(before.clone());
-                    }
-                }
-                let scope = Scope {
-                    prefix: &self.prefix,
-                    resource,
-                    policy,
-                };
-                Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b), (None, None))
-                    .map(Arc::new)
-            };
-        let default = limiter_for("", &default, &self.options)?;
+        let default = self.limiter_for(previous, "", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, policy) in &self.resources {
             Limiters::check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(Limiters::resource_path(name), "is defined twice").into());
             }
-            let limiter = limiter_for(name, policy, &options_of(name)).map_err(|e| match e {
-                Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
-                other => other,
-            })?;
+            let options = self.options_of(name);
+            let limiter = self
+                .limiter_for(previous, name, policy, &options)
+                .map_err(|e| match e {
+                    Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
+                    other => other,
+                })?;
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
         Ok(Named {
@@ -261,5 +214,64 @@ impl<B: Backend> LimitersBuilder<B> {
             resources,
             prefix: Some(self.prefix),
         })
+    }
+
+    /// The settings of the resource `name`: the set's, with the ones set
+    /// for the resource in their place.
+    fn options_of(&self, name: &str) -> Options {
+        let mut options = self.options.clone();
+        let Some(o) = self.overrides.get(name) else {
+            return options;
+        };
+        if let Some(fallback) = o.fallback {
+            options.fallback = Some(fallback);
+        }
+        if let Some(cache) = o.deny_cache {
+            options.deny_cache = cache;
+        }
+        if let Some(shadow) = o.shadow {
+            options.shadow = shadow;
+        }
+        if let Some(top) = o.top_keys {
+            options.top_keys = top;
+        }
+        if let Some(lease) = o.lease {
+            options.lease = lease;
+        }
+        if let Some(charge) = o.charge {
+            options.charge = charge;
+        }
+        options.exempt.extend(&o.exempt);
+        options.deny.extend(&o.deny);
+        options
+    }
+
+    /// The limiter for `resource` (empty for the default): `previous`'s
+    /// when nothing changed, else one bound after it.
+    fn limiter_for(
+        &self,
+        previous: Option<&Named<B>>,
+        resource: &str,
+        policy: &Policy,
+        options: &Options,
+    ) -> Result<Arc<Limiter<B>>, Error> {
+        let before = previous.and_then(|p| {
+            if resource.is_empty() {
+                Some(&p.default)
+            } else {
+                p.resources.get(resource)
+            }
+        });
+        if let Some(before) = before {
+            if before.policy() == policy && before.built_with(options) {
+                return Ok(before.clone());
+            }
+        }
+        let scope = Scope {
+            prefix: &self.prefix,
+            resource,
+            policy,
+        };
+        Limiter::bind_after(&self.backend, &scope, options, before.map(|b| &**b), (None, None)).map(Arc::new)
     }
 }

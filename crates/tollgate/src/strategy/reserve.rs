@@ -90,15 +90,64 @@ pub fn reserve_all(
         return decided(next);
     }
     let now = super::clamp_time(now);
-    let tat = |i: usize| match states[i] {
+    let Some(slots) = earliest_slots(limits, states, now, cost) else {
+        // Never: decided as a request of this cost is.
+        return decided(next);
+    };
+    let delay = slots.proceed - now;
+    if delay > max_delay {
+        return ReserveOutcome {
+            compound: refused(limits, states, next, now, (delay - max_delay, slots.longest)),
+            delay: 0,
+            beyond_max_delay: true,
+        };
+    }
+    if slots.proceed >= slots.turns {
+        return ReserveOutcome {
+            compound: refused(limits, states, next, now, (slots.turns - now, slots.turning)),
+            delay: 0,
+            beyond_max_delay: false,
+        };
+    }
+    ReserveOutcome {
+        compound: charged_at(limits, states, next, (now, slots.proceed), cost),
+        delay,
+        beyond_max_delay: false,
+    }
+}
+
+/// Where a reservation's limits let it proceed ([`earliest_slots`]).
+struct Slots {
+    /// The latest of the limits' earliest slots.
+    proceed: u64,
+    /// The limit `proceed` is from (ties: the first).
+    longest: usize,
+    /// The earliest end of a sliding window's current window (`u64::MAX`
+    /// without one).
+    turns: u64,
+    /// The limit `turns` is from.
+    turning: usize,
+}
+
+/// A bucket's theoretical arrival time at `now` (`now` for any other state).
+fn tat_at(state: Option<State>, now: u64) -> u64 {
+    match state {
         Some(State::Gcra(s)) => s.tat.max(now),
         _ => now,
+    }
+}
+
+/// Each limit's earliest slot for `cost` units at `now`, and where the
+/// reservation's limits let it proceed; `None` when some limit never
+/// admits it (the cost exceeds a bucket's limit, a sliding window's
+/// estimate never falls far enough).
+fn earliest_slots(limits: &[LimitRate], states: &[Option<State>], now: u64, cost: u64) -> Option<Slots> {
+    let mut slots = Slots {
+        proceed: now,
+        longest: 0,
+        turns: u64::MAX,
+        turning: 0,
     };
-    // The latest of the limits' earliest slots, and the limit it is from
-    // (ties: the first); the earliest end of a sliding window's current
-    // window, and its limit.
-    let (mut proceed, mut longest) = (now, 0);
-    let (mut turns, mut turning) = (u64::MAX, 0);
     for (i, limit) in limits.iter().enumerate() {
         let rate = &limit.rate;
         let earliest = if limit.strategy == Strategy::SlidingWindow {
@@ -106,50 +155,54 @@ pub fn reserve_all(
                 Some(State::SlidingWindow(s)) => Some(s),
                 _ => None,
             };
-            let Some((earliest, end)) = SlidingWindow::earliest(rate, state, now, cost) else {
-                // Never: decided as a request of this cost is.
-                return decided(next);
-            };
-            if end < turns {
-                (turns, turning) = (end, i);
+            let (earliest, end) = SlidingWindow::earliest(rate, state, now, cost)?;
+            if end < slots.turns {
+                (slots.turns, slots.turning) = (end, i);
             }
             earliest
         } else {
             if cost > rate.limit {
-                return decided(next);
+                return None;
             }
-            now + (tat(i) + cost * rate.interval - now).saturating_sub(rate.limit * rate.interval)
+            let tat = tat_at(states[i], now);
+            now + (tat + cost * rate.interval - now).saturating_sub(rate.limit * rate.interval)
         };
-        if earliest > proceed {
-            (proceed, longest) = (earliest, i);
+        if earliest > slots.proceed {
+            (slots.proceed, slots.longest) = (earliest, i);
         }
     }
-    let delay = proceed - now;
-    let refused = |retry_after: u64, bound_by: usize, next: &mut [Option<State>]| {
-        let peek = decide_all(limits, states, next, now, 0);
-        CompoundOutcome {
-            outcome: Outcome {
-                allowed: false,
-                retry_after: Some(retry_after),
-                ..peek.outcome
-            },
-            bound_by,
-        }
-    };
-    if delay > max_delay {
-        return ReserveOutcome {
-            compound: refused(delay - max_delay, longest, next),
-            delay: 0,
-            beyond_max_delay: true,
-        };
+    Some(slots)
+}
+
+/// A refused reservation: a peek's figures at `now`, denied, with
+/// `retry_after` and bound by the limit at `bound_by`; nothing charged.
+fn refused(
+    limits: &[LimitRate],
+    states: &[Option<State>],
+    next: &mut [Option<State>],
+    now: u64,
+    (retry_after, bound_by): (u64, usize),
+) -> CompoundOutcome {
+    let peek = decide_all(limits, states, next, now, 0);
+    CompoundOutcome {
+        outcome: Outcome {
+            allowed: false,
+            retry_after: Some(retry_after),
+            ..peek.outcome
+        },
+        bound_by,
     }
-    if proceed >= turns {
-        return ReserveOutcome {
-            compound: refused(turns - now, turning, next),
-            delay: 0,
-            beyond_max_delay: false,
-        };
-    }
+}
+
+/// Every limit charged `cost` as by a request admitted at `proceed`
+/// (`next` filled), its figures as seen at `now`.
+fn charged_at(
+    limits: &[LimitRate],
+    states: &[Option<State>],
+    next: &mut [Option<State>],
+    (now, proceed): (u64, u64),
+    cost: u64,
+) -> CompoundOutcome {
     let mut outcomes = [Outcome {
         allowed: true,
         remaining: 0,
@@ -170,7 +223,9 @@ pub fn reserve_all(
             };
             continue;
         }
-        let tat = tat(i).max(proceed).saturating_add(cost * rate.interval);
+        let tat = tat_at(states[i], now)
+            .max(proceed)
+            .saturating_add(cost * rate.interval);
         let ahead = tat - now;
         let burst = rate.limit * rate.interval;
         outcomes[i] = Outcome {
@@ -181,11 +236,7 @@ pub fn reserve_all(
         };
         next[i] = Some(State::Gcra(GcraState { tat }));
     }
-    ReserveOutcome {
-        compound: combine(&outcomes[..limits.len()]),
-        delay,
-        beyond_max_delay: false,
-    }
+    combine(&outcomes[..limits.len()])
 }
 
 /// Gives back a reservation of `cost` units whose charge left the states

@@ -15,7 +15,7 @@ use tollgate::clock::{Clock, ManualClock};
 use tollgate::protection::{DenyCache, Lease};
 use tollgate::strategy::{charge_all, decide_all, LimitRate, State};
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::together::{self, Part};
+use tollgate::together::{self, Part, Role};
 use tollgate::{Charge, Decision, Error, FailPolicy, KeyList, Limit, Limiter, Operation, Policy, Strategy};
 
 const START: u64 = 1_700_000_000_000_000_000;
@@ -408,13 +408,13 @@ fn a_part_charged_always_is_charged_whatever_the_request_decides() {
                 limiter: &tokens,
                 key: b"t".as_slice(),
                 cost,
-                decisive: true,
+                role: Role::Decisive,
             },
             Part {
                 limiter: &requests,
                 key: b"t".as_slice(),
                 cost: 1,
-                decisive: true,
+                role: Role::Decisive,
             },
         ]
     };
@@ -434,10 +434,27 @@ fn a_part_charged_always_is_charged_whatever_the_request_decides() {
     assert_eq!(decided.decisions[1].remaining, 2);
     assert_eq!(requests.check_n("t", 0).remaining, 2);
     usage_is_exactly(&rt, &tokens, "t", 120);
-    // `report` charges the part charged always too.
+    // A request that a part admitting nothing denies is reported, and
+    // the part charged always is charged then too.
     rt.block_on(requests.operate("t", Operation::Reset)).unwrap();
-    let reported = rt.block_on(together::report(&parts(1))).unwrap();
-    assert_eq!(reported.len(), 2);
+    let zero = Limiter::builder()
+        .policy(tollgate::Policy::zero(Duration::from_secs(60)).unwrap())
+        .build()
+        .unwrap();
+    let [tokens_part, requests_part] = parts(1);
+    let blocked = [
+        tokens_part,
+        requests_part,
+        Part {
+            limiter: &zero,
+            key: b"t".as_slice(),
+            cost: 1,
+            role: Role::Decisive,
+        },
+    ];
+    let reported = rt.block_on(together::decide_all(&blocked)).unwrap();
+    assert!(reported.denied);
+    assert_eq!(reported.decisions.len(), 3);
     assert_eq!(requests.check_n("t", 0).remaining, 2);
     assert!(!tokens.check_n("t", 0).allowed);
 }

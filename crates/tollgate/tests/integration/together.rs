@@ -16,7 +16,7 @@ use tollgate::clock::Clock;
 use tollgate::clock::ManualClock;
 use tollgate::strategy::LimitRate;
 use tollgate::testing::MapStore;
-use tollgate::together::{self, Part};
+use tollgate::together::{self, Part, Role};
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_test_support::together_model::{alone, expected, parts, request, States};
 
@@ -59,7 +59,7 @@ fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limi
                     .block_on(together::decide_all(&parts))
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 prop_assert_eq!(got.partial_charges, 0);
-                let want = expected(&limits, &mut states, plan, clock.now_nanos(), Tick::Nanos);
+                let (want, denied) = expected(&limits, &mut states, plan, clock.now_nanos(), Tick::Nanos);
                 prop_assert_eq!(
                     &got.decisions,
                     &want,
@@ -68,6 +68,7 @@ fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limi
                     plan,
                     policies
                 );
+                prop_assert_eq!(got.denied, denied, "request {} {:?} of {:?}", r, plan, policies);
             }
             for (p, limiter) in limiters.iter().enumerate() {
                 for (k, key) in keys.iter().enumerate() {
@@ -130,7 +131,7 @@ async fn several_parts_are_all_or_nothing() {
         limiter,
         key: key.as_bytes(),
         cost: 1,
-        decisive: true,
+        role: Role::Decisive,
     };
     let left = |limiter: &Limiter, key: &str| limiter.check_n(key, 0).remaining;
     let both = [part(&address, "10.0.0.2"), part(&user, "alice")];
@@ -165,12 +166,22 @@ async fn several_parts_are_all_or_nothing() {
     assert!(third.decisions[0].allowed && !third.decisions[1].allowed);
     assert_eq!(third.decisions[0].remaining, 1);
     assert_eq!(left(&user, "bob"), 1);
-    // A request that something else denies reports every part as it
-    // stands, charging nothing: a fitting part admitted, a used-up one
-    // denied with the wait it would get alone.
-    let reported = together::report(&[part(&user, "carol"), part(&address, "10.0.0.2")])
-        .await
+    // A request that a part admitting nothing denies reports every other
+    // part as it stands, charging nothing: a fitting part admitted, a
+    // used-up one denied with the wait it would get alone.
+    let zero = Limiter::builder()
+        .policy(tollgate::Policy::zero(Duration::from_secs(1)).unwrap())
+        .clock(clock.clone())
+        .build()
         .unwrap();
+    let blocked = [
+        part(&user, "carol"),
+        part(&address, "10.0.0.2"),
+        part(&zero, "carol"),
+    ];
+    let decided = together::decide_all(&blocked).await.unwrap();
+    assert!(decided.denied && !decided.decisions[2].allowed);
+    let reported = decided.decisions;
     assert!(reported[0].allowed);
     assert_eq!(reported[0].remaining, 5);
     assert!(!reported[1].allowed);
@@ -179,12 +190,17 @@ async fn several_parts_are_all_or_nothing() {
     // A part that is not decisive never denies the request.
     let lenient = [
         Part {
-            decisive: false,
+            role: Role::Shadow,
             ..part(&address, "10.0.0.2")
         },
         part(&user, "dave"),
     ];
     let decided = together::decide_all(&lenient).await.unwrap();
-    assert!(!decided.decisions[0].allowed && decided.decisions[1].allowed);
+    assert!(!decided.denied && decided.decisions[1].allowed);
+    let shadow = decided.decisions[0];
+    assert!(
+        shadow.allowed && shadow.shadow_denied,
+        "reported admitted: {shadow:?}"
+    );
     assert_eq!(left(&user, "dave"), 4);
 }

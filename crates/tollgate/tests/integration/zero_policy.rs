@@ -6,7 +6,7 @@ use std::time::Duration;
 use tollgate::backend::store::StoreBackend;
 use tollgate::clock::ManualClock;
 use tollgate::testing::{FlakyStore, MapStore};
-use tollgate::together::{self, Part};
+use tollgate::together::{self, Part, Role};
 use tollgate::{KeyList, Limiter, Policy, Strategy};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -124,13 +124,13 @@ fn a_request_with_a_part_that_admits_nothing_charges_no_other_part() {
             limiter: &open,
             key: b"k",
             cost: 1,
-            decisive: true,
+            role: Role::Decisive,
         },
         Part {
             limiter: &zero,
             key: b"k",
             cost: 1,
-            decisive: true,
+            role: Role::Decisive,
         },
     ];
     let decided = block_on(together::decide_all(&parts)).unwrap();
