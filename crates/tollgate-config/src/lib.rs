@@ -147,7 +147,7 @@
 //! crate, so replacing the file by renaming another over it, or swapping a
 //! symbolic link, is seen too), waits until the directory has been quiet
 //! for [`DEFAULT_DEBOUNCE`] (200 ms), and applies the file when its bytes
-//! changed; [`PolicyWatcher::reload`] applies it on demand (for `SIGHUP`).
+//! changed; [`PolicyWatcher::reload_blocking`] applies it on demand (for `SIGHUP`).
 //! A valid file replaces the policies atomically, keeping each key's state
 //! where the policy allows it (a resource whose strategy and window stay
 //! keeps what each key spent when only its limit changes). An invalid file
@@ -206,6 +206,10 @@
 //! reported with its line, column and offset. YAML files may nest at most
 //! 80 levels and hold at most 250,000 nodes. YAML is read with
 //! [`serde_saphyr`], TOML with [`toml`], JSON with [`serde_json`].
+
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
 
 mod any_backend;
 mod env;

@@ -371,7 +371,7 @@ impl PolicySet {
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_leases(&self) -> Result<u64, tollgate::Error> {
         let limiters = self.limiters();
-        tollgate::together::end_leases(limiters.iter().map(Arc::as_ref)).await
+        tollgate::together::end_all_leases(limiters.iter().map(Arc::as_ref)).await
     }
 
     /// Ends the leases of the limiters of this set that `next`, the set a
@@ -385,7 +385,7 @@ impl PolicySet {
     /// The first limiter's error, after every limiter was tried.
     pub async fn end_replaced_leases(&self, next: &PolicySet) -> Result<u64, tollgate::Error> {
         let replaced = self.replaced_by(next);
-        tollgate::together::end_leases(replaced.iter().map(Arc::as_ref)).await
+        tollgate::together::end_all_leases(replaced.iter().map(Arc::as_ref)).await
     }
 
     /// Whether a reload to `next` leaves a limiter of this set that leases

@@ -30,7 +30,7 @@ pub enum ReloadError {
         to: Box<Storage>,
     },
     /// Changes can no longer be watched (events were lost, or the
-    /// directory went away): [`reload`](crate::PolicyWatcher::reload)
+    /// directory went away): [`reload_blocking`](crate::PolicyWatcher::reload_blocking)
     /// still applies the file on demand.
     #[cfg(feature = "watch")]
     Watch(crate::watch_error::WatchError),

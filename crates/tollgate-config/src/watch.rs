@@ -38,7 +38,7 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 ///   ([`ReloadError::StorageChanged`]). Everything else may change live,
 ///   the key prefix included (then every key starts fresh).
 ///
-/// [`reload`](Self::reload) applies the file on demand, for a `SIGHUP`
+/// [`reload_blocking`](Self::reload_blocking) applies the file on demand, for a `SIGHUP`
 /// handler or an admin endpoint.
 ///
 /// ```no_run
@@ -53,7 +53,7 @@ use crate::set_watcher::{Callback, PolicySetHandle, PolicySetWatcher, DEFAULT_DE
 /// let decision = limiter.limiter("login").allow("203.0.113.7").await?;
 /// # let _ = decision;
 /// // On SIGHUP:
-/// watcher.reload()?;
+/// watcher.reload_blocking()?;
 /// # Ok(())
 /// # }
 /// ```
@@ -139,7 +139,7 @@ impl PolicyWatcher {
     ///
     /// A [`ReloadError`] when the file cannot be read, is invalid, names
     /// another storage or cannot be served; the policies in effect stay.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    pub fn reload_blocking(&self) -> Result<(), ReloadError> {
         self.watcher.handle().reload_blocking()?;
         self.serve_current();
         Ok(())

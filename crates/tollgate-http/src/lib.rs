@@ -137,6 +137,10 @@
 //! the service. The two can be stacked: tower's to protect a backend's
 //! total capacity, this one for fairness between clients.
 
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
+
 #[cfg(not(any(feature = "tower", feature = "actix")))]
 compile_error!("tollgate-http needs feature `tower` (hyper, axum, tonic), `axum`, `tonic` or `actix`");
 

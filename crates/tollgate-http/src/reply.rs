@@ -26,10 +26,10 @@ pub enum GrpcMode {
 
 /// gRPC status codes used by the default replies.
 mod grpc_code {
-    pub const INVALID_ARGUMENT: u32 = 3;
-    pub const RESOURCE_EXHAUSTED: u32 = 8;
-    pub const INTERNAL: u32 = 13;
-    pub const UNAVAILABLE: u32 = 14;
+    pub(crate) const INVALID_ARGUMENT: u32 = 3;
+    pub(crate) const RESOURCE_EXHAUSTED: u32 = 8;
+    pub(crate) const INTERNAL: u32 = 13;
+    pub(crate) const UNAVAILABLE: u32 = 14;
 }
 
 /// A header name or value that HTTP does not allow.

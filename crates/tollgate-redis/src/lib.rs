@@ -102,6 +102,10 @@
 //! versions it needs. Measured latency and throughput are in
 //! [`tollgate::_documentation::performance`].
 
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
+
 /// Long-form documentation: the guide to operating limits on Redis, and
 /// leases.
 pub mod _documentation {

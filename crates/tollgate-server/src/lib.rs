@@ -75,6 +75,10 @@
 //! ([`tollgate_config::PolicySet`], [`tollgate_config::PolicySetWatcher`]);
 //! the service keeps only its protocols.
 
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
+
 /// The service's routes called without a socket, for the fuzz targets. Not
 /// public API: anything here may change or go away in any release.
 #[doc(hidden)]

@@ -23,6 +23,10 @@
 //!
 //! Not published: a dev-dependency of the workspace's crates only.
 
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod bench;
 pub mod counting_alloc;
 pub mod envoy_files;

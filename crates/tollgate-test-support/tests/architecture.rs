@@ -63,7 +63,7 @@ fn the_service_decides_nothing_of_several_limits() {
     );
     // The check reads what it means to: the service does hand the core
     // its parts.
-    assert!(!lines_with(Some("tollgate-server"), &["together::decide_all("]).is_empty());
+    assert!(!lines_with(Some("tollgate-server"), &["together::allow_all("]).is_empty());
 }
 
 #[test]

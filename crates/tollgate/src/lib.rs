@@ -76,6 +76,10 @@
 //!   `FlakyStore`, which wraps a store and fails on demand to exercise fail
 //!   policies. Enable it on a dev-dependency only.
 
+// `pub` means reachable from outside the crate: an item that is not says
+// `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod _documentation;
 pub mod backend;
 pub mod calendar;

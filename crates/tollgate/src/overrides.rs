@@ -188,7 +188,7 @@ impl<B: Backend + Clone> Overrides<B> {
 
     /// Every limiter made so far besides the base one (the windows' and
     /// the plans kept), as a service ends their leases before it exits
-    /// ([`together::end_leases`](crate::together::end_leases)).
+    /// ([`together::end_all_leases`](crate::together::end_all_leases)).
     pub fn limiters(&self) -> Vec<Arc<Limiter<B>>> {
         let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         kept.windows

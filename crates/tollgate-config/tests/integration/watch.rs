@@ -208,15 +208,15 @@ async fn reload_applies_the_file_on_demand() {
     let (watcher, reports, path) = watch(dir.path(), &policies(3), Duration::from_secs(3_600)).await;
     assert!(allows(&watcher, "k").await);
     std::fs::write(&path, policies(10)).unwrap();
-    watcher.reload().unwrap();
+    watcher.reload_blocking().unwrap();
     assert_eq!(api_limit(&watcher), 10);
     assert_eq!(admitted(&watcher, "k").await, 9);
     // An unchanged file applies again, keeping everything.
-    watcher.reload().unwrap();
+    watcher.reload_blocking().unwrap();
     assert_eq!(admitted(&watcher, "k").await, 0);
     // An invalid one is returned as the error, with its line.
     std::fs::write(&path, policies(0)).unwrap();
-    let err = watcher.reload().unwrap_err();
+    let err = watcher.reload_blocking().unwrap_err();
     let ReloadError::File(file_err) = &err else {
         panic!("expected a file error, got {err}")
     };
@@ -246,7 +246,7 @@ async fn a_change_of_storage_is_refused_until_a_restart() {
         &policies(4)["tollgate:\n".len()..]
     );
     std::fs::write(&path, &redis).unwrap();
-    let err = watcher.reload().unwrap_err();
+    let err = watcher.reload_blocking().unwrap_err();
     let ReloadError::StorageChanged { field, from, to, .. } = &err else {
         panic!("expected a storage change, got {err}")
     };
@@ -265,7 +265,7 @@ async fn a_change_of_storage_is_refused_until_a_restart() {
     assert_eq!(api_limit(&watcher), 3);
     // Back to memory, the file applies.
     std::fs::write(&path, policies(4)).unwrap();
-    watcher.reload().unwrap();
+    watcher.reload_blocking().unwrap();
     assert_eq!(api_limit(&watcher), 4);
 }
 

@@ -212,7 +212,7 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_decided_in_one_call_only_within_one_slot() {
-    use tollgate::together::{decide, Part, Role};
+    use tollgate::together::{allow_in_one_step, Part, Role};
     let cluster = Cluster::start(3, 0, 2_000);
     let backend = RedisBackend::connect_cluster(&cluster.urls()).await.unwrap();
     let policy = Policy::new(Strategy::FixedWindow, 1, Duration::from_secs(3_600)).unwrap();
@@ -246,18 +246,18 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
     };
     // A hash tag in the caller's key puts both limits' state in one slot.
     assert_eq!(slot(&a, "{user-1}"), slot(&b, "{user-1}"));
-    let decisions = decide(&parts("{user-1}"))
+    let decisions = allow_in_one_step(&parts("{user-1}"))
         .await
         .expect("one slot: one call")
         .unwrap();
     assert!(decisions.iter().all(|d| d.allowed && d.remaining == 0));
     // The second request is denied by both, and nothing is charged.
-    let decisions = decide(&parts("{user-1}")).await.unwrap().unwrap();
+    let decisions = allow_in_one_step(&parts("{user-1}")).await.unwrap().unwrap();
     assert!(decisions.iter().all(|d| !d.allowed));
     // Without one, the limits' state keys land in different slots: the
     // caller is told to decide one by one.
     assert_ne!(slot(&a, "user-1"), slot(&b, "user-1"));
-    assert!(decide(&parts("user-1")).await.is_none());
+    assert!(allow_in_one_step(&parts("user-1")).await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -55,7 +55,7 @@ fn matches_the_contract(
                 // One script call decides the parts (no lists, leases or
                 // open breakers here); the roles are concluded after it.
                 let got =
-                    h.rt.block_on(together::decide_all(&parts))
+                    h.rt.block_on(together::allow_all(&parts))
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 let (want, denied) = expected(
                     &limits,
@@ -161,7 +161,7 @@ async fn a_denied_request_never_shows_a_charge_to_others() {
                                 role: Role::Decisive,
                             },
                         ];
-                        let decisions = together::decide(&parts).await.unwrap().unwrap();
+                        let decisions = together::allow_in_one_step(&parts).await.unwrap().unwrap();
                         assert!(!decisions[1].allowed, "{decisions:?}");
                         denials.fetch_add(1, Ordering::Relaxed);
                     }
@@ -207,7 +207,7 @@ async fn a_blocked_part_denies_the_request_and_charges_nothing() {
         cost: 2,
         role: if decisive { Role::Decisive } else { Role::Shadow },
     };
-    let decisions = together::decide(&[part(&free, true), part(&blocked, true)])
+    let decisions = together::allow_in_one_step(&[part(&free, true), part(&blocked, true)])
         .await
         .unwrap()
         .unwrap();
@@ -226,7 +226,7 @@ async fn a_blocked_part_denies_the_request_and_charges_nothing() {
         "nothing charged"
     );
     // The block stays; a shadow part's block denies nothing.
-    let decisions = together::decide(&[part(&free, true), part(&blocked, false)])
+    let decisions = together::allow_in_one_step(&[part(&free, true), part(&blocked, false)])
         .await
         .unwrap()
         .unwrap();
@@ -307,7 +307,7 @@ fn each_part_gets_from_the_deny_cache_what_it_alone_gets() {
                 ];
                 let before = h.script_calls();
                 let got =
-                    h.rt.block_on(together::decide(&parts))
+                    h.rt.block_on(together::allow_in_one_step(&parts))
                         .ok_or_else(|| TestCaseError::fail("Redis did not decide together"))?
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 let calls = h.script_calls() - before;
@@ -366,7 +366,7 @@ async fn a_part_admitted_from_its_lease_is_charged_only_when_the_request_is_admi
     let mut denied_before_the_store = 0;
     for _ in 0..100 {
         let before = server.script_calls();
-        let decided = together::decide_all(&parts).await.unwrap();
+        let decided = together::allow_all(&parts).await.unwrap();
         if decided.decisions.iter().all(|d| d.allowed) {
             admitted += 1;
         } else if server.script_calls() == before {
@@ -431,7 +431,7 @@ async fn requests_naming_keys_in_opposite_orders_never_wait_on_each_other() {
                 } else {
                     [second, first]
                 };
-                let decided = together::decide_all(&parts).await.unwrap();
+                let decided = together::allow_all(&parts).await.unwrap();
                 admitted += u32::from(decided.decisions.iter().all(|d| d.allowed));
             }
             admitted

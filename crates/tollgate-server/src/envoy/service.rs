@@ -3,7 +3,7 @@
 //! Every descriptor of a request is decided together: the answer is
 //! OVER_LIMIT when any limited descriptor is over its limit (shadow-mode
 //! descriptors excepted), and then no descriptor stays charged. The
-//! decision is the core's, [`tollgate::together::decide_all`]: this module
+//! decision is the core's, [`tollgate::together::allow_all`]: this module
 //! matches each descriptor to its rule, hands the core one part per
 //! limited descriptor, and writes the core's decisions back as protobuf.
 //!
@@ -220,7 +220,7 @@ impl EnvoyService {
 
     /// Decides every limited descriptor (`None` for the others), and says
     /// whether the request is denied: the core's decision of the parts,
-    /// each with its role ([`together::decide_all`]).
+    /// each with its role ([`together::allow_all`]).
     async fn outcomes(&self, planned: &[Planned<'_>]) -> Result<(Vec<Option<Decision>>, bool), Status> {
         let mut outcomes: Vec<Option<Decision>> = vec![None; planned.len()];
         let (at, parts): (Vec<usize>, Vec<together::Part<'_, AnyBackend>>) = planned
@@ -239,7 +239,7 @@ impl EnvoyService {
             })
             .unzip();
         let unavailable = |err: tollgate::Error| Status::unavailable(format!("no decision: {err}"));
-        let decided = together::decide_all(&parts).await.map_err(unavailable)?;
+        let decided = together::allow_all(&parts).await.map_err(unavailable)?;
         metrics::counter!(crate::metrics::PARTIAL_CHARGES).increment(decided.partial_charges);
         for (&i, decision) in at.iter().zip(decided.decisions) {
             outcomes[i] = Some(decision);

@@ -79,7 +79,7 @@ fn resolve(
 }
 
 /// The largest `max_delay_ms`: one hour.
-pub const MAX_DELAY_MS: u64 = 3_600_000;
+pub(crate) const MAX_DELAY_MS: u64 = 3_600_000;
 
 /// A decision with the policy that made it.
 pub(crate) struct Decided<'a> {

@@ -614,7 +614,7 @@ impl MemoryBinding {
 
     /// Decides one request synchronously; the in-memory backend cannot fail.
     #[inline]
-    pub fn check(&self, key: &[u8], cost: u64) -> Decision {
+    pub(crate) fn check(&self, key: &[u8], cost: u64) -> Decision {
         if self.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return decision;
@@ -762,7 +762,7 @@ impl MemoryBinding {
     /// cannot fail. The caller validates the argument
     /// ([`Operation::validate`]). A limiter's [`Call::Operate`]
     /// on this binding comes here.
-    pub fn operate_now(&self, key: &[u8], op: Operation) {
+    pub(crate) fn operate_now(&self, key: &[u8], op: Operation) {
         let limits = &self.limits;
         match op {
             Operation::Block(duration) => {

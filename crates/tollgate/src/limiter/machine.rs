@@ -63,7 +63,7 @@ impl<'l> Step<'l> {
             Step::Spent(decision, spend) => Begun::Spent(decision, spend),
             Step::Plain(plain) => Begun::Plain(plain),
             // A request of several parts is begun uncharged: parts charged
-            // always are decided alone (`together::decide_all`).
+            // always are decided alone (`together::allow_all`).
             Step::Charge(plain) => {
                 debug_assert!(false, "a part of a request begun to be charged always");
                 Begun::Plain(plain)

@@ -6,7 +6,7 @@
 //! over the limit when any is. Deciding them one by one and giving back
 //! the charges of a denied request keeps the limits, but between a charge
 //! and its refund another request (in this process or another sharing the
-//! store) can see the charge and be denied although it fits. [`decide`]
+//! store) can see the charge and be denied although it fits. [`allow_in_one_step`]
 //! makes the whole request one step where the backend can
 //! ([`Call::Together`]: Redis, standalone or through Sentinel, and
 //! a Redis Cluster when every key lives in one hash slot), so no other
@@ -31,7 +31,7 @@
 //! [`shadow_denied`](crate::Decision::shadow_denied). A decisive part
 //! whose limiter admits nothing ([`Policy::zero`](crate::Policy::zero))
 //! denies the request before anything is charged, and every part is
-//! reported as the parts of a denied request are. [`decide_all`] decides
+//! reported as the parts of a denied request are. [`allow_all`] decides
 //! every role, and says in [`Decided::denied`] whether the request is
 //! denied; a caller translates, and decides nothing itself.
 //!
@@ -61,24 +61,24 @@
 //!
 //! **Parts charged whether admitted or not.** A part whose limiter
 //! [charges always](crate::Charge::Always) (and whose cost is not 0) is
-//! usage reported after the fact: [`decide_all`] charges it first, on its
+//! usage reported after the fact: [`allow_all`] charges it first, on its
 //! own, whatever the other parts decide, and it is never given back. When
 //! such a decisive part denies, the request is denied and every other part
 //! is reported as a denied request's parts are; otherwise the other parts
 //! are decided as above. Such a part is charged when its request is
 //! reported too.
 //!
-//! [`decide_all`] decides any request on any backend: in one step where
+//! [`allow_all`] decides any request on any backend: in one step where
 //! the store can, and otherwise one part at a time, charging in order and
 //! giving back at the first decisive denial, under the same contract (a
 //! charge that another request may see before it is given back is the
-//! only difference). [`decide`] is the one-step path alone: it answers
+//! only difference). [`allow_in_one_step`] is the one-step path alone: it answers
 //! `None` when the backend cannot decide the parts in one step, when a
 //! limiter has exempt or deny lists, while a limiter's circuit breaker is
 //! not closed (the one-by-one path probes and falls back as each limiter's
 //! breaker says), and when a part would take a new lease or give a lease's
 //! units back (a call one step cannot carry); it leaves the roles but
-//! decisive and not decisive to [`decide_all`].
+//! decisive and not decisive to [`allow_all`].
 
 use std::sync::OnceLock;
 
@@ -91,7 +91,7 @@ use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::protection::Gate;
 
-/// One part of a request for [`decide`]: a limiter's decision on a key.
+/// One part of a request for [`allow_in_one_step`]: a limiter's decision on a key.
 #[derive(Debug)]
 pub struct Part<'a, B: Backend> {
     /// The limiter whose policy decides the part.
@@ -165,7 +165,7 @@ impl<B: Backend> Copy for Part<'_, B> {}
 ///
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed.
-pub async fn decide<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
+pub async fn allow_in_one_step<B: Backend>(parts: &[Part<'_, B>]) -> Option<Result<Vec<Decision>, Error>> {
     let first = parts.first()?.limiter;
     if !first.answers(&Call::Together(&[])) {
         return None;
@@ -384,7 +384,7 @@ fn fail<B: Backend>(
     settle(parts, begun, answers)
 }
 
-/// What [`decide_all`] answers: one decision per part, in order, and the
+/// What [`allow_all`] answers: one decision per part, in order, and the
 /// charges of a denied request that stayed in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -408,14 +408,14 @@ pub struct Decided {
 /// one, and memory bounded whatever keys clients send.
 const ONE_BY_ONE_LOCKS: usize = 1024;
 
-/// The locks of [`decide_all`]'s one-by-one path, made at its first use.
+/// The locks of [`allow_all`]'s one-by-one path, made at its first use.
 fn one_by_one_locks() -> &'static KeyLocks {
     static LOCKS: OnceLock<KeyLocks> = OnceLock::new();
     LOCKS.get_or_init(|| KeyLocks::new(ONE_BY_ONE_LOCKS))
 }
 
 /// Decides `parts` as one request, on any backend, under the [contract of
-/// this module](self): in one step where the store can ([`decide`]), and
+/// this module](self): in one step where the store can ([`allow_in_one_step`]), and
 /// otherwise one part at a time.
 ///
 /// One part is one decision ([`Limiter::allow_n`]). Several parts that the
@@ -437,7 +437,7 @@ fn one_by_one_locks() -> &'static KeyLocks {
 ///
 /// [`Error::Backend`] when the store failed and a part's limiter fails
 /// closed; the parts charged before it are given back first.
-pub async fn decide_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
+pub async fn allow_all<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decided, Error> {
     if parts
         .iter()
         .any(|p| p.role.is_decisive() && p.limiter.policy().admits_nothing())
@@ -504,7 +504,7 @@ fn charged_always<B: Backend>(part: &Part<'_, B>) -> bool {
     part.cost > 0 && part.limiter.charges() == Charge::Always
 }
 
-/// [`decide_all`] for a request with parts [charged
+/// [`allow_all`] for a request with parts [charged
 /// always](self#parts-charged-whether-admitted-or-not): those first, one by
 /// one, then the others, decided together unless a charged part denied the
 /// request, and then reported.
@@ -535,14 +535,14 @@ async fn charged_first<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, E
     Ok((decisions.into_iter().flatten().collect(), partial_charges))
 }
 
-/// [`decide_all`] for parts that are each charged only when the request
+/// [`allow_all`] for parts that are each charged only when the request
 /// is admitted.
 async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, Error> {
     if let [part] = parts {
         let decision = part.limiter.allow_n(part.key, part.cost).await?;
         return Ok((vec![decision], 0));
     }
-    if let Some(result) = decide(parts).await {
+    if let Some(result) = allow_in_one_step(parts).await {
         let decisions = result?;
         let denied = parts.iter().zip(&decisions).any(|(p, d)| denies(p, d));
         // A fallback's charge in a denied request stays where it is.
@@ -560,7 +560,7 @@ async fn decide_charged_if_admitted<B: Backend>(parts: &[Part<'_, B>]) -> Result
     one_by_one(parts).await
 }
 
-/// [`decide_all`]'s path when the store cannot decide the parts in one
+/// [`allow_all`]'s path when the store cannot decide the parts in one
 /// step: charge in order; at the first decisive denial, give back what was
 /// charged and report every other part as it then stands.
 async fn one_by_one<B: Backend>(parts: &[Part<'_, B>]) -> Result<Decisions, Error> {
@@ -665,7 +665,7 @@ fn charges(decision: &Decision) -> bool {
 }
 
 /// Reports `parts` of a request that a decisive part whose limiter admits
-/// nothing denies: each part as [`decide_all`] reports
+/// nothing denies: each part as [`allow_all`] reports
 /// the parts of a denied request, nothing charged but the parts [charged
 /// always](self#parts-charged-whether-admitted-or-not).
 ///
@@ -718,7 +718,7 @@ async fn reported<B: Backend>(part: &Part<'_, B>) -> Result<Decision, Error> {
 /// # Errors
 ///
 /// The first limiter's [`Error`], after every limiter was tried.
-pub async fn end_leases<'a, B: Backend>(
+pub async fn end_all_leases<'a, B: Backend>(
     limiters: impl IntoIterator<Item = &'a Limiter<B>>,
 ) -> Result<u64, Error> {
     let mut given = 0;

@@ -278,7 +278,7 @@ impl<B: Backend> Limiters<B> {
     pub async fn end_leases(&self) -> Result<u64, Error> {
         let current = self.current.load_full();
         let limiters = std::iter::once(&current.default).chain(current.resources.values());
-        crate::limiter::together::end_leases(limiters.map(Arc::as_ref)).await
+        crate::limiter::together::end_all_leases(limiters.map(Arc::as_ref)).await
     }
 }
 

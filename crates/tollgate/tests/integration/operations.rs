@@ -195,7 +195,7 @@ impl tollgate::backend::Binding for PlainBinding {
     ) -> Result<tollgate::backend::Answer, tollgate::backend::BackendError> {
         match call {
             tollgate::backend::Call::Decide { key, cost } => {
-                Ok(tollgate::backend::Answer::Decided(self.0.check(key, cost)))
+                self.0.call(tollgate::backend::Call::Decide { key, cost }).await
             }
             other => Err(other.unsupported()),
         }

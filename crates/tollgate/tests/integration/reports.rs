@@ -419,17 +419,17 @@ fn a_part_charged_always_is_charged_whatever_the_request_decides() {
         ]
     };
     for _ in 0..2 {
-        let decided = rt.block_on(together::decide_all(&parts(10))).unwrap();
+        let decided = rt.block_on(together::allow_all(&parts(10))).unwrap();
         assert!(decided.decisions.iter().all(|d| d.allowed));
     }
     // The request limit denies: the token part is charged all the same.
-    let decided = rt.block_on(together::decide_all(&parts(10))).unwrap();
+    let decided = rt.block_on(together::allow_all(&parts(10))).unwrap();
     assert!(decided.decisions[0].allowed && !decided.decisions[1].allowed);
     assert_eq!(tokens.check_n("t", 0).remaining, 70);
     rt.block_on(requests.operate("t", Operation::Reset)).unwrap();
     // The token part denies (more than is left): the request part is
     // charged nothing, the tokens are.
-    let decided = rt.block_on(together::decide_all(&parts(90))).unwrap();
+    let decided = rt.block_on(together::allow_all(&parts(90))).unwrap();
     assert!(!decided.decisions[0].allowed);
     assert_eq!(decided.decisions[1].remaining, 2);
     assert_eq!(requests.check_n("t", 0).remaining, 2);
@@ -452,7 +452,7 @@ fn a_part_charged_always_is_charged_whatever_the_request_decides() {
             role: Role::Decisive,
         },
     ];
-    let reported = rt.block_on(together::decide_all(&blocked)).unwrap();
+    let reported = rt.block_on(together::allow_all(&blocked)).unwrap();
     assert!(reported.denied);
     assert_eq!(reported.decisions.len(), 3);
     assert_eq!(requests.check_n("t", 0).remaining, 2);

@@ -46,7 +46,7 @@ impl Binding for DecisionsOnlyBinding {
         self.calls.fetch_add(1, Ordering::Relaxed);
         match call {
             Call::Decide { .. } if self.wrong => Ok(Answer::Done),
-            Call::Decide { key, cost } => Ok(Answer::Decided(self.memory.check(key, cost))),
+            Call::Decide { key, cost } => self.memory.call(Call::Decide { key, cost }).await,
             other => panic!("asked {other:?}, which the capabilities leave out"),
         }
     }

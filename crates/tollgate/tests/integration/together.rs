@@ -1,5 +1,5 @@
 //! Deciding together on the backends that decide one part at a time (in
-//! memory and through the store adapter): [`together::decide_all`] makes
+//! memory and through the store adapter): [`together::allow_all`] makes
 //! exactly the decisions the contract derives from the pure functions and
 //! leaves exactly the states it says (the same model the Redis backend's
 //! one-call scripts are checked against), and the service's Envoy
@@ -56,7 +56,7 @@ fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limi
                 clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
                 let parts: Vec<Part<'_, B>> = parts(plan, &limiters, &keys);
                 let got = rt
-                    .block_on(together::decide_all(&parts))
+                    .block_on(together::allow_all(&parts))
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 prop_assert_eq!(got.partial_charges, 0);
                 let (want, denied) = expected(&limits, &mut states, plan, clock.now_nanos(), Tick::Nanos);
@@ -136,13 +136,13 @@ async fn several_parts_are_all_or_nothing() {
     let left = |limiter: &Limiter, key: &str| limiter.check_n(key, 0).remaining;
     let both = [part(&address, "10.0.0.2"), part(&user, "alice")];
     for _ in 0..3 {
-        let decided = together::decide_all(&both).await.unwrap();
+        let decided = together::allow_all(&both).await.unwrap();
         assert!(decided.decisions.iter().all(|d| d.allowed));
     }
     assert_eq!(left(&user, "alice"), 2);
     // The address is used up: denied, and the user's limit not charged.
     for _ in 0..3 {
-        let decided = together::decide_all(&both).await.unwrap();
+        let decided = together::allow_all(&both).await.unwrap();
         assert!(!decided.decisions[0].allowed);
         assert!(decided.decisions[1].allowed);
         assert_eq!(decided.decisions[1].remaining, 2);
@@ -151,7 +151,7 @@ async fn several_parts_are_all_or_nothing() {
     // The user first: charged, given back when the address denies, and
     // reported as it stands, not as it stood while charged.
     let user_first = [part(&user, "alice"), part(&address, "10.0.0.2")];
-    let decided = together::decide_all(&user_first).await.unwrap();
+    let decided = together::allow_all(&user_first).await.unwrap();
     assert!(!decided.decisions[1].allowed);
     assert!(decided.decisions[0].allowed);
     assert_eq!(decided.decisions[0].remaining, 2);
@@ -160,9 +160,9 @@ async fn several_parts_are_all_or_nothing() {
     // One key twice counts twice: 2 + 2 fit in 5, a third pair does not,
     // and charges nothing.
     let twice = [part(&user, "bob"), part(&user, "bob")];
-    assert!(together::decide_all(&twice).await.unwrap().decisions[1].allowed);
-    assert!(together::decide_all(&twice).await.unwrap().decisions[1].allowed);
-    let third = together::decide_all(&twice).await.unwrap();
+    assert!(together::allow_all(&twice).await.unwrap().decisions[1].allowed);
+    assert!(together::allow_all(&twice).await.unwrap().decisions[1].allowed);
+    let third = together::allow_all(&twice).await.unwrap();
     assert!(third.decisions[0].allowed && !third.decisions[1].allowed);
     assert_eq!(third.decisions[0].remaining, 1);
     assert_eq!(left(&user, "bob"), 1);
@@ -179,7 +179,7 @@ async fn several_parts_are_all_or_nothing() {
         part(&address, "10.0.0.2"),
         part(&zero, "carol"),
     ];
-    let decided = together::decide_all(&blocked).await.unwrap();
+    let decided = together::allow_all(&blocked).await.unwrap();
     assert!(decided.denied && !decided.decisions[2].allowed);
     let reported = decided.decisions;
     assert!(reported[0].allowed);
@@ -195,7 +195,7 @@ async fn several_parts_are_all_or_nothing() {
         },
         part(&user, "dave"),
     ];
-    let decided = together::decide_all(&lenient).await.unwrap();
+    let decided = together::allow_all(&lenient).await.unwrap();
     assert!(!decided.denied && decided.decisions[1].allowed);
     let shadow = decided.decisions[0];
     assert!(

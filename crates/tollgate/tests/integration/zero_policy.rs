@@ -133,7 +133,7 @@ fn a_request_with_a_part_that_admits_nothing_charges_no_other_part() {
             role: Role::Decisive,
         },
     ];
-    let decided = block_on(together::decide_all(&parts)).unwrap();
+    let decided = block_on(together::allow_all(&parts)).unwrap();
     assert!(!decided.decisions[1].allowed);
     assert_eq!(open.check_n("k", 0).remaining, 5, "the other part is not charged");
 }
