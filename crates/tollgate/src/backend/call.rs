@@ -336,7 +336,7 @@ impl Answer {
     fn wrong(&self, asked: &str) -> BackendError {
         BackendError::new(
             BackendErrorKind::Protocol,
-            format!("the store answered {} to a {asked} call", self.name()),
+            format!("the store answered {} to the {asked} call", self.name()),
         )
     }
 
@@ -377,7 +377,7 @@ impl Answer {
     pub(crate) fn done(result: Result<Answer, BackendError>) -> Result<(), BackendError> {
         match result? {
             Answer::Done => Ok(()),
-            other => Err(other.wrong("operate")),
+            other => Err(other.wrong("operate or reconnect")),
         }
     }
 

@@ -125,7 +125,7 @@ fn a_wrong_answer_is_a_protocol_error_under_the_fail_policy() {
     match block_on(closed.allow("k")).unwrap_err() {
         Error::Backend(e) => {
             assert_eq!(e.kind(), BackendErrorKind::Protocol);
-            assert!(e.to_string().contains("answered done to a decide call"), "{e}");
+            assert!(e.to_string().contains("answered done to the decide call"), "{e}");
         }
         other => panic!("{other}"),
     }
