@@ -144,10 +144,11 @@ impl PolicyFile {
             .key_prefix(self.key_prefix());
         builder = self.file_wide_settings().apply(builder);
         for (name, policy) in self.resources() {
-            builder = builder.resource(name, *policy);
-        }
-        for (name, own) in self.own_settings() {
-            builder = own.apply(name, builder);
+            let resource = match self.own_settings_of(name) {
+                Some(own) => own.resource(*policy),
+                None => tollgate::Resource::new(*policy),
+            };
+            builder = builder.resource(name, resource);
         }
         builder
     }

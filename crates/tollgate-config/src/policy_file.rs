@@ -271,9 +271,9 @@ impl PolicyFile {
         &self.settings
     }
 
-    /// The settings each resource gives itself, for the limiter builder.
-    pub(crate) fn own_settings(&self) -> impl Iterator<Item = (&str, &Own)> {
-        self.own.iter().map(|(name, own)| (name.as_str(), own))
+    /// The settings resource `name` gives itself, if any.
+    pub(crate) fn own_settings_of(&self, name: &str) -> Option<&Own> {
+        self.own.get(name)
     }
 
     /// The prefix of every state key (`tollgate.key_prefix`, default

@@ -7,7 +7,7 @@ use serde::de::MapAccess;
 use tollgate::protection::DenyCache;
 use tollgate::protection::Lease;
 use tollgate::top::TopKeys;
-use tollgate::{Charge, ConfigError, KeyList, LimiterBuilder, LimitersBuilder, Policy, Strategy};
+use tollgate::{Charge, ConfigError, KeyList, LimiterBuilder, LimitersBuilder, Policy, Resource, Strategy};
 
 use crate::fallback_policy::FallbackPolicy;
 use crate::fields::next;
@@ -165,37 +165,35 @@ impl Own {
         }
     }
 
-    /// Adds these settings of resource `name` to `builder`, on top of the
-    /// file-wide ones.
-    pub(crate) fn apply<B>(&self, name: &str, mut builder: LimitersBuilder<B>) -> LimitersBuilder<B>
-    where
-        B: tollgate::backend::Backend,
-    {
+    /// Resource `policy` with these settings, on top of the file-wide
+    /// ones.
+    pub(crate) fn resource(&self, policy: Policy) -> Resource {
+        let mut resource = Resource::new(policy);
         if let Some(shadow) = self.shadow {
-            builder = builder.resource_shadow(name, shadow);
+            resource = resource.shadow(shadow);
         }
         if !self.exempt.is_empty() {
-            builder = builder.resource_exempt(name, self.exempt.clone());
+            resource = resource.exempt(self.exempt.clone());
         }
         if !self.deny.is_empty() {
-            builder = builder.resource_deny(name, self.deny.clone());
+            resource = resource.deny(self.deny.clone());
         }
         if let Some(cache) = self.deny_cache {
-            builder = builder.resource_deny_cache(name, cache);
+            resource = resource.deny_cache(cache);
         }
         if let Some(fallback) = self.fallback {
-            builder = builder.resource_fallback(name, fallback);
+            resource = resource.fallback(fallback);
         }
         if let Some(top) = self.top_keys {
-            builder = builder.resource_top_keys(name, top);
+            resource = resource.top_keys(top);
         }
         if let Some(lease) = self.lease {
-            builder = builder.resource_lease(name, lease);
+            resource = resource.lease(lease);
         }
         if let Some(charge) = self.charge {
-            builder = builder.resource_charge(name, charge);
+            resource = resource.charge(charge);
         }
-        builder
+        resource
     }
 }
 

@@ -126,7 +126,7 @@ pub use decision::{Decision, Listed};
 pub use error::{ConfigError, Error};
 pub use keylist::KeyList;
 pub use limiter::{together, Charge, FailPolicy, Limiter, LimiterBuilder, Reservation};
-pub use limiters::{Limiters, LimitersBuilder};
+pub use limiters::{Limiters, LimitersBuilder, Resource};
 pub use operation::Operation;
 pub use overrides::Overrides;
 pub use policy::{Limit, Policy};

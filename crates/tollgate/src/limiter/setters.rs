@@ -14,28 +14,28 @@ macro_rules! summary {
     };
     (LimitersBuilder, fallback) => {
         "The in-memory fallback policy of every resource without one of its own \
-         ([`resource_fallback`](Self::resource_fallback)), and of the default policy."
+         ([`Resource::fallback`](crate::Resource::fallback)), and of the default policy."
     };
     (LimiterBuilder, deny_cache) => {
         "A local cache of the keys the store denied."
     };
     (LimitersBuilder, deny_cache) => {
         "A deny cache for every resource unless turned off per resource \
-         ([`resource_deny_cache`](Self::resource_deny_cache)), and for the default policy."
+         ([`Resource::deny_cache`](crate::Resource::deny_cache)), and for the default policy."
     };
     (LimiterBuilder, lease) => {
         "Leases of hot keys' units from a shared store (default: off)."
     };
     (LimitersBuilder, lease) => {
         "Leases for every resource without a setting of its own \
-         ([`resource_lease`](Self::resource_lease)), and for the default policy."
+         ([`Resource::lease`](crate::Resource::lease)), and for the default policy."
     };
     (LimiterBuilder, shadow) => {
         "Shadow mode, on or off (default: off)."
     };
     (LimitersBuilder, shadow) => {
         "Shadow mode for every resource without a setting of its own \
-         ([`resource_shadow`](Self::resource_shadow)), and for the default policy."
+         ([`Resource::shadow`](crate::Resource::shadow)), and for the default policy."
     };
     (LimiterBuilder, top_keys) => {
         "Keeps the keys with the most denied requests, admitted units and shadow-denied \
@@ -43,28 +43,28 @@ macro_rules! summary {
     };
     (LimitersBuilder, top_keys) => {
         "Top keys for every resource without a setting of its own \
-         ([`resource_top_keys`](Self::resource_top_keys)), and for the default policy."
+         ([`Resource::top_keys`](crate::Resource::top_keys)), and for the default policy."
     };
     (LimiterBuilder, charge) => {
         "What a request is charged (default: [`Charge::Admitted`](crate::Charge::Admitted))."
     };
     (LimitersBuilder, charge) => {
         "What a request is charged under every resource without a setting of its own \
-         ([`resource_charge`](Self::resource_charge)), and under the default policy."
+         ([`Resource::charge`](crate::Resource::charge)), and under the default policy."
     };
     (LimiterBuilder, exempt) => {
         "Keys exempt from the limit."
     };
     (LimitersBuilder, exempt) => {
         "Keys exempt under every resource and the default policy; a resource may exempt more \
-         ([`resource_exempt`](Self::resource_exempt))."
+         ([`Resource::exempt`](crate::Resource::exempt))."
     };
     (LimiterBuilder, deny) => {
         "Keys denied whatever the limit."
     };
     (LimitersBuilder, deny) => {
         "Keys denied under every resource and the default policy; a resource may deny more \
-         ([`resource_deny`](Self::resource_deny))."
+         ([`Resource::deny`](crate::Resource::deny))."
     };
 }
 

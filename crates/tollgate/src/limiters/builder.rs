@@ -9,37 +9,19 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, Scope};
 use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
-use crate::keylist::KeyList;
-use crate::lease::Lease;
-use crate::limiter::{option_setters, validate_prefix, Charge, Limiter, Options, DEFAULT_KEY_PREFIX};
+use crate::limiter::{option_setters, validate_prefix, Limiter, Options, DEFAULT_KEY_PREFIX};
 use crate::policy::Policy;
-use crate::protection::DenyCache;
-use crate::top::TopKeys;
 
-use super::{Limiters, Named};
+use super::{Limiters, Named, Resource};
 
 /// Configures a [`Limiters`] set; made by [`Limiters::builder`].
 #[derive(Debug, Clone)]
 pub struct LimitersBuilder<B> {
     backend: B,
     default: Option<Policy>,
-    resources: Vec<(String, Policy)>,
+    resources: Vec<(String, Resource)>,
     options: Options,
-    overrides: HashMap<String, Override>,
     prefix: String,
-}
-
-/// What one resource sets differently from the builder's defaults.
-#[derive(Debug, Clone, Default)]
-struct Override {
-    fallback: Option<Policy>,
-    deny_cache: Option<Option<DenyCache>>,
-    shadow: Option<bool>,
-    top_keys: Option<Option<TopKeys>>,
-    lease: Option<Option<Lease>>,
-    charge: Option<Charge>,
-    exempt: KeyList,
-    deny: KeyList,
 }
 
 impl LimitersBuilder<MemoryBackend> {
@@ -50,7 +32,6 @@ impl LimitersBuilder<MemoryBackend> {
             default: None,
             resources: Vec::new(),
             options: Options::default(),
-            overrides: HashMap::new(),
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
         }
     }
@@ -69,71 +50,15 @@ impl<B: Backend> LimitersBuilder<B> {
         self
     }
 
-    /// A named resource with its own policy.
-    pub fn resource(mut self, name: impl Into<String>, policy: Policy) -> Self {
-        self.resources.push((name.into(), policy));
+    /// A named resource: its own policy, and the settings it takes in
+    /// place of the set's or besides them (a [`Resource`], or a
+    /// [`Policy`] with the set's settings).
+    pub fn resource(mut self, name: impl Into<String>, resource: impl Into<Resource>) -> Self {
+        self.resources.push((name.into(), resource.into()));
         self
     }
 
     option_setters!(LimitersBuilder);
-
-    /// The fallback policy of resource `name`, in place of the builder's
-    /// [`fallback`](Self::fallback). The fail policy must be
-    /// [`FailPolicy::Fallback`](crate::FailPolicy::Fallback).
-    pub fn resource_fallback(mut self, name: impl Into<String>, policy: Policy) -> Self {
-        self.overrides.entry(name.into()).or_default().fallback = Some(policy);
-        self
-    }
-
-    /// The deny cache of resource `name` (`None`: none), in place of the
-    /// builder's [`deny_cache`](Self::deny_cache).
-    pub fn resource_deny_cache(mut self, name: impl Into<String>, cache: Option<DenyCache>) -> Self {
-        self.overrides.entry(name.into()).or_default().deny_cache = Some(cache);
-        self
-    }
-
-    /// Shadow mode for resource `name`, in place of the builder's.
-    pub fn resource_shadow(mut self, name: impl Into<String>, shadow: bool) -> Self {
-        self.overrides.entry(name.into()).or_default().shadow = Some(shadow);
-        self
-    }
-
-    /// The top keys of resource `name` (`None`: none), in place of the
-    /// builder's [`top_keys`](Self::top_keys).
-    pub fn resource_top_keys(mut self, name: impl Into<String>, top: Option<TopKeys>) -> Self {
-        self.overrides.entry(name.into()).or_default().top_keys = Some(top);
-        self
-    }
-
-    /// The leases of resource `name` (`None`: none), in place of the
-    /// builder's [`lease`](Self::lease).
-    pub fn resource_lease(mut self, name: impl Into<String>, lease: Option<Lease>) -> Self {
-        self.overrides.entry(name.into()).or_default().lease = Some(lease);
-        self
-    }
-
-    /// What a request is charged under resource `name`, in place of the
-    /// builder's [`charge`](Self::charge).
-    pub fn resource_charge(mut self, name: impl Into<String>, charge: Charge) -> Self {
-        self.overrides.entry(name.into()).or_default().charge = Some(charge);
-        self
-    }
-
-    /// Keys exempt under resource `name`, besides the builder's.
-    pub fn resource_exempt(mut self, name: impl Into<String>, keys: KeyList) -> Self {
-        self.overrides
-            .entry(name.into())
-            .or_default()
-            .exempt
-            .extend(&keys);
-        self
-    }
-
-    /// Keys denied under resource `name`, besides the builder's.
-    pub fn resource_deny(mut self, name: impl Into<String>, keys: KeyList) -> Self {
-        self.overrides.entry(name.into()).or_default().deny.extend(&keys);
-        self
-    }
 
     /// Replaces the backend.
     pub fn backend<C: Backend>(self, backend: C) -> LimitersBuilder<C> {
@@ -142,7 +67,6 @@ impl<B: Backend> LimitersBuilder<B> {
             default: self.default,
             resources: self.resources,
             options: self.options,
-            overrides: self.overrides,
             prefix: self.prefix,
         }
     }
@@ -182,27 +106,16 @@ impl<B: Backend> LimitersBuilder<B> {
         let default = self
             .default
             .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
-        if let Some(name) = self
-            .overrides
-            .keys()
-            .find(|name| !self.resources.iter().any(|(n, _)| n == *name))
-        {
-            return Err(ConfigError::new(
-                Limiters::resource_path(name),
-                "has settings (fallback, deny cache, shadow, top keys, lease, charge, exempt or deny) but no policy",
-            )
-            .into());
-        }
         let default = self.limiter_for(previous, "", &default, &self.options)?;
         let mut resources = HashMap::with_capacity(self.resources.len());
-        for (name, policy) in &self.resources {
+        for (name, resource) in &self.resources {
             Limiters::check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(Limiters::resource_path(name), "is defined twice").into());
             }
-            let options = self.options_of(name);
+            let options = resource.options(&self.options);
             let limiter = self
-                .limiter_for(previous, name, policy, &options)
+                .limiter_for(previous, name, &resource.policy, &options)
                 .map_err(|e| match e {
                     Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
                     other => other,
@@ -214,36 +127,6 @@ impl<B: Backend> LimitersBuilder<B> {
             resources,
             prefix: Some(self.prefix),
         })
-    }
-
-    /// The settings of the resource `name`: the set's, with the ones set
-    /// for the resource in their place.
-    fn options_of(&self, name: &str) -> Options {
-        let mut options = self.options.clone();
-        let Some(o) = self.overrides.get(name) else {
-            return options;
-        };
-        if let Some(fallback) = o.fallback {
-            options.fallback = Some(fallback);
-        }
-        if let Some(cache) = o.deny_cache {
-            options.deny_cache = cache;
-        }
-        if let Some(shadow) = o.shadow {
-            options.shadow = shadow;
-        }
-        if let Some(top) = o.top_keys {
-            options.top_keys = top;
-        }
-        if let Some(lease) = o.lease {
-            options.lease = lease;
-        }
-        if let Some(charge) = o.charge {
-            options.charge = charge;
-        }
-        options.exempt.extend(&o.exempt);
-        options.deny.extend(&o.deny);
-        options
     }
 
     /// The limiter for `resource` (empty for the default): `previous`'s

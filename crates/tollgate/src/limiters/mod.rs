@@ -3,6 +3,7 @@
 
 mod builder;
 mod names;
+mod resource;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use builder::LimitersBuilder;
+pub use resource::Resource;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;

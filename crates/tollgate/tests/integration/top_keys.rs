@@ -8,7 +8,7 @@ use std::time::Duration;
 use tollgate::clock::ManualClock;
 use tollgate::top::TopKeys;
 use tollgate::top::TopMetric;
-use tollgate::{KeyList, Limit, Limiter, Limiters, Policy, Strategy};
+use tollgate::{KeyList, Limit, Limiter, Limiters, Policy, Resource, Strategy};
 
 fn clock() -> ManualClock {
     ManualClock::new(Duration::from_secs(1_000_000))
@@ -120,9 +120,11 @@ fn each_resource_keeps_its_own_and_one_may_turn_them_off() {
     let limits = Limiters::builder()
         .default_policy(Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
         .resource("login", Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
-        .resource("quiet", Policy::new(Strategy::FixedWindow, 1, hour).unwrap())
+        .resource(
+            "quiet",
+            Resource::new(Policy::new(Strategy::FixedWindow, 1, hour).unwrap()).top_keys(None),
+        )
         .top_keys(TopKeys::new())
-        .resource_top_keys("quiet", None)
         .build()
         .unwrap();
     for _ in 0..3 {
