@@ -11,7 +11,6 @@ use support::redis::RedisServer;
 use tollgate::backend::Backend;
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_http::{GrpcMode, RateLimit};
-use tollgate_redis::RedisBackend;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -104,7 +103,7 @@ async fn costs_come_from_metadata() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_backend_is_unavailable() {
     let mut redis = RedisServer::start();
-    let backend = RedisBackend::connect(&redis.url()).await.unwrap();
+    let backend = support::redis::backend(&redis.url()).await;
     let limiter = Limiter::builder()
         .backend(backend)
         .limit(100)

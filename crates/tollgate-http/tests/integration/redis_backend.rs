@@ -11,11 +11,11 @@ use support::apps::{start, Stack};
 use support::redis::RedisServer;
 use support::{client, header, present, url};
 use tollgate::{Limiter, Strategy};
+use tollgate_config::AnyBackend;
 use tollgate_http::http::StatusCode;
 use tollgate_http::{RateLimit, Reply};
-use tollgate_redis::RedisBackend;
 
-fn limiter(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
+fn limiter(backend: &AnyBackend, fail_open: bool) -> Limiter<AnyBackend> {
     Limiter::builder()
         .backend(backend.clone())
         .strategy(Strategy::TokenBucket)
@@ -32,7 +32,7 @@ fn limiter(backend: &RedisBackend, fail_open: bool) -> Limiter<RedisBackend> {
 
 async fn redis_decides_and_a_dead_server_fails_closed(stack: Stack) {
     let mut redis = RedisServer::start();
-    let backend = RedisBackend::connect(&redis.url()).await.unwrap();
+    let backend = support::redis::backend(&redis.url()).await;
     let closed = start(stack, RateLimit::new(limiter(&backend, false))).await;
     let custom = start(
         stack,

@@ -6,6 +6,18 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A backend on the Redis at `url`, connected as a policy file that names
+/// it connects one (`redis_url`), so that the middleware is tested on the
+/// backend the service and policy files use.
+pub async fn backend(url: &str) -> tollgate_config::AnyBackend {
+    let text = format!("tollgate:\n  redis_url: {url}\n  default: {{ limit: 1, window: 1s }}\n");
+    tollgate_config::PolicyFile::from_str(&text, tollgate_config::Format::Yaml, "redis.yaml")
+        .unwrap_or_else(|err| panic!("{err}"))
+        .backend()
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
 /// A `redis-server` child process.
 pub struct RedisServer {
     child: Option<Child>,
