@@ -9,6 +9,7 @@ pub mod behind_proxies;
 pub mod cluster;
 pub mod sentinel;
 
+use std::hash::BuildHasher;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -273,30 +274,49 @@ fn ping(port: u16) -> bool {
     matches!(stream.read(&mut buf), Ok(n) if n > 0 && (buf[0] == b'+' || buf[0] == b'-'))
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
+/// A TCP port on 127.0.0.1 that nothing listens on right now, below the
+/// kernel's range of ports for outgoing connections
+/// ([`unused_port`]).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
+    unused_port(false)
 }
 
-/// A free port below 55536 whose cluster-bus port (+10000) is free too.
+/// A free port whose cluster-bus port (+10000) is free too, both below the
+/// kernel's range of ports for outgoing connections ([`unused_port`]).
 pub fn free_cluster_port() -> u16 {
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-        let port = listener.local_addr().expect("address").port();
-        if port < 55536 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-        // Ephemeral ports above the range: pick one from below at random.
-        let candidate = 20_000 + (std::process::id() as u16 ^ port) % 30_000;
-        if TcpListener::bind(("127.0.0.1", candidate)).is_ok()
-            && TcpListener::bind(("127.0.0.1", candidate + 10000)).is_ok()
-        {
-            return candidate;
-        }
-    }
+    unused_port(true)
+}
+
+/// A port on 127.0.0.1 that nothing listens on (with `bus`, nor on the
+/// port 10000 above it), chosen at random below the range the kernel
+/// takes the local ports of outgoing connections from. A port from that
+/// range (what binding port 0 gives) can be taken by a client's
+/// connection between the check and the server's own bind, or while a
+/// killed server is started again on it, and the server then fails with
+/// "Address already in use"; a port below it is taken only by a listener.
+fn unused_port(bus: bool) -> u16 {
+    const LOWEST: u32 = 10_000;
+    let ceiling = u32::from(outgoing_ports_start()) - if bus { 10_000 } else { 0 };
+    let free =
+        |port: u32| u16::try_from(port).is_ok_and(|port| TcpListener::bind(("127.0.0.1", port)).is_ok());
+    let random = std::collections::hash_map::RandomState::new();
+    let span = u64::from(ceiling.saturating_sub(LOWEST).max(1));
+    (0u32..10_000)
+        .map(|attempt| LOWEST + (random.hash_one(attempt) % span) as u32)
+        .find(|&port| port < ceiling && free(port) && (!bus || free(port + 10_000)))
+        .and_then(|port| u16::try_from(port).ok())
+        .unwrap_or_else(|| panic!("no free port below {ceiling} on 127.0.0.1"))
+}
+
+/// The first port of the kernel's range for the local ports of outgoing
+/// connections (Linux's `net.ipv4.ip_local_port_range`), 32768 where it
+/// cannot be read.
+fn outgoing_ports_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .filter(|&start: &u16| start > 21_000)
+        .unwrap_or(32_768)
 }
 
 /// A path for a unix socket inside `dir`.
