@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use tollgate::backend::{Backend, Tick};
 use tollgate::strategy::{decide_all, LimitRate, State};
-use tollgate::together::{Part, Role};
+use tollgate::together::{Decided, Part, Role};
 use tollgate::{Decision, Limiter};
 
 /// One part of a planned request: a policy index, a key index, a cost and
@@ -71,6 +71,28 @@ pub fn alone(
     let mut next = [None; tollgate::Policy::MAX_LIMITS];
     let outcome = decide_all(limits, &state[..n], &mut next[..n], now, cost);
     (Decision::from_compound(outcome, limits, tick), next)
+}
+
+/// Checks `got`, a backend's answer to the planned request `plan` at
+/// `now`, against the contract ([`expected`]), moving `states` on as the
+/// request leaves them: its decisions, whether it is denied, and no charge
+/// left in place. `what` names the request in a failure.
+///
+/// # Errors
+///
+/// A [`TestCaseError`] saying what differs.
+pub fn check_answer(
+    got: &Decided,
+    (limits, states): (&[Vec<LimitRate>], &mut States),
+    plan: &[PlanPart],
+    (now, tick): (u64, Tick),
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let (want, denied) = expected(limits, states, plan, now, tick);
+    prop_assert_eq!(&got.decisions, &want, "{}", what);
+    prop_assert_eq!(got.denied, denied, "{}", what);
+    prop_assert_eq!(got.partial_charges, 0, "{}", what);
+    Ok(())
 }
 
 /// The decisions of `parts` at `now` under the contract, whether the
