@@ -274,26 +274,26 @@ fn ping(port: u16) -> bool {
     matches!(stream.read(&mut buf), Ok(n) if n > 0 && (buf[0] == b'+' || buf[0] == b'-'))
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now, below the
-/// kernel's range of ports for outgoing connections
-/// ([`unused_port`]).
+/// A TCP port on 127.0.0.1 that nothing listens on right now, chosen at
+/// random below the range the kernel takes the local ports of outgoing
+/// connections from. A port from that range (what binding port 0 gives)
+/// can be taken by a client's connection between the check and the
+/// server's own bind, or while a killed server is started again on it, and
+/// the server then fails with "Address already in use"; a port below it is
+/// taken only by a listener.
 pub fn free_port() -> u16 {
     unused_port(false)
 }
 
-/// A free port whose cluster-bus port (+10000) is free too, both below the
-/// kernel's range of ports for outgoing connections ([`unused_port`]).
+/// A free port as [`free_port`] chooses one, whose cluster-bus port
+/// (+10000) is free too and below the same range.
 pub fn free_cluster_port() -> u16 {
     unused_port(true)
 }
 
-/// A port on 127.0.0.1 that nothing listens on (with `bus`, nor on the
-/// port 10000 above it), chosen at random below the range the kernel
-/// takes the local ports of outgoing connections from. A port from that
-/// range (what binding port 0 gives) can be taken by a client's
-/// connection between the check and the server's own bind, or while a
-/// killed server is started again on it, and the server then fails with
-/// "Address already in use"; a port below it is taken only by a listener.
+/// A port nothing listens on, below the kernel's range for outgoing
+/// connections (see [`free_port`]); with `bus`, the port 10000 above it
+/// free and below that range too.
 fn unused_port(bus: bool) -> u16 {
     const LOWEST: u32 = 10_000;
     let ceiling = u32::from(outgoing_ports_start()) - if bus { 10_000 } else { 0 };
