@@ -131,12 +131,12 @@ pub enum Role {
 
 impl Role {
     /// Whether the part's denial denies its request by itself.
-    pub fn is_decisive(self) -> bool {
+    pub(crate) fn is_decisive(self) -> bool {
         self == Role::Decisive
     }
 
     /// Whether the part is one of its request's quotas.
-    pub fn is_quota(self) -> bool {
+    pub(crate) fn is_quota(self) -> bool {
         matches!(self, Role::Quota | Role::ShadowQuota)
     }
 
