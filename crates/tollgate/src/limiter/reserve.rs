@@ -114,8 +114,9 @@ impl<B: Backend> Limiter<B> {
             Reserving::Listed(decision) => return Ok(reservation(decision, Duration::ZERO, None, false)),
             Reserving::Ask(pending) => pending,
         };
-        let result = if self.answers(&Call::Reserve { key, cost, max_delay }) {
-            Answer::reserved(self.binding.call(Call::Reserve { key, cost, max_delay }).await)
+        let call = Call::Reserve { key, cost, max_delay };
+        let result = if self.answers(&call) {
+            Answer::reserved(self.binding.call(call).await)
         } else {
             // A store that does not reserve: what a decision admits now.
             Answer::decided(self.binding.call(Call::Decide { key, cost }).await)
@@ -140,16 +141,13 @@ impl<B: Backend> Limiter<B> {
         let Some(receipt) = &reservation.receipt else {
             return Ok(false);
         };
-        if !self.answers(&Call::Cancel {
-            key: &reservation.key,
-            receipt,
-        }) {
-            return Ok(false);
-        }
         let call = Call::Cancel {
             key: &reservation.key,
             receipt,
         };
+        if !self.answers(&call) {
+            return Ok(false);
+        }
         Answer::cancelled(self.binding.call(call).await).map_err(Error::Backend)
     }
 }

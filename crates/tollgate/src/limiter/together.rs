@@ -91,7 +91,7 @@ use crate::limiter::Limiter;
 use crate::operation::Operation;
 use crate::protection::Gate;
 
-/// One part of a request for [`allow_in_one_step`]: a limiter's decision on a key.
+/// One part of a request for [`allow_all`]: a limiter's decision on a key.
 #[derive(Debug)]
 pub struct Part<'a, B: Backend> {
     /// The limiter whose policy decides the part.
