@@ -96,7 +96,7 @@ pub enum AnyBinding {
 impl std::fmt::Debug for AnyBinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AnyBinding::Memory(binding) => f.debug_struct("Memory").field("keys", &binding.len()).finish(),
+            AnyBinding::Memory(binding) => f.debug_tuple("Memory").field(binding).finish(),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => f.debug_tuple("Redis").field(binding).finish(),
         }

@@ -220,9 +220,12 @@ impl<B: Backend> Engine<B> {
     }
 
     /// [`Self::verdict`] for a request that may be held up to `max_delay`
-    /// for its turn: reserved, then passed on once its delay has passed
-    /// (with the headers of its reservation); refused as any denial when
-    /// its turn is further away.
+    /// for its turn: it waits through the limiter
+    /// ([`Limiter::acquire_n_within`](tollgate::Limiter::acquire_n_within):
+    /// a reservation when the strategy takes one, the next window's
+    /// decision otherwise) and is passed on with the headers of the
+    /// decision that admitted it; refused as any denial when its turn is
+    /// further away. A client that leaves while held cancels its turn.
     async fn verdict_held(
         &self,
         p: &Prepared<'_>,
@@ -230,13 +233,11 @@ impl<B: Backend> Engine<B> {
         is_grpc: impl FnOnce() -> bool,
     ) -> Verdict {
         let limiter = self.limiters.limiter(&p.resource);
-        match limiter.reserve_n(p.key.as_bytes(), p.cost, max_delay).await {
-            Ok(reservation) => {
-                if reservation.is_reserved() && !reservation.delay().is_zero() {
-                    tokio::time::sleep(reservation.delay()).await;
-                }
-                self.decided(reservation.decision(), p, is_grpc)
-            }
+        match limiter
+            .acquire_n_within(p.key.as_bytes(), p.cost, Some(max_delay))
+            .await
+        {
+            Ok(decision) => self.decided(&decision, p, is_grpc),
             Err(error) => self.failed(&error, p, is_grpc),
         }
     }

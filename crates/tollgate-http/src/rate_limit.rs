@@ -180,22 +180,23 @@ impl<B: Backend> RateLimit<B> {
     }
 
     /// Holds a request over the rate for its turn, up to `max`, instead of
-    /// refusing it (nginx's `limit_req … burst= delay=`): its units are
-    /// reserved at once
-    /// ([`Limiter::reserve_n`](tollgate::Limiter::reserve_n)), and it is
-    /// passed on when its delay has passed; a request whose turn is further
-    /// than `max` away is refused as without this setting, with
-    /// `Retry-After` the wait after which it would be held no longer than
-    /// `max`. The `RateLimit` headers are those of the reservation.
+    /// refusing it (nginx's `limit_req … burst= delay=`): it waits through
+    /// the limiter ([`Limiter::acquire_n_within`](tollgate::Limiter::acquire_n_within)
+    /// with `max`) and is passed on when admitted; a request whose turn is
+    /// further than `max` away is refused at once as without this setting,
+    /// with `Retry-After` the wait after which it would be held no longer
+    /// than `max`. The `RateLimit` headers are those of the decision that
+    /// admitted it.
     ///
-    /// The token and leaky bucket reserve the next slots their rate allows,
-    /// a sliding window the next slots within its current window; a policy
-    /// with a fixed window holds nothing (it reserves only what it admits
-    /// now). Held requests are counted in `tollgate_delayed_total`.
-    /// A held request keeps its connection and its task: bound `max` by
-    /// what clients and the server can wait. A request dropped while held
-    /// keeps its reservation (its units are spent). Holding uses tokio's
-    /// timer.
+    /// The token and leaky bucket reserve the next slots their rate allows
+    /// and a sliding window the next slots within its current window; a
+    /// fixed window's denial is held until the window turns when that is
+    /// within `max`, then decided again. Requests held on a reservation are
+    /// counted in `tollgate_delayed_total`. A held request keeps its
+    /// connection and its task: bound `max` by what clients and the server
+    /// can wait. A request whose client leaves while it is held cancels its
+    /// reservation (the units come back when nothing was charged after it).
+    /// Holding uses tokio's timer.
     pub fn delay(mut self, max: std::time::Duration) -> Self {
         self.engine_mut().delay = Some(max);
         self

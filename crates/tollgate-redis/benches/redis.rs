@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tokio::runtime::Runtime;
+use tollgate::backend::{Backend, Scope};
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
@@ -308,7 +309,16 @@ fn main() {
     let mut rows = Vec::new();
     for (name, policy) in policies() {
         let seq_limiter = limiter(&sequential_backend, policy);
-        let function = seq_limiter.binding().function_name().to_owned();
+        // The binding the limiter decides through, bound again for the
+        // names it gives the server.
+        let binding = sequential_backend
+            .bind(&Scope {
+                prefix: Limiter::DEFAULT_KEY_PREFIX,
+                resource: "bench",
+                policy: &policy,
+            })
+            .expect("valid policy");
+        let function = binding.function_name().to_owned();
         // The first decision loads the function library on the server;
         // redis-benchmark then calls that very function.
         sequential_rt.block_on(seq_limiter.allow("hot")).unwrap();
@@ -335,8 +345,7 @@ fn main() {
         let rb_key = format!("redis-benchmark:{label}");
         let call = Call {
             function,
-            keys: seq_limiter
-                .binding()
+            keys: binding
                 .state_keys(rb_key.as_bytes())
                 .into_iter()
                 .map(|k| String::from_utf8(k).expect("a text key"))

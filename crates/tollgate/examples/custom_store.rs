@@ -8,7 +8,7 @@
 //! shared by several processes can race between get and set.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tollgate::backend::store::{Store, StoreBackend};
@@ -47,13 +47,16 @@ impl Store for OrderedStore {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), tollgate::Error> {
+    // The limiter's backend and this function share the store (a `Store`
+    // behind an `Arc` is one), so the entries can be listed below.
+    let store = Arc::new(OrderedStore::default());
     let limiter = Limiter::builder()
         .strategy(Strategy::TokenBucket)
         .limit(3)
         .window(Duration::from_secs(60))
         .key_prefix("myapp")
         .resource("api")
-        .backend(StoreBackend::new(OrderedStore::default()))
+        .backend(StoreBackend::new(Arc::clone(&store)))
         .build()?;
 
     for i in 1..=4 {
@@ -63,7 +66,6 @@ async fn main() -> Result<(), tollgate::Error> {
             d.allowed, d.remaining, d.retry_after
         );
     }
-    let store = limiter.binding().store();
     for key in store.entries.lock().expect("store lock").keys() {
         println!("stored under {:?}", String::from_utf8_lossy(key));
     }

@@ -90,49 +90,70 @@ impl Store for MapStore {
 }
 
 /// Wraps a store and fails every operation while switched to failing.
+///
+/// A clone is a handle on the same store, switch and counters: keep one
+/// beside the backend the other was given to, to switch it while a limiter
+/// uses it.
 pub struct FlakyStore<S> {
+    shared: Arc<Flaky<S>>,
+}
+
+/// What the clones of a [`FlakyStore`] share.
+struct Flaky<S> {
     inner: S,
     failing: AtomicBool,
     failures: AtomicU64,
     operations: AtomicU64,
 }
 
+impl<S> Clone for FlakyStore<S> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
 impl<S: Store> FlakyStore<S> {
     /// Wraps `inner`, initially healthy.
     pub fn new(inner: S) -> Self {
         Self {
-            inner,
-            failing: AtomicBool::new(false),
-            failures: AtomicU64::new(0),
-            operations: AtomicU64::new(0),
+            shared: Arc::new(Flaky {
+                inner,
+                failing: AtomicBool::new(false),
+                failures: AtomicU64::new(0),
+                operations: AtomicU64::new(0),
+            }),
         }
     }
 
-    /// Makes every following operation fail (`true`) or succeed (`false`).
+    /// Makes every following operation fail (`true`) or succeed (`false`),
+    /// through this handle and every clone of it.
     pub fn set_failing(&self, failing: bool) {
-        self.failing.store(failing, Ordering::SeqCst);
+        self.shared.failing.store(failing, Ordering::SeqCst);
     }
 
     /// How many operations have failed so far.
     pub fn failures(&self) -> u64 {
-        self.failures.load(Ordering::SeqCst)
+        self.shared.failures.load(Ordering::SeqCst)
     }
 
     /// How many operations (get, set, delete) were asked of the store,
     /// failed or not.
     pub fn operations(&self) -> u64 {
-        self.operations.load(Ordering::SeqCst)
+        self.shared.operations.load(Ordering::SeqCst)
     }
 
     /// The wrapped store.
     pub fn inner(&self) -> &S {
-        &self.inner
+        &self.shared.inner
     }
 
     fn check(&self) -> Result<(), BackendError> {
-        self.operations.fetch_add(1, Ordering::SeqCst);
-        if self.failing.load(Ordering::SeqCst) {
-            self.failures.fetch_add(1, Ordering::SeqCst);
+        let shared = &*self.shared;
+        shared.operations.fetch_add(1, Ordering::SeqCst);
+        if shared.failing.load(Ordering::SeqCst) {
+            shared.failures.fetch_add(1, Ordering::SeqCst);
             Err(BackendError::new(
                 BackendErrorKind::Unavailable,
                 "the store is switched to failing",
@@ -146,17 +167,17 @@ impl<S: Store> FlakyStore<S> {
 impl<S: Store> Store for FlakyStore<S> {
     async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, BackendError> {
         self.check()?;
-        self.inner.get(key).await
+        self.shared.inner.get(key).await
     }
 
     async fn set(&self, key: &[u8], value: Vec<u8>, ttl: Duration) -> Result<(), BackendError> {
         self.check()?;
-        self.inner.set(key, value, ttl).await
+        self.shared.inner.set(key, value, ttl).await
     }
 
     async fn delete(&self, key: &[u8]) -> Result<(), BackendError> {
         self.check()?;
-        self.inner.delete(key).await
+        self.shared.inner.delete(key).await
     }
 }
 

@@ -104,9 +104,10 @@ fn refunds_and_penalties_count_in_the_period() {
     let h = Harness::new();
     h.clock.set_nanos(START);
     let day = Calendar::new(Period::Day, "UTC", None).unwrap();
-    let redis = h.limiter(Limit::per_calendar(10, day).unwrap().into());
+    let policy = Limit::per_calendar(10, day).unwrap().into();
+    let redis = h.limiter(policy);
     // The compound layout, its tail naming the calendar.
-    let keys = redis.binding().state_keys(b"k");
+    let keys = crate::support::bound(&h.backend, "case", "", &policy).state_keys(b"k");
     let key = String::from_utf8(keys[0].clone()).unwrap();
     assert!(
         key.ends_with(":{:k}:fixed_window:day@2001-01-01T00%3A00%3A00@UTC"),

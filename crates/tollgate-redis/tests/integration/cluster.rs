@@ -94,15 +94,16 @@ async fn cluster_decisions_spread_over_primaries_and_stay_exact() {
     // A compound policy's state keys for one rate-limit key share a slot,
     // so one primary holds them all (and its sliding window counts what was
     // admitted); different keys spread over every primary.
+    let policy = policies().pop().unwrap();
     let compound = Limiter::builder()
         .backend(backends[0].clone())
-        .policy(policies().pop().unwrap())
+        .policy(policy)
         .build()
         .unwrap();
+    let binding = support::bound_default(&backends[0], &policy);
     let mut owners = Vec::new();
     for key in 0..24 {
-        let names: Vec<String> = compound
-            .binding()
+        let names: Vec<String> = binding
             .state_keys(format!("user-{key}").as_bytes())
             .into_iter()
             .map(|k| String::from_utf8(k).unwrap())
@@ -168,6 +169,7 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
     let cluster = Cluster::start(3, 0, 2_000);
     let backend = RedisBackend::connect_cluster(&cluster.urls()).await.unwrap();
     let policy = policies().pop().unwrap();
+    let binding = support::bound_default(&backend, &policy);
     let limiter = Limiter::builder()
         .backend(backend)
         .policy(policy)
@@ -176,7 +178,7 @@ async fn operations_on_compound_keys_work_on_a_cluster() {
     let keys: Vec<String> = (0..12).map(|i| format!("user-{i}")).collect();
     let mut owners = std::collections::HashSet::new();
     for key in &keys {
-        let state_keys = limiter.binding().state_keys(key.as_bytes());
+        let state_keys = binding.state_keys(key.as_bytes());
         let slot = cluster.slot(&String::from_utf8(state_keys[0].clone()).unwrap());
         owners.insert(cluster.owner(slot));
         limiter
@@ -225,8 +227,9 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
             .unwrap()
     };
     let (a, b) = (limiter("a"), limiter("b"));
-    let slot = |limiter: &Limiter<RedisBackend>, key: &str| {
-        cluster.slot(&String::from_utf8(limiter.binding().state_keys(key.as_bytes())[0].clone()).unwrap())
+    let slot = |resource: &str, key: &str| {
+        let binding = support::bound(&backend, Limiter::DEFAULT_KEY_PREFIX, resource, &policy);
+        cluster.slot(&String::from_utf8(binding.state_keys(key.as_bytes())[0].clone()).unwrap())
     };
     let parts = |key: &'static str| {
         [
@@ -245,7 +248,7 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
         ]
     };
     // A hash tag in the caller's key puts both limits' state in one slot.
-    assert_eq!(slot(&a, "{user-1}"), slot(&b, "{user-1}"));
+    assert_eq!(slot("a", "{user-1}"), slot("b", "{user-1}"));
     let decisions = allow_in_one_step(&parts("{user-1}"))
         .await
         .expect("one slot: one call")
@@ -256,7 +259,7 @@ async fn a_request_is_decided_in_one_call_only_within_one_slot() {
     assert!(decisions.iter().all(|d| !d.allowed));
     // Without one, the limits' state keys land in different slots: the
     // caller is told to decide one by one.
-    assert_ne!(slot(&a, "user-1"), slot(&b, "user-1"));
+    assert_ne!(slot("a", "user-1"), slot("b", "user-1"));
     assert!(allow_in_one_step(&parts("user-1")).await.is_none());
 }
 
@@ -326,7 +329,9 @@ async fn leases_on_a_cluster_stay_exact_and_keep_their_lessees_in_the_key_slot()
         // Every unit given back was spent by the second round.
         assert_eq!(per_key, [tightest; 12], "{policy}");
         // The lessees of a key live in its slot.
-        let state = limiters[0].binding().state_keys(b"user-0").remove(0);
+        let state = support::bound(&backends[0], &prefix, "", &policy)
+            .state_keys(b"user-0")
+            .remove(0);
         let state = String::from_utf8(state).unwrap();
         let slot = cluster.slot(&state);
         let owner = cluster.owner(slot);

@@ -83,7 +83,13 @@ async fn tasks_on_separate_connections_admit_exactly_the_tightest_limit_and_char
             let admitted = hammer(&limiters, key, cost).await;
             let to = server_micros(&server);
             assert_eq!(admitted, tightest / cost * cost, "{policy}, cost {cost}");
-            let keys = limiters[0].binding().state_keys(key.as_bytes());
+            let keys = support::bound(
+                &backends[0],
+                Limiter::DEFAULT_KEY_PREFIX,
+                &format!("compound-{i}"),
+                &policy,
+            )
+            .state_keys(key.as_bytes());
             for (state_key, limit) in keys.iter().zip(policy.limits()) {
                 assert_charged(&server, state_key, limit, admitted, (from, to));
             }
@@ -140,7 +146,7 @@ async fn compound_state_keys_share_a_layout_and_expire_with_their_state() {
         limit(Strategy::FixedWindow, 1, HOUR),
     ];
     let limiter = Limiter::builder()
-        .backend(backend)
+        .backend(backend.clone())
         .policy(Policy::compound(limits).unwrap())
         .key_prefix("app")
         .resource("login")
@@ -151,7 +157,10 @@ async fn compound_state_keys_share_a_layout_and_expire_with_their_state() {
         .map(|i| String::from_utf8(layout.key(i, b"user:{42}")).unwrap())
         .collect();
     let bound: Vec<Vec<u8>> = names.iter().map(|n| n.clone().into_bytes()).collect();
-    assert_eq!(limiter.binding().state_keys(b"user:{42}"), bound);
+    assert_eq!(
+        support::bound(&backend, "app", "login", limiter.policy()).state_keys(b"user:{42}"),
+        bound
+    );
     let get = |name: &str| server.cli(&["GET", name]);
     let exists = |name: &str| server.cli(&["EXISTS", name]);
 
@@ -207,7 +216,9 @@ async fn compound_decisions_survive_a_flushed_library_or_script_cache_and_reject
         .policy(policy)
         .build()
         .unwrap();
-    let function = limiter.binding().function_name().to_owned();
+    let function = support::bound_default(&backend, &policy)
+        .function_name()
+        .to_owned();
     let library = function.strip_suffix("_compound").unwrap().to_owned();
     let loaded = || {
         server
@@ -232,13 +243,14 @@ async fn compound_decisions_survive_a_flushed_library_or_script_cache_and_reject
         .policy(policy)
         .build()
         .unwrap();
-    let sha = by_script.binding().script_sha().to_owned();
+    let by_script_binding = support::bound_default(&scripts, &policy);
+    let sha = by_script_binding.script_sha().to_owned();
     assert_eq!(by_script.allow("k").await.unwrap().remaining, 57);
     assert!(!scripts.uses_functions());
     assert_eq!(server.cli(&["SCRIPT", "EXISTS", &sha]), "1");
     // Scripts set the expiry with PEXPIREAT: the token bucket's state
     // expires when its three tokens are back (3 × 36 s) plus the grace.
-    let bucket = String::from_utf8(by_script.binding().state_keys(b"k")[1].clone()).unwrap();
+    let bucket = String::from_utf8(by_script_binding.state_keys(b"k")[1].clone()).unwrap();
     let pttl: u64 = server.cli(&["PTTL", &bucket]).parse().unwrap();
     assert!((100_000..=109_000).contains(&pttl), "PTTL {pttl}");
     assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), "OK");
@@ -250,7 +262,7 @@ async fn compound_decisions_survive_a_flushed_library_or_script_cache_and_reject
 
     // A value that is no state fails the decision, naming its key, and the
     // other limit is not charged.
-    let keys = limiter.binding().state_keys(b"foreign");
+    let keys = support::bound_default(&backend, &policy).state_keys(b"foreign");
     let [window, bucket] = [&keys[0], &keys[1]].map(|k| String::from_utf8(k.clone()).unwrap());
     server.cli(&["SET", &bucket, "not a state"]);
     match limiter.allow("foreign").await {

@@ -104,7 +104,7 @@ pub(crate) struct Harness {
     server: RedisServer,
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) clock: ManualClock,
-    backend: RedisBackend,
+    pub(crate) backend: RedisBackend,
     url: String,
     case: AtomicU64,
 }

@@ -248,7 +248,9 @@ fn limits_are_exact_across_processes() {
             if policy.is_compound() {
                 for (key, _) in KEYS {
                     let units = admitted[&(name.clone(), key.to_owned())];
-                    for state_key in limiter.binding().state_keys(key.as_bytes()) {
+                    let binding =
+                        crate::support::bound(&backend, Limiter::DEFAULT_KEY_PREFIX, "processes", &policy);
+                    for state_key in binding.state_keys(key.as_bytes()) {
                         let state_key = String::from_utf8(state_key).unwrap();
                         let state = server.cli(&["GET", &state_key]);
                         assert_eq!(window_count(&state), units, "{state_key}: {state}");

@@ -831,17 +831,12 @@ impl MemoryBinding {
     }
 
     /// The number of keys that hold state, summed over the policy's limits.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tables().iter().map(Tables::len).sum()
     }
 
-    /// Whether no key holds state.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Removes all expired state now (the janitor does this on its own).
-    pub fn sweep(&self) {
+    pub(crate) fn sweep(&self) {
         self.tables().iter().for_each(Tables::sweep);
     }
 }

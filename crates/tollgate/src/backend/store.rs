@@ -190,11 +190,6 @@ pub struct StoreBinding<S> {
 }
 
 impl<S: Store> StoreBinding<S> {
-    /// The store this binding reads and writes.
-    pub fn store(&self) -> &S {
-        &self.shared.store
-    }
-
     fn keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
         match &self.layout {
             Layout::Single(namespace) => {

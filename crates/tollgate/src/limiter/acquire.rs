@@ -1,5 +1,7 @@
-//! Awaiting admission: the waiters of one process on one key form a queue,
-//! first come first served, and only its head talks to the store
+//! Awaiting admission: the waiters of one process on one key ask the store
+//! one at a time, first come first served; a waiter leaves the head of the
+//! queue once it holds its turn (a reservation) or is admitted, and waits
+//! out its reservation beside the others
 //! ([awaiting admission](crate::_documentation::semantics#awaiting-admission)).
 
 use std::collections::HashMap;
@@ -16,10 +18,9 @@ use crate::backend::Backend;
 use crate::decision::Decision;
 use crate::error::Error;
 
-/// One key's queue: the head holds the lock (tokio's mutex is fair: first
-/// come, first served). It keeps the reservation of a head whose future was
-/// dropped while it waited, for the next head to give back.
-type Queue = Arc<tokio::sync::Mutex<Option<Reservation>>>;
+/// One key's queue: its lock is held by the waiter asking the store
+/// (tokio's mutex is fair: first come, first served).
+type Queue = Arc<tokio::sync::Mutex<()>>;
 
 /// The queues of every limiter of the process, by limiter and key. An entry
 /// lives while someone waits on it, so memory follows the waiters.
@@ -76,9 +77,9 @@ impl Drop for Place {
     }
 }
 
-/// Polls `future` once: its output when that is ready, as a future on a
-/// backend that [decides now](crate::backend::Backend::decides_now) is,
-/// whose calls never wait; otherwise `None`, the future dropped.
+/// Polls `future` once: its output when that is ready (as a call to a
+/// store that decides at once always is); otherwise `None`, the future
+/// dropped.
 fn poll_once<T>(future: impl Future<Output = T>) -> Option<T> {
     match std::pin::pin!(future).poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
         std::task::Poll::Ready(output) => Some(output),
@@ -86,12 +87,14 @@ fn poll_once<T>(future: impl Future<Output = T>) -> Option<T> {
     }
 }
 
-/// A reservation the head waits out: if its future is dropped first, the
-/// reservation is given back (at once in memory; otherwise by the next
-/// head of the queue, before it asks the store).
+/// A reservation a waiter waits out: if its future is dropped first, the
+/// reservation is cancelled, and given back when nothing was charged after
+/// it. The cancel is polled once: a store that decides at once (memory)
+/// or whose call is ready at once answers it there; on one that must be
+/// awaited, what the first poll sent is all that is sent (never a second
+/// cancel of the same reservation, which could give back another's units).
 struct Held<'a, B: Backend> {
     limiter: &'a Limiter<B>,
-    slot: &'a mut Option<Reservation>,
     reservation: Option<Reservation>,
 }
 
@@ -100,12 +103,7 @@ impl<B: Backend> Drop for Held<'_, B> {
         let Some(reservation) = self.reservation.take() else {
             return;
         };
-        if self.limiter.answers.decides_now() {
-            // The in-memory store gives it back without waiting.
-            let _ = poll_once(self.limiter.cancel(reservation));
-        } else {
-            *self.slot = Some(reservation);
-        }
+        let _ = poll_once(self.limiter.cancel(reservation));
     }
 }
 
@@ -149,14 +147,18 @@ impl<B: Backend> Limiter<B> {
     /// delay: one store call per admission (a sliding window whose current
     /// window is spoken for waits until it turns and reserves again). On a
     /// fixed window it decides, waits the decision's `retry_after` when
-    /// denied, and decides again. The waiters of one
-    /// process on one key form a queue, served first come, first served:
-    /// only the head asks the store, and the next starts when the head
-    /// proceeds. Dropping the future charges nothing, except that a head
-    /// dropped while it waits out a reservation leaves the reservation to
-    /// be given back ([`cancel`](Self::cancel)): at once in memory,
-    /// otherwise by the key's next head in this process before it asks the
-    /// store (if none comes, its units stay charged).
+    /// denied, and decides again. The waiters of one process on one key
+    /// form a queue, served first come, first served: only the head asks
+    /// the store, and the next becomes the head once the head holds its
+    /// reservation or is admitted, so each learns its turn (or its refusal)
+    /// without waiting out the turns ahead of it. Dropping the future
+    /// charges nothing, except that a waiter dropped while it waits out a
+    /// reservation cancels it ([`cancel`](Self::cancel)), which gives the
+    /// units back only when nothing was charged after the reservation. The
+    /// cancel is made as the future is dropped, without waiting: in memory
+    /// it is answered there; on a store whose calls are awaited it is sent
+    /// without waiting for the answer, and if it does not arrive the units
+    /// stay charged.
     ///
     /// A waiter that a window refused waits its `retry_after`, plus up to
     /// the limiter's [`acquire_jitter`](crate::LimiterBuilder::acquire_jitter)
@@ -240,30 +242,27 @@ impl<B: Backend> Limiter<B> {
         let deadline = within.map(|w| Instant::now() + w);
         let _waiting = Waiting::enter();
         let place = Place::join(std::ptr::from_ref(self) as usize, key);
-        let queued = place.queue.lock();
-        let mut head = match deadline {
-            None => queued.await,
-            Some(deadline) => match tokio::time::timeout_at(deadline, queued).await {
+        let head = match deadline {
+            None => place.queue.lock().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, place.queue.lock()).await {
                 Ok(head) => head,
                 // The deadline passed while waiters ahead held the queue.
                 Err(_) => return self.refused_in_queue(key).await,
             },
         };
-        if let Some(left) = head.take() {
-            // A head before this one left without proceeding.
-            let _ = self.cancel(left).await;
-        }
         loop {
             let now = Instant::now();
             let max_delay = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
             let reservation = self.reserve_n(key, cost, max_delay).await?;
             let decision = *reservation.decision();
             if reservation.is_reserved() {
+                // The turn is held: the next waiter may ask while this one
+                // waits it out.
+                drop(head);
                 let delay = reservation.delay();
                 if !delay.is_zero() {
                     let mut held = Held {
                         limiter: self,
-                        slot: &mut head,
                         reservation: Some(reservation),
                     };
                     tokio::time::sleep(delay).await;

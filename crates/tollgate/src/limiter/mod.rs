@@ -314,10 +314,20 @@ impl<B: Backend> Limiter<B> {
     pub fn fail_open_events(&self) -> u64 {
         self.fail_open_events.load(Ordering::Relaxed)
     }
+}
 
-    /// The backend's binding for this policy.
-    pub fn binding(&self) -> &B::Binding {
-        &self.binding
+impl Limiter<MemoryBackend> {
+    /// How many keys hold state in memory, summed over the policy's limits
+    /// (expired state the janitor has not swept yet included): the figure
+    /// a memory budget is planned from.
+    pub fn stored_keys(&self) -> usize {
+        self.binding.len()
+    }
+
+    /// Removes all expired state now; the janitor does so on its own every
+    /// [`MemoryBackend::sweep_interval`].
+    pub fn sweep(&self) {
+        self.binding.sweep();
     }
 }
 

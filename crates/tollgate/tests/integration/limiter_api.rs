@@ -173,7 +173,7 @@ fn peek_reports_without_charging() {
         assert!(d.allowed);
         assert_eq!(d.remaining, 2);
     }
-    assert_eq!(limiter.binding().len(), 0, "a peek must not create state");
+    assert_eq!(limiter.stored_keys(), 0, "a peek must not create state");
     assert!(limiter.check_n("k", 2).allowed);
     let d = limiter.check_n("k", 0);
     assert!(!d.allowed);
@@ -188,6 +188,7 @@ fn flaky(clock: &ManualClock) -> StoreBackend<FlakyStore<MapStore>> {
 async fn fail_closed_returns_the_backend_error() {
     let clock = ManualClock::new(Duration::from_secs(10));
     let backend = flaky(&clock);
+    let store = backend.store().clone();
     let limiter = Limiter::builder()
         .limit(1)
         .window(Duration::from_secs(1))
@@ -196,7 +197,6 @@ async fn fail_closed_returns_the_backend_error() {
         .unwrap();
     assert_eq!(limiter.fail_policy(), FailPolicy::Closed);
     assert!(limiter.allow("k").await.unwrap().allowed);
-    let store = limiter_store(&limiter);
     store.set_failing(true);
     for _ in 0..3 {
         match limiter.allow("k").await {
@@ -213,11 +213,13 @@ async fn fail_closed_returns_the_backend_error() {
 #[tokio::test]
 async fn fail_open_admits_and_counts() {
     let clock = ManualClock::new(Duration::from_secs(10));
+    let backend = flaky(&clock);
+    let store = backend.store().clone();
     let limiter = Limiter::builder()
         .limit(1)
         .window(Duration::from_secs(1))
         .fail_policy(tollgate::FailPolicy::Open)
-        .backend(flaky(&clock))
+        .backend(backend)
         .build()
         .unwrap();
     // A genuine admission of the last unit: allowed with nothing remaining,
@@ -225,7 +227,6 @@ async fn fail_open_admits_and_counts() {
     let last = limiter.allow("k").await.unwrap();
     assert!(last.allowed && last.remaining == 0 && !last.fail_open);
     assert!(!limiter.allow("k").await.unwrap().fail_open);
-    let store = limiter_store(&limiter);
     store.set_failing(true);
     for i in 1..=3 {
         let d = limiter.allow("k").await.unwrap();
@@ -244,26 +245,23 @@ async fn fail_open_admits_and_counts() {
 async fn resource_limiters_mark_fail_open_decisions() {
     let clock = ManualClock::new(Duration::from_secs(10));
     let policy = Policy::new(Strategy::TokenBucket, 5, Duration::from_secs(1)).unwrap();
+    let backend = flaky(&clock);
+    let store = backend.store().clone();
     let limiter = Limiters::builder()
         .default_policy(policy)
         .resource("login", policy)
         .fail_policy(FailPolicy::Open)
-        .backend(flaky(&clock))
+        .backend(backend)
         .build()
         .unwrap();
     for resource in ["login", "other"] {
         assert!(!limiter.limiter(resource).allow("k").await.unwrap().fail_open);
     }
-    limiter.limiter("").binding().store().set_failing(true);
+    store.set_failing(true);
     for resource in ["login", "other"] {
         let d = limiter.limiter(resource).allow_n("k", 2).await.unwrap();
         assert!(d.allowed && d.fail_open, "{resource}: {d:?}");
     }
-}
-
-/// The flaky store behind a limiter's binding (shared through the backend).
-fn limiter_store(limiter: &Limiter<StoreBackend<FlakyStore<MapStore>>>) -> &FlakyStore<MapStore> {
-    limiter.binding().store()
 }
 
 #[test]
@@ -331,15 +329,15 @@ fn sweeps_keep_state_through_small_clock_steps_back() {
     assert!(limiter.check("k").allowed);
     // The bucket ended at 1s; at 1.5s a sweep must still keep its state...
     clock.set(Duration::from_millis(1_500));
-    limiter.binding().sweep();
-    assert_eq!(limiter.binding().len(), 1);
+    limiter.sweep();
+    assert_eq!(limiter.stored_keys(), 1);
     // ...so a clock stepping back into the bucket still sees it spent.
     clock.set(Duration::from_millis(600));
     assert!(!limiter.check("k").allowed);
     // Once the state is more than the tolerance past its expiry, it goes.
     clock.set(Duration::from_millis(2_001));
-    limiter.binding().sweep();
-    assert_eq!(limiter.binding().len(), 0);
+    limiter.sweep();
+    assert_eq!(limiter.stored_keys(), 0);
 }
 
 #[test]
@@ -398,10 +396,10 @@ async fn clock_readings_past_the_latest_time_never_admit_more() {
             admitted.0 += u32::from(memory.check("k").allowed);
             admitted.1 += u32::from(store.allow("k").await.unwrap().allowed);
             clock.advance(Duration::from_millis(1));
-            memory.binding().sweep();
+            memory.sweep();
         }
         assert_eq!(admitted, (3, 3), "{strategy}: (in memory, store)");
-        assert_eq!(memory.binding().len(), 1, "{strategy}: state swept too early");
+        assert_eq!(memory.stored_keys(), 1, "{strategy}: state swept too early");
     }
 }
 
@@ -423,7 +421,7 @@ fn without_reclaim_nothing_is_ever_deleted() {
         limiter.check(format!("new{i}"));
     }
     // Only an explicit sweep deletes.
-    assert_eq!(limiter.binding().len(), 20_000);
+    assert_eq!(limiter.stored_keys(), 20_000);
 }
 
 /// A backend that serves only limits up to 100.

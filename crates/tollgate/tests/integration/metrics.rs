@@ -107,7 +107,8 @@ async fn backend_errors_and_fail_open_admissions_are_counted() {
     let build = |open: bool| {
         let backend =
             StoreBackend::new(FlakyStore::new(MapStore::with_manual_clock(&clock))).clock(clock.clone());
-        metrics::with_local_recorder(&recorder, || {
+        let store = backend.store().clone();
+        let limiter = metrics::with_local_recorder(&recorder, || {
             Limiter::builder()
                 .strategy(Strategy::TokenBucket)
                 .limit(5)
@@ -121,12 +122,13 @@ async fn backend_errors_and_fail_open_admissions_are_counted() {
                 .backend(backend)
                 .build()
                 .unwrap()
-        })
+        });
+        (limiter, store)
     };
     let (open, closed) = (build(true), build(false));
-    for limiter in [&open, &closed] {
+    for (limiter, store) in [&open, &closed] {
         assert!(limiter.allow("k").await.unwrap().allowed);
-        limiter.binding().store().set_failing(true);
+        store.set_failing(true);
         for _ in 0..3 {
             let _ = limiter.allow("k").await;
         }

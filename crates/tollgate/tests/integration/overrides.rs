@@ -253,7 +253,7 @@ fn memory_is_bounded_whatever_limits_requests_name() {
     }
     assert!(overrides.plans_kept() <= 64, "{overrides:?}");
     // Ten keys, one state each in the base window's table.
-    assert_eq!(overrides.base().binding().len(), 10);
+    assert_eq!(overrides.base().stored_keys(), 10);
     // Each key was named 10,000 times, each time under a limit above what
     // it had spent: 10,000 spent, whatever the limit.
     assert_eq!(overrides.base().check_n("k3", 0).remaining, 0);

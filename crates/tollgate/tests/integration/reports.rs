@@ -343,7 +343,7 @@ fn shadow_mode_and_the_lists_treat_reports_as_the_contract_says() {
         .build()
         .unwrap();
     // The exempt and denied keys kept no state: the backend holds none.
-    assert_eq!(listed.binding().len(), 0);
+    assert_eq!(listed.stored_keys(), 0);
     assert!(other.check_n("vip", 10).allowed);
 
     let zero = Limiter::builder()
@@ -352,7 +352,7 @@ fn shadow_mode_and_the_lists_treat_reports_as_the_contract_says() {
         .build()
         .unwrap();
     assert!(!rt.block_on(zero.charge("k", 3)).unwrap().allowed);
-    assert_eq!(zero.binding().len(), 0);
+    assert_eq!(zero.stored_keys(), 0);
 }
 
 /// A report whose store fails is not charged there: fail closed returns

@@ -21,3 +21,30 @@ pub fn window_count(state: &str) -> u64 {
         _ => panic!("a window state, got {state:?}"),
     }
 }
+
+/// The backend's binding for `policy` of `resource` under `prefix`: the
+/// one a limiter built on `backend` with them decides through, bound anew
+/// for its key names, function name and script digest.
+pub fn bound(
+    backend: &tollgate_redis::RedisBackend,
+    prefix: &str,
+    resource: &str,
+    policy: &tollgate::Policy,
+) -> tollgate_redis::RedisBinding {
+    use tollgate::backend::{Backend, Scope};
+    backend
+        .bind(&Scope {
+            prefix,
+            resource,
+            policy,
+        })
+        .unwrap_or_else(|err| panic!("binding {resource:?}: {err}"))
+}
+
+/// [`bound`] for a limiter's default policy under the default prefix.
+pub fn bound_default(
+    backend: &tollgate_redis::RedisBackend,
+    policy: &tollgate::Policy,
+) -> tollgate_redis::RedisBinding {
+    bound(backend, tollgate::Limiter::DEFAULT_KEY_PREFIX, "", policy)
+}
