@@ -32,7 +32,8 @@ that several instances share their limits.
   GET  /ui: a page for operators (decisions per second, most denied keys, policies, the store)
 
 Admin routes are open on a loopback address; with --admin-token-file they need
-`Authorization: Bearer <token>`, and without one the service refuses to listen elsewhere.
+`Authorization: Bearer <token>`, with --no-admin they are off (404), and with neither the
+service refuses to listen elsewhere.
 Admin routes and /v1/decide read only `Content-Type: application/json` bodies (415), refuse
 requests from other origins (403) and, on a token-less loopback listener, a Host that is not
 localhost or a loopback address (421): web pages in a browser on the host cannot drive them.
@@ -48,7 +49,9 @@ buckets refill by the time that passed. State on Redis needs no file.
 SIGHUP, or a change to a --config file, reloads the configuration: a valid one replaces the
 old atomically (limits whose policy is unchanged keep their state), an invalid one is logged
 with its file, line and field while the old one keeps serving. SIGTERM or Ctrl-C drains:
-the listeners close, every request already received is answered (HTTP/1.1 with
+/readyz answers 503 at once, the service serves on for --drain-delay (0 s; give a load
+balancer or Kubernetes that long to stop sending), then the listeners close, every request
+already received is answered (HTTP/1.1 with
 `Connection: close`), idle connections are closed, and the service exits with 0 once all
 are closed or --drain-timeout has passed; a second SIGTERM or Ctrl-C exits at once with 1.
 The log goes to standard error, one line per event: text by default, or with --log-format json
@@ -79,6 +82,10 @@ pub struct ServeArgs {
     /// A file holding the bearer token the admin routes require.
     #[arg(long, value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// Turn the admin routes off (they answer 404): the service may then listen on any address
+    /// without a token. Decisions, health, metrics and /ui stay.
+    #[arg(long, conflicts_with = "admin_token_file")]
+    pub no_admin: bool,
     /// How long an HTTP/1.1 request head may take from its first byte; slower clients are disconnected.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
@@ -91,6 +98,10 @@ pub struct ServeArgs {
     /// How long draining may take after SIGTERM before open connections are closed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// How long to go on serving after SIGTERM, with /readyz answering 503, before draining: the
+    /// time a load balancer or Kubernetes takes to stop sending new connections.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub drain_delay: Duration,
     /// Keep in-memory counts in this file across restarts: read at start, written atomically every --state-interval and after draining.
     #[arg(long, value_name = "FILE")]
     pub state_file: Option<PathBuf>,
@@ -157,7 +168,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
             .header_read_timeout(args.header_read_timeout)
             .idle_timeout(args.idle_timeout)
             .max_connections(args.max_connections)
-            .drain_timeout(args.drain_timeout);
+            .drain_timeout(args.drain_timeout)
+            .drain_delay(args.drain_delay);
         if let Some(threads) = args.grpc_threads {
             builder = builder.grpc_threads(threads);
         }
@@ -169,6 +181,9 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         }
         if let Some(file) = &args.admin_token_file {
             builder = builder.admin_token_file(file);
+        }
+        if args.no_admin {
+            builder = builder.no_admin();
         }
         if let Some(file) = &args.state_file {
             builder = builder

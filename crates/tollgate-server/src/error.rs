@@ -19,7 +19,7 @@ pub enum ServerError {
     #[error(
         "refusing to serve the admin routes ({routes}) on {addr}, which is not a loopback address, \
          without a token: give --admin-token-file FILE (clients then send `Authorization: Bearer \
-         <token>`), or listen on a loopback address such as 127.0.0.1"
+         <token>`), turn them off with --no-admin, or listen on a loopback address such as 127.0.0.1"
     )]
     AdminExposed {
         /// The HTTP listener's address.

@@ -33,6 +33,9 @@ pub(crate) struct Limits {
     /// How long draining may take before the connections still open are
     /// closed.
     pub(crate) drain: Duration,
+    /// How long the service keeps serving, not ready, once told to stop
+    /// and before its listeners close.
+    pub(crate) drain_delay: Duration,
 }
 
 /// The open-connection budget both listeners take from.

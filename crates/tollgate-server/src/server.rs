@@ -41,6 +41,7 @@ pub struct ServerBuilder {
     grpc_listen: Option<SocketAddr>,
     auth_deny_status: u16,
     admin_token_file: Option<PathBuf>,
+    admin_off: bool,
     clock: Option<SharedClock>,
     watch_files: bool,
     reload_on_sighup: bool,
@@ -66,6 +67,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("grpc_listen", &self.grpc_listen)
             .field("auth_deny_status", &self.auth_deny_status)
             .field("admin_token_file", &self.admin_token_file)
+            .field("admin_off", &self.admin_off)
             .field("watch_files", &self.watch_files)
             .field("reload_on_sighup", &self.reload_on_sighup)
             .field("limits", &self.limits)
@@ -115,6 +117,7 @@ impl Server {
             grpc_listen: None,
             auth_deny_status: 429,
             admin_token_file: None,
+            admin_off: false,
             clock: None,
             watch_files: true,
             reload_on_sighup: true,
@@ -125,6 +128,7 @@ impl Server {
                     idle: DEFAULT_IDLE_TIMEOUT,
                 },
                 drain: DEFAULT_DRAIN_TIMEOUT,
+                drain_delay: Duration::ZERO,
             },
             grpc_threads: None,
             max_limit_override: DEFAULT_MAX_LIMIT_OVERRIDE,
@@ -150,7 +154,26 @@ impl Server {
         self.reloader.clone()
     }
 
-    /// Serves until `shutdown` completes, then drains: stops accepting
+    /// Turns true once `shutdown` has completed and the drain delay has
+    /// passed; `/readyz` answers 503 from the moment `shutdown` completes.
+    fn stop_after(&self, shutdown: impl Future<Output = ()> + Send + 'static) -> watch::Receiver<bool> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (shared, delay) = (self.shared.clone(), self.limits.drain_delay);
+        tokio::spawn(async move {
+            shutdown.await;
+            shared.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+            if !delay.is_zero() {
+                tracing::info!("stopping: not ready from now on, serving {delay:?} more before draining");
+                tokio::time::sleep(delay).await;
+            }
+            let _ = stop_tx.send(true);
+        });
+        stop_rx
+    }
+
+    /// Serves until `shutdown` completes, then drains: `/readyz` answers
+    /// 503 at once, the service goes on serving for the
+    /// [drain delay](ServerBuilder::drain_delay), then stops accepting
     /// connections, answers every request already received (HTTP/1.1
     /// responses then carry `Connection: close`; HTTP/2 clients get
     /// GOAWAY), closes idle connections, and returns once all are closed or
@@ -160,11 +183,7 @@ impl Server {
     ///
     /// [`ServerError::Io`] when the gRPC server fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        });
+        let stop_rx = self.stop_after(shutdown);
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
         };
@@ -288,6 +307,19 @@ impl ServerBuilder {
     /// surrounding whitespace trimmed).
     pub fn admin_token_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.admin_token_file = Some(path.into());
+        self.admin_off = false;
+        self
+    }
+
+    /// Turns the admin routes off (`/v1/policies`, `/v1/top`, the per-key
+    /// operations, ...): they answer 404 and nobody can call them, so the
+    /// service may listen on any address without a token. Decisions,
+    /// health, metrics and the operators' page stay. Of this and
+    /// [`admin_token_file`](Self::admin_token_file), the last one called
+    /// holds.
+    pub fn no_admin(mut self) -> Self {
+        self.admin_off = true;
+        self.admin_token_file = None;
         self
     }
 
@@ -373,6 +405,19 @@ impl ServerBuilder {
         self
     }
 
+    /// How long the service goes on serving once [`Server::run`]'s
+    /// shutdown future completes, before it stops accepting connections
+    /// and drains (default 0, at most a day). `/readyz` answers 503 from
+    /// the start of the delay: the time a load balancer takes to stop
+    /// sending new connections after it sees the service not ready, or
+    /// after Kubernetes removes a stopping pod from its Service (the
+    /// kubelet's SIGTERM and that removal happen at the same time, so
+    /// connections keep arriving for a few seconds).
+    pub fn drain_delay(mut self, delay: Duration) -> Self {
+        self.limits.drain_delay = delay;
+        self
+    }
+
     /// How many threads serve the gRPC listener's connections (default:
     /// one per core the process may run on). Each runs a single-threaded
     /// runtime and serves every request of the connections it is given,
@@ -451,6 +496,7 @@ impl ServerBuilder {
             metrics,
             reservations: Default::default(),
             request_calendars: Default::default(),
+            draining: Default::default(),
         });
         Ok(Server {
             shared,
@@ -471,6 +517,7 @@ impl ServerBuilder {
     /// another address.
     fn admin_access(&self) -> Result<AdminAccess, ServerError> {
         Ok(match &self.admin_token_file {
+            None if self.admin_off => AdminAccess::Off,
             Some(path) => AdminAccess::Token(read_token(path)?),
             None if self.listen.ip().is_loopback() => AdminAccess::Loopback,
             None => {
@@ -513,6 +560,9 @@ impl ServerBuilder {
         }
         if limits.drain > MAX_TIMEOUT {
             return refuse("--drain-timeout", "must be at most 1 day");
+        }
+        if limits.drain_delay > MAX_TIMEOUT {
+            return refuse("--drain-delay", "must be at most 1 day");
         }
         Ok(())
     }

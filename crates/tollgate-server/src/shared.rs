@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     pub(crate) reservations: crate::pending::Reservations,
     /// The calendars `/v1/decide` requests have named.
     pub(crate) request_calendars: crate::http::request_calendars::RequestCalendars,
+    /// Set once the service was told to stop: `/readyz` answers 503 from
+    /// then on, while it serves out its drain delay and drains.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 /// Who may call the admin routes.
@@ -31,4 +34,7 @@ pub(crate) enum AdminAccess {
     Loopback,
     /// Requests with this bearer token.
     Token(Vec<u8>),
+    /// Nobody: the admin routes are turned off
+    /// ([`ServerBuilder::no_admin`](crate::ServerBuilder::no_admin)).
+    Off,
 }

@@ -67,11 +67,13 @@ complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l header-read-
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l idle-timeout -d 'How long a connection with no request in flight stays open' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l max-connections -d 'The most connections open at once, HTTP and gRPC together; at the cap new ones wait' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l drain-timeout -d 'How long draining may take after SIGTERM before open connections are closed' -r
+complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l drain-delay -d 'How long to go on serving after SIGTERM, with /readyz answering 503, before draining: the time a load balancer or Kubernetes takes to stop sending new connections' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l state-file -d 'Keep in-memory counts in this file across restarts: read at start, written atomically every --state-interval and after draining' -r -F
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l state-interval -d 'How often --state-file is written: a kill without draining loses at most this much of the decisions' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l grpc-threads -d 'Threads serving the gRPC listener\'s connections, each connection wholly on one (default: one per core; 0: the shared workers)' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l log-format -d 'How log lines on standard error are written' -r -f -a "text\t'Lines for people: time, level, target and message'
 json\t'One JSON object per line, the event\'s fields at the top level'"
+complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l no-admin -d 'Turn the admin routes off (they answer 404): the service may then listen on any address without a token. Decisions, health, metrics and /ui stay'
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l discard-invalid-state -d 'Start empty when --state-file cannot be restored (damaged, cut short, not a state file), moving it to FILE.invalid'
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c tollgate -n "__fish_tollgate_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -11,6 +11,7 @@ mod config;
 mod decisions;
 mod errors;
 mod fleet_faults;
+mod kubernetes;
 mod package;
 mod plot;
 mod progress;

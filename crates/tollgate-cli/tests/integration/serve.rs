@@ -69,10 +69,29 @@ fn serve_refuses_open_admin_routes_on_a_public_address() {
             "error: refusing to serve the admin routes (GET /v1/policies, GET /v1/top, POST /v1/reset, POST /v1/block, \
              POST /v1/refund, POST /v1/penalty) on {listen}, which is not a \
              loopback address, without a token: give --admin-token-file FILE (clients then send \
-             `Authorization: Bearer <token>`), or listen on a loopback address such as 127.0.0.1"
+             `Authorization: Bearer <token>`), turn them off with --no-admin, or listen on a \
+             loopback address such as 127.0.0.1"
         )
     );
     assert_eq!(serve.wait_exit().code(), Some(1));
+    // With the admin routes off it starts: decisions are answered, the
+    // admin routes are not.
+    let port = free_port();
+    let open = format!("0.0.0.0:{port}");
+    let mut serve = Serve::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        &open,
+        "--no-admin",
+    ]);
+    serve.wait_for_log("serving HTTP on");
+    assert!(get(port, "/healthz").starts_with("HTTP/1.1 200"));
+    let policies = get(port, "/v1/policies");
+    assert!(policies.starts_with("HTTP/1.1 404"), "{policies}");
+    assert!(policies.contains("--no-admin"), "{policies}");
+    serve.signal("TERM");
+    assert_eq!(serve.wait_exit().code(), Some(0));
     // With a token it starts.
     let token = dir.path().join("token");
     std::fs::write(&token, "t0ken\n").unwrap();

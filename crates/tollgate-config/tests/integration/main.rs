@@ -8,6 +8,7 @@ mod compound;
 mod env;
 mod envoy_shapes;
 mod formats;
+mod kubernetes;
 mod memory;
 mod mistakes;
 #[cfg(feature = "redis")]

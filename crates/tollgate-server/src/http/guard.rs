@@ -66,6 +66,16 @@ pub(crate) async fn check(
 fn refusal(admin: &AdminAccess, route: Route, request: &Request) -> Option<Response> {
     let headers = request.headers();
     let host = authority(request);
+    if route == Route::Admin && matches!(admin, AdminAccess::Off) {
+        return Some(
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "the admin routes are turned off on this service (--no-admin); give it an \
+                 --admin-token-file to serve them",
+            )
+            .into_response(),
+        );
+    }
     if matches!(admin, AdminAccess::Loopback) && !host.is_some_and(is_loopback_host) {
         return Some(
             ApiError::new(

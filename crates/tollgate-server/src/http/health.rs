@@ -35,7 +35,9 @@ struct Ready {
 pub(crate) async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     let config = shared.config.current();
     let storage = config.storage().to_string();
-    let error = if config.in_memory() {
+    let error = if shared.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        Some("the service is stopping".to_owned())
+    } else if config.in_memory() {
         None
     } else {
         match config.probe() {
