@@ -16,6 +16,9 @@
 //! - [`operation_traces`]: random traces of decisions and per-key
 //!   operations, and the decisions the pure strategy functions give for
 //!   them, which every backend must match;
+//! - [`in_flight_model`]: the permits of "Requests in flight" in
+//!   SEMANTICS.md, a model to check the backends' concurrency limits
+//!   against;
 //! - [`together_model`]: the decisions and states a request of several
 //!   parts must give ([`tollgate::together`]), from the pure functions;
 //! - [`sources`]: the workspace's production sources, for the tests that
@@ -31,6 +34,7 @@ pub mod bench;
 pub mod counting_alloc;
 pub mod envoy_files;
 pub mod fault_proxy;
+pub mod in_flight_model;
 pub mod operation_traces;
 pub mod process_cpu;
 pub mod redis;
