@@ -143,7 +143,7 @@ fn sigterm_under_load_loses_no_request_and_readiness_turns_first() {
         "--listen",
         &listen,
         "--drain-delay",
-        "1s",
+        "3s",
     ]);
     serve.wait_for_log("serving HTTP on");
 
@@ -181,7 +181,7 @@ fn sigterm_under_load_loses_no_request_and_readiness_turns_first() {
     let signalled = Instant::now();
     while get(port, "/readyz").starts_with("HTTP/1.1 200") {
         assert!(
-            signalled.elapsed() < Duration::from_millis(500),
+            signalled.elapsed() < Duration::from_secs(2),
             "/readyz stayed ready"
         );
         std::thread::sleep(Duration::from_millis(10));
