@@ -227,9 +227,10 @@ impl Drop for RedisServer {
 
 /// The rate-limit calls the server on `port` has run so far, functions and
 /// scripts (`FCALL`, `FCALL_RO`, `EVALSHA`, `EVAL`), from `INFO
-/// commandstats`.
+/// commandstats`, asked over a connection of its own rather than through
+/// `redis-cli` (property tests ask it thousands of times).
 pub fn script_calls(port: u16) -> u64 {
-    cli(port, &["INFO", "commandstats"])
+    info(port, "commandstats")
         .lines()
         .filter(|l| {
             [
@@ -243,6 +244,32 @@ pub fn script_calls(port: u16) -> u64 {
         })
         .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// `INFO section` of the server on `port`: the text of its bulk reply, read
+/// over a new plain connection as the default user.
+fn info(port: u16, section: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to redis-server");
+    let command = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
+    stream.write_all(command.as_bytes()).expect("sending INFO");
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).expect("reading INFO's reply");
+        assert!(n > 0, "redis-server closed the connection before answering INFO");
+        reply.extend_from_slice(&buf[..n]);
+        let Some(end) = reply.windows(2).position(|w| w == b"\r\n") else {
+            continue;
+        };
+        let head = std::str::from_utf8(&reply[..end]).expect("a RESP header");
+        let len: usize = head
+            .strip_prefix('$')
+            .and_then(|l| l.parse().ok())
+            .unwrap_or_else(|| panic!("INFO answered {head:?}, not a bulk string"));
+        if reply.len() >= end + 2 + len {
+            return String::from_utf8_lossy(&reply[end + 2..end + 2 + len]).into_owned();
+        }
+    }
 }
 
 /// Runs `redis-cli -h 127.0.0.1 -p port args...` and returns its standard
