@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tollgate_test_support::redis::free_port;
 
-use crate::support::{get, http, Serve};
+use crate::support::{get, post, post_request, Serve};
 
 /// The policies with the limit of `login`.
 fn policies(login: u64) -> String {
@@ -40,13 +40,7 @@ fn write_configmap(dir: &Path, generation: u32, text: &str) {
 /// The `login` limit a decision for a key never used before reports.
 fn login_limit(port: u16, key: &str) -> String {
     let body = format!(r#"{{"resource": "login", "key": "{key}"}}"#);
-    let answer = http(
-        port,
-        &format!(
-            "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    );
+    let answer = post(port, "/v1/decide", &body);
     let at = answer.find("\"limit\":").unwrap_or_else(|| panic!("{answer}"));
     answer[at + 8..]
         .chars()
@@ -111,10 +105,7 @@ struct Seen {
 /// it; a failure to connect, write or read is a lost request.
 fn decide_once(port: u16, n: u64) -> Result<(), String> {
     let body = format!(r#"{{"key": "client-{}"}}"#, n % 50);
-    let request = format!(
-        "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let request = post_request("/v1/decide", &body);
     let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     stream
         .write_all(request.as_bytes())

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use tollgate_test_support::redis::free_port;
 
-use crate::support::{get, http, Serve};
+use crate::support::{get, post, Serve};
 
 /// The subcommands, each with a man page of its own.
 const SUBCOMMANDS: [&str; 4] = ["simulate", "check", "serve", "completions"];
@@ -247,13 +247,7 @@ fn the_debian_package_installs_a_working_service() {
     assert_eq!(logged["level"], "INFO", "{line}");
     assert!(get(port, "/healthz").starts_with("HTTP/1.1 200"));
     let body = r#"{"resource": "login", "key": "packaged"}"#;
-    let answer = http(
-        port,
-        &format!(
-            "POST /v1/decide HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    );
+    let answer = post(port, "/v1/decide", body);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains(r#""limit":5"#), "{answer}");
     // `systemctl reload` sends SIGHUP: the service reloads and serves on.

@@ -7,7 +7,7 @@ mod command;
 mod serve;
 
 pub use command::Tollgate;
-pub use serve::{get, http, Serve};
+pub use serve::{get, post, post_request, Serve};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

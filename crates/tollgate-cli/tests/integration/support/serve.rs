@@ -99,6 +99,21 @@ pub fn http(port: u16, request: &str) -> String {
     answer
 }
 
+/// The text of `POST path` with the JSON `body`, on a connection closed
+/// after the answer.
+pub fn post_request(path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// `POST path` with the JSON `body` on a new connection, closed after the
+/// answer: the answer's text.
+pub fn post(port: u16, path: &str, body: &str) -> String {
+    http(port, &post_request(path, body))
+}
+
 /// `GET path` on a new connection, closed after the answer.
 pub fn get(port: u16, path: &str) -> String {
     http(
