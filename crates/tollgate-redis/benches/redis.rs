@@ -87,6 +87,7 @@ fn script_args(policy: &Policy) -> Vec<String> {
                     Strategy::FixedWindow => "fixed_window",
                     Strategy::SlidingWindow => "sliding_window",
                     Strategy::TokenBucket | Strategy::LeakyBucket => "gcra",
+                    Strategy::Concurrency => unreachable!("the benches' policies are rates"),
                 }
                 .to_owned(),
             );

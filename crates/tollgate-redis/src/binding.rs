@@ -113,6 +113,14 @@ impl std::fmt::Debug for RedisBinding {
 fn exact_limits(policy: &tollgate::Policy) -> Result<Vec<LimitRate>, Error> {
     let mut limits = Vec::with_capacity(policy.limits().len());
     for (i, limit) in policy.limits().iter().enumerate() {
+        if limit.strategy().is_concurrency() {
+            return Err(tollgate::ConfigError::new(
+                "strategy",
+                "concurrency limits are kept in memory and in custom stores; the Redis backend \
+                 does not keep permits yet",
+            )
+            .into());
+        }
         let rate = limit.rate_micros();
         check_exact(limit.strategy(), &rate).map_err(|err| {
             if policy.is_compound() {
@@ -884,6 +892,7 @@ impl Binding for RedisBinding {
                 self.ping_twice().await?;
                 Answer::Done
             }
+            Call::Permit { .. } => return Err(call.unsupported()),
         })
     }
 }

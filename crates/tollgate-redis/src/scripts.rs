@@ -68,6 +68,9 @@ fn function(strategy: Strategy) -> (&'static str, &'static str) {
         Strategy::FixedWindow => ("fixed_window", FIXED_WINDOW),
         Strategy::SlidingWindow => ("sliding_window", SLIDING_WINDOW),
         Strategy::TokenBucket | Strategy::LeakyBucket => ("gcra", GCRA),
+        // Never bound: `exact_limits` refuses a concurrency limit, and a
+        // plain decision on one holds nothing, as a fresh window's would.
+        Strategy::Concurrency => ("fixed_window", FIXED_WINDOW),
     }
 }
 
@@ -166,6 +169,7 @@ pub(crate) fn single(strategy: Strategy) -> &'static LuaScript {
         Strategy::FixedWindow => &entries.fixed_window,
         Strategy::SlidingWindow => &entries.sliding_window,
         Strategy::TokenBucket | Strategy::LeakyBucket => &entries.gcra,
+        Strategy::Concurrency => &entries.fixed_window,
     }
 }
 
@@ -177,6 +181,7 @@ pub(crate) fn batch(strategy: Strategy) -> &'static LuaScript {
         Strategy::FixedWindow => &entries.batch_fixed_window,
         Strategy::SlidingWindow => &entries.batch_sliding_window,
         Strategy::TokenBucket | Strategy::LeakyBucket => &entries.batch_gcra,
+        Strategy::Concurrency => &entries.batch_fixed_window,
     }
 }
 

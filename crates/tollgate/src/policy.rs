@@ -76,7 +76,9 @@ impl Limit {
     ///
     /// [`ConfigError`] naming `limit` when it is 0 or above [`Policy::MAX_LIMIT`](crate::Policy::MAX_LIMIT)
     /// (2^62), or `window` when it is zero, shorter than one microsecond, or
-    /// longer than [`Policy::MAX_WINDOW`](crate::Policy::MAX_WINDOW).
+    /// longer than [`Policy::MAX_WINDOW`](crate::Policy::MAX_WINDOW). For
+    /// [`Strategy::Concurrency`] the window is the permits' `ttl`, and its
+    /// errors name `ttl`.
     pub fn new(strategy: Strategy, limit: u64, window: Duration) -> Result<Self, ConfigError> {
         if limit == 0 {
             return Err(ConfigError::new("limit", "must be at least 1"));
@@ -90,7 +92,10 @@ impl Limit {
                 ),
             ));
         }
-        check_window(window)?;
+        check_window(window).map_err(|err| match strategy {
+            Strategy::Concurrency => ConfigError::new("ttl", err.reason().to_owned()),
+            _ => err,
+        })?;
         Ok(Self {
             strategy,
             calendar: None,
@@ -328,6 +333,13 @@ impl Policy {
             ));
         }
         for (i, limit) in limits.iter().enumerate() {
+            if limit.strategy.is_concurrency() && limits.len() > 1 {
+                return Err(ConfigError::new(
+                    format!("limits[{i}]"),
+                    "is a concurrency limit, which stands alone in its policy: a resource \
+                     cannot yet combine it with other limits",
+                ));
+            }
             if let Some(j) = limits[..i].iter().position(|l| l.same_windows(limit)) {
                 return Err(ConfigError::new(
                     format!("limits[{i}]"),

@@ -122,6 +122,7 @@ fn documented_skew_bound(strategy: Strategy, limit: u64, window_us: u64, start_u
         Strategy::FixedWindow => 0,
         Strategy::SlidingWindow if s_us < window_us => 0,
         Strategy::SlidingWindow => (limit * (s_us - window_us)).div_ceil(window_us),
+        Strategy::Concurrency => unreachable!("the skew bound is a rate's"),
     };
     limit + extra.min(limit)
 }

@@ -9,10 +9,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::leasing::{LeaseAsk, Leased};
+use super::permitting::Permitted;
 use super::reserving::{Receipt, Reserved};
 use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::operation::Operation;
+use crate::strategy::permits::PermitOp;
 
 /// What a store can answer besides a [`Call::Decide`], which every store
 /// answers. A limiter reads it once, when it binds a policy, and never asks
@@ -40,6 +42,10 @@ pub struct Capabilities {
     /// Answers [`Call::Together`] (with [`Answer::Apart`] where one call
     /// cannot carry the parts).
     pub together: bool,
+    /// Answers [`Call::Permit`] on a policy of
+    /// [`Strategy::Concurrency`](crate::Strategy::Concurrency): keeps
+    /// permits of requests in flight.
+    pub permits: bool,
 }
 
 impl Capabilities {
@@ -52,6 +58,7 @@ impl Capabilities {
             leases: true,
             reserves: true,
             together: true,
+            permits: true,
         }
     }
 }
@@ -69,6 +76,7 @@ impl Answers {
     const LEASES: u8 = 1 << 3;
     const RESERVES: u8 = 1 << 4;
     const TOGETHER: u8 = 1 << 5;
+    const PERMITS: u8 = 1 << 6;
 
     /// The flags of `capabilities`.
     pub(crate) fn of(capabilities: Capabilities) -> Self {
@@ -79,7 +87,8 @@ impl Answers {
                 | flag(capabilities.operates, Self::OPERATES)
                 | flag(capabilities.leases, Self::LEASES)
                 | flag(capabilities.reserves, Self::RESERVES)
-                | flag(capabilities.together, Self::TOGETHER),
+                | flag(capabilities.together, Self::TOGETHER)
+                | flag(capabilities.permits, Self::PERMITS),
         )
     }
 
@@ -99,6 +108,7 @@ impl Answers {
             Call::Lease { .. } => Self::LEASES,
             Call::Reserve { .. } | Call::Cancel { .. } => Self::RESERVES,
             Call::Together(_) => Self::TOGETHER,
+            Call::Permit { .. } => Self::PERMITS,
         };
         self.0 & bit != 0
     }
@@ -213,6 +223,20 @@ pub enum Call<'a, B: ?Sized> {
     /// Cluster nodes, say): the limiter then decides them one by one.
     /// Asked of the first part's binding.
     Together(&'a [BindingPart<'a, B>]),
+    /// Apply `op` to the permits `key` holds under a policy of
+    /// [`Strategy::Concurrency`](crate::Strategy::Concurrency), as
+    /// [requests in
+    /// flight](crate::_documentation::semantics#requests-in-flight)
+    /// define it ([`PermitOp::apply`]): the policy's limit is `L`, its
+    /// window the permits' `ttl`, and the time the store's clock. A
+    /// blocked key's acquire is denied until the block ends (a release or
+    /// an extend still applies). Answered with [`Answer::Permitted`].
+    Permit {
+        /// The caller's key.
+        key: &'a [u8],
+        /// The operation.
+        op: PermitOp,
+    },
     /// Make sure the store can be reached, re-establishing a lost
     /// connection: asked before a [circuit
     /// breaker](crate::protection::CircuitBreaker)'s probe, so that the
@@ -253,6 +277,7 @@ impl<'a, B: ?Sized> Call<'a, B> {
             Call::Cancel { .. } => "cancel",
             Call::Operate { .. } => "operate",
             Call::Together(_) => "together",
+            Call::Permit { .. } => "permit",
             Call::Reconnect => "reconnect",
         }
     }
@@ -286,6 +311,7 @@ impl<'a, B: ?Sized> Call<'a, B> {
             Call::Reserve { key, cost, max_delay } => Call::Reserve { key, cost, max_delay },
             Call::Cancel { key, receipt } => Call::Cancel { key, receipt },
             Call::Operate { key, op } => Call::Operate { key, op },
+            Call::Permit { key, op } => Call::Permit { key, op },
             Call::Reconnect => Call::Reconnect,
             Call::Together(parts) => return Err(parts),
         })
@@ -312,6 +338,8 @@ pub enum Answer {
     /// A [`Call::Together`] that one step cannot carry: nothing was read
     /// or charged.
     Apart,
+    /// The answer to a [`Call::Permit`].
+    Permitted(Permitted),
     /// A [`Call::Operate`] applied, or a [`Call::Reconnect`] that found
     /// the store.
     Done,
@@ -327,6 +355,7 @@ impl Answer {
             Answer::Cancelled(_) => "a cancellation",
             Answer::Decisions(_) => "several decisions",
             Answer::Apart => "apart",
+            Answer::Permitted(_) => "a permit's answer",
             Answer::Done => "done",
         }
     }
@@ -370,6 +399,14 @@ impl Answer {
         match result? {
             Answer::Cancelled(given_back) => Ok(given_back),
             other => Err(other.wrong("cancel")),
+        }
+    }
+
+    /// The answer to a [`Call::Permit`].
+    pub(crate) fn permitted(result: Result<Answer, BackendError>) -> Result<Permitted, BackendError> {
+        match result? {
+            Answer::Permitted(permitted) => Ok(permitted),
+            other => Err(other.wrong("permit")),
         }
     }
 

@@ -3,11 +3,65 @@
 //! One tag byte (`F` fixed window, `S` sliding window, `G` token or leaky
 //! bucket) followed by the state's fields as little-endian `u64`s. A blocked
 //! key's value is `B`, the tick its block ends as a little-endian `u64`, then
-//! its state's encoding, if it has state. The format is stable: stores may
-//! persist it.
+//! its state's encoding, if it has state. A concurrency limit's permits
+//! are `P`, the latest tick an operation used, then each permit as its
+//! 16-byte identifier, its cost and its expiry, all little-endian. The
+//! format is stable: stores may persist it.
 
 use crate::error::{BackendError, BackendErrorKind};
+use crate::strategy::permits::{Held, PermitId, PermitSet};
 use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
+
+/// The bytes of one permit in a stored [`PermitSet`].
+const PERMIT_BYTES: usize = 16 + 8 + 8;
+
+/// Encodes a key's permits for storage.
+pub(crate) fn encode_permits(set: &PermitSet) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 8 + PERMIT_BYTES * set.permits.len());
+    out.push(b'P');
+    out.extend_from_slice(&set.seen.to_le_bytes());
+    for permit in &set.permits {
+        out.extend_from_slice(&permit.id.0.to_le_bytes());
+        out.extend_from_slice(&permit.cost.to_le_bytes());
+        out.extend_from_slice(&permit.expires.to_le_bytes());
+    }
+    out
+}
+
+/// Decodes a key's stored permits.
+///
+/// # Errors
+///
+/// A [`BackendErrorKind::Protocol`] error when the bytes are not permits
+/// written by [`encode_permits`].
+pub(crate) fn decode_permits(bytes: &[u8]) -> Result<PermitSet, BackendError> {
+    let bad = || {
+        BackendError::new(
+            BackendErrorKind::Protocol,
+            format!("stored value of {} bytes is not a key's permits", bytes.len()),
+        )
+    };
+    let [b'P', rest @ ..] = bytes else {
+        return Err(bad());
+    };
+    if rest.len() < 8 || (rest.len() - 8) % PERMIT_BYTES != 0 {
+        return Err(bad());
+    }
+    let (seen, permits) = rest.split_at(8);
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let permits = permits
+        .chunks_exact(PERMIT_BYTES)
+        .map(|p| Held {
+            id: PermitId(u128::from_le_bytes(p[..16].try_into().expect("16 bytes"))),
+            cost: word(&p[16..24]),
+            expires: word(&p[24..]),
+        })
+        .collect();
+    Ok(PermitSet {
+        seen: word(seen),
+        permits,
+    })
+}
 
 /// Encodes a state for storage.
 pub(crate) fn encode_state(state: &State) -> Vec<u8> {
@@ -151,6 +205,21 @@ mod tests {
             assert_eq!(decode_record(&encode_record(&record).unwrap()).unwrap(), record);
         }
         assert_eq!(encode_record(&Record::default()), None);
+        let set = PermitSet {
+            seen: 5,
+            permits: vec![Held {
+                id: PermitId(u128::MAX - 3),
+                cost: 2,
+                expires: 9,
+            }],
+        };
+        assert_eq!(decode_permits(&encode_permits(&set)).unwrap(), set);
+        for garbage in [&b"P1234567"[..], b"F12345678", b"P12345678123"] {
+            assert_eq!(
+                decode_permits(garbage).unwrap_err().kind(),
+                BackendErrorKind::Protocol
+            );
+        }
         for garbage in [
             &b""[..],
             b"F",

@@ -9,15 +9,19 @@ use super::blocks::Blocks;
 use super::cell::StateCell;
 use super::cell::Stored;
 use super::janitor::{self, Sweep};
+use super::permit_table::PermitTable;
 use super::reclaim;
 use super::snapshot::{write_entry, Entries, Registry, StateFileError, StateSnapshot};
 use super::table::{lanes_for, CellOf, LockedShard, Table};
-use super::{Answer, Backend, Binding, Call, Capabilities, CompoundKeys, Receipt, Reserved, Scope};
+use super::{
+    Answer, Backend, Binding, Call, Capabilities, CompoundKeys, Permitted, Receipt, Reserved, Scope,
+};
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::Decision;
 use crate::error::{BackendError, ConfigError, Error};
 use crate::operation::Operation;
 use crate::policy::{Limit, Policy, MAX_LIMITS};
+use crate::strategy::permits::PermitOp;
 use crate::strategy::Tick;
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
@@ -154,6 +158,21 @@ impl MemoryBackend {
         table
     }
 
+    /// The permits of a concurrency limit, swept by the janitor (in
+    /// memory only: a state file keeps no permits, whose holders are gone
+    /// after a restart).
+    fn permit_table(&self, limit: &Limit, hasher: &ahash::RandomState) -> Arc<PermitTable> {
+        let table = Arc::new(PermitTable::new(
+            limit.rate_nanos(),
+            self.clock.clone(),
+            self.shards,
+            hasher.clone(),
+        ));
+        let weak = Arc::downgrade(&table);
+        janitor::register(weak, self.sweep_interval);
+        table
+    }
+
     /// Records the tables bound from now on (by this backend and its
     /// clones), so that [`Self::snapshot`] can copy their state (default:
     /// not recorded; [`Self::restore`] records too). A record costs about a
@@ -258,14 +277,15 @@ impl Backend for MemoryBackend {
     }
 
     /// In-memory state is decided on at once, and cannot fail; it
-    /// charges, operates and reserves, and has nothing to lease or to
-    /// decide in one step with other parts.
+    /// charges, operates, reserves and keeps permits, and has nothing to
+    /// lease or to decide in one step with other parts.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             decides_now: true,
             charges: true,
             operates: true,
             reserves: true,
+            permits: true,
             ..Capabilities::default()
         }
     }
@@ -312,6 +332,7 @@ impl MemoryBackend {
                         Strategy::TokenBucket | Strategy::LeakyBucket => {
                             Tables::Gcra(self.table(limit, &hasher, name))
                         }
+                        Strategy::Concurrency => Tables::Permits(self.permit_table(limit, &hasher)),
                     }
                 })
             })
@@ -330,6 +351,11 @@ enum Tables {
     Fixed(Arc<Table<FixedWindow>>),
     Sliding(Arc<Table<SlidingWindow>>),
     Gcra(Arc<Table<TokenBucket>>),
+    /// A concurrency limit's permits: the policy's only limit, so that
+    /// every call on it is answered from here
+    /// ([`MemoryBinding::answer_permits`]) and never reaches the rate
+    /// tables' shard locks and cells.
+    Permits(Arc<PermitTable>),
 }
 
 impl Tables {
@@ -338,6 +364,7 @@ impl Tables {
             Tables::Fixed(_) => "fixed_window",
             Tables::Sliding(_) => "sliding_window",
             Tables::Gcra(_) => "gcra",
+            Tables::Permits(_) => "concurrency",
         }
     }
 
@@ -346,6 +373,7 @@ impl Tables {
             Tables::Fixed(t) => t.len(),
             Tables::Sliding(t) => t.len(),
             Tables::Gcra(t) => t.len(),
+            Tables::Permits(t) => t.len(),
         }
     }
 
@@ -354,6 +382,7 @@ impl Tables {
             Tables::Fixed(t) => t.sweep(),
             Tables::Sliding(t) => t.sweep(),
             Tables::Gcra(t) => t.sweep(),
+            Tables::Permits(t) => t.sweep(),
         };
     }
 
@@ -362,6 +391,7 @@ impl Tables {
             Tables::Fixed(t) => t.now(),
             Tables::Sliding(t) => t.now(),
             Tables::Gcra(t) => t.now(),
+            Tables::Permits(t) => t.now(),
         }
     }
 
@@ -370,6 +400,7 @@ impl Tables {
             Tables::Fixed(t) => t.hasher(),
             Tables::Sliding(t) => t.hasher(),
             Tables::Gcra(t) => t.hasher(),
+            Tables::Permits(t) => t.hasher(),
         }
     }
 
@@ -378,6 +409,7 @@ impl Tables {
             Tables::Fixed(t) => t.hash(key),
             Tables::Sliding(t) => t.hash(key),
             Tables::Gcra(t) => t.hash(key),
+            Tables::Permits(t) => t.hasher().hash_one(key),
         }
     }
 
@@ -386,6 +418,7 @@ impl Tables {
             Tables::Fixed(t) => Locked::Fixed(t.lock_shard_of(hash)),
             Tables::Sliding(t) => Locked::Sliding(t.lock_shard_of(hash)),
             Tables::Gcra(t) => Locked::Gcra(t.lock_shard_of(hash)),
+            Tables::Permits(_) => Locked::Nothing,
         }
     }
 
@@ -409,6 +442,7 @@ impl Tables {
                 let (cell, state) = t.try_hold(section, hash, key)?;
                 (CellRef::Gcra(cell), TokenBucket::wrap(state))
             }
+            Tables::Permits(_) => return None,
         })
     }
 }
@@ -418,6 +452,9 @@ enum Locked<'a> {
     Fixed(LockedShard<'a, FixedWindow>),
     Sliding(LockedShard<'a, SlidingWindow>),
     Gcra(LockedShard<'a, TokenBucket>),
+    /// A concurrency limit's table, which holds no rate state: the rate
+    /// functions store nothing for it.
+    Nothing,
 }
 
 impl Locked<'_> {
@@ -426,6 +463,7 @@ impl Locked<'_> {
             Locked::Fixed(s) => s.get(key).map(FixedWindow::wrap),
             Locked::Sliding(s) => s.get(key).map(SlidingWindow::wrap),
             Locked::Gcra(s) => s.get(key).map(TokenBucket::wrap),
+            Locked::Nothing => None,
         }
     }
 
@@ -436,6 +474,7 @@ impl Locked<'_> {
             Locked::Fixed(s) => s.set(key, after.and_then(FixedWindow::unwrap), now),
             Locked::Sliding(s) => s.set(key, after.and_then(SlidingWindow::unwrap), now),
             Locked::Gcra(s) => s.set(key, after.and_then(TokenBucket::unwrap), now),
+            Locked::Nothing => {}
         }
     }
 }
@@ -626,17 +665,22 @@ impl MemoryBinding {
                 Tables::Fixed(t) => t.apply(rate, key, cost),
                 Tables::Sliding(t) => t.apply(rate, key, cost),
                 Tables::Gcra(t) => t.apply(rate, key, cost),
+                // Out of line, as a compound policy's decision.
+                Tables::Permits(_) => return self.check_all(key, cost),
             };
             return Decision::from_outcome(outcome, rate.limit, Tick::Nanos);
         }
         self.check_all(key, cost)
     }
 
-    /// [`Self::check`] for a compound policy: every limit's state held
-    /// together. Out of line, so that the single-limit path's code stays
-    /// short.
+    /// [`Self::check`] for a compound policy, every limit's state held
+    /// together, and for a concurrency limit, a peek at its permits. Out
+    /// of line, so that the single-limit path's code stays short.
     #[inline(never)]
     fn check_all(&self, key: &[u8], cost: u64) -> Decision {
+        if let [Tables::Permits(table)] = self.tables() {
+            return Self::permit(table, key, PermitOp::Peek { cost }).decision;
+        }
         self.decide_with(key, cost, strategy::decide_all)
     }
 
@@ -869,6 +913,9 @@ impl MemoryBinding {
     /// refused as unsupported) and one step of several parts (answered
     /// [`Answer::Apart`]: decided part by part), and cannot fail.
     fn answer(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        if let [Tables::Permits(table)] = self.tables() {
+            return self.answer_permits(table, call);
+        }
         Ok(match call {
             Call::Decide { key, cost } => Answer::Decided(self.check(key, cost)),
             Call::Charge { key, cost } => Answer::Decided(self.check_charged(key, cost)),
@@ -882,8 +929,60 @@ impl MemoryBinding {
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
+            Call::Lease { .. } | Call::Permit { .. } => return Err(call.unsupported()),
+        })
+    }
+
+    /// The answer to `call` on a concurrency limit's permits: a decision
+    /// (a report's or a reservation's too) is whether a permit would be
+    /// granted now, holding nothing; a reset frees the key's permits, a
+    /// block denies its acquisitions until it ends, and a refund or a
+    /// penalty changes nothing (nothing is charged to give back).
+    fn answer_permits(&self, table: &PermitTable, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        let peek = |key, cost| {
+            self.permit_unblocked(table, key, PermitOp::Peek { cost })
+                .decision
+        };
+        Ok(match call {
+            Call::Permit { key, op } => Answer::Permitted(self.permit_unblocked(table, key, op)),
+            Call::Decide { key, cost } | Call::Charge { key, cost } => Answer::Decided(peek(key, cost)),
+            Call::Reserve { key, cost, .. } => {
+                Answer::Reserved(Box::new(Reserved::new(peek(key, cost), Duration::ZERO, None)))
+            }
+            Call::Cancel { .. } => Answer::Cancelled(false),
+            Call::Operate { key, op } => {
+                match op {
+                    Operation::Reset => table.clear(key),
+                    Operation::Block(_) => self.operate_now(key, op),
+                    Operation::Refund(_) | Operation::Penalty(_) => {}
+                }
+                Answer::Done
+            }
+            Call::Together(_) => Answer::Apart,
+            Call::Reconnect => Answer::Done,
             Call::Lease { .. } => return Err(call.unsupported()),
         })
+    }
+
+    /// `op` on `key`'s permits, an acquisition of a blocked key denied
+    /// until the block ends.
+    fn permit_unblocked(&self, table: &PermitTable, key: &[u8], op: PermitOp) -> Permitted {
+        let acquires = matches!(op, PermitOp::Acquire { .. } | PermitOp::Peek { .. });
+        if acquires && self.blocks.any() {
+            let now = table.now();
+            if let Some(until) = self.blocks.until(key, now) {
+                let peek = Self::permit(table, key, PermitOp::Peek { cost: 0 });
+                let reset = peek.decision.reset.as_nanos() as u64;
+                let limit = peek.decision.limit;
+                return peek.with_decision(Decision::blocked(until - now, reset, limit, Tick::Nanos));
+            }
+        }
+        Self::permit(table, key, op)
+    }
+
+    /// `op` on `key`'s permits in `table`.
+    fn permit(table: &PermitTable, key: &[u8], op: PermitOp) -> Permitted {
+        Permitted::from_outcome(table.apply(key, op), table.limit(), Tick::Nanos)
     }
 }
 

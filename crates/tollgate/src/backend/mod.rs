@@ -12,6 +12,8 @@ mod leasing;
 #[cfg(all(test, tollgate_loom))]
 mod loom_models;
 pub mod memory;
+mod permit_table;
+mod permitting;
 mod reclaim;
 mod reserving;
 mod slots;
@@ -31,6 +33,7 @@ pub use codec::{decode_record, Record};
 pub(crate) use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
+pub use permitting::Permitted;
 pub use reserving::{Receipt, Reserved};
 pub use snapshot::{StateFileError, StateSnapshot};
 

@@ -15,17 +15,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::codec::{decode_record, encode_record, Record};
+use super::codec::{decode_permits, decode_record, encode_permits, encode_record, Record};
 use super::key_locks::KeyLocks;
 use super::keys::{namespace, CompoundKeys};
-use super::{Answer, Backend, Binding, Call, Capabilities, LeaseAsk, Leased, Receipt, Reserved, Scope};
+use super::{
+    Answer, Backend, Binding, Call, Capabilities, LeaseAsk, Leased, Permitted, Receipt, Reserved, Scope,
+};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::decision::Decision;
 use crate::error::{BackendError, Error};
 use crate::operation::Operation;
 use crate::policy::MAX_LIMITS;
+use crate::strategy::permits::{PermitOp, PermitSet};
 use crate::strategy::Tick;
-use crate::strategy::{self, LimitRate, State};
+use crate::strategy::{self, LimitRate, State, Strategy};
 
 /// The number of key-sharded locks per adapter unless configured otherwise.
 pub(crate) const DEFAULT_LOCKS: usize = 1024;
@@ -500,6 +503,9 @@ impl<S: Store> Binding for StoreBinding<S> {
     /// and writes what they return, under the key's lock (see
     /// [`StoreBackend`]). Several parts are decided part by part.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        if self.limits[0].strategy == Strategy::Concurrency {
+            return self.call_permits(call).await;
+        }
         Ok(match call {
             Call::Decide { key, cost } => Answer::Decided(self.run(key, cost, false).await?),
             Call::Charge { key, cost } => Answer::Decided(self.run(key, cost, true).await?),
@@ -514,6 +520,88 @@ impl<S: Store> Binding for StoreBinding<S> {
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
+            Call::Permit { .. } => return Err(call.unsupported()),
         })
+    }
+}
+
+impl<S: Store> StoreBinding<S> {
+    /// The answer to `call` on a concurrency limit, whose permits are kept
+    /// under the key's state key followed by `:permits` (its record holds
+    /// only a block): a decision (a report's or a reservation's too) is
+    /// whether a permit would be granted now, holding nothing; a reset
+    /// frees the key's permits, a block denies its acquisitions until it
+    /// ends, a refund or a penalty changes nothing.
+    async fn call_permits(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        let peek = |key, cost| self.run_permit(key, PermitOp::Peek { cost });
+        Ok(match call {
+            Call::Permit { key, op } => Answer::Permitted(self.run_permit(key, op).await?),
+            Call::Decide { key, cost } | Call::Charge { key, cost } => {
+                Answer::Decided(peek(key, cost).await?.decision)
+            }
+            Call::Reserve { key, cost, .. } => {
+                let decision = peek(key, cost).await?.decision;
+                Answer::Reserved(Box::new(Reserved::new(decision, Duration::ZERO, None)))
+            }
+            Call::Cancel { .. } => Answer::Cancelled(false),
+            Call::Operate { key, op } => {
+                if let Operation::Reset | Operation::Block(_) = op {
+                    self.run_operation(key, op).await?;
+                }
+                if op == Operation::Reset {
+                    let _guard = self.shared.locks.lock(&self.keys(key)[0]).await;
+                    self.shared.store.delete(&self.permits_key(key)).await?;
+                }
+                Answer::Done
+            }
+            Call::Together(_) => Answer::Apart,
+            Call::Reconnect => Answer::Done,
+            Call::Lease { .. } => return Err(call.unsupported()),
+        })
+    }
+
+    /// Where `key`'s permits are stored.
+    fn permits_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = self.keys(key).swap_remove(0);
+        full.extend_from_slice(b":permits");
+        full
+    }
+
+    /// Applies `op` to `key`'s permits under the key's lock, an
+    /// acquisition of a blocked key denied until the block ends.
+    async fn run_permit(&self, key: &[u8], op: PermitOp) -> Result<Permitted, BackendError> {
+        let shared = &self.shared;
+        let state_key = self.keys(key).swap_remove(0);
+        let _guard = shared.locks.lock(&state_key).await;
+        let now = strategy::clamp_time(shared.tick.from_nanos(shared.clock.now_nanos()));
+        let rate = &self.limits[0].rate;
+        let stored = self.permits_key(key);
+        let mut set = match shared.store.get(&stored).await? {
+            Some(bytes) => decode_permits(&bytes)?,
+            None => PermitSet::default(),
+        };
+        if let PermitOp::Acquire { .. } | PermitOp::Peek { .. } = op {
+            let record = match shared.store.get(&state_key).await? {
+                Some(bytes) => decode_record(&bytes)?,
+                None => Record::default(),
+            };
+            if let Some(until) = blocked_until(&[record], now) {
+                let peek = PermitOp::Peek { cost: 0 }.apply(&mut set.clone(), rate, now);
+                let decision = Decision::blocked(until - now, peek.reset, rate.limit, shared.tick);
+                return Ok(Permitted::from_outcome(peek, rate.limit, shared.tick).with_decision(decision));
+            }
+        }
+        let before = set.clone();
+        let outcome = op.apply(&mut set, rate, now);
+        if set.is_empty() && !before.is_empty() {
+            shared.store.delete(&stored).await?;
+        } else if set != before && !set.is_empty() {
+            let ttl = set.expires_at().saturating_sub(now).max(1);
+            shared
+                .store
+                .set(&stored, encode_permits(&set), shared.tick.duration(ttl))
+                .await?;
+        }
+        Ok(Permitted::from_outcome(outcome, rate.limit, shared.tick))
     }
 }

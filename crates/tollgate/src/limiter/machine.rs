@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::futures::OwnedNotified;
 
 use super::{FailPolicy, Limiter};
-use crate::backend::{Backend, LeaseAsk, Leased, Receipt, Reserved};
+use crate::backend::{Backend, LeaseAsk, Leased, Permitted, Receipt, Reserved};
 use crate::decision::{Decision, Listed};
 use crate::error::{BackendError, BackendErrorKind, Error};
 use crate::keylist::Probe;
@@ -528,6 +528,31 @@ impl<B: Backend> Limiter<B> {
             receipt,
             beyond_max_delay,
         ))
+    }
+
+    /// Records the store's answer to a permit's acquisition: the fail
+    /// policy on a failure (whose decision holds nothing), then shadow
+    /// mode (a denied acquisition proceeds, holding nothing) and the
+    /// conclusion. Returns the decision and, when the store holds a
+    /// permit for it, how long the permit lives.
+    pub(super) fn finish_permit(
+        &self,
+        plain: Plain<'_>,
+        result: Result<Permitted, BackendError>,
+    ) -> Result<(Decision, Option<Duration>), Error> {
+        let Plain {
+            key, cost, started, ..
+        } = plain;
+        self.metrics.finish_sample(started);
+        let (decision, expires_in) = match result {
+            Ok(permitted) => (permitted.decision, permitted.expires_in),
+            Err(err) => {
+                self.metrics.backend_error();
+                (self.on_failure(err, (key, cost, false))?, None)
+            }
+        };
+        let held = decision.allowed && cost > 0;
+        Ok((self.conclude(decision, key, cost), expires_in.filter(|_| held)))
     }
 
     /// A per-key operation's steps before the store: validated, the key's

@@ -5,6 +5,7 @@ mod builder;
 mod drive;
 mod machine;
 mod options;
+mod permit;
 mod reserve;
 mod setters;
 pub mod together;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 pub use builder::LimiterBuilder;
 pub(crate) use options::Options;
 pub use options::{Charge, FailPolicy};
+pub use permit::Permit;
 pub use reserve::Reservation;
 pub(crate) use setters::{option_setters, summary};
 

@@ -143,6 +143,39 @@ impl Options {
             && self.charge == other.charge
     }
 
+    /// Refuses what a concurrency limit cannot do: cache a denial (a
+    /// release frees units at any time, so a cached denial would outlive
+    /// its cause), lease units (a permit is held by one request, not a
+    /// process), charge usage reported after the fact (nothing is held
+    /// after a response).
+    pub(crate) fn validate_for_concurrency(&self) -> Result<(), ConfigError> {
+        let refused = if self.deny_cache.is_some() {
+            Some((
+                "deny_cache",
+                "a release frees units at any time, so a cached denial would outlive it",
+            ))
+        } else if self.lease.is_some() {
+            Some((
+                "lease",
+                "a permit is held by one request, not leased by a process",
+            ))
+        } else if self.charge == Charge::Always {
+            Some((
+                "charge",
+                "a permit is acquired before a request runs; report usage with a rate limit",
+            ))
+        } else {
+            None
+        };
+        match refused {
+            Some((field, why)) => Err(ConfigError::new(
+                field,
+                format!("is not for a concurrency limit: {why}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that the fail policy and the fallback agree, and the top
     /// keys' capacity.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {

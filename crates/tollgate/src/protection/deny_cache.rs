@@ -169,7 +169,8 @@ pub(crate) fn exhausted_for(limit: &Limit, decision: &Decision) -> Option<Durati
             let refill = u64::try_from(interval * (l - 1)).ok()?;
             decision.reset.checked_sub(Duration::from_nanos(refill))?
         }
-        Strategy::SlidingWindow => return None,
+        // A release frees a concurrency limit's units at any time.
+        Strategy::SlidingWindow | Strategy::Concurrency => return None,
     };
     (!denied_for.is_zero()).then_some(denied_for)
 }

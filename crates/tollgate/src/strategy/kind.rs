@@ -1,4 +1,5 @@
-//! The names of the four strategies, as users choose them.
+//! The names of the strategies, as users choose them: four rates and the
+//! concurrency limit.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,10 +17,20 @@ pub enum Strategy {
     /// A meter of capacity `L` draining at `L / W`; admits the same requests
     /// as the token bucket, described as occupancy.
     LeakyBucket,
+    /// At most `L` units held at once by requests in flight, each holding a
+    /// permit until it is released or its `ttl` (the limit's window)
+    /// passes ([requests in
+    /// flight](crate::_documentation::semantics#requests-in-flight)).
+    /// Acquired with [`Limiter::acquire_permit`](crate::Limiter::acquire_permit);
+    /// a plain decision on it holds nothing: it says whether a request
+    /// of its cost would get a permit now.
+    Concurrency,
 }
 
 impl Strategy {
-    /// All strategies, in documentation order.
+    /// The four rate strategies, in documentation order (every strategy
+    /// but [`Strategy::Concurrency`], which limits what requests hold
+    /// rather than how many arrive).
     pub const ALL: [Strategy; 4] = [
         Strategy::FixedWindow,
         Strategy::SlidingWindow,
@@ -34,7 +45,14 @@ impl Strategy {
             Strategy::SlidingWindow => "sliding_window",
             Strategy::TokenBucket => "token_bucket",
             Strategy::LeakyBucket => "leaky_bucket",
+            Strategy::Concurrency => "concurrency",
         }
+    }
+
+    /// Whether this is [`Strategy::Concurrency`]: a limit on the units held
+    /// at once, not on a rate.
+    pub const fn is_concurrency(self) -> bool {
+        matches!(self, Strategy::Concurrency)
     }
 }
 
@@ -46,7 +64,7 @@ impl fmt::Display for Strategy {
 
 /// The error returned when a strategy name is not recognised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown strategy {0:?}: expected one of fixed_window, sliding_window, token_bucket, leaky_bucket")]
+#[error("unknown strategy {0:?}: expected one of fixed_window, sliding_window, token_bucket, leaky_bucket, concurrency")]
 pub struct UnknownStrategy(pub String);
 
 impl FromStr for Strategy {
@@ -56,6 +74,7 @@ impl FromStr for Strategy {
         let normalized = s.trim().to_ascii_lowercase().replace('-', "_");
         Strategy::ALL
             .into_iter()
+            .chain([Strategy::Concurrency])
             .find(|st| st.name() == normalized)
             .ok_or_else(|| UnknownStrategy(s.to_owned()))
     }

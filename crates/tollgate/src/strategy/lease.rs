@@ -138,7 +138,7 @@ pub(crate) fn give_back(
             Strategy::TokenBucket | Strategy::LeakyBucket => {
                 units.min((before - now) / limit.rate.interval.max(1))
             }
-            Strategy::FixedWindow | Strategy::SlidingWindow => units,
+            Strategy::FixedWindow | Strategy::SlidingWindow | Strategy::Concurrency => units,
         };
         if units > 0 {
             *state = refund(limit.strategy, &limit.rate, *state, now, units);

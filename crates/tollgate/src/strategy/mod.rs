@@ -23,6 +23,7 @@ mod gcra;
 mod kind;
 mod leaky_bucket;
 mod lease;
+pub mod permits;
 mod reserve;
 mod sliding_window;
 pub(crate) mod tick;
@@ -40,6 +41,7 @@ pub use kind::{Strategy, UnknownStrategy};
 pub(crate) use leaky_bucket::LeakyBucket;
 pub(crate) use lease::give_back;
 pub use lease::{lease_all, return_before, window_end, LeaseOutcome};
+pub(crate) use permits::Unheld;
 pub use reserve::{cancel_all, reserve_all, ReserveOutcome};
 pub(crate) use sliding_window::SlidingWindow;
 pub use sliding_window::SlidingWindowState;
@@ -255,6 +257,13 @@ macro_rules! by_strategy {
                     Some(State::Gcra(s)) => Some(s),
                     _ => None,
                 };
+                $body
+            }
+            // Nothing is stored for it: `$wrap` is never called.
+            Strategy::Concurrency => {
+                type $alg = Unheld;
+                let $wrap = State::FixedWindow;
+                let $typed = None;
                 $body
             }
         }

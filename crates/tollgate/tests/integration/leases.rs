@@ -159,6 +159,7 @@ proptest! {
                     }
                 }
             }
+            Strategy::Concurrency => unreachable!("a concurrency limit takes no lease"),
         }
     }
 }

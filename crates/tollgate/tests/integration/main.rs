@@ -17,6 +17,7 @@ mod live;
 mod metrics;
 mod operations;
 mod overrides;
+mod permits;
 mod prometheus;
 mod protection;
 mod reports;

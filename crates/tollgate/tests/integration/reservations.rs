@@ -136,8 +136,9 @@ proptest! {
                             d >= rate.window || units <= 2 * rate.limit,
                             "{} units within {} ns under {}", units, d, policy
                         ),
-                        // Checked below, by deciding what proceeded.
-                        Strategy::SlidingWindow => {}
+                        // Checked below, by deciding what proceeded; the
+                        // policies here hold no concurrency limit.
+                        Strategy::SlidingWindow | Strategy::Concurrency => {}
                     }
                 }
             }
