@@ -1,7 +1,8 @@
 //! One policy as written: a single limit (`limit`, `window` or
-//! `calendar`, optionally `strategy`), or `limits`, a list of such limits
-//! decided together (a compound policy), beside the fields its place in
-//! the file takes ([`Beside`]). Mistakes are reported at the value they
+//! `calendar`, optionally `strategy`; or `strategy: concurrency` with
+//! `limit` and `ttl`), or `limits`, a list of rate limits decided together
+//! (a compound policy), beside the fields its place in the file takes
+//! ([`Beside`]). Mistakes are reported at the value they
 //! concern, an element of `limits` by its index (`limits[1].window`).
 
 use std::convert::Infallible;
@@ -52,6 +53,36 @@ impl Span {
             (None, None) => Err(de::Error::missing_field("window")),
             (Some(_), Some(_)) => Err(de::Error::custom(window_and_calendar())),
         }
+    }
+
+    /// The span of a policy of one limit: a concurrency limit's `ttl`
+    /// (30 s unless given), which takes no `window` or `calendar`; any
+    /// other limit's `window` or `calendar`, which takes no `ttl`.
+    fn of_one<E: de::Error>(
+        strategy: Option<Strategy>,
+        window: Option<Window>,
+        calendar: Option<CalendarSetting>,
+        ttl: Option<Window>,
+    ) -> Result<Self, E> {
+        if strategy != Some(Strategy::Concurrency) {
+            if ttl.is_some() {
+                return Err(de::Error::custom(
+                    "`ttl` is how long a permit of strategy concurrency lasts; a rate limit takes \
+                     `window` (or `calendar`): give `strategy: concurrency`, or leave `ttl` out",
+                ));
+            }
+            return Self::given(window, calendar);
+        }
+        if window.is_some() || calendar.is_some() {
+            let given = if window.is_some() { "window" } else { "calendar" };
+            return Err(de::Error::custom(format!(
+                "strategy concurrency limits what requests hold at once, not a rate: it takes \
+                 `limit` and `ttl` (how long a permit lasts unless extended, {}s by default), \
+                 not `{given}`",
+                DEFAULT_TTL.as_secs()
+            )));
+        }
+        Ok(Span::Window(ttl.map_or(DEFAULT_TTL, |t| t.0)))
     }
 
     /// Refuses a calendar under any strategy but the fixed window.
@@ -127,7 +158,11 @@ const EXPECTING_POLICY: &str = "a policy: a map with `limit`, `window` (or `cale
 
 /// The fields of a policy's limits: all a policy gives where it takes no
 /// settings.
-pub(crate) const LIMIT_FIELDS: &[&str] = &["limit", "window", "calendar", "strategy", "limits"];
+pub(crate) const LIMIT_FIELDS: &[&str] = &["limit", "window", "calendar", "strategy", "ttl", "limits"];
+
+/// How long a permit of a concurrency limit lasts unless the policy gives
+/// `ttl`.
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 /// The fields a policy gives beside its limits, which depend on where it
 /// is written (a resource takes its settings, a `fallback` none): what
@@ -185,6 +220,7 @@ enum PolicyField<F> {
     Window,
     Calendar,
     Strategy,
+    Ttl,
     Limits,
     Beside(F),
 }
@@ -213,6 +249,7 @@ impl<B: Beside> Visitor<'_> for PolicyKey<'_, B> {
             "window" => PolicyField::Window,
             "calendar" => PolicyField::Calendar,
             "strategy" => PolicyField::Strategy,
+            "ttl" => PolicyField::Ttl,
             "limits" => PolicyField::Limits,
             _ => match self.0.field(name) {
                 Ok(Some(field)) => PolicyField::Beside(field),
@@ -253,6 +290,7 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
         let mut window: Option<Window> = None;
         let mut calendar: Option<CalendarSetting> = None;
         let mut strategy: Option<StrategyName> = None;
+        let mut ttl: Option<Window> = None;
         let mut limits: Option<LimitList> = None;
         let mut beside = self.0;
         while let Some(field) = map.next_key_seed(PolicyKey(&beside))? {
@@ -263,6 +301,7 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
                 ("window", window.is_some()),
                 ("calendar", calendar.is_some()),
                 ("strategy", strategy.is_some()),
+                ("ttl", ttl.is_some()),
             ]
             .into_iter()
             .find(|(_, given)| *given)
@@ -290,6 +329,7 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
                         beside_list("strategy").or_else(|| counted?.check_strategy(Some(s.0)).err())
                     })?);
                 }
+                PolicyField::Ttl => ttl = Some(next(&mut map, &ttl, |_| beside_list("ttl"))?),
                 PolicyField::Limits => {
                     limits = Some(next(&mut map, &limits, |_| single.map(single_and_list))?);
                 }
@@ -300,8 +340,8 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
             Some(LimitList(limits)) => RawPolicy::Several(limits),
             None => {
                 let limit = limit.ok_or_else(|| de::Error::missing_field("limit"))?.0;
-                let span = Span::given(window, calendar)?;
                 let strategy = strategy.map(|s| s.0);
+                let span = Span::of_one(strategy, window, calendar, ttl)?;
                 span.check_strategy(strategy).map_err(de::Error::custom)?;
                 RawPolicy::One(RawLimit {
                     limit,
@@ -352,8 +392,14 @@ impl<'de> Visitor<'de> for AnotherLimit<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimit, A::Error> {
         let fields = LimitFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        let span = Span::given(fields.window, fields.calendar)?;
         let strategy = fields.strategy.map(|s| s.0);
+        if strategy == Some(Strategy::Concurrency) {
+            return Err(de::Error::custom(
+                "a concurrency limit stands alone in its policy (`strategy: concurrency`, `limit` \
+                 and `ttl` in place of `limits`): it cannot yet be combined with other limits",
+            ));
+        }
+        let span = Span::given(fields.window, fields.calendar)?;
         span.check_strategy(strategy).map_err(de::Error::custom)?;
         let limit = RawLimit {
             limit: fields.limit.0,

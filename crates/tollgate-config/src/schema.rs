@@ -272,7 +272,11 @@ impl<'de> Visitor<'de> for SectionVisitor {
         let mut settings = RawSettings::default();
         while let Some(field) = map.next_key::<SectionField>()? {
             match field {
-                SectionField::Strategy => strategy = Some(next(&mut map, &strategy, |_| None)?),
+                SectionField::Strategy => {
+                    strategy = Some(next(&mut map, &strategy, |s: &StrategyName| {
+                        s.0.is_concurrency().then(concurrency_by_default)
+                    })?);
+                }
                 SectionField::RedisUrl => storage.read_url(&mut map)?,
                 SectionField::RedisCluster => storage.read_cluster(&mut map)?,
                 SectionField::RedisSentinel => storage.read_sentinel(&mut map)?,
@@ -396,4 +400,13 @@ impl Visitor<'_> for ResourceNameVisitor {
 /// limiter and a trace accept too.
 fn check_resource_name(name: &str) -> Result<(), String> {
     tollgate::Limiters::check_resource_name(name).map_err(|e| e.reason().to_owned())
+}
+
+/// `tollgate.strategy: concurrency`, refused: the file's strategy is the
+/// rate every policy that names none takes, and a concurrency limit is
+/// named where it is meant.
+fn concurrency_by_default() -> String {
+    "concurrency cannot be every policy's strategy: give `strategy: concurrency` (with `limit` and \
+     `ttl`) on the policies it is meant for"
+        .to_owned()
 }

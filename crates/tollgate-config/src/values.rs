@@ -151,7 +151,9 @@ impl Visitor<'_> for StrategyVisitor {
     type Value = StrategyName;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a strategy name: fixed_window, sliding_window, token_bucket or leaky_bucket")
+        f.write_str(
+            "a strategy name: fixed_window, sliding_window, token_bucket, leaky_bucket or concurrency",
+        )
     }
 
     fn visit_str<E: de::Error>(self, raw: &str) -> Result<StrategyName, E> {

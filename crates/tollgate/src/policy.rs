@@ -193,7 +193,12 @@ impl Limit {
 }
 
 impl fmt::Display for Limit {
+    /// `token_bucket 10 per 1s`, or for a concurrency limit
+    /// `concurrency 4 at once, ttl 30s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.strategy.is_concurrency() {
+            return write!(f, "concurrency {} at once, ttl {:?}", self.limit, self.window());
+        }
         write!(f, "{} {} per {}", self.strategy, self.limit, self.span())
     }
 }

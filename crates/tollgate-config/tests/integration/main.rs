@@ -5,6 +5,7 @@ mod support;
 
 mod calendar;
 mod compound;
+mod concurrency;
 mod env;
 mod envoy_shapes;
 mod formats;

@@ -194,9 +194,6 @@ impl<B: Backend> LimiterBuilder<B> {
             }
         };
         validate_prefix(&self.prefix)?;
-        if policy.limits()[0].strategy().is_concurrency() {
-            self.options.validate_for_concurrency()?;
-        }
         let scope = Scope {
             prefix: &self.prefix,
             resource: &self.resource,

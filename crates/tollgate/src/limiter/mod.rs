@@ -123,6 +123,9 @@ impl<B: Backend> Limiter<B> {
         (metrics_resource, shared_metrics): (Option<&str>, Option<&Arc<LimiterMetrics>>),
     ) -> Result<Self, Error> {
         options.validate()?;
+        if scope.policy.limits()[0].strategy().is_concurrency() {
+            options.validate_for_concurrency()?;
+        }
         let binding = match previous {
             Some(previous) => backend.rebind(scope, &previous.binding, &previous.policy)?,
             None => backend.bind(scope)?,

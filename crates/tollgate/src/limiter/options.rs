@@ -143,6 +143,19 @@ impl Options {
             && self.charge == other.charge
     }
 
+    /// These options as a set's limiter of `policy` inherits them: all of
+    /// them, but a concurrency limit leaves out the deny cache, leases and
+    /// `charge: always`, which are for rates.
+    pub(crate) fn inherited_by(&self, policy: &Policy) -> Options {
+        let mut options = self.clone();
+        if policy.limits()[0].strategy().is_concurrency() {
+            options.deny_cache = None;
+            options.lease = None;
+            options.charge = Charge::default();
+        }
+        options
+    }
+
     /// Refuses what a concurrency limit cannot do: cache a denial (a
     /// release frees units at any time, so a cached denial would outlive
     /// its cause), lease units (a permit is held by one request, not a

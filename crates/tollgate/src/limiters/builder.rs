@@ -106,7 +106,7 @@ impl<B: Backend> LimitersBuilder<B> {
         let default = self
             .default
             .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
-        let default = self.limiter_for(previous, "", &default, &self.options)?;
+        let default = self.limiter_for(previous, "", &default, &self.options.inherited_by(&default))?;
         let mut resources = HashMap::with_capacity(self.resources.len());
         for (name, resource) in &self.resources {
             Limiters::check_resource_name(name)?;

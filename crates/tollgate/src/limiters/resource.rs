@@ -124,9 +124,12 @@ impl Resource {
     }
 
     /// The settings of this resource: the set's `options`, with this
-    /// resource's in their place (exempt and deny keys added).
+    /// resource's in their place (exempt and deny keys added). A
+    /// concurrency limit leaves out the set's deny cache, leases and
+    /// `charge: always`, which are for rates; given on the resource itself
+    /// they are refused when its limiter is built.
     pub(super) fn options(&self, options: &Options) -> Options {
-        let mut options = options.clone();
+        let mut options = options.inherited_by(&self.policy);
         if let Some(fallback) = self.fallback {
             options.fallback = Some(fallback);
         }
