@@ -86,6 +86,10 @@ pub struct ServeArgs {
     /// without a token. Decisions, health, metrics and /ui stay.
     #[arg(long, conflicts_with = "admin_token_file")]
     pub no_admin: bool,
+    /// A file holding the secret (at least 16 bytes) that signs the permits POST /v1/acquire hands
+    /// out; replicas sharing a store must share it. Without one, each process signs with a random key.
+    #[arg(long, value_name = "FILE")]
+    pub permit_key_file: Option<PathBuf>,
     /// How long an HTTP/1.1 request head may take from its first byte; slower clients are disconnected.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
@@ -184,6 +188,9 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         }
         if args.no_admin {
             builder = builder.no_admin();
+        }
+        if let Some(file) = &args.permit_key_file {
+            builder = builder.permit_key_file(file);
         }
         if let Some(file) = &args.state_file {
             builder = builder

@@ -15,6 +15,14 @@ pub enum ServerError {
         /// What is wrong with it.
         message: String,
     },
+    /// The permit key file cannot be used.
+    #[error("--permit-key-file {file}: {message}")]
+    PermitKey {
+        /// The file given.
+        file: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Admin routes would be open to the network.
     #[error(
         "refusing to serve the admin routes ({routes}) on {addr}, which is not a loopback address, \

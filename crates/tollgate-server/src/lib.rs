@@ -91,6 +91,7 @@ mod http;
 mod listener;
 pub mod metrics;
 mod pending;
+mod permit_token;
 mod reload;
 mod server;
 mod shared;

@@ -22,6 +22,7 @@ use crate::envoy::service::EnvoyService;
 use crate::error::ServerError;
 use crate::http::admin::ROUTES;
 use crate::listener::{self, Budget, Limits};
+use crate::permit_token::PermitKey;
 use crate::reload::Reloader;
 use crate::shared::AdminAccess;
 use crate::shared::Shared;
@@ -41,6 +42,7 @@ pub struct ServerBuilder {
     grpc_listen: Option<SocketAddr>,
     auth_deny_status: u16,
     admin_token_file: Option<PathBuf>,
+    permit_key_file: Option<PathBuf>,
     admin_off: bool,
     clock: Option<SharedClock>,
     watch_files: bool,
@@ -67,6 +69,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("grpc_listen", &self.grpc_listen)
             .field("auth_deny_status", &self.auth_deny_status)
             .field("admin_token_file", &self.admin_token_file)
+            .field("permit_key_file", &self.permit_key_file)
             .field("admin_off", &self.admin_off)
             .field("watch_files", &self.watch_files)
             .field("reload_on_sighup", &self.reload_on_sighup)
@@ -117,6 +120,7 @@ impl Server {
             grpc_listen: None,
             auth_deny_status: 429,
             admin_token_file: None,
+            permit_key_file: None,
             admin_off: false,
             clock: None,
             watch_files: true,
@@ -311,6 +315,17 @@ impl ServerBuilder {
         self
     }
 
+    /// A file holding the secret that signs the permits `POST /v1/acquire`
+    /// hands out (read once, surrounding whitespace trimmed, at least 16
+    /// bytes). Replicas that share a store must share it, so that a permit
+    /// one issued can be released or extended through another; without
+    /// one, each process signs with a random key of its own and refuses
+    /// the others' permits.
+    pub fn permit_key_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.permit_key_file = Some(path.into());
+        self
+    }
+
     /// Turns the admin routes off (`/v1/policies`, `/v1/top`, the per-key
     /// operations, ...): they answer 404 and nobody can call them, so the
     /// service may listen on any address without a token. Decisions,
@@ -442,7 +457,8 @@ impl ServerBuilder {
     /// [`ServerError::Config`] for a mistake in one (file, line, field) or
     /// an unreachable store, [`ServerError::DenyStatus`] for a deny status
     /// outside 400–499, [`ServerError::AdminToken`] for an unreadable or
-    /// empty token file, [`ServerError::AdminExposed`] when the admin routes
+    /// empty token file, [`ServerError::PermitKey`] for an unreadable or
+    /// short permit key file, [`ServerError::AdminExposed`] when the admin routes
     /// would be open on a non-loopback address, [`ServerError::Io`] when a
     /// listener cannot be bound.
     pub async fn bind(self) -> Result<Server, ServerError> {
@@ -458,6 +474,7 @@ impl ServerBuilder {
             .filter(StatusCode::is_client_error)
             .ok_or(ServerError::DenyStatus(self.auth_deny_status))?;
         let admin = self.admin_access()?;
+        let permit_key = self.permit_key()?;
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let state_file = self.state_file.map(|path| StateFile {
             path,
@@ -494,6 +511,7 @@ impl ServerBuilder {
             envoy_headers: self.envoy_headers,
             admin,
             metrics,
+            permit_key,
             reservations: Default::default(),
             request_calendars: Default::default(),
             draining: Default::default(),
@@ -527,6 +545,30 @@ impl ServerBuilder {
                 })
             }
         })
+    }
+
+    /// The key permits are signed with: the permit key file's, or a
+    /// random one of this process.
+    fn permit_key(&self) -> Result<PermitKey, ServerError> {
+        let Some(path) = &self.permit_key_file else {
+            return PermitKey::random().map_err(|err| ServerError::PermitKey {
+                file: "(none)".to_owned(),
+                message: format!("the operating system gave no random key: {err}"),
+            });
+        };
+        let fail = |message: String| ServerError::PermitKey {
+            file: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read(path).map_err(|err| fail(format!("cannot read the file: {err}")))?;
+        let secret = text.trim_ascii();
+        if secret.len() < 16 {
+            return Err(fail(format!(
+                "holds {} bytes; a permit key must be at least 16 (such as the output of `openssl rand -hex 32`)",
+                secret.len()
+            )));
+        }
+        Ok(PermitKey::from_secret(secret))
     }
 
     /// Refuses limits that would make the service unusable.

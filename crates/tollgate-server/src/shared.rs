@@ -19,6 +19,8 @@ pub(crate) struct Shared {
     pub(crate) admin: AdminAccess,
     /// The Prometheus recorder, when this process's is ours.
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// The key the permits of `/v1/acquire` are signed with.
+    pub(crate) permit_key: crate::permit_token::PermitKey,
     /// Reservations `/v1/cancel` can still give back.
     pub(crate) reservations: crate::pending::Reservations,
     /// The calendars `/v1/decide` requests have named.

@@ -179,7 +179,7 @@ _tollgate() {
             return 0
             ;;
         tollgate__subcmd__serve)
-            opts="-h --config --listen --grpc-listen --auth-deny-status --envoy-headers --max-limit-override --admin-token-file --no-admin --header-read-timeout --idle-timeout --max-connections --drain-timeout --drain-delay --state-file --state-interval --discard-invalid-state --grpc-threads --log-format --help"
+            opts="-h --config --listen --grpc-listen --auth-deny-status --envoy-headers --max-limit-override --admin-token-file --no-admin --permit-key-file --header-read-timeout --idle-timeout --max-connections --drain-timeout --drain-delay --state-file --state-interval --discard-invalid-state --grpc-threads --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -210,6 +210,10 @@ _tollgate() {
                     return 0
                     ;;
                 --admin-token-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --permit-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

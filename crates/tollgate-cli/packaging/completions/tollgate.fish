@@ -63,6 +63,7 @@ ietf-draft\t'The IETF draft\'s `RateLimit-Policy` and `RateLimit`'
 off\t'None (`Retry-After` still comes with a denial)'"
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l max-limit-override -d 'The largest limit a request may name for itself (POST /v1/decide\'s "limit"); 0 refuses them all' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l admin-token-file -d 'A file holding the bearer token the admin routes require' -r -F
+complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l permit-key-file -d 'A file holding the secret (at least 16 bytes) that signs the permits POST /v1/acquire hands out; replicas sharing a store must share it. Without one, each process signs with a random key' -r -F
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l header-read-timeout -d 'How long an HTTP/1.1 request head may take from its first byte; slower clients are disconnected' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l idle-timeout -d 'How long a connection with no request in flight stays open' -r
 complete -c tollgate -n "__fish_tollgate_using_subcommand serve" -l max-connections -d 'The most connections open at once, HTTP and gRPC together; at the cap new ones wait' -r

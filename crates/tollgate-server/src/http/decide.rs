@@ -103,6 +103,7 @@ pub(crate) async fn decide<'a>(
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
     let limiter = limiter(config, resource, limit)?;
+    rate_limit(&limiter, policies.named_policy(resource).0)?;
     let decided = match charge {
         Some(Charge::Always) => limiter.charge(key, cost).await,
         Some(Charge::Admitted) if limiter.charges() == Charge::Always => {
@@ -124,6 +125,21 @@ pub(crate) async fn decide<'a>(
         policy: *limiter.policy(),
         decision,
     })
+}
+
+/// Refuses a decision on a concurrency limit, which holds permits: a 400
+/// naming `strategy` and the routes to use.
+fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
+    if !limiter.policy().limits()[0].strategy().is_concurrency() {
+        return Ok(());
+    }
+    Err(ApiError::field(
+        "strategy",
+        format!(
+            "{name:?} is a concurrency limit (strategy concurrency): it holds permits of requests in \
+             flight; acquire one with POST /v1/acquire and give it back with POST /v1/release"
+        ),
+    ))
 }
 
 /// The limiter of `resource`: its own, or under a `limit` per window or
@@ -300,6 +316,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
     let limiter = limiter(&config, resource, limit)?;
+    rate_limit(&limiter, policies.named_policy(resource).0)?;
     let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await

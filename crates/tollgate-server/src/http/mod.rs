@@ -8,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod operations;
+pub(crate) mod permits;
 pub(crate) mod request_calendars;
 pub(crate) mod reservations;
 pub(crate) mod top;
@@ -37,6 +38,27 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/v1/cancel",
             post(reservations::cancel).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/v1/acquire",
+            post(permits::acquire).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/v1/release",
+            post(permits::release).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/v1/extend",
+            post(permits::extend).route_layer(middleware::from_fn_with_state(
                 (shared.clone(), guard::Route::Decide),
                 guard::check,
             )),

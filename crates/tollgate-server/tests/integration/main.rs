@@ -11,6 +11,7 @@ mod envoy_grpc;
 mod http_api;
 mod nginx;
 mod operations;
+mod permits;
 mod redis_shared;
 mod reload;
 mod top;
