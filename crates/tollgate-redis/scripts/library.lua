@@ -1,5 +1,5 @@
 -- tollgate: the end of the function library, after the prelude, every
--- strategy file, single.lua, compound.lua, together.lua, operate.lua, lease.lua and reserve.lua. Loaded once per
+-- strategy file, single.lua, compound.lua, together.lua, operate.lua, lease.lua, reserve.lua and permits.lua. Loaded once per
 -- server with FUNCTION LOAD, the library's local functions are created once
 -- instead of on every call, as a script's are. The last line, added when
 -- the library is built, calls `register` with the prefix of every
@@ -15,7 +15,8 @@
 -- together.lua; <prefix>operate: a per-key operation, as operate.lua;
 -- <prefix>lease: a request asking for a lease, as lease.lua;
 -- <prefix>reserve and <prefix>cancel: a reservation and its cancel, as
--- reserve.lua.
+-- reserve.lua; <prefix>permits: an operation on a key's permits under a
+-- concurrency limit, as permits.lua.
 
 local function register(prefix)
   redis.register_function(prefix .. 'fixed_window', function(keys, args)
@@ -42,5 +43,6 @@ local function register(prefix)
   redis.register_function(prefix .. 'lease', lease)
   redis.register_function(prefix .. 'reserve', reserve)
   redis.register_function(prefix .. 'cancel', cancel)
+  redis.register_function(prefix .. 'permits', permits)
 end
 

@@ -4,6 +4,8 @@
 -- prelude and every strategy file, and defines `operate(KEYS, ARGV)`.
 --
 -- KEYS[i]  limit i's state key (several share one hash slot)
+-- KEYS[n + 1 ..]  more keys of the rate-limit key, in the same slot, that
+--          a reset deletes too: a concurrency limit's permits (permits.lua)
 -- ARGV[2]  the amount: the cost of a refund or penalty (at most 2^51), the
 --          length of a block in microseconds
 -- ARGV[3]  milliseconds added to every expiry (grace for caller clocks)
@@ -16,17 +18,31 @@
 -- every limit (d = 0 lifts it) and keeps the state, as a peek brings it
 -- forward. A blocked value is 'B<until>|<state>' and expires at the later of
 -- the state's expiry and the block's end. Nothing is written unless every
--- value parses. Returns {0}.
+-- value parses. A concurrency limit ('concurrency') keeps no state under
+-- its state key, only a block: a refund or a penalty changes nothing, and
+-- a reset deletes its permits with the other keys. The number of limits n
+-- is read from the arguments (four per limit). Returns {0}.
+
+-- A concurrency limit's state key holds nothing but a block: a peek finds
+-- nothing stored and an adjustment stores nothing.
+local function concurrency(raw, limit)
+  return 1, limit, 0, -1, nil, 0
+end
+local function concurrency_adjust()
+  return nil, 0
+end
 
 local peeks = {
   fixed_window = fixed_window,
   sliding_window = sliding_window,
   gcra = gcra,
+  concurrency = concurrency,
 }
 local adjusts = {
   fixed_window = fixed_window_adjust,
   sliding_window = sliding_window_adjust,
   gcra = gcra_adjust,
+  concurrency = concurrency_adjust,
 }
 local signs = { refund = -1, penalty = 1, block = 0 }
 
@@ -35,7 +51,7 @@ local function operate(KEYS, ARGV)
   if bad_clock then
     return bad_clock
   end
-  local n = #KEYS
+  local n = (#ARGV - 4) / 4
   local op = ARGV[4 * n + 4]
   if op == 'reset' then
     redis.call('DEL', unpack(KEYS))

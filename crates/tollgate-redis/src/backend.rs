@@ -116,7 +116,8 @@ impl Backend for RedisBackend {
 
     /// Every call, awaited. A lease is one function call (or script) on
     /// every limit of a policy, giving back an ended lease's units in the
-    /// same call.
+    /// same call; each operation on a concurrency limit's permits is one
+    /// call too.
     fn capabilities(&self) -> Capabilities {
         Capabilities::all(false)
     }

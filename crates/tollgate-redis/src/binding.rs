@@ -3,17 +3,19 @@
 //! calls.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
 use tollgate::backend::BackendError;
 use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
-    namespace, Answer, Binding, BindingPart, Call, CompoundKeys, LeaseAsk, Leased, Receipt, Reserved, Scope,
-    Tick,
+    namespace, Answer, Binding, BindingPart, Call, CompoundKeys, LeaseAsk, Leased, Permitted, Receipt,
+    Reserved, Scope, Tick,
 };
 use tollgate::clock::{Clock, SharedClock, SystemClock};
+use tollgate::strategy::permits::{PermitOp, PermitOutcome};
 use tollgate::strategy::{
     self, CalendarTicks, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
 };
@@ -113,14 +115,6 @@ impl std::fmt::Debug for RedisBinding {
 fn exact_limits(policy: &tollgate::Policy) -> Result<Vec<LimitRate>, Error> {
     let mut limits = Vec::with_capacity(policy.limits().len());
     for (i, limit) in policy.limits().iter().enumerate() {
-        if limit.strategy().is_concurrency() {
-            return Err(tollgate::ConfigError::new(
-                "strategy",
-                "concurrency limits are kept in memory and in custom stores; the Redis backend \
-                 does not keep permits yet",
-            )
-            .into());
-        }
         let rate = limit.rate_micros();
         check_exact(limit.strategy(), &rate).map_err(|err| {
             if policy.is_compound() {
@@ -210,7 +204,7 @@ impl RedisBinding {
                 timeout: options.timeout,
                 clock: options.clock.clone(),
                 script,
-                batch_script: single.map(|limit| scripts::batch(limit.strategy())),
+                batch_script: single.and_then(|limit| scripts::batch(limit.strategy())),
                 layout,
                 max_limit: limits.iter().map(|l| l.rate.limit).max().unwrap_or(1),
                 limits: limits.into_boxed_slice(),
@@ -633,19 +627,20 @@ impl RedisBinding {
         Ok(Decision::from_compound(compound, &shared.limits, Tick::Micros))
     }
 
-    /// Applies `op` to every state key of `key` in one script call.
+    /// Applies `op` to every state key of `key` in one script call (and,
+    /// for a concurrency limit, a reset deletes the key's permits too).
     async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         let shared = &*self.shared;
         let (name, amount) = operation_amount(op)?;
         let amount = amount.to_string();
-        let reply = self
-            .invoke(
-                shared.operations,
-                key,
-                &amount,
-                &shared.operation_args,
-                Some(name),
-            )
+        let mut state_keys = self.state_keys(key);
+        if self.is_concurrency() && op == Operation::Reset {
+            let permit_keys = permit_keys(&state_keys[0]);
+            state_keys.extend(permit_keys);
+        }
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let reply = shared
+            .call_limits(shared.operations, &keys, &amount, &[name.to_owned()])
             .await?;
         if reply != [0] {
             return Err(BackendError::new(
@@ -654,6 +649,77 @@ impl RedisBinding {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the policy is a concurrency limit (its only limit): its
+    /// calls go to [`RedisBinding::call_permits`].
+    fn is_concurrency(&self) -> bool {
+        self.shared.limits[0].strategy == Strategy::Concurrency
+    }
+
+    /// The answer to `call` on a concurrency limit, whose permits are kept
+    /// beside the key's state key ([`permit_keys`]; the state key holds
+    /// only a block): a decision (a report's or a reservation's too) is
+    /// whether a permit would be granted now, holding nothing; a reset
+    /// frees the key's permits, a block denies its acquisitions until it
+    /// ends, a refund or a penalty changes nothing; a lease is refused.
+    async fn call_permits(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        let peek = |key, cost| self.permit(key, PermitOp::Peek { cost });
+        Ok(match call {
+            Call::Permit { key, op } => Answer::Permitted(self.permit(key, op).await?),
+            Call::Decide { key, cost } | Call::Charge { key, cost } => {
+                Answer::Decided(peek(key, cost).await?.decision)
+            }
+            Call::Reserve { key, cost, .. } => {
+                let decision = peek(key, cost).await?.decision;
+                Answer::Reserved(Box::new(Reserved::new(decision, Duration::ZERO, None)))
+            }
+            Call::Cancel { .. } => Answer::Cancelled(false),
+            Call::Operate { key, op } => {
+                if !matches!(op, Operation::Refund(_) | Operation::Penalty(_)) {
+                    self.operate_keys(key, op).await?;
+                }
+                Answer::Done
+            }
+            Call::Together(_) => Answer::Apart,
+            Call::Reconnect => {
+                self.ping_twice().await?;
+                Answer::Done
+            }
+            Call::Lease { .. } => return Err(call.unsupported()),
+        })
+    }
+
+    /// Applies `op` to `key`'s permits in one call of the permits entry
+    /// point, on the server's clock (or the caller's, when the backend has
+    /// one): the state key and the two keys of its permits, then now, the
+    /// operation, the grace, `L`, the ttl, the permit's identifier and the
+    /// cost.
+    async fn permit(&self, key: &[u8], op: PermitOp) -> Result<Permitted, BackendError> {
+        let shared = &*self.shared;
+        let mut state_keys = self.state_keys(key);
+        let permit_keys = permit_keys(&state_keys[0]);
+        state_keys.extend(permit_keys);
+        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
+        let (name, id, cost) = match op {
+            PermitOp::Acquire { id, cost } => ("acquire", id.to_string(), shared.cost_arg(cost)),
+            PermitOp::Peek { cost } => ("peek", String::new(), shared.cost_arg(cost)),
+            PermitOp::Release { id } => ("release", id.to_string(), String::from("0")),
+            PermitOp::Extend { id } => ("extend", id.to_string(), String::from("0")),
+        };
+        let rate = shared.limits[0].rate;
+        let (now, limit, ttl) = (shared.now_arg(), rate.limit.to_string(), rate.window.to_string());
+        let args: [&[u8]; 7] = [
+            now.as_bytes(),
+            name.as_bytes(),
+            shared.grace_ms.as_bytes(),
+            limit.as_bytes(),
+            ttl.as_bytes(),
+            id.as_bytes(),
+            cost.as_bytes(),
+        ];
+        let reply = shared.call(shared.script, &keys, &args).await?;
+        parse_permitted(&reply, rate.limit)
     }
 
     /// Runs `script` on the state keys of `key` with now, `amount`, the
@@ -792,25 +858,110 @@ fn operation_amount(op: Operation) -> Result<(&'static str, u64), BackendError> 
 }
 
 /// The key of the set of processes leasing the rate-limit key whose first
-/// state key is `state_key`, in that key's Redis Cluster hash slot: the
-/// state key with `:lessees` appended when it has a hash tag (a compound
-/// policy's keys), else the state key as the hash tag; `None` for a state
-/// key without a tag that holds a `}` (a caller's key may), whose lessees
-/// are then not counted (the store takes each lease as from the only
-/// process, which only makes it larger; the bounds do not depend on it).
+/// state key is `state_key`, in that key's Redis Cluster hash slot
+/// ([`beside`]); `None` for a state key without a tag that holds a `}` (a
+/// caller's key may), whose lessees are then not counted (the store takes
+/// each lease as from the only process, which only makes it larger; the
+/// bounds do not depend on it).
 fn lessees_key(state_key: &[u8]) -> Option<Vec<u8>> {
+    beside(state_key, b":lessees")
+}
+
+/// A key named after `state_key` and ending in `suffix`, in the state key's
+/// Redis Cluster hash slot: the state key followed by `suffix` when it has
+/// a hash tag (a compound policy's keys), else the state key in braces (as
+/// the hash tag) followed by `suffix`; `None` for a state key without a tag
+/// that holds a `}`, which braces cannot enclose.
+fn beside(state_key: &[u8], suffix: &[u8]) -> Option<Vec<u8>> {
     let tagged = state_key
         .iter()
         .position(|&b| b == b'{')
         .and_then(|open| state_key[open + 1..].iter().position(|&b| b == b'}'))
         .is_some_and(|len| len > 0);
     if tagged {
-        return Some([state_key, b":lessees"].concat());
+        return Some([state_key, suffix].concat());
     }
     if state_key.contains(&b'}') {
         return None;
     }
-    Some([b"{", state_key, b"}:lessees"].concat())
+    Some([b"{", state_key, b"}", suffix].concat())
+}
+
+/// The keys of the permits of the rate-limit key whose state key is
+/// `state_key`, in its hash slot: the sorted set of their identifiers by
+/// expiry (`…:permits`) and the hash of their costs (`…:permit_units`),
+/// named as [`beside`] names them. A state key without a tag that holds a
+/// `}` gets a tag of decimal digits in its slot instead
+/// ([`slot_tag`]), followed by the state key: `{<digits>}:<state
+/// key>:permits`.
+fn permit_keys(state_key: &[u8]) -> [Vec<u8>; 2] {
+    [b":permits".as_slice(), b":permit_units"].map(|suffix| {
+        beside(state_key, suffix).unwrap_or_else(|| {
+            let tag = slot_tag(Slot::for_key(state_key));
+            [b"{", tag.as_bytes(), b"}:", state_key, suffix].concat()
+        })
+    })
+}
+
+/// The smallest decimal number whose digits hash to `slot`: a hash tag
+/// that puts a key in that slot. The table of every slot's is built once,
+/// from the first numbers (about 160,000 of them cover the 16,384 slots).
+fn slot_tag(slot: Slot) -> &'static str {
+    static TAGS: OnceLock<HashMap<Slot, String>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = HashMap::with_capacity(SLOTS);
+        for n in 0u32.. {
+            let tag = n.to_string();
+            tags.entry(Slot::for_key(&tag)).or_insert(tag);
+            if tags.len() == SLOTS {
+                break;
+            }
+        }
+        tags
+    });
+    &tags[&slot]
+}
+
+/// The number of Redis Cluster hash slots.
+const SLOTS: usize = 16_384;
+
+/// The answer of the permits entry point: `{done, in_flight, reset_us,
+/// retry_after_us, expires_in_us}` (-1 for none), or a blocked key's
+/// `{-1, left_us, reset_us}`, which is denied with nothing remaining until
+/// the block ends ([`Decision::blocked`]'s numbers).
+fn parse_permitted(reply: &[i64], limit: u64) -> Result<Permitted, BackendError> {
+    let bad = || {
+        BackendError::new(
+            BackendErrorKind::Protocol,
+            format!("unexpected reply from the permits script: {reply:?}"),
+        )
+    };
+    let number = |n: i64| u64::try_from(n).map_err(|_| bad());
+    let optional = |n: i64| if n == -1 { Ok(None) } else { number(n).map(Some) };
+    let outcome = match *reply {
+        [-1, left, reset] => {
+            let (left, reset) = (number(left)?, number(reset)?);
+            PermitOutcome {
+                done: false,
+                in_flight: limit,
+                reset: reset.max(left),
+                retry_after: Some(left),
+                expires_in: None,
+            }
+        }
+        [done @ (0 | 1), in_flight, reset, retry_after, expires_in] => PermitOutcome {
+            done: done == 1,
+            in_flight: number(in_flight)?,
+            reset: number(reset)?,
+            retry_after: optional(retry_after)?,
+            expires_in: optional(expires_in)?,
+        },
+        _ => return Err(bad()),
+    };
+    if outcome.in_flight > limit {
+        return Err(bad());
+    }
+    Ok(Permitted::from_outcome(outcome, limit, Tick::Micros))
 }
 
 impl Decider for RedisBinding {
@@ -871,7 +1022,12 @@ impl Binding for RedisBinding {
     /// and starts the reconnection, and the second waits for that attempt
     /// (within the connect timeout), so the probe's decision that follows
     /// goes out on a live connection as soon as the server accepts again.
+    /// A concurrency limit's operations on permits are one call each of
+    /// the permits entry point ([`RedisBinding::call_permits`]).
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
+        if self.is_concurrency() {
+            return self.call_permits(call).await;
+        }
         Ok(match call {
             Call::Decide { key, cost } => Answer::Decided(self.run(key, cost).await?),
             Call::Charge { key, cost } => Answer::Decided(self.charge_keys(key, cost).await?),
@@ -921,5 +1077,50 @@ mod tests {
             operation_amount(Operation::Block(Duration::from_nanos(2_999))).unwrap(),
             ("block", 2)
         );
+    }
+
+    #[test]
+    fn permit_keys_share_the_state_keys_slot() {
+        let states: [&[u8]; 5] = [
+            b"tollgate::concurrency:k",
+            b"tollgate:{api:k}:concurrency:1",
+            b"tollgate::concurrency:a}b",
+            b"tollgate::concurrency:}{",
+            b"tollgate::concurrency:{}x}",
+        ];
+        for state in states {
+            for key in permit_keys(state) {
+                assert_eq!(
+                    Slot::for_key(&key),
+                    Slot::for_key(state),
+                    "{}",
+                    String::from_utf8_lossy(&key)
+                );
+            }
+        }
+        assert_eq!(
+            permit_keys(b"s"),
+            [b"{s}:permits".to_vec(), b"{s}:permit_units".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_permits_reply_is_read_or_refused() {
+        let admitted = parse_permitted(&[1, 2, 30, -1, 30], 3).unwrap();
+        assert!(admitted.decision.allowed);
+        assert_eq!(admitted.in_flight(), 2);
+        assert_eq!(admitted.expires_in, Some(Duration::from_micros(30)));
+        let blocked = parse_permitted(&[-1, 50, 20], 3).unwrap();
+        assert_eq!(blocked.decision, Decision::blocked(50, 20, 3, Tick::Micros));
+        assert_eq!(blocked.expires_in, None);
+        for bad in [
+            &[2, 0, 0, -1, -1][..],
+            &[1, 4, 0, -1, -1],
+            &[0, 1, -5, -1, -1],
+            &[1],
+        ] {
+            let err = parse_permitted(bad, 3).unwrap_err();
+            assert_eq!(err.kind(), BackendErrorKind::Protocol);
+        }
     }
 }

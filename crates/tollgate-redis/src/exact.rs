@@ -34,8 +34,13 @@ pub(crate) fn check_exact(strategy: Strategy, rate: &Rate) -> Result<(), ConfigE
     // A calendar window's W names its calendar; the periods sent for it
     // are clock readings, checked as every clock reading is.
     if rate.window > MAX_EXACT_OPERAND && rate.calendar().is_none() {
+        // A concurrency limit's window is its permits' ttl, named so.
         return Err(ConfigError::new(
-            "window",
+            if strategy == Strategy::Concurrency {
+                "ttl"
+            } else {
+                "window"
+            },
             format!(
                 "{}µs exceeds 2^51µs = {MAX_EXACT_OPERAND}µs (about 71 years), the maximum window \
                  on the Redis backend, within which every time and product its scripts compute is \

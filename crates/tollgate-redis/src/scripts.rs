@@ -5,13 +5,14 @@
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
 //! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua`,
-//! `operate.lua`, `lease.lua` and `reserve.lua` define the entry points: a
-//! policy of one limit, several limits decided as one step (their states
-//! written only when all admit), several parts of one request decided as
-//! one step (each a policy on its own key, charged only when no part
-//! denies), the per-key operations, a request asking for a lease, and a
-//! reservation and its cancel. The same functions decide in all, so a
-//! limit decides alike alone and in a compound policy.
+//! `operate.lua`, `lease.lua`, `reserve.lua` and `permits.lua` define the
+//! entry points: a policy of one limit, several limits decided as one step
+//! (their states written only when all admit), several parts of one
+//! request decided as one step (each a policy on its own key, charged only
+//! when no part denies), the per-key operations, a request asking for a
+//! lease, a reservation and its cancel, and an operation on a key's
+//! permits under a concurrency limit. The same functions decide in all, so
+//! a limit decides alike alone and in a compound policy.
 //!
 //! **Function library.** The prelude, every strategy file, the entry points
 //! and `library.lua`, which registers one function per entry point (one per
@@ -60,24 +61,26 @@ const TOGETHER: &str = include_str!("../scripts/together.lua");
 const OPERATE: &str = include_str!("../scripts/operate.lua");
 const LEASE: &str = include_str!("../scripts/lease.lua");
 const RESERVE: &str = include_str!("../scripts/reserve.lua");
+const PERMITS: &str = include_str!("../scripts/permits.lua");
 const LIBRARY: &str = include_str!("../scripts/library.lua");
 
-/// The Lua function that decides for `strategy`, and the file defining it.
-fn function(strategy: Strategy) -> (&'static str, &'static str) {
+/// The Lua function that decides a rate limit of `strategy`, and the file
+/// defining it; `None` for a concurrency limit, which has no decision
+/// function (its entry point is `permits.lua`'s).
+fn function(strategy: Strategy) -> Option<(&'static str, &'static str)> {
     match strategy {
-        Strategy::FixedWindow => ("fixed_window", FIXED_WINDOW),
-        Strategy::SlidingWindow => ("sliding_window", SLIDING_WINDOW),
-        Strategy::TokenBucket | Strategy::LeakyBucket => ("gcra", GCRA),
-        // Never bound: `exact_limits` refuses a concurrency limit, and a
-        // plain decision on one holds nothing, as a fresh window's would.
-        Strategy::Concurrency => ("fixed_window", FIXED_WINDOW),
+        Strategy::FixedWindow => Some(("fixed_window", FIXED_WINDOW)),
+        Strategy::SlidingWindow => Some(("sliding_window", SLIDING_WINDOW)),
+        Strategy::TokenBucket | Strategy::LeakyBucket => Some(("gcra", GCRA)),
+        Strategy::Concurrency => None,
     }
 }
 
 /// The name by which `compound.lua` and `operate.lua` know the function of
-/// `strategy` (their argument for each limit).
+/// `strategy` (their argument for each limit): `concurrency` for a
+/// concurrency limit, whose state key holds only a block (`operate.lua`).
 pub(crate) fn function_name(strategy: Strategy) -> &'static str {
-    function(strategy).0
+    function(strategy).map_or("concurrency", |(name, _)| name)
 }
 
 /// The function library: its source, for `FUNCTION LOAD`, and the prefix of
@@ -92,7 +95,7 @@ fn library() -> &'static Library {
     static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
     LIBRARY_TEXT.get_or_init(|| {
         let body = format!(
-            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{RESERVE}{LIBRARY}"
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{RESERVE}{PERMITS}{LIBRARY}"
         );
         let digest = redis::Script::new(&body).get_hash().to_owned();
         let name = format!("tollgate_{}", &digest[..16]);
@@ -142,6 +145,7 @@ struct Entries {
     lease: LuaScript,
     reserve: LuaScript,
     cancel: LuaScript,
+    permits: LuaScript,
 }
 
 fn entries() -> &'static Entries {
@@ -159,29 +163,32 @@ fn entries() -> &'static Entries {
         lease: LuaScript::lease(),
         reserve: LuaScript::waiting("reserve"),
         cancel: LuaScript::waiting("cancel"),
+        permits: LuaScript::permits(),
     })
 }
 
-/// What decides a policy of one limit of `strategy`.
+/// What decides a policy of one limit of `strategy`: for a concurrency
+/// limit, what applies an operation to a key's permits.
 pub(crate) fn single(strategy: Strategy) -> &'static LuaScript {
     let entries = entries();
     match strategy {
         Strategy::FixedWindow => &entries.fixed_window,
         Strategy::SlidingWindow => &entries.sliding_window,
         Strategy::TokenBucket | Strategy::LeakyBucket => &entries.gcra,
-        Strategy::Concurrency => &entries.fixed_window,
+        Strategy::Concurrency => &entries.permits,
     }
 }
 
 /// What decides several requests of a policy of one limit of `strategy`
-/// in one call (batched calls).
-pub(crate) fn batch(strategy: Strategy) -> &'static LuaScript {
+/// in one call (batched calls); `None` for a concurrency limit, whose
+/// operations each go out alone.
+pub(crate) fn batch(strategy: Strategy) -> Option<&'static LuaScript> {
     let entries = entries();
     match strategy {
-        Strategy::FixedWindow => &entries.batch_fixed_window,
-        Strategy::SlidingWindow => &entries.batch_sliding_window,
-        Strategy::TokenBucket | Strategy::LeakyBucket => &entries.batch_gcra,
-        Strategy::Concurrency => &entries.batch_fixed_window,
+        Strategy::FixedWindow => Some(&entries.batch_fixed_window),
+        Strategy::SlidingWindow => Some(&entries.batch_sliding_window),
+        Strategy::TokenBucket | Strategy::LeakyBucket => Some(&entries.batch_gcra),
+        Strategy::Concurrency => None,
     }
 }
 
@@ -226,9 +233,12 @@ pub(crate) struct LuaScript {
 }
 
 impl LuaScript {
-    /// What decides a single limit of `strategy`.
+    /// What decides a single rate limit of `strategy` (what applies an
+    /// operation to a key's permits for a concurrency limit).
     pub(crate) fn for_strategy(strategy: Strategy) -> Self {
-        let (name, body) = function(strategy);
+        let Some((name, body)) = function(strategy) else {
+            return Self::permits();
+        };
         Self::new(
             name,
             format!("{PRELUDE}{body}{SINGLE}return single({name}, KEYS, ARGV)\n"),
@@ -237,8 +247,11 @@ impl LuaScript {
 
     /// What decides several requests of a single limit of `strategy`,
     /// each on its own key, in one call.
+    /// A concurrency limit has no batch: [`LuaScript::permits`].
     pub(crate) fn batch_for_strategy(strategy: Strategy) -> Self {
-        let (name, body) = function(strategy);
+        let Some((name, body)) = function(strategy) else {
+            return Self::permits();
+        };
         Self::new(
             &format!("batch_{name}"),
             format!(
@@ -290,6 +303,15 @@ impl LuaScript {
         Self::new(
             entry,
             format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{RESERVE}return {entry}(KEYS, ARGV)\n"),
+        )
+    }
+
+    /// What applies one operation (acquire, peek, release, extend) to a
+    /// key's permits under a concurrency limit.
+    pub(crate) fn permits() -> Self {
+        Self::new(
+            "permits",
+            format!("{PRELUDE}{PERMITS}return permits(KEYS, ARGV)\n"),
         )
     }
 
@@ -429,6 +451,7 @@ mod tests {
             LuaScript::lease(),
             LuaScript::waiting("reserve"),
             LuaScript::waiting("cancel"),
+            LuaScript::permits(),
         ] {
             let suffix = entry.function.strip_prefix(&library.prefix).unwrap();
             assert!(

@@ -1,0 +1,194 @@
+
+-- tollgate: permits of requests in flight (SEMANTICS.md "Requests in
+-- flight"): one operation on a key's permits under a concurrency limit, as
+-- one atomic step. It follows the prelude and defines
+-- `permits(KEYS, ARGV)`.
+--
+-- KEYS[1]  the state key: it holds nothing but a block ('B<until>|')
+-- KEYS[2]  the key's permits: a sorted set of permit identifiers (32
+--          hexadecimal digits), each scored with the microsecond at which it
+--          expires (in the hash slot of KEYS[1])
+-- KEYS[3]  the key's units: a hash of each permit's cost by identifier,
+--          and two more fields, 'held' (the sum of the costs) and 'seen'
+--          (the latest microsecond an operation used), in the same slot
+-- ARGV[2]  the operation: acquire, peek, release or extend
+-- ARGV[3]  milliseconds added to every expiry (grace for caller clocks)
+-- ARGV[4]  L, the limit
+-- ARGV[5]  the permits' ttl in microseconds
+-- ARGV[6]  the permit's identifier ('' for a peek)
+-- ARGV[7]  the cost of an acquire or a peek (the caller clamps it to L + 1:
+--          every larger cost is refused alike)
+--
+-- Ports crates/tollgate/src/strategy/permits.rs. The operation's time is
+-- the later of now and 'seen'; the permits expired by then (scored at or
+-- before it) are dropped first, their costs taken off 'held', so each
+-- operation costs O(log n) plus the permits it drops. An acquire or a peek
+-- of a blocked key is denied until the block ends, holding nothing. The
+-- keys expire with their last permit, plus the grace; a key left with no
+-- permit is deleted.
+--
+-- Returns {done (0 or 1), in_flight, reset_us, retry_after_us, expires_in_us}
+-- with -1 for no retry_after or expires_in; for a blocked key {-1, the
+-- microseconds left of the block, reset_us}.
+
+-- Drops the permits in `set` (costs in `units`) expired at `at`; returns
+-- the units still held, `held` before.
+local function drop_expired(set, units, at, held)
+  while true do
+    local gone = redis.call('ZRANGEBYSCORE', set, '-inf', fmt(at), 'LIMIT', 0, 512)
+    if #gone == 0 then
+      return held
+    end
+    local costs = redis.call('HMGET', units, unpack(gone))
+    for i = 1, #gone do
+      held = held - (number(costs[i] or '') or 0)
+    end
+    redis.call('ZREM', set, unpack(gone))
+    redis.call('HDEL', units, unpack(gone))
+    if #gone < 512 then
+      return held
+    end
+  end
+end
+
+-- The microseconds from `at` until enough of the permits in `set`, taken
+-- by expiry, have expired for `asked` units to fit under `limit` with
+-- `held` held.
+local function wait_for(set, units, at, held, asked, limit)
+  local need, freed, from = held + asked - limit, 0, 0
+  while true do
+    local batch = redis.call('ZRANGE', set, from, from + 255, 'WITHSCORES')
+    if #batch == 0 then
+      return 0
+    end
+    local ids = {}
+    for i = 1, #batch, 2 do
+      ids[#ids + 1] = batch[i]
+    end
+    local costs = redis.call('HMGET', units, unpack(ids))
+    for i = 1, #ids do
+      freed = freed + (number(costs[i] or '') or 0)
+      if freed >= need then
+        return number(batch[2 * i]) - at
+      end
+    end
+    from = from + 256
+  end
+end
+
+-- The microsecond at which the last permit in `set` expires (nil for none).
+local function last_expiry(set)
+  local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
+  return last[2] and number(last[2])
+end
+
+-- Writes 'held' and 'seen' and the keys' expiry (the last permit's expiry
+-- plus `grace_ms`, on the server's clock or from the caller's now), or
+-- deletes both keys when no permit is left.
+local function keep(set, units, held, at, last, grace_ms)
+  if not last then
+    redis.call('DEL', set, units)
+    return
+  end
+  redis.call('HSET', units, 'held', fmt(held), 'seen', fmt(at))
+  if server_clock then
+    local ms = fmt(ceil_div(last, 1000) + grace_ms)
+    redis.call('PEXPIREAT', set, ms)
+    redis.call('PEXPIREAT', units, ms)
+  else
+    local ms = fmt(math.max(ceil_div(math.max(last - now, 0), 1000), 1) + grace_ms)
+    redis.call('PEXPIRE', set, ms)
+    redis.call('PEXPIRE', units, ms)
+  end
+end
+
+-- The end of the block on `state` (the state key), or nil when it is not
+-- blocked at now; false and an error reply for a block that does not parse.
+local function block_of(state)
+  local raw = redis.call('GET', state)
+  if not raw or string.byte(raw, 1) ~= 66 then
+    return nil
+  end
+  local ends = split_block(raw)
+  if not ends then
+    return false, malformed('blocked', state)
+  end
+  if ends > now then
+    return ends
+  end
+  return nil
+end
+
+local function permits(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
+  end
+  local set, units = KEYS[2], KEYS[3]
+  local op, grace_ms = ARGV[2], numbers[ARGV[3]] or arg(ARGV[3])
+  local limit, ttl = numbers[ARGV[4]] or arg(ARGV[4]), numbers[ARGV[5]] or arg(ARGV[5])
+  local id, cost = ARGV[6], numbers[ARGV[7]] or arg(ARGV[7])
+  local acquires = op == 'acquire' or op == 'peek'
+  if not acquires and op ~= 'release' and op ~= 'extend' then
+    return redis.error_reply('TOLLGATE unknown permit operation ' .. tostring(op))
+  end
+
+  -- The key's time and the units its unexpired permits hold.
+  local meta = redis.call('HMGET', units, 'held', 'seen')
+  local held, at = number(meta[1] or '') or 0, now
+  local seen = number(meta[2] or '')
+  if seen and seen > at then
+    at = seen
+  end
+  held = drop_expired(set, units, at, held)
+
+  local done, retry_after, expires_in = 0, -1, -1
+  local ends, err, known = nil, nil, nil
+  if acquires then
+    ends, err = block_of(KEYS[1])
+    if ends == false then
+      return err
+    end
+  end
+  if op ~= 'peek' then
+    -- After the drop, a permit still scored is unexpired.
+    known = redis.call('ZSCORE', set, id)
+  end
+  if ends then
+    -- Blocked: the peek's numbers, denied until the block ends.
+    done = -1
+  elseif op == 'acquire' and known then
+    -- The same acquisition asked again: admitted, holding nothing more.
+    done, expires_in = 1, number(known) - at
+  elseif acquires then
+    local asked = math.max(cost, 1)
+    if asked <= limit and held + asked <= limit then
+      done = 1
+      if op == 'acquire' and cost > 0 then
+        redis.call('ZADD', set, fmt(at + ttl), id)
+        redis.call('HSET', units, id, fmt(cost))
+        held, expires_in = held + cost, ttl
+      end
+    elseif asked <= limit then
+      retry_after = wait_for(set, units, at, held, asked, limit)
+    end
+  elseif op == 'release' then
+    if known then
+      redis.call('ZREM', set, id)
+      held = held - (number(redis.call('HGET', units, id) or '') or 0)
+      redis.call('HDEL', units, id)
+      done = 1
+    end
+  elseif known then
+    redis.call('ZADD', set, fmt(at + ttl), id)
+    done, expires_in = 1, ttl
+  end
+
+  local last = last_expiry(set)
+  keep(set, units, held, at, last, grace_ms)
+  local reset = last and last - at or 0
+  if done == -1 then
+    return { -1, ends - now, reset }
+  end
+  return { done, held, reset, retry_after, expires_in }
+end
