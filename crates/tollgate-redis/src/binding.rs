@@ -1023,7 +1023,7 @@ impl Binding for RedisBinding {
     /// (within the connect timeout), so the probe's decision that follows
     /// goes out on a live connection as soon as the server accepts again.
     /// A concurrency limit's operations on permits are one call each of
-    /// the permits entry point ([`RedisBinding::call_permits`]).
+    /// the permits entry point.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         if self.is_concurrency() {
             return self.call_permits(call).await;
