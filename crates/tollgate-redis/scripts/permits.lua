@@ -184,6 +184,10 @@ local function permits(KEYS, ARGV)
     done, expires_in = 1, ttl
   end
 
+  -- Never below zero, were a cost missing from the hash.
+  if held < 0 then
+    held = 0
+  end
   local last = last_expiry(set)
   keep(set, units, held, at, last, grace_ms)
   local reset = last and last - at or 0

@@ -958,9 +958,8 @@ fn parse_permitted(reply: &[i64], limit: u64) -> Result<Permitted, BackendError>
         },
         _ => return Err(bad()),
     };
-    if outcome.in_flight > limit {
-        return Err(bad());
-    }
+    // The units held may exceed `L` when the policy's limit was lowered
+    // while permits were held: nothing remains until they go.
     Ok(Permitted::from_outcome(outcome, limit, Tick::Micros))
 }
 
@@ -1113,9 +1112,11 @@ mod tests {
         let blocked = parse_permitted(&[-1, 50, 20], 3).unwrap();
         assert_eq!(blocked.decision, Decision::blocked(50, 20, 3, Tick::Micros));
         assert_eq!(blocked.expires_in, None);
+        let lowered = parse_permitted(&[0, 5, 30, 10, -1], 3).unwrap();
+        assert_eq!(lowered.decision.remaining, 0, "held under a higher limit");
         for bad in [
             &[2, 0, 0, -1, -1][..],
-            &[1, 4, 0, -1, -1],
+            &[1, 0, 0, -2, -1],
             &[0, 1, -5, -1, -1],
             &[1],
         ] {
