@@ -3,8 +3,9 @@
 //! answer compared with the model of SEMANTICS.md's "Requests in flight"
 //! (`tollgate_test_support::in_flight_model`), as functions and as
 //! scripts. Then, on the server's own clock: releases, expiry, the keys
-//! leaving Redis after their permits, blocks and resets; one script call
-//! per operation; and permits on every shard of a cluster.
+//! leaving Redis after their permits, blocks and resets, acquires at once
+//! on many connections; one script call per operation; and permits on
+//! every shard of a cluster.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -363,5 +364,36 @@ async fn permits_are_kept_on_every_shard_of_a_cluster() {
     // Each primary holds no permit keys once they are released.
     for primary in cluster.primaries() {
         assert_eq!(cli(primary, &["DBSIZE"]), "0", "primary {primary}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_on_many_connections_hold_at_most_the_limit() {
+    let server = RedisServer::start();
+    let policy = concurrency(3, Duration::from_secs(30));
+    let mut limiters = Vec::new();
+    for _ in 0..4 {
+        let (limiter, _) = on_server_clock(&server, policy, "k").await;
+        limiters.push(limiter);
+    }
+    let mut tasks = Vec::new();
+    for limiter in &limiters {
+        for _ in 0..10 {
+            let limiter = Arc::clone(limiter);
+            tasks.push(tokio::spawn(async move {
+                let permit = limiter.acquire_permit("k", 1).await.unwrap();
+                permit.detach()
+            }));
+        }
+    }
+    let mut held = Vec::new();
+    for task in tasks {
+        held.extend(task.await.unwrap());
+    }
+    assert_eq!(held.len(), 3, "40 acquires at once, a limit of 3");
+    for (i, id) in held.iter().enumerate() {
+        let released = limiters[i % 4].release_permit("k", *id).await.unwrap();
+        assert!(released.decision.allowed);
+        assert_eq!(released.in_flight(), 2 - i as u64);
     }
 }
