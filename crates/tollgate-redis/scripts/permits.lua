@@ -84,10 +84,12 @@ end
 
 -- Writes 'held' and 'seen' and the keys' expiry (the last permit's expiry
 -- plus `grace_ms`, on the server's clock or from the caller's now), or
--- deletes both keys when no permit is left.
-local function keep(set, units, held, at, last, grace_ms)
+-- deletes both keys when no permit is left (when they `existed`).
+local function keep(set, units, held, at, last, grace_ms, existed)
   if not last then
-    redis.call('DEL', set, units)
+    if existed then
+      redis.call('DEL', set, units)
+    end
     return
   end
   redis.call('HSET', units, 'held', fmt(held), 'seen', fmt(at))
@@ -189,7 +191,7 @@ local function permits(KEYS, ARGV)
     held = 0
   end
   local last = last_expiry(set)
-  keep(set, units, held, at, last, grace_ms)
+  keep(set, units, held, at, last, grace_ms, seen ~= nil)
   local reset = last and last - at or 0
   if done == -1 then
     return { -1, ends - now, reset }
