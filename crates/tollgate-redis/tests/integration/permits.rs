@@ -2,7 +2,8 @@
 //! releases and extends on a real redis-server with a caller clock, every
 //! answer compared with the model of SEMANTICS.md's "Requests in flight"
 //! (`tollgate_test_support::in_flight_model`), as functions and as
-//! scripts. Then, on the server's own clock: releases, expiry, the keys
+//! scripts, and with the in-memory backend's on traces whose clock goes
+//! back now and then. Then, on the server's own clock: releases, expiry, the keys
 //! leaving Redis after their permits, blocks and resets, acquires at once
 //! on many connections; one script call per operation; and permits on
 //! every shard of a cluster.
@@ -174,6 +175,101 @@ fn permits_answer_as_the_model() {
 #[test]
 fn permits_answer_as_the_model_as_scripts() {
     agrees_with_the_model(&Harness::with_scripts(), 16);
+}
+
+/// A permit made on both sides of a differential trace.
+struct Twin {
+    key: Vec<u8>,
+    on_redis: PermitId,
+    in_memory: PermitId,
+}
+
+/// One step of [`agree_with_memory`]'s traces: `Op`, or the clock moved
+/// back by this many microseconds.
+fn step_or_back(limit: u64, ttl: u64) -> impl proptest::strategy::Strategy<Value = (Op, u64)> {
+    prop_oneof![
+        5 => op(limit, ttl).prop_map(|op| (op, 0)),
+        1 => (1..ttl * 2).prop_map(|back| (Op::Advance { micros: 0 }, back)),
+    ]
+}
+
+/// Runs `steps` on a limiter of the harness's Redis and on an in-memory
+/// limiter on the same clock, the clock now and then moving back (a key's
+/// time never does), comparing every answer.
+fn agree_with_memory(h: &Harness, limit: u64, ttl: u64, steps: &[(Op, u64)]) -> Result<(), TestCaseError> {
+    h.clock.set_nanos(START);
+    let policy = concurrency(limit, Duration::from_micros(ttl));
+    let redis = Arc::new(h.limiter(policy));
+    let memory = Arc::new(
+        Limiter::builder()
+            .clock(h.clock.clone())
+            .policy(policy)
+            .build()
+            .unwrap(),
+    );
+    let mut made: Vec<Twin> = Vec::new();
+    let mut now = START / 1_000;
+    for (step, (op, back)) in steps.iter().enumerate() {
+        let at = format!("step {step}: {op:?}, back {back}");
+        match *op {
+            Op::Advance { micros } => {
+                now = now + micros - back;
+                h.clock.set_nanos(now * 1_000);
+            }
+            Op::Acquire { key, cost } => {
+                let key = vec![b'k', key];
+                let got = h.rt.block_on(redis.acquire_permit(&key, cost)).unwrap();
+                let want = h.rt.block_on(memory.acquire_permit(&key, cost)).unwrap();
+                prop_assert_eq!(got.decision(), want.decision(), "{}", at);
+                prop_assert_eq!(got.expires_in(), want.expires_in(), "{}", at);
+                if let (Some(on_redis), Some(in_memory)) = (got.detach(), want.detach()) {
+                    made.push(Twin {
+                        key,
+                        on_redis,
+                        in_memory,
+                    });
+                }
+            }
+            Op::Release { n } | Op::Extend { n } if !made.is_empty() => {
+                let twin = &made[n % made.len()];
+                let (got, want) = if let Op::Release { .. } = op {
+                    (
+                        h.rt.block_on(redis.release_permit(&twin.key, twin.on_redis)),
+                        h.rt.block_on(memory.release_permit(&twin.key, twin.in_memory)),
+                    )
+                } else {
+                    (
+                        h.rt.block_on(redis.extend_permit(&twin.key, twin.on_redis)),
+                        h.rt.block_on(memory.extend_permit(&twin.key, twin.in_memory)),
+                    )
+                };
+                prop_assert_eq!(got.unwrap(), want.unwrap(), "{}", at);
+            }
+            Op::Release { .. } | Op::Extend { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn permits_answer_as_in_memory_when_the_clock_goes_back() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 32,
+        ..Config::default()
+    });
+    let traces = (1u64..6, 1u64..5_000).prop_flat_map(|(limit, ttl)| {
+        (
+            Just(limit),
+            Just(ttl),
+            proptest::collection::vec(step_or_back(limit, ttl), 1..60),
+        )
+    });
+    runner
+        .run(&traces, |(limit, ttl, steps)| {
+            agree_with_memory(&h, limit, ttl, &steps)
+        })
+        .unwrap();
 }
 
 /// A limiter of `policy` on `server`, on the server's clock, with no
