@@ -117,8 +117,12 @@ impl Backend for RedisBackend {
     /// Every call, awaited. A lease is one function call (or script) on
     /// every limit of a policy, giving back an ended lease's units in the
     /// same call; each operation on a concurrency limit's permits is one
-    /// call too.
+    /// call too. Holds (estimates settled by usage) are not kept on Redis
+    /// yet: a limiter on it refuses them.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all(false)
+        Capabilities {
+            settles: false,
+            ..Capabilities::all(false)
+        }
     }
 }

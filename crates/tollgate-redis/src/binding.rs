@@ -686,7 +686,7 @@ impl RedisBinding {
                 self.ping_twice().await?;
                 Answer::Done
             }
-            Call::Lease { .. } => return Err(call.unsupported()),
+            Call::Lease { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
         })
     }
 
@@ -1047,7 +1047,7 @@ impl Binding for RedisBinding {
                 self.ping_twice().await?;
                 Answer::Done
             }
-            Call::Permit { .. } => return Err(call.unsupported()),
+            Call::Permit { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
         })
     }
 }

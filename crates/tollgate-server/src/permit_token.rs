@@ -1,19 +1,19 @@
-//! The permits `POST /v1/acquire` hands out, as the client holds them: an
-//! opaque token naming the resource, the key and the permit's identifier,
-//! signed with the service's permit key (HMAC-SHA-256, the first 16 bytes),
-//! so that `/v1/release` and `/v1/extend` act only on permits a service
-//! holding that key issued, and a client cannot release another's permit
-//! by naming its key. Every replica of a fleet that shares a store must
-//! hold the same key (`--permit-key-file`) for a permit to be released
-//! through any of them.
+//! The permits `POST /v1/acquire` and the holds `POST /v1/decide` with
+//! `"settle": true` hand out, as the client holds them: an opaque token
+//! naming what it is, the resource, the key and the identifier, signed
+//! with the service's permit key (HMAC-SHA-256, the first 16 bytes), so
+//! that `/v1/release`, `/v1/extend` and `/v1/settle` act only on what a
+//! service holding that key issued, and a client cannot release another's
+//! permit or settle another's hold by naming its key. Every replica of a
+//! fleet that shares a store must hold the same key (`--permit-key-file`)
+//! for one to act on another's tokens.
 //!
-//! The token is lowercase hexadecimal of: a version byte (1), the
-//! resource's length (2 bytes) and name, the key's length (4 bytes) and
-//! bytes, the permit's identifier (16 bytes), all big-endian, then the
-//! signature of all of that.
+//! The token is lowercase hexadecimal of: a version byte (1), its kind
+//! (`P` a permit, `H` a hold), the resource's length (2 bytes) and name,
+//! the key's length (4 bytes) and bytes, the identifier (16 bytes), all
+//! big-endian, then the signature of all of that.
 
 use ring::hmac;
-use tollgate::strategy::permits::PermitId;
 
 /// The token's version.
 const VERSION: u8 = 1;
@@ -24,6 +24,24 @@ const TAG_BYTES: usize = 16;
 /// The key permits are signed with.
 pub(crate) struct PermitKey(hmac::Key);
 
+/// What a token stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A permit of a concurrency limit (`/v1/acquire`).
+    Permit,
+    /// A hold of an estimate (`/v1/decide` with `"settle": true`).
+    Hold,
+}
+
+impl Kind {
+    fn byte(self) -> u8 {
+        match self {
+            Kind::Permit => b'P',
+            Kind::Hold => b'H',
+        }
+    }
+}
+
 /// What a token names.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Issued {
@@ -31,8 +49,8 @@ pub(crate) struct Issued {
     pub(crate) resource: String,
     /// The caller's key.
     pub(crate) key: Vec<u8>,
-    /// The permit's identifier.
-    pub(crate) id: PermitId,
+    /// The permit's or the hold's identifier.
+    pub(crate) id: u128,
 }
 
 impl PermitKey {
@@ -49,30 +67,36 @@ impl PermitKey {
         Self(hmac::Key::new(hmac::HMAC_SHA256, secret))
     }
 
-    /// The token of permit `id` of `key` under `resource`.
-    pub(crate) fn issue(&self, resource: &str, key: &[u8], id: PermitId) -> String {
-        let mut bytes = Vec::with_capacity(1 + 2 + resource.len() + 4 + key.len() + 16 + TAG_BYTES);
+    /// The token of the permit or hold (`kind`) `id` of `key` under
+    /// `resource`.
+    pub(crate) fn issue(&self, kind: Kind, resource: &str, key: &[u8], id: u128) -> String {
+        let mut bytes = Vec::with_capacity(2 + 2 + resource.len() + 4 + key.len() + 16 + TAG_BYTES);
         bytes.push(VERSION);
+        bytes.push(kind.byte());
         // A resource name and a key are far below these bounds (the
         // request body is at most 64 KiB).
         bytes.extend_from_slice(&(resource.len() as u16).to_be_bytes());
         bytes.extend_from_slice(resource.as_bytes());
         bytes.extend_from_slice(&(key.len() as u32).to_be_bytes());
         bytes.extend_from_slice(key);
-        bytes.extend_from_slice(&id.0.to_be_bytes());
+        bytes.extend_from_slice(&id.to_be_bytes());
         let tag = hmac::sign(&self.0, &bytes);
         bytes.extend_from_slice(&tag.as_ref()[..TAG_BYTES]);
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// What `token` names, when this key signed it; otherwise why not.
-    pub(crate) fn read(&self, token: &str) -> Result<Issued, &'static str> {
-        const MALFORMED: &str = "is not a permit: give the `permit` string an acquire answered";
-        let bytes = hex(token).ok_or(MALFORMED)?;
+    /// What `token` names, when this key signed it as a `kind`;
+    /// otherwise why not.
+    pub(crate) fn read(&self, kind: Kind, token: &str) -> Result<Issued, &'static str> {
+        let malformed = match kind {
+            Kind::Permit => "is not a permit: give the `permit` string an acquire answered",
+            Kind::Hold => "is not a hold: give the `hold` string a decision with \"settle\": true answered",
+        };
+        let bytes = hex(token).ok_or(malformed)?;
         let (signed, tag) = bytes
-            .split_at_checked(bytes.len().checked_sub(TAG_BYTES).ok_or(MALFORMED)?)
-            .ok_or(MALFORMED)?;
-        let issued = fields(signed).ok_or(MALFORMED)?;
+            .split_at_checked(bytes.len().checked_sub(TAG_BYTES).ok_or(malformed)?)
+            .ok_or(malformed)?;
+        let issued = fields(signed, kind).ok_or(malformed)?;
         let expected = hmac::sign(&self.0, signed);
         // Constant time: a forger learns nothing from how long it takes.
         if !constant_time_eq(&expected.as_ref()[..TAG_BYTES], tag) {
@@ -97,10 +121,12 @@ fn hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The fields of a token's signed bytes.
-fn fields(signed: &[u8]) -> Option<Issued> {
-    let (&version, rest) = signed.split_first()?;
-    if version != VERSION {
+/// The fields of a token's signed bytes, when it is of `kind`.
+fn fields(signed: &[u8], kind: Kind) -> Option<Issued> {
+    let [version, byte, rest @ ..] = signed else {
+        return None;
+    };
+    if (*version, *byte) != (VERSION, kind.byte()) {
         return None;
     }
     let (len, rest) = rest.split_at_checked(2)?;
@@ -111,7 +137,7 @@ fn fields(signed: &[u8]) -> Option<Issued> {
     Some(Issued {
         resource: String::from_utf8(resource.to_vec()).ok()?,
         key: key.to_vec(),
-        id: PermitId(u128::from_be_bytes(id)),
+        id: u128::from_be_bytes(id),
     })
 }
 
@@ -129,31 +155,26 @@ mod tests {
     #[test]
     fn a_token_reads_back_only_under_its_key_and_unaltered() {
         let key = PermitKey::from_secret(b"fleet secret");
-        let token = key.issue("exports", b"tenant-7", PermitId(42));
-        let issued = key.read(&token).unwrap();
+        let token = key.issue(Kind::Permit, "exports", b"tenant-7", 42);
+        let issued = key.read(Kind::Permit, &token).unwrap();
         assert_eq!(issued.resource, "exports");
-        assert_eq!(
-            (issued.key.as_slice(), issued.id),
-            (&b"tenant-7"[..], PermitId(42))
-        );
-        assert_eq!(PermitKey::from_secret(b"fleet secret").read(&token), Ok(issued));
+        assert_eq!((issued.key.as_slice(), issued.id), (&b"tenant-7"[..], 42));
+        let again = PermitKey::from_secret(b"fleet secret").read(Kind::Permit, &token);
+        assert_eq!(again, Ok(issued));
         let other = PermitKey::from_secret(b"another secret");
-        assert!(other
-            .read(&token)
-            .unwrap_err()
-            .contains("not issued by this service"));
+        let refused = other.read(Kind::Permit, &token).unwrap_err();
+        assert!(refused.contains("not issued by this service"));
         // Another key's name in place of this one's, the signature kept.
         let forged = token.replacen(&hex_of(b"tenant-7"), &hex_of(b"tenant-8"), 1);
-        assert!(key
-            .read(&forged)
-            .unwrap_err()
-            .contains("not issued by this service"));
+        let refused = key.read(Kind::Permit, &forged).unwrap_err();
+        assert!(refused.contains("not issued by this service"));
         for malformed in ["", "zz", "0", &token[..token.len() - 2], "01"] {
-            assert!(
-                key.read(malformed).unwrap_err().starts_with("is not a permit"),
-                "{malformed}"
-            );
+            let refused = key.read(Kind::Permit, malformed).unwrap_err();
+            assert!(refused.starts_with("is not a permit"), "{malformed}");
         }
+        // A permit is not a hold.
+        let refused = key.read(Kind::Hold, &token).unwrap_err();
+        assert!(refused.starts_with("is not a hold"));
     }
 
     fn hex_of(bytes: &[u8]) -> String {

@@ -47,9 +47,17 @@ struct Key {
 }
 
 impl Key {
-    /// The time an operation at `now` uses: never earlier than one before.
+    /// The time an operation at `now` uses: never earlier than one before
+    /// while the key holds an unexpired permit (at that time); a key that
+    /// holds none is absent, its time forgotten.
     fn at(&mut self, now: u64) -> u64 {
-        self.seen = self.seen.max(now);
+        let latest = self.seen.max(now);
+        if self.live(latest).next().is_none() {
+            self.permits.clear();
+            self.seen = now;
+        } else {
+            self.seen = latest;
+        }
         self.seen
     }
 

@@ -1,6 +1,7 @@
 //! The model of "Requests in flight" against what SEMANTICS.md promises a
 //! holder, checked from outside it: on random operations over a few keys
-//! (time moving on, sometimes stepping back), the intervals holders see
+//! (time moving on, sometimes stepping back, a key's time kept while it
+//! holds a permit and forgotten when it holds none), the intervals holders see
 //! (from an admitted acquire to their release, their permit's expiry or
 //! the loss an extend reports) never hold more than `L` units of a key at
 //! once; a release frees once; a denial's `retry_after` is exactly when
@@ -57,8 +58,19 @@ proptest! {
                 Op::Release(_, n) | Op::Extend(_, n) if !held.is_empty() => held[n % held.len()].key,
                 _ => continue,
             };
-            // The store's clock for a key never goes back.
-            seen[key] = seen[key].max(now);
+            // The store's clock for a key never goes back while the key
+            // holds a permit; a key holding none is absent, its time
+            // forgotten (and what its holders held over, in the store's
+            // eyes, from then on).
+            let holds = held.iter().any(|h| h.key == key && h.to > seen[key].max(now));
+            if holds {
+                seen[key] = seen[key].max(now);
+            } else {
+                seen[key] = now;
+                for h in held.iter_mut().filter(|h| h.key == key) {
+                    h.to = h.to.min(now);
+                }
+            }
             let latest = seen[key];
             match op {
                 Op::Acquire(_, key, cost) => {

@@ -125,7 +125,7 @@ pub use backend::memory::MemoryBackend;
 pub use decision::{Decision, Listed};
 pub use error::{ConfigError, Error};
 pub use keylist::KeyList;
-pub use limiter::{together, Charge, FailPolicy, Limiter, LimiterBuilder, Permit, Reservation};
+pub use limiter::{together, Charge, FailPolicy, Hold, Limiter, LimiterBuilder, Permit, Reservation};
 pub use limiters::{Limiters, LimitersBuilder, Resource};
 pub use operation::Operation;
 pub use overrides::Overrides;

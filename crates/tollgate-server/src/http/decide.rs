@@ -44,6 +44,9 @@ pub(crate) struct DecideRequest {
     /// in place of its resource's (and what it counts in, else what the
     /// resource's counts in).
     pub(crate) limit: Option<(u64, Option<Named>)>,
+    /// `settle`: charge the cost as an estimate and answer a hold to
+    /// settle with the usage (`POST /v1/settle`).
+    pub(crate) settle: bool,
 }
 
 /// What a limit a request names counts in, as the request names it.
@@ -129,7 +132,7 @@ pub(crate) async fn decide<'a>(
 
 /// Refuses a decision on a concurrency limit, which holds permits: a 400
 /// naming `strategy` and the routes to use.
-fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
+pub(crate) fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
     if !limiter.policy().limits()[0].strategy().is_concurrency() {
         return Ok(());
     }
@@ -199,7 +202,7 @@ fn no_policy_file() -> ApiError {
 /// the policy that decided and the limit that bound it. Fields may be
 /// added; clients should ignore those they do not know.
 #[derive(Serialize)]
-struct DecisionBody<'a> {
+pub(crate) struct DecisionBody<'a> {
     allowed: bool,
     limit: u64,
     remaining: u64,
@@ -231,6 +234,10 @@ struct DecisionBody<'a> {
     /// `POST /v1/cancel` to give it back if the client will not proceed.
     #[serde(skip_serializing_if = "Option::is_none")]
     reservation: Option<String>,
+    /// With `"settle": true`: the hold to settle with `POST /v1/settle`
+    /// (`null` when nothing was charged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) hold: Option<Option<String>>,
 }
 
 /// A calendar in an answer, as a request names one.
@@ -243,7 +250,8 @@ struct CalendarBody {
 
 pub(crate) use tollgate::__private::ceil_millis;
 
-fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
+/// The JSON answer of decision `d` under `policy` of resource `name`.
+pub(crate) fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
     let limits = policy.limits();
     let bound = limits.get(d.bound_by).unwrap_or(&limits[0]);
     DecisionBody {
@@ -267,6 +275,7 @@ fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
         listed: d.listed.map(tollgate::Listed::name),
         delay_ms: None,
         reservation: None,
+        hold: None,
     }
 }
 
@@ -299,6 +308,10 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
                 ),
             ));
         }
+    }
+    if request.settle {
+        let config = shared.config.load();
+        return crate::http::holds::hold(shared, &config, &request).await;
     }
     let limit = resolve(request.limit, &shared.request_calendars)?;
     let config = shared.config.load();
@@ -409,9 +422,11 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
             "limit",
             "window_ms",
             "calendar",
+            "settle",
         ],
         r#"{"resource": "login", "key": "user-1", "cost": 1}"#,
     )?;
+    let settle = settle_field(&fields)?;
     let charge = charge_field(&fields)?;
     if charge == Some(Charge::Always) && fields.get("max_delay_ms").is_some_and(|v| !v.is_null()) {
         return Err(ApiError::field(
@@ -437,7 +452,37 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<DecideRequest, ApiError> {
         max_delay: max_delay.map(Duration::from_millis),
         charge,
         limit,
+        settle,
     })
+}
+
+/// `settle`: `true` to hold the cost as an estimate. It stands alone: a
+/// hold is charged now (no `max_delay_ms`), as the resource charges (no
+/// `charge`), under the resource's own limit (no `limit`).
+fn settle_field(fields: &Map<String, Value>) -> Result<bool, ApiError> {
+    let settle = match fields.get("settle") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(false),
+        Some(Value::Bool(true)) => true,
+        Some(other) => {
+            return Err(ApiError::field(
+                "settle",
+                format!("must be true or false, not {}", kind(other)),
+            ))
+        }
+    };
+    let beside = ["max_delay_ms", "charge", "limit"]
+        .into_iter()
+        .find(|name| fields.get(*name).is_some_and(|v| !v.is_null()));
+    if let Some(name) = beside {
+        return Err(ApiError::field(
+            "settle",
+            format!(
+                "is given with {name:?}: a hold charges its estimate now, under the resource's own \
+                 limit, and its usage is settled later; send one or the other"
+            ),
+        ));
+    }
+    Ok(settle)
 }
 
 /// `charge`: what the request is charged, `"admitted"` or `"always"`;
@@ -748,6 +793,7 @@ mod tests {
                 max_delay: None,
                 charge: None,
                 limit: None,
+                settle: false,
             }
         );
         assert_eq!(
@@ -759,6 +805,7 @@ mod tests {
                 max_delay: None,
                 charge: None,
                 limit: None,
+                settle: false,
             }
         );
     }

@@ -7,6 +7,7 @@ pub(crate) mod decide;
 pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod health;
+pub(crate) mod holds;
 pub(crate) mod operations;
 pub(crate) mod permits;
 pub(crate) mod request_calendars;
@@ -38,6 +39,13 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/v1/cancel",
             post(reservations::cancel).route_layer(middleware::from_fn_with_state(
+                (shared.clone(), guard::Route::Decide),
+                guard::check,
+            )),
+        )
+        .route(
+            "/v1/settle",
+            post(holds::settle).route_layer(middleware::from_fn_with_state(
                 (shared.clone(), guard::Route::Decide),
                 guard::check,
             )),

@@ -19,7 +19,7 @@ use tollgate_config::AnyBackend;
 
 use crate::http::decide::{ceil_millis, cost, key, object, policies, read_body, resource};
 use crate::http::error::{json_response, ApiError};
-use crate::permit_token::Issued;
+use crate::permit_token::{Issued, Kind};
 use crate::shared::Shared;
 
 /// The answer of `/v1/acquire`.
@@ -104,7 +104,7 @@ async fn run_acquire(shared: &Shared, headers: &HeaderMap, body: Body) -> Result
     let expires_ms = permit.expires_in().map(ceil_millis);
     let token = permit
         .detach()
-        .map(|id| shared.permit_key.issue(&resource, &key, id));
+        .map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
     let answer = Acquired {
         allowed: d.allowed,
         permit: token,
@@ -166,8 +166,9 @@ async fn run_permit_op(
     };
     let Issued { resource, key, id } = shared
         .permit_key
-        .read(token)
+        .read(Kind::Permit, token)
         .map_err(|reason| ApiError::field("permit", reason))?;
+    let id = tollgate::strategy::permits::PermitId(id);
     let config = shared.config.load();
     let policies = policies(&config)?;
     let limiter = policies.limiter(&resource);

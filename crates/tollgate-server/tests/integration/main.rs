@@ -8,6 +8,7 @@ mod browser_safety;
 mod connections;
 mod dashboard;
 mod envoy_grpc;
+mod holds;
 mod http_api;
 mod nginx;
 mod operations;

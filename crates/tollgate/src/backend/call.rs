@@ -11,9 +11,11 @@ use std::time::Duration;
 use super::leasing::{LeaseAsk, Leased};
 use super::permitting::Permitted;
 use super::reserving::{Receipt, Reserved};
+use super::settling::Settled;
 use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::operation::Operation;
+use crate::strategy::holds::HoldId;
 use crate::strategy::permits::PermitOp;
 
 /// What a store can answer besides a [`Call::Decide`], which every store
@@ -46,6 +48,9 @@ pub struct Capabilities {
     /// [`Strategy::Concurrency`](crate::Strategy::Concurrency): keeps
     /// permits of requests in flight.
     pub permits: bool,
+    /// Answers [`Call::Hold`] and [`Call::Settle`]: estimates charged up
+    /// front and settled by the usage.
+    pub settles: bool,
 }
 
 impl Capabilities {
@@ -59,6 +64,7 @@ impl Capabilities {
             reserves: true,
             together: true,
             permits: true,
+            settles: true,
         }
     }
 }
@@ -77,6 +83,7 @@ impl Answers {
     const RESERVES: u8 = 1 << 4;
     const TOGETHER: u8 = 1 << 5;
     const PERMITS: u8 = 1 << 6;
+    const SETTLES: u8 = 1 << 7;
 
     /// The flags of `capabilities`.
     pub(crate) fn of(capabilities: Capabilities) -> Self {
@@ -88,7 +95,8 @@ impl Answers {
                 | flag(capabilities.leases, Self::LEASES)
                 | flag(capabilities.reserves, Self::RESERVES)
                 | flag(capabilities.together, Self::TOGETHER)
-                | flag(capabilities.permits, Self::PERMITS),
+                | flag(capabilities.permits, Self::PERMITS)
+                | flag(capabilities.settles, Self::SETTLES),
         )
     }
 
@@ -109,6 +117,7 @@ impl Answers {
             Call::Reserve { .. } | Call::Cancel { .. } => Self::RESERVES,
             Call::Together(_) => Self::TOGETHER,
             Call::Permit { .. } => Self::PERMITS,
+            Call::Hold { .. } | Call::Settle { .. } => Self::SETTLES,
         };
         self.0 & bit != 0
     }
@@ -237,6 +246,32 @@ pub enum Call<'a, B: ?Sized> {
         /// The operation.
         op: PermitOp,
     },
+    /// Decide a request of `estimate` units for `key` as
+    /// [`Call::Decide`] does, and when it is admitted with an estimate of
+    /// at least 1, record it as the hold `id`, as [estimates
+    /// settled](crate::_documentation::semantics#estimates-settled)
+    /// define it: its estimate and the store's time, settleable for the
+    /// policy's longest window. Answered with [`Answer::Decided`].
+    Hold {
+        /// The caller's key.
+        key: &'a [u8],
+        /// The hold's identifier.
+        id: HoldId,
+        /// The units charged up front, `E`.
+        estimate: u64,
+    },
+    /// Settle the hold `id` of `key` with the usage `used`, once
+    /// ([`settle_all`](crate::strategy::holds::settle_all)): a hold
+    /// settled before, past its time or never made changes nothing.
+    /// Answered with [`Answer::Settled`].
+    Settle {
+        /// The caller's key.
+        key: &'a [u8],
+        /// The hold's identifier.
+        id: HoldId,
+        /// The units the request used, `U`.
+        used: u64,
+    },
     /// Make sure the store can be reached, re-establishing a lost
     /// connection: asked before a [circuit
     /// breaker](crate::protection::CircuitBreaker)'s probe, so that the
@@ -278,6 +313,8 @@ impl<'a, B: ?Sized> Call<'a, B> {
             Call::Operate { .. } => "operate",
             Call::Together(_) => "together",
             Call::Permit { .. } => "permit",
+            Call::Hold { .. } => "hold",
+            Call::Settle { .. } => "settle",
             Call::Reconnect => "reconnect",
         }
     }
@@ -312,6 +349,8 @@ impl<'a, B: ?Sized> Call<'a, B> {
             Call::Cancel { key, receipt } => Call::Cancel { key, receipt },
             Call::Operate { key, op } => Call::Operate { key, op },
             Call::Permit { key, op } => Call::Permit { key, op },
+            Call::Hold { key, id, estimate } => Call::Hold { key, id, estimate },
+            Call::Settle { key, id, used } => Call::Settle { key, id, used },
             Call::Reconnect => Call::Reconnect,
             Call::Together(parts) => return Err(parts),
         })
@@ -340,6 +379,8 @@ pub enum Answer {
     Apart,
     /// The answer to a [`Call::Permit`].
     Permitted(Permitted),
+    /// The answer to a [`Call::Settle`].
+    Settled(Settled),
     /// A [`Call::Operate`] applied, or a [`Call::Reconnect`] that found
     /// the store.
     Done,
@@ -356,6 +397,7 @@ impl Answer {
             Answer::Decisions(_) => "several decisions",
             Answer::Apart => "apart",
             Answer::Permitted(_) => "a permit's answer",
+            Answer::Settled(_) => "a settle's answer",
             Answer::Done => "done",
         }
     }
@@ -407,6 +449,14 @@ impl Answer {
         match result? {
             Answer::Permitted(permitted) => Ok(permitted),
             other => Err(other.wrong("permit")),
+        }
+    }
+
+    /// The answer to a [`Call::Settle`].
+    pub(crate) fn settled(result: Result<Answer, BackendError>) -> Result<Settled, BackendError> {
+        match result? {
+            Answer::Settled(settled) => Ok(settled),
+            other => Err(other.wrong("settle")),
         }
     }
 

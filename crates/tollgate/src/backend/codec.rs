@@ -5,10 +5,13 @@
 //! key's value is `B`, the tick its block ends as a little-endian `u64`, then
 //! its state's encoding, if it has state. A concurrency limit's permits
 //! are `P`, the latest tick an operation used, then each permit as its
-//! 16-byte identifier, its cost and its expiry, all little-endian. The
-//! format is stable: stores may persist it.
+//! 16-byte identifier, its cost and its expiry, all little-endian; a key's
+//! unsettled holds `H`, then each hold as its 16-byte identifier, its
+//! estimate, the tick it was taken and its expiry. The format is stable:
+//! stores may persist it.
 
 use crate::error::{BackendError, BackendErrorKind};
+use crate::strategy::holds::{HoldId, HoldRecord, HoldSet};
 use crate::strategy::permits::{Held, PermitId, PermitSet};
 use crate::strategy::{FixedWindowState, GcraState, SlidingWindowState, State};
 
@@ -113,6 +116,55 @@ pub(crate) fn decode_state(bytes: &[u8]) -> Result<State, BackendError> {
     }
 }
 
+/// The bytes of one hold in a stored [`HoldSet`].
+const HOLD_BYTES: usize = 16 + 8 + 8 + 8;
+
+/// Encodes a key's unsettled holds for storage.
+pub(crate) fn encode_holds(set: &HoldSet) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + HOLD_BYTES * set.holds.len());
+    out.push(b'H');
+    for hold in &set.holds {
+        out.extend_from_slice(&hold.id.0.to_le_bytes());
+        for field in [hold.estimate, hold.taken, hold.expires] {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes a key's stored holds.
+///
+/// # Errors
+///
+/// A [`BackendErrorKind::Protocol`] error when the bytes are not holds
+/// written by [`encode_holds`].
+pub(crate) fn decode_holds(bytes: &[u8]) -> Result<HoldSet, BackendError> {
+    let [b'H', rest @ ..] = bytes else {
+        return Err(not_holds(bytes));
+    };
+    if rest.len() % HOLD_BYTES != 0 {
+        return Err(not_holds(bytes));
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let holds = rest
+        .chunks_exact(HOLD_BYTES)
+        .map(|h| HoldRecord {
+            id: HoldId(u128::from_le_bytes(h[..16].try_into().expect("16 bytes"))),
+            estimate: word(&h[16..24]),
+            taken: word(&h[24..32]),
+            expires: word(&h[32..]),
+        })
+        .collect();
+    Ok(HoldSet { holds })
+}
+
+fn not_holds(bytes: &[u8]) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Protocol,
+        format!("stored value of {} bytes is not a key's holds", bytes.len()),
+    )
+}
+
 /// A key's stored value: its state and, when an operator blocked it, the
 /// tick the block ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -214,6 +266,19 @@ mod tests {
             }],
         };
         assert_eq!(decode_permits(&encode_permits(&set)).unwrap(), set);
+        let holds = HoldSet {
+            holds: vec![HoldRecord {
+                id: HoldId(7),
+                estimate: 5,
+                taken: 11,
+                expires: u64::MAX,
+            }],
+        };
+        assert_eq!(decode_holds(&encode_holds(&holds)).unwrap(), holds);
+        assert_eq!(
+            decode_holds(b"H123").unwrap_err().kind(),
+            BackendErrorKind::Protocol
+        );
         for garbage in [&b"P1234567"[..], b"F12345678", b"P12345678123"] {
             assert_eq!(
                 decode_permits(garbage).unwrap_err().kind(),

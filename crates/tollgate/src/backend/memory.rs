@@ -8,19 +8,21 @@ use std::time::Duration;
 use super::blocks::Blocks;
 use super::cell::StateCell;
 use super::cell::Stored;
+use super::holds_table::Holds;
 use super::janitor::{self, Sweep};
-use super::permit_table::PermitTable;
+use super::key_sets::{KeySets, PermitTable};
 use super::reclaim;
 use super::snapshot::{write_entry, Entries, Registry, StateFileError, StateSnapshot};
 use super::table::{lanes_for, CellOf, LockedShard, Table};
 use super::{
-    Answer, Backend, Binding, Call, Capabilities, CompoundKeys, Permitted, Receipt, Reserved, Scope,
+    Answer, Backend, Binding, Call, Capabilities, CompoundKeys, Permitted, Receipt, Reserved, Scope, Settled,
 };
 use crate::clock::{Clock, ClockHandle, SharedClock};
 use crate::decision::Decision;
 use crate::error::{BackendError, ConfigError, Error};
 use crate::operation::Operation;
 use crate::policy::{Limit, Policy, MAX_LIMITS};
+use crate::strategy::holds::{self, HoldId, HoldRecord};
 use crate::strategy::permits::PermitOp;
 use crate::strategy::Tick;
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
@@ -162,12 +164,8 @@ impl MemoryBackend {
     /// memory only: a state file keeps no permits, whose holders are gone
     /// after a restart).
     fn permit_table(&self, limit: &Limit, hasher: &ahash::RandomState) -> Arc<PermitTable> {
-        let table = Arc::new(PermitTable::new(
-            limit.rate_nanos(),
-            self.clock.clone(),
-            self.shards,
-            hasher.clone(),
-        ));
+        let sets = KeySets::new(self.clock.clone(), self.shards, hasher.clone());
+        let table = Arc::new(PermitTable::new(limit.rate_nanos(), sets));
         let weak = Arc::downgrade(&table);
         janitor::register(weak, self.sweep_interval);
         table
@@ -286,6 +284,7 @@ impl Backend for MemoryBackend {
             operates: true,
             reserves: true,
             permits: true,
+            settles: true,
             ..Capabilities::default()
         }
     }
@@ -340,7 +339,15 @@ impl MemoryBackend {
         Ok(MemoryBinding {
             tables,
             limits: scope.policy.limit_rates(Tick::Nanos).into_boxed_slice(),
-            blocks: previous.map_or_else(|| Arc::new(Blocks::new()), |(b, _)| b.blocks.clone()),
+            keyed: previous.map_or_else(
+                || {
+                    Arc::new(Keyed {
+                        blocks: Blocks::new(),
+                        holds: Holds::new(self.clock.clone(), self.shards, self.sweep_interval),
+                    })
+                },
+                |(b, _)| b.keyed.clone(),
+            ),
         })
     }
 }
@@ -373,7 +380,7 @@ impl Tables {
             Tables::Fixed(t) => t.len(),
             Tables::Sliding(t) => t.len(),
             Tables::Gcra(t) => t.len(),
-            Tables::Permits(t) => t.len(),
+            Tables::Permits(t) => t.sets.len(),
         }
     }
 
@@ -391,7 +398,7 @@ impl Tables {
             Tables::Fixed(t) => t.now(),
             Tables::Sliding(t) => t.now(),
             Tables::Gcra(t) => t.now(),
-            Tables::Permits(t) => t.now(),
+            Tables::Permits(t) => t.sets.now(),
         }
     }
 
@@ -400,7 +407,7 @@ impl Tables {
             Tables::Fixed(t) => t.hasher(),
             Tables::Sliding(t) => t.hasher(),
             Tables::Gcra(t) => t.hasher(),
-            Tables::Permits(t) => t.hasher(),
+            Tables::Permits(t) => t.sets.hasher(),
         }
     }
 
@@ -409,7 +416,7 @@ impl Tables {
             Tables::Fixed(t) => t.hash(key),
             Tables::Sliding(t) => t.hash(key),
             Tables::Gcra(t) => t.hash(key),
-            Tables::Permits(t) => t.hasher().hash_one(key),
+            Tables::Permits(t) => t.sets.hasher().hash_one(key),
         }
     }
 
@@ -633,7 +640,15 @@ pub struct MemoryBinding {
     tables: Box<[Tables]>,
     /// The limits in nanosecond ticks, in the same order.
     limits: Box<[LimitRate]>,
-    blocks: Arc<Blocks>,
+    /// What the binding keeps per key besides the limits' state, kept
+    /// across a policy's replacement.
+    keyed: Arc<Keyed>,
+}
+
+/// The blocked keys and the unsettled holds of a binding.
+struct Keyed {
+    blocks: Blocks,
+    holds: Holds,
 }
 
 impl std::fmt::Debug for MemoryBinding {
@@ -654,7 +669,7 @@ impl MemoryBinding {
     /// Decides one request synchronously; the in-memory backend cannot fail.
     #[inline]
     pub(crate) fn check(&self, key: &[u8], cost: u64) -> Decision {
-        if self.blocks.any() {
+        if self.keyed.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return decision;
             }
@@ -690,7 +705,7 @@ impl MemoryBinding {
     /// decision path stays as short as it was.
     #[inline(never)]
     pub(crate) fn check_charged(&self, key: &[u8], cost: u64) -> Decision {
-        if self.blocks.any() {
+        if self.keyed.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return decision;
             }
@@ -713,7 +728,7 @@ impl MemoryBinding {
     #[cold]
     fn check_blocked(&self, key: &[u8]) -> Option<Decision> {
         let now = self.tables()[0].now();
-        let until = self.blocks.until(key, now)?;
+        let until = self.keyed.blocks.until(key, now)?;
         let limits = &self.limits;
         let peek = self.update(key, |before, after, now| {
             after.copy_from_slice(before);
@@ -812,12 +827,13 @@ impl MemoryBinding {
             Operation::Block(duration) => {
                 let now = self.tables()[0].now();
                 let until = now.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
-                self.blocks.set(key, Some(until), now);
+                self.keyed.blocks.set(key, Some(until), now);
             }
             Operation::Reset => {
                 self.update(key, |_, after, _| after.fill(None));
+                self.keyed.holds.clear(key);
                 let now = self.tables()[0].now();
-                self.blocks.set(key, None, now);
+                self.keyed.blocks.set(key, None, now);
             }
             Operation::Refund(cost) | Operation::Penalty(cost) => self.update(key, |before, after, now| {
                 for (i, limit) in limits.iter().enumerate() {
@@ -835,7 +851,7 @@ impl MemoryBinding {
     /// Reserves synchronously ([`Call::Reserve`]): `cost` units of
     /// `key`, waiting at most `max_delay`.
     pub(crate) fn reserve_now(&self, key: &[u8], cost: u64, max_delay: Duration) -> Reserved {
-        if self.blocks.any() {
+        if self.keyed.blocks.any() {
             if let Some(decision) = self.check_blocked(key) {
                 return Reserved::new(decision, Duration::ZERO, None);
             }
@@ -929,8 +945,45 @@ impl MemoryBinding {
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
+            Call::Hold { key, id, estimate } => Answer::Decided(self.hold_now(key, id, estimate)),
+            Call::Settle { key, id, used } => Answer::Settled(self.settle_now(key, id, used)),
             Call::Lease { .. } | Call::Permit { .. } => return Err(call.unsupported()),
         })
+    }
+
+    /// Decides `estimate` units for `key` and, admitted with at least one
+    /// unit, records the hold `id` with the decision's time
+    /// ([`Call::Hold`]).
+    fn hold_now(&self, key: &[u8], id: HoldId, estimate: u64) -> Decision {
+        if self.keyed.blocks.any() {
+            if let Some(decision) = self.check_blocked(key) {
+                return decision;
+            }
+        }
+        let limits = &self.limits;
+        let (decision, now) = self.update(key, |before, after, now| {
+            let compound = strategy::decide_all(limits, before, after, now, estimate);
+            (Decision::from_compound(compound, limits, Tick::Nanos), now)
+        });
+        if decision.allowed && estimate > 0 {
+            let hold = HoldRecord::taken(id, estimate, now, limits);
+            self.keyed.holds.record(key, hold);
+        }
+        decision
+    }
+
+    /// Settles the hold `id` of `key` with `used` units, once
+    /// ([`Call::Settle`]).
+    fn settle_now(&self, key: &[u8], id: HoldId, used: u64) -> Settled {
+        let Some(hold) = self.keyed.holds.take(key, id) else {
+            return Settled::new(false, self.check(key, 0));
+        };
+        let limits = &self.limits;
+        let decision = self.update(key, |before, after, now| {
+            let compound = holds::settle_all(limits, before, after, now, &hold, used);
+            Decision::from_compound(compound, limits, Tick::Nanos)
+        });
+        Settled::new(true, decision)
     }
 
     /// The answer to `call` on a concurrency limit's permits: a decision
@@ -952,7 +1005,7 @@ impl MemoryBinding {
             Call::Cancel { .. } => Answer::Cancelled(false),
             Call::Operate { key, op } => {
                 match op {
-                    Operation::Reset => table.clear(key),
+                    Operation::Reset => table.sets.clear(key),
                     Operation::Block(_) => self.operate_now(key, op),
                     Operation::Refund(_) | Operation::Penalty(_) => {}
                 }
@@ -960,7 +1013,7 @@ impl MemoryBinding {
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
-            Call::Lease { .. } => return Err(call.unsupported()),
+            Call::Lease { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
         })
     }
 
@@ -968,9 +1021,9 @@ impl MemoryBinding {
     /// until the block ends.
     fn permit_unblocked(&self, table: &PermitTable, key: &[u8], op: PermitOp) -> Permitted {
         let acquires = matches!(op, PermitOp::Acquire { .. } | PermitOp::Peek { .. });
-        if acquires && self.blocks.any() {
-            let now = table.now();
-            if let Some(until) = self.blocks.until(key, now) {
+        if acquires && self.keyed.blocks.any() {
+            let now = table.sets.now();
+            if let Some(until) = self.keyed.blocks.until(key, now) {
                 let peek = Self::permit(table, key, PermitOp::Peek { cost: 0 });
                 let reset = peek.decision.reset.as_nanos() as u64;
                 let limit = peek.decision.limit;

@@ -5,17 +5,19 @@ mod blocks;
 mod call;
 mod cell;
 mod codec;
+mod holds_table;
 mod janitor;
 mod key_locks;
+mod key_sets;
 mod keys;
 mod leasing;
 #[cfg(all(test, tollgate_loom))]
 mod loom_models;
 pub mod memory;
-mod permit_table;
 mod permitting;
 mod reclaim;
 mod reserving;
+mod settling;
 mod slots;
 mod snapshot;
 mod state_write;
@@ -35,6 +37,7 @@ pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
 pub use permitting::Permitted;
 pub use reserving::{Receipt, Reserved};
+pub use settling::Settled;
 pub use snapshot::{StateFileError, StateSnapshot};
 
 use crate::error::Error;

@@ -11,6 +11,8 @@
 //! can race between their get and set. Use a backend with server-side atomic
 //! decisions (such as the Redis backend) for shared limits.
 
+mod holds;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,10 +229,21 @@ impl<S: Store> StoreBinding<S> {
         lessee: Option<(u64, u64)>,
         f: impl FnOnce(&[Record], &mut [Record], u64, u64) -> R,
     ) -> Result<R, BackendError> {
-        let shared = &self.shared;
         let keys = self.keys(key);
         // All of a key's limits share the lock of its first state key.
-        let _guard = shared.locks.lock(&keys[0]).await;
+        let _guard = self.shared.locks.lock(&keys[0]).await;
+        self.update_locked(&keys, lessee, f).await
+    }
+
+    /// [`Self::update_leasing`] on the state keys `keys`, whose lock the
+    /// caller holds.
+    async fn update_locked<R>(
+        &self,
+        keys: &[Vec<u8>],
+        lessee: Option<(u64, u64)>,
+        f: impl FnOnce(&[Record], &mut [Record], u64, u64) -> R,
+    ) -> Result<R, BackendError> {
+        let shared = &self.shared;
         let n = keys.len();
         let lessees = match lessee {
             Some((id, age)) => self.count_lessee(&keys[0], id, age).await?,
@@ -516,10 +529,16 @@ impl<S: Store> Binding for StoreBinding<S> {
             Call::Cancel { key, receipt } => Answer::Cancelled(self.run_cancel(key, receipt).await?),
             Call::Operate { key, op } => {
                 self.run_operation(key, op).await?;
+                if op == Operation::Reset {
+                    // What the holds charged is gone with the state.
+                    self.forget_holds(key).await?;
+                }
                 Answer::Done
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
+            Call::Hold { key, id, estimate } => Answer::Decided(self.run_hold(key, id, estimate).await?),
+            Call::Settle { key, id, used } => Answer::Settled(self.run_settle(key, id, used).await?),
             Call::Permit { .. } => return Err(call.unsupported()),
         })
     }
@@ -556,7 +575,7 @@ impl<S: Store> StoreBinding<S> {
             }
             Call::Together(_) => Answer::Apart,
             Call::Reconnect => Answer::Done,
-            Call::Lease { .. } => return Err(call.unsupported()),
+            Call::Lease { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
         })
     }
 

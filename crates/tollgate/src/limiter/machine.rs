@@ -583,7 +583,7 @@ impl<B: Backend> Limiter<B> {
 
     /// Forgets a denial of `key` in the deny cache, before an operation
     /// changes its state.
-    fn forget_denial(&self, key: &[u8]) {
+    pub(super) fn forget_denial(&self, key: &[u8]) {
         if let Some(cache) = self.protection.as_ref().and_then(|p| p.deny.as_ref()) {
             cache.remove(key);
         }

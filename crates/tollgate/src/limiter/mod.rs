@@ -3,6 +3,7 @@
 mod acquire;
 mod builder;
 mod drive;
+mod hold;
 mod machine;
 mod options;
 mod permit;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use builder::LimiterBuilder;
+pub use hold::Hold;
 pub(crate) use options::Options;
 pub use options::{Charge, FailPolicy};
 pub use permit::Permit;

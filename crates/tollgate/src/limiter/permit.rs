@@ -17,7 +17,7 @@ use crate::strategy::Strategy;
 /// A fresh permit identifier: this process's random number in the high
 /// half, a count in the low half, so that no two processes sharing a store
 /// make the same one and no process makes one twice.
-fn next_id() -> PermitId {
+pub(super) fn next_id() -> PermitId {
     static PROCESS: OnceLock<u64> = OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let process = *PROCESS.get_or_init(|| {

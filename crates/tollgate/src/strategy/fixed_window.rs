@@ -89,6 +89,22 @@ impl FixedWindow {
         }
     }
 
+    /// Gives back up to `cost` units of a charge made at `taken`, at
+    /// `now`: only while `now` is in the bucket `taken` was in (a later
+    /// bucket never counted them); otherwise `state` is left as it is.
+    pub(crate) fn refund_since(
+        rate: &Rate,
+        state: Option<FixedWindowState>,
+        now: u64,
+        taken: u64,
+        cost: u64,
+    ) -> Option<FixedWindowState> {
+        if Self::bucket(rate, state, now).start != Self::bucket(rate, None, taken).start {
+            return state;
+        }
+        <Self as Algorithm>::refund(rate, state, now, cost)
+    }
+
     /// The start of the bucket after the one that began at `start`.
     pub(crate) fn end_of(rate: &Rate, start: u64) -> u64 {
         if rate.is_calendar() {

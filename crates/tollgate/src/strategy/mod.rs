@@ -20,6 +20,7 @@ mod charge;
 mod compound;
 mod fixed_window;
 mod gcra;
+pub mod holds;
 mod kind;
 mod leaky_bucket;
 mod lease;

@@ -55,6 +55,26 @@ impl SlidingWindow {
         }
     }
 
+    /// Gives back up to `cost` units of a charge made at `taken`, at
+    /// `now`: from the current window's count while `taken` is in it, from
+    /// the previous window's while `taken` is in that one, and nothing once
+    /// that window has passed too (its count no longer weighs).
+    pub(crate) fn refund_since(
+        rate: &Rate,
+        state: Option<SlidingWindowState>,
+        now: u64,
+        taken: u64,
+        cost: u64,
+    ) -> Option<SlidingWindowState> {
+        let (mut s, _) = Self::roll(rate, state, now);
+        if taken >= s.start {
+            s.curr -= cost.min(s.curr);
+        } else if taken >= s.start.saturating_sub(rate.window) {
+            s.prev -= cost.min(s.prev);
+        }
+        (s.curr > 0 || s.prev > 0).then_some(s)
+    }
+
     /// The scaled estimate `S = prev * (W - e) + curr * W`.
     fn estimate(w: u64, e: u64, curr: u64, prev: u64) -> u128 {
         u128::from(prev) * u128::from(w - e) + u128::from(curr) * u128::from(w)

@@ -11,6 +11,7 @@ mod charge;
 mod compound;
 mod concurrency;
 mod decide_now;
+mod holds;
 mod leases;
 mod limiter_api;
 mod live;
