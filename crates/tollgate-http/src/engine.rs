@@ -5,11 +5,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use tollgate::backend::Backend;
-use tollgate::{Limiters, Operation};
+use tollgate::{Limiter, Limiters, Operation, Permit};
 
 use crate::cost::Cost;
 use crate::cost_error::CostError;
 use crate::headers::{write_denial, HeaderMode, RateHeaders};
+use crate::in_flight::{HeldPermit, Queues};
 use crate::ip::IpGrouping;
 use crate::key::{peer_key, Key, KeyExtractor, MissingKey};
 use crate::key_error::KeyError;
@@ -49,6 +50,9 @@ pub(crate) struct Engine<B: Backend> {
     /// ([`RateLimit::delay`](crate::RateLimit::delay)); `None`: refused at
     /// once.
     pub(crate) delay: Option<std::time::Duration>,
+    /// The requests waiting for a slot of a concurrency policy, shared by
+    /// the clones of this configuration.
+    pub(crate) queues: Arc<Queues>,
 }
 
 impl<B: Backend> Clone for Engine<B> {
@@ -70,6 +74,7 @@ impl<B: Backend> Clone for Engine<B> {
             skip: self.skip.clone(),
             response_cost: self.response_cost.clone(),
             delay: self.delay,
+            queues: self.queues.clone(),
         }
     }
 }
@@ -106,8 +111,10 @@ pub(crate) struct Prepared<'a> {
 /// What to do with a request.
 pub(crate) enum Verdict {
     /// Call the service and add these headers to its response; then settle
-    /// the charge, when there is one to settle ([`Engine::settle`]).
-    Allow(RateHeaders, Option<Box<Charge>>),
+    /// the charge, when there is one to settle ([`Engine::settle`]), and
+    /// hold the permit of a concurrency policy, when one is held, until the
+    /// response body ends.
+    Allow(RateHeaders, Option<Box<Charge>>, Option<HeldPermit>),
     /// Answer with this reply instead.
     Reply(Reply),
 }
@@ -131,6 +138,7 @@ impl<B: Backend> Engine<B> {
             skip: Vec::new(),
             response_cost: ResponseCost::default(),
             delay: None,
+            queues: Arc::default(),
         }
     }
 }
@@ -192,13 +200,17 @@ impl<B: Backend> Engine<B> {
 
     /// The verdict for `p`, taken from `req`, without waiting, when the
     /// limiter can give one. A backend that decides now but failed gives
-    /// `None`: the awaited path, which decides again, reports the error.
+    /// `None`: the awaited path, which decides again, reports the error; so
+    /// does a concurrency policy, whose permit is acquired on that path.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     #[inline]
     pub(crate) fn verdict_now(&self, p: &Prepared<'_>, req: &RequestInfo<'_>) -> Option<Verdict> {
         let decision = self
             .limiters
             .with_limiter(&p.resource, |limiter| {
+                if is_concurrency(limiter) {
+                    return None;
+                }
                 limiter.decide_now(p.key.as_bytes(), p.cost)
             })?
             .ok()?;
@@ -209,10 +221,13 @@ impl<B: Backend> Engine<B> {
     /// whether the request is gRPC, asked only for a reply (the request
     /// view itself is not held across the wait).
     pub(crate) async fn verdict(&self, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
-        if let Some(max_delay) = self.delay {
-            return self.verdict_held(p, max_delay, is_grpc).await;
-        }
         let limiter = self.limiters.limiter(&p.resource);
+        if is_concurrency(&limiter) {
+            return self.verdict_permit(&limiter, p, is_grpc).await;
+        }
+        if let Some(max_delay) = self.delay {
+            return self.verdict_held(&limiter, p, max_delay, is_grpc).await;
+        }
         match limiter.allow_n(p.key.as_bytes(), p.cost).await {
             Ok(decision) => self.decided(&decision, p, is_grpc),
             Err(error) => self.failed(&error, p, is_grpc),
@@ -228,11 +243,11 @@ impl<B: Backend> Engine<B> {
     /// further away. A client that leaves while held cancels its turn.
     async fn verdict_held(
         &self,
+        limiter: &Limiter<B>,
         p: &Prepared<'_>,
         max_delay: std::time::Duration,
         is_grpc: impl FnOnce() -> bool,
     ) -> Verdict {
-        let limiter = self.limiters.limiter(&p.resource);
         match limiter
             .acquire_n_within(p.key.as_bytes(), p.cost, Some(max_delay))
             .await
@@ -240,6 +255,64 @@ impl<B: Backend> Engine<B> {
             Ok(decision) => self.decided(&decision, p, is_grpc),
             Err(error) => self.failed(&error, p, is_grpc),
         }
+    }
+
+    /// [`Self::verdict`] for a concurrency policy: acquires a permit of the
+    /// request's cost, waiting for a slot up to the longest hold when
+    /// [`RateLimit::delay`](crate::RateLimit::delay) sets one
+    /// ([`Queues::acquire_within`]).
+    async fn verdict_permit(
+        &self,
+        limiter: &Arc<Limiter<B>>,
+        p: &Prepared<'_>,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let key = p.key.as_bytes();
+        let acquired = match self.delay {
+            Some(max) => {
+                self.queues
+                    .acquire_within(limiter, &p.resource, key, p.cost, max)
+                    .await
+            }
+            None => limiter.acquire_permit(key, p.cost).await,
+        };
+        match acquired {
+            Ok(permit) => self.permitted(limiter, permit, p, is_grpc),
+            Err(error) => self.failed(&error, p, is_grpc),
+        }
+    }
+
+    /// Maps the answer to a permit's acquisition to a verdict: admitted, it
+    /// holds the permit when the store holds one (not for an exempt key,
+    /// shadow mode's or the fail policy's admissions); nothing is charged,
+    /// so nothing is settled.
+    fn permitted(
+        &self,
+        limiter: &Limiter<B>,
+        permit: Permit<B>,
+        p: &Prepared<'_>,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let decision = *permit.decision();
+        let headers = if decision.fail_open {
+            RateHeaders::default()
+        } else {
+            RateHeaders::for_decision(self.headers, &decision, || {
+                self.limiters.named_policy(&p.resource)
+            })
+        };
+        if !decision.allowed {
+            return self.denied(headers, &decision, p, is_grpc);
+        }
+        let held = permit.id().is_some().then(|| {
+            HeldPermit::new(
+                permit,
+                limiter.decides_now(),
+                Arc::clone(&self.queues),
+                &p.resource,
+            )
+        });
+        Verdict::Allow(headers, None, held)
     }
 
     /// Maps the limiter's decision to a verdict.
@@ -254,7 +327,7 @@ impl<B: Backend> Engine<B> {
         // limiter knows nothing of the key's state, so no rate-limit
         // headers are sent rather than figures it never computed.
         if decision.fail_open {
-            return Verdict::Allow(RateHeaders::default(), None);
+            return Verdict::Allow(RateHeaders::default(), None, None);
         }
         let headers =
             RateHeaders::for_decision(self.headers, decision, || self.limiters.named_policy(&p.resource));
@@ -262,7 +335,7 @@ impl<B: Backend> Engine<B> {
             let charge = self
                 .response_cost
                 .charge(decision, &p.resource, p.key.as_bytes(), p.cost);
-            return Verdict::Allow(headers, charge);
+            return Verdict::Allow(headers, charge, None);
         }
         self.denied(headers, decision, p, is_grpc)
     }
@@ -385,4 +458,10 @@ impl<B: Backend> Engine<B> {
     ) -> ReplyContext<'a, W> {
         ReplyContext::new(why, key, resource, self.format, grpc)
     }
+}
+
+/// Whether `limiter`'s policy is a concurrency limit, whose requests hold
+/// a permit while they run instead of being decided.
+fn is_concurrency<B: Backend>(limiter: &Limiter<B>) -> bool {
+    limiter.policy().limits()[0].strategy().is_concurrency()
 }

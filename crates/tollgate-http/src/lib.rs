@@ -62,6 +62,15 @@
 //!   against the actual cost the service reports, with a penalty or a
 //!   refund. What was settled, failed or could not be read is counted in
 //!   [`RateLimit::adjustments`].
+//! - A concurrency policy ([`Strategy::Concurrency`](tollgate::Strategy::Concurrency),
+//!   requests in flight): an admitted request holds a permit of its cost
+//!   ([`Limiter::acquire_permit`](tollgate::Limiter::acquire_permit)) from
+//!   its admission until its response body ends, so that a streamed
+//!   response holds its slot until its last chunk; a request dropped
+//!   before its response (a client gone, a panic, a timeout) frees it too.
+//!   A request finding no slot is denied with 429 and `Retry-After`, or
+//!   waits for one with [`RateLimit::delay`]. With the tower layer, the
+//!   response body type keeps the permit ([`tower::ReplyBody::hold_permit`]).
 //! - [`Skip`]: requests that bypass the limiter (health checks), with no
 //!   decision, no charge and no headers ([`RateLimit::skip`],
 //!   [`RateLimit::skip_if`]).
@@ -151,6 +160,7 @@ mod decision_headers;
 mod engine;
 mod forwarded;
 mod headers;
+mod in_flight;
 mod ip;
 mod key;
 mod key_error;

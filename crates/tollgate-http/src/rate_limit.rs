@@ -197,6 +197,17 @@ impl<B: Backend> RateLimit<B> {
     /// can wait. A request whose client leaves while it is held cancels its
     /// reservation (the units come back when nothing was charged after it).
     /// Holding uses tokio's timer.
+    ///
+    /// On a concurrency policy
+    /// ([`Strategy::Concurrency`](tollgate::Strategy::Concurrency)), a
+    /// request finding every slot of its key held waits up to `max` for
+    /// one, first come first served among the requests of this process
+    /// (one queue per resource and key, gone with its last waiter, shared
+    /// by the clones of this configuration): the first in line asks again
+    /// when a permit of the key held by this process is released, or when
+    /// the denial's `retry_after` passes (a slot held elsewhere expiring).
+    /// It is refused with 429 once `max` has passed, and at once when its
+    /// cost exceeds the limit.
     pub fn delay(mut self, max: std::time::Duration) -> Self {
         self.engine_mut().delay = Some(max);
         self

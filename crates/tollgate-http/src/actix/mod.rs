@@ -20,6 +20,7 @@
 //! actix-web records the peer address of every connection, and resolves the
 //! route template (`match_pattern()`) even in an `App`-wide middleware.
 
+mod body;
 mod middleware;
 mod request;
 mod response;

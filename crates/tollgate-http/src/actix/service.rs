@@ -4,10 +4,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-use actix_web::body::{EitherBody, MessageBody};
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse};
 use actix_web::Error;
 
+use super::body::HoldingBody;
 use super::response::{settle, to_response, write_headers};
 use crate::engine::Verdict;
 use crate::rate_limit::RateLimit;
@@ -82,13 +83,20 @@ where
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
-                Verdict::Allow(headers, charge) => {
+                Verdict::Allow(headers, charge, held) => {
+                    // A permit is held through the service's call (dropped
+                    // with this future) and then by the response body.
                     let mut response = service.call(req).await?;
                     if engine.reads_response(charge.as_deref()) {
                         settle(engine, charge.as_deref(), &mut response).await;
                     }
                     write_headers(headers, response.headers_mut());
-                    Ok(response.map_into_left_body())
+                    Ok(match held {
+                        Some(permit) => response.map_body(|_, body| {
+                            EitherBody::right(BoxBody::new(HoldingBody::new(body, permit)))
+                        }),
+                        None => response.map_into_left_body(),
+                    })
                 }
                 Verdict::Reply(reply) => Ok(req.into_response(to_response(reply)).map_into_right_body()),
             }

@@ -2,11 +2,13 @@
 //! in, and [`RateLimitBody`], a wrapper that gives any body that ability.
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+
+use crate::in_flight::HeldPermit;
 
 /// A response body type that can also carry the body of a reply (a 429,
 /// a 503, a gRPC status), so that [`RateLimitService`](super::RateLimitService)
@@ -39,12 +41,31 @@ use pin_project_lite::pin_project;
 pub trait ReplyBody: Sized {
     /// A body holding the bytes of a reply (empty for a gRPC status).
     fn from_reply(bytes: Bytes) -> Self;
+
+    /// This body, keeping `permit` (a slot of a concurrency policy, see
+    /// [`RateLimit`](crate::RateLimit)) until its last frame has been
+    /// polled, an error, or its drop, so that a streamed response holds
+    /// its slot until it ends.
+    ///
+    /// The default drops `permit` at once: for a body type that cannot
+    /// carry it, the slot is freed when the inner service's response is
+    /// returned, before its body is sent (right for a body already in
+    /// memory, such as `Full<Bytes>`). axum's, tonic's, the boxed bodies
+    /// and [`RateLimitBody`] keep it.
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        drop(permit);
+        self
+    }
 }
 
 #[cfg(feature = "axum")]
 impl ReplyBody for axum::body::Body {
     fn from_reply(bytes: Bytes) -> Self {
         axum::body::Body::from(bytes)
+    }
+
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        axum::body::Body::new(HoldingBody::new(self, permit))
     }
 }
 
@@ -56,6 +77,10 @@ impl ReplyBody for tonic::body::Body {
         } else {
             tonic::body::Body::new(http_body_util::Full::new(bytes))
         }
+    }
+
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        tonic::body::Body::new(HoldingBody::new(self, permit))
     }
 }
 
@@ -69,11 +94,19 @@ impl<E: 'static> ReplyBody for http_body_util::combinators::BoxBody<Bytes, E> {
     fn from_reply(bytes: Bytes) -> Self {
         http_body_util::combinators::BoxBody::new(ReplyBytes::new(bytes))
     }
+
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        http_body_util::combinators::BoxBody::new(HoldingBody::new(self, permit))
+    }
 }
 
 impl<E: 'static> ReplyBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
     fn from_reply(bytes: Bytes) -> Self {
         http_body_util::combinators::UnsyncBoxBody::new(ReplyBytes::new(bytes))
+    }
+
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        http_body_util::combinators::UnsyncBoxBody::new(HoldingBody::new(self, permit))
     }
 }
 
@@ -84,6 +117,71 @@ impl<B> ReplyBody for RateLimitBody<B> {
                 reply: ReplyBytes::new(bytes),
             },
         }
+    }
+
+    fn hold_permit(self, permit: HeldPermit) -> Self {
+        let kind = match self.kind {
+            Kind::Inner { body } => Kind::Held {
+                body: HoldingBody::new(body, permit),
+            },
+            // A second middleware's permit, held with the first.
+            Kind::Held { mut body } => {
+                body.permit = Some(match body.permit.take() {
+                    Some(first) => first.join(permit),
+                    None => permit,
+                });
+                Kind::Held { body }
+            }
+            // A reply is in memory: nothing is left to hold the slot for.
+            reply @ Kind::Reply { .. } => reply,
+        };
+        Self { kind }
+    }
+}
+
+pin_project! {
+    /// A body that keeps a permit of requests in flight until its last
+    /// frame, an error, or its drop.
+    struct HoldingBody<B> {
+        #[pin]
+        body: B,
+        permit: Option<HeldPermit>,
+    }
+}
+
+impl<B> HoldingBody<B> {
+    fn new(body: B, permit: HeldPermit) -> Self {
+        Self {
+            body,
+            permit: Some(permit),
+        }
+    }
+}
+
+impl<B: Body> Body for HoldingBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        let frame = ready!(this.body.as_mut().poll_frame(cx));
+        // The end, an error, or the last frame: the request is over, and
+        // its slot is freed before the server writes that frame.
+        if !matches!(frame, Some(Ok(_))) || this.body.is_end_stream() {
+            this.permit.take();
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -143,6 +241,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<B> {
         Inner { #[pin] body: B },
+        Held { #[pin] body: HoldingBody<B> },
         Reply { reply: ReplyBytes<()> },
     }
 }
@@ -160,6 +259,7 @@ impl<B> std::fmt::Debug for RateLimitBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             Kind::Inner { .. } => f.write_str("RateLimitBody::Inner"),
+            Kind::Held { .. } => f.write_str("RateLimitBody::Held"),
             Kind::Reply { reply } => f.debug_tuple("RateLimitBody::Reply").field(&reply.data).finish(),
         }
     }
@@ -179,6 +279,7 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Held { body } => body.poll_frame(cx),
             KindProj::Reply { reply } => Poll::Ready(reply.take_frame().map(Ok)),
         }
     }
@@ -186,6 +287,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
+            Kind::Held { body } => body.is_end_stream(),
             Kind::Reply { reply } => reply.data.is_none(),
         }
     }
@@ -193,6 +295,7 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body } => body.size_hint(),
+            Kind::Held { body } => body.size_hint(),
             Kind::Reply { reply } => reply.size_hint(),
         }
     }

@@ -34,6 +34,7 @@ mod request;
 mod service;
 mod settle;
 
+pub use crate::in_flight::HeldPermit;
 pub use body::{RateLimitBody, ReplyBody};
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;

@@ -104,7 +104,9 @@ where
                 Err(reply) => Some(Verdict::Reply(*reply)),
             };
             match verdict {
-                Some(Verdict::Allow(headers, charge)) => {
+                // Never a permit to hold: a concurrency policy's requests
+                // take the awaited path.
+                Some(Verdict::Allow(headers, charge, None)) => {
                     let after = Settle::boxed(&self.config, charge);
                     return ResponseFuture::allowed(self.inner.call(req), headers, after);
                 }
@@ -112,7 +114,7 @@ where
                 // A backend that decides now but failed, or one that could
                 // not answer at once: decided again on the awaited path,
                 // which reports the error.
-                None => {}
+                _ => {}
             }
         }
         self.call_awaited(req)
@@ -160,7 +162,9 @@ impl<S, B: Backend> RateLimitService<S, B> {
                 Err(reply) => Verdict::Reply(*reply),
             };
             match verdict {
-                Verdict::Allow(headers, charge) => {
+                Verdict::Allow(headers, charge, held) => {
+                    // A permit is held through the service's call (dropped
+                    // with this future) and then by the response body.
                     let mut response = inner.call(Request::from_parts(parts, body)).await?;
                     let status = response.status();
                     if let Some((charge, op)) =
@@ -169,7 +173,10 @@ impl<S, B: Backend> RateLimitService<S, B> {
                         engine.settle(charge, op).await;
                     }
                     headers.write_to(response.headers_mut());
-                    Ok(response)
+                    Ok(match held {
+                        Some(permit) => response.map(|body| body.hold_permit(permit)),
+                        None => response,
+                    })
                 }
                 Verdict::Reply(reply) => Ok(reply_response(reply)),
             }

@@ -11,6 +11,7 @@ mod grpc;
 mod handlers;
 mod headers;
 mod hyper_server;
+mod in_flight;
 mod limits;
 mod redis_backend;
 mod response_cost;

@@ -7,6 +7,7 @@
 //! - `GET /stream` → `first;`, then `second` once the test opens the gate
 //! - `GET /status/{code}` → an empty response with status `code`
 //! - `GET /used/{value}` → `used`, with `x-tokens-used: {value}`
+//! - `GET /panic` → the handler panics
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,6 +136,7 @@ mod axum_app {
                 "/used/{value}",
                 get(|Path(value): Path<String>| async move { ([(TOKENS_USED, value)], "used") }),
             )
+            .route("/panic", get(panics))
             .layer(config.layer())
             .with_state(gate);
         serve(app).await
@@ -196,6 +198,7 @@ mod actix_app {
                             .body("used")
                     }),
                 )
+                .route("/panic", web::get().to(panics))
         })
     }
 
@@ -219,6 +222,10 @@ mod actix_app {
             actix_rt::System::new().block_on(async move {
                 HttpServer::new(app)
                     .workers(1)
+                    // A client that closes its connection while a streamed
+                    // body waits is noticed at once, not at the next write
+                    // (which frees a concurrency policy's slot).
+                    .h1_allow_half_closed(false)
                     .disable_signals()
                     .shutdown_timeout(0)
                     .listen(listener)
@@ -230,6 +237,11 @@ mod actix_app {
         });
         addr
     }
+}
+
+/// What `/panic` does.
+async fn panics() -> &'static str {
+    panic!("the handler of /panic panics")
 }
 
 /// What `/echo` answers.
