@@ -5,6 +5,7 @@
 //! ([`RateLimit::delay`](crate::RateLimit::delay)).
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -25,8 +26,10 @@ use tollgate::{Error, Limiter, Permit};
 /// [`ReplyBody::hold_permit`](crate::tower::ReplyBody::hold_permit).
 #[cfg_attr(not(feature = "tower"), allow(unreachable_pub))]
 pub struct HeldPermit {
-    /// Kept for its drop, which frees the units.
-    _held: Box<dyn Held>,
+    /// Kept for its drop, which frees the units. Unwind safe: nothing
+    /// reads it, so a panic cannot leave it observed half changed (and the
+    /// body types that keep it stay unwind safe, as they were).
+    _held: AssertUnwindSafe<Box<dyn Held>>,
 }
 
 impl std::fmt::Debug for HeldPermit {
@@ -57,12 +60,12 @@ impl HeldPermit {
     ) -> Self {
         let name = queue_name(resource, permit.key());
         Self {
-            _held: Box::new(Holding {
+            _held: AssertUnwindSafe(Box::new(Holding {
                 permit: Some(permit),
                 decides_now,
                 queues,
                 name,
-            }),
+            })),
         }
     }
 
@@ -70,7 +73,7 @@ impl HeldPermit {
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn join(self, other: HeldPermit) -> HeldPermit {
         HeldPermit {
-            _held: Box::new(Both(self, other)),
+            _held: AssertUnwindSafe(Box::new(Both(self, other))),
         }
     }
 }

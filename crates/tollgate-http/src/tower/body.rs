@@ -300,3 +300,18 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{RefUnwindSafe, UnwindSafe};
+
+    use super::*;
+
+    fn auto_traits<T: Send + Sync + Unpin + UnwindSafe + RefUnwindSafe>() {}
+
+    #[test]
+    fn a_body_that_can_hold_a_permit_keeps_its_automatic_traits() {
+        auto_traits::<RateLimitBody<http_body_util::Full<Bytes>>>();
+        auto_traits::<HeldPermit>();
+    }
+}
