@@ -2,8 +2,8 @@
 //! a concurrency limit's permits ([`PermitTable`]) and a policy's
 //! unsettled holds. A sharded map from key to its set, each change made by
 //! one of the pure functions in [`crate::strategy`] under its shard's lock;
-//! a key whose set is left empty is removed, and the janitor sweeps the
-//! keys whose records have all expired.
+//! the janitor sweeps the keys whose records have all expired (or that
+//! hold none).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -81,16 +81,14 @@ impl<S: KeySet> KeySets<S> {
     }
 
     /// Runs `f` on `key`'s set (empty when it has none) at the clock's
-    /// now; a set left empty is removed.
+    /// now. A set left empty stays until the next sweep, so that a key
+    /// acquired and released in turn allocates nothing (an empty set
+    /// answers as an absent one).
     pub(crate) fn apply<R>(&self, key: &[u8], f: impl FnOnce(&mut S, u64) -> R) -> R {
         let now = self.now();
         let mut shard = self.shard(key);
         if let Some(set) = shard.get_mut(key) {
-            let result = f(set, now);
-            if set.is_empty() {
-                shard.remove(key);
-            }
-            return result;
+            return f(set, now);
         }
         let mut set = S::default();
         let result = f(&mut set, now);

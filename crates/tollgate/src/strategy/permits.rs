@@ -82,13 +82,16 @@ pub struct PermitOutcome {
 }
 
 impl PermitSet {
-    /// The time an operation at `now` uses (never earlier than one before),
-    /// recorded, with the permits expired by then dropped.
+    /// The time an operation at `now` uses, recorded, with the permits
+    /// expired by then dropped: never earlier than one before while the key
+    /// holds a permit; a set that holds none is the absent state, its time
+    /// forgotten (so an empty set kept in memory answers as an absent one).
     fn at(&mut self, now: u64) -> u64 {
-        self.seen = self.seen.max(clamp_time(now));
-        let now = self.seen;
-        self.permits.retain(|p| p.expires > now);
-        now
+        let now = clamp_time(now);
+        let latest = self.seen.max(now);
+        self.permits.retain(|p| p.expires > latest);
+        self.seen = if self.permits.is_empty() { now } else { latest };
+        self.seen
     }
 
     /// The units the permits hold.
