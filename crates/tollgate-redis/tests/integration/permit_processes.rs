@@ -1,0 +1,304 @@
+//! Permits across operating-system processes on one Redis: the test
+//! re-runs its own binary as worker processes, each with its own
+//! connection. Four workers' tasks take permits of three keys and hold them
+//! for random times: the intervals between an acquire's answer and its
+//! release never hold more than `L` units of a key at once, and every slot
+//! comes back. A worker killed with SIGKILL while holding a key's every
+//! slot: its units come back within the `ttl` plus a quantum, and not
+//! before the permits expire.
+//!
+//! A worker is the ignored test `permit_worker`, run by the parent with
+//! `--ignored --exact` and its settings in environment variables; it
+//! connects, says `ready`, waits for `go` on its standard input, then works
+//! and prints what it held.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tollgate::{Limiter, Policy, Strategy};
+use tollgate_redis::RedisBackend;
+use tollgate_test_support::redis::RedisServer;
+
+/// The Redis URL a worker connects to, and what it does (`hold` or `crash`).
+const WORKER_URL: &str = "TOLLGATE_PERMIT_WORKER_URL";
+const WORKER_MODE: &str = "TOLLGATE_PERMIT_WORKER_MODE";
+/// Lines a worker prints for the parent start with this.
+const TAG: &str = "tollgate-permit-worker:";
+
+const WORKERS: usize = 4;
+const TASKS: usize = 6;
+const ROUNDS: usize = 25;
+const LIMIT: u64 = 3;
+const KEYS: [&str; 3] = ["a", "b", "c"];
+/// The crash test's permits last this long.
+const CRASH_TTL: Duration = Duration::from_secs(1);
+
+fn limiter(backend: &RedisBackend, ttl: Duration) -> Arc<Limiter<RedisBackend>> {
+    let policy = Policy::new(Strategy::Concurrency, LIMIT, ttl).unwrap();
+    let limiter = Limiter::builder()
+        .backend(backend.clone())
+        .policy(policy)
+        .resource("permit-processes")
+        .build()
+        .unwrap();
+    Arc::new(limiter)
+}
+
+/// Microseconds since the epoch on this machine's clock, which every
+/// process shares.
+fn micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+#[test]
+#[ignore = "a worker process started by the tests of this module"]
+fn permit_worker() {
+    let (Ok(url), Ok(mode)) = (std::env::var(WORKER_URL), std::env::var(WORKER_MODE)) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let backend = RedisBackend::builder()
+            .timeout(Duration::from_secs(5))
+            .connect(&url)
+            .await
+            .unwrap();
+        println!("{TAG} ready");
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        assert_eq!(go.trim(), "go");
+        match mode.as_str() {
+            "hold" => hold(&backend).await,
+            _ => crash(&backend).await,
+        }
+    });
+}
+
+/// Tasks taking permits of the three keys in turn and holding each for a
+/// random time; prints each held interval as `key from to` (microseconds).
+async fn hold(backend: &RedisBackend) {
+    let limiter = limiter(backend, Duration::from_secs(30));
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let limiter = limiter.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seed = (std::process::id() as u64) << 16 | task as u64 | 1;
+            let mut held = Vec::new();
+            for round in 0..ROUNDS {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let key = KEYS[(round + task) % KEYS.len()];
+                let permit = limiter.acquire_permit(key, 1).await.unwrap();
+                if !permit.decision().allowed {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                }
+                let from = micros();
+                tokio::time::sleep(Duration::from_micros(seed % 3_000)).await;
+                let to = micros();
+                assert!(permit.release().await.unwrap(), "a held permit is released");
+                held.push((key, from, to));
+            }
+            held
+        }));
+    }
+    for task in tasks {
+        for (key, from, to) in task.await.unwrap() {
+            println!("{TAG} {key} {from} {to}");
+        }
+    }
+    println!("{TAG} done");
+}
+
+/// Takes every slot of the key `crash`, says so, and waits to be killed.
+async fn crash(backend: &RedisBackend) {
+    let limiter = limiter(backend, CRASH_TTL);
+    let mut permits = Vec::new();
+    for _ in 0..LIMIT {
+        let permit = limiter.acquire_permit("crash", 1).await.unwrap();
+        assert!(permit.decision().allowed);
+        permits.push(permit);
+    }
+    println!("{TAG} held");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    drop(permits);
+}
+
+/// Worker processes, killed if the test ends early.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `n` workers in `mode` on `server`, each connected and waiting.
+fn start(server: &RedisServer, mode: &str, n: usize) -> (Workers, Vec<BufReader<ChildStdout>>) {
+    let exe = std::env::current_exe().unwrap();
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    let name = format!("{module}::permit_worker");
+    let mut workers = Workers(Vec::new());
+    for _ in 0..n {
+        let child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                &name,
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(WORKER_URL, server.url())
+            .env(WORKER_MODE, mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        workers.0.push(child);
+    }
+    let mut outputs: Vec<_> = workers
+        .0
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    for out in &mut outputs {
+        assert_eq!(next_tagged(out).as_deref(), Some("ready"));
+    }
+    for child in &mut workers.0 {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    (workers, outputs)
+}
+
+/// A worker's next tagged line, without the tag (`None` at its end).
+fn next_tagged(out: &mut BufReader<ChildStdout>) -> Option<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
+        if let Some(at) = line.find(TAG) {
+            return Some(line[at + TAG.len()..].trim().to_owned());
+        }
+    }
+}
+
+/// The most units `intervals` (each `[from, to)`) hold at one instant.
+fn most_at_once(intervals: &[(u64, u64)]) -> u64 {
+    let mut edges: Vec<(u64, i64)> = intervals.iter().flat_map(|&(f, t)| [(f, 1), (t, -1)]).collect();
+    // At one instant a release comes before an acquire.
+    edges.sort_unstable_by_key(|&(at, delta)| (at, delta));
+    let (mut now, mut most) = (0i64, 0i64);
+    for (_, delta) in edges {
+        now += delta;
+        most = most.max(now);
+    }
+    most as u64
+}
+
+#[test]
+fn holders_in_four_processes_never_hold_more_than_the_limit() {
+    let server = RedisServer::start();
+    let (mut workers, mut outputs) = start(&server, "hold", WORKERS);
+    let mut by_key = std::collections::HashMap::<String, Vec<(u64, u64)>>::new();
+    for out in &mut outputs {
+        loop {
+            let line = next_tagged(out).expect("the worker stopped before printing done");
+            if line == "done" {
+                break;
+            }
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [key, from, to] = fields[..] else {
+                panic!("unexpected worker line {line:?}");
+            };
+            by_key
+                .entry(key.to_owned())
+                .or_default()
+                .push((from.parse().unwrap(), to.parse().unwrap()));
+        }
+    }
+    for child in &mut workers.0 {
+        assert!(child.wait().unwrap().success());
+    }
+    for key in KEYS {
+        let intervals = &by_key[key];
+        assert!(
+            intervals.len() > 20,
+            "{key}: only {} permits held",
+            intervals.len()
+        );
+        let most = most_at_once(intervals);
+        assert!(
+            most <= LIMIT,
+            "{key}: {most} holders at once under a limit of {LIMIT}"
+        );
+        assert_eq!(most, LIMIT, "{key}: the test must fill the limit");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let backend = RedisBackend::connect(&server.url()).await.unwrap();
+        let limiter = limiter(&backend, Duration::from_secs(30));
+        for key in KEYS {
+            let peek = limiter.acquire_permit(key, 0).await.unwrap();
+            assert_eq!(peek.decision().remaining, LIMIT, "{key}: every slot came back");
+        }
+    });
+}
+
+#[test]
+fn a_killed_holder_s_units_come_back_within_the_ttl() {
+    let server = RedisServer::start();
+    let (mut workers, mut outputs) = start(&server, "crash", 1);
+    assert_eq!(next_tagged(&mut outputs[0]).as_deref(), Some("held"));
+    let held = Instant::now();
+    workers.0[0].kill().unwrap();
+    workers.0[0].wait().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let back = runtime.block_on(async {
+        let backend = RedisBackend::connect(&server.url()).await.unwrap();
+        let limiter = limiter(&backend, CRASH_TTL);
+        let first = limiter.acquire_permit("crash", 1).await.unwrap();
+        assert!(
+            !first.decision().allowed,
+            "the killed holder's permits still hold"
+        );
+        assert!(first.decision().retry_after.is_some_and(|r| r <= CRASH_TTL));
+        loop {
+            if limiter
+                .acquire_permit("crash", 1)
+                .await
+                .unwrap()
+                .decision()
+                .allowed
+            {
+                return held.elapsed();
+            }
+            assert!(held.elapsed() < CRASH_TTL * 3, "the units never came back");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    // Acquired before "held" was read: back at most a ttl after it, plus
+    // the polling interval and a scheduling quantum.
+    assert!(
+        back <= CRASH_TTL + Duration::from_millis(250),
+        "back after {back:?}"
+    );
+}
