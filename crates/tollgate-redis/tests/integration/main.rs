@@ -18,6 +18,7 @@ mod fleet_faults;
 mod leases;
 mod operations;
 mod overrides;
+mod permit_faults;
 mod permit_processes;
 mod permits;
 mod processes;
