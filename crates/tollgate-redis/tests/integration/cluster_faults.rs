@@ -290,3 +290,89 @@ async fn decisions_resume_after_a_primary_fails_over_to_its_replica() {
     assert_eq!(cli(replica, &["EXISTS", &state_key]), "1");
     eprintln!("decisions resumed {resumed:?} after the primary was killed ({failed} failed meanwhile)");
 }
+
+/// Retries `call` for up to 5 s while the client settles on the topology a
+/// failover left.
+async fn settled<T>(mut call: impl AsyncFnMut() -> Result<T, tollgate::Error>) -> T {
+    let settling = Instant::now();
+    loop {
+        match call().await {
+            Ok(value) => return value,
+            Err(err) if settling.elapsed() < Duration::from_secs(5) => {
+                eprintln!("after the failover: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(err) => panic!("no call succeeded within 5 s of the failover: {err}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn permits_survive_a_primary_failing_over_to_its_replica() {
+    let mut cluster = Cluster::start(3, 1, 1_000);
+    let backend = RedisBackend::builder()
+        .timeout(Duration::from_millis(200))
+        .connect_cluster(&cluster.urls())
+        .await
+        .unwrap();
+    let policy = tollgate::Policy::new(Strategy::Concurrency, 3, Duration::from_secs(60)).unwrap();
+    let limiter = Arc::new(
+        Limiter::builder()
+            .backend(backend)
+            .policy(policy)
+            .build()
+            .unwrap(),
+    );
+    let key = "{failing}:streams";
+    let primary = cluster.owner(cluster.slot(&format!("tollgate::concurrency:{key}")));
+    let replica = cluster.replicas_of(primary)[0];
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let permit = limiter.acquire_permit(key, 1).await.unwrap();
+        held.push(permit.detach().expect("room for two"));
+    }
+    let offset = |port: u16| -> u64 {
+        cli(port, &["INFO", "replication"])
+            .lines()
+            .find_map(|l| l.strip_prefix("master_repl_offset:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let written = offset(primary);
+    cluster.wait_until(Duration::from_secs(5), "the replica to catch up", |_| {
+        offset(replica) >= written
+    });
+    cluster.node_mut(primary).kill();
+    let killed = Instant::now();
+    // Fail closed while the primary is down, then the replica answers.
+    let third = loop {
+        if let Ok(permit) = limiter.acquire_permit(key, 1).await {
+            break permit;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "no acquire succeeded within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        cluster.is_primary(replica),
+        "the replica on {replica} was promoted"
+    );
+    assert!(third.decision().allowed, "one slot of three was free");
+    assert_eq!(
+        third.decision().remaining,
+        0,
+        "the two replicated permits still hold"
+    );
+    let fourth = settled(|| limiter.acquire_permit(key, 1)).await;
+    assert!(!fourth.decision().allowed, "the limit holds after the failover");
+    // The permits made before the failover are released on the new primary.
+    for id in held {
+        let released = settled(|| limiter.release_permit(key, id)).await;
+        assert!(released.decision.allowed, "a replicated permit is released once");
+    }
+    assert!(third.release().await.unwrap());
+    let peek = settled(|| limiter.acquire_permit(key, 0)).await;
+    assert_eq!(peek.decision().remaining, 3, "every slot came back");
+}
