@@ -1,5 +1,6 @@
 -- tollgate: the end of the function library, after the prelude, every
--- strategy file, single.lua, compound.lua, together.lua, operate.lua, lease.lua, reserve.lua and permits.lua. Loaded once per
+-- strategy file, single.lua, compound.lua, together.lua, operate.lua,
+-- lease.lua, reserve.lua, permits.lua and holds.lua. Loaded once per
 -- server with FUNCTION LOAD, the library's local functions are created once
 -- instead of on every call, as a script's are. The last line, added when
 -- the library is built, calls `register` with the prefix of every
@@ -16,7 +17,8 @@
 -- <prefix>lease: a request asking for a lease, as lease.lua;
 -- <prefix>reserve and <prefix>cancel: a reservation and its cancel, as
 -- reserve.lua; <prefix>permits: an operation on a key's permits under a
--- concurrency limit, as permits.lua.
+-- concurrency limit, as permits.lua; <prefix>hold and <prefix>settle: a
+-- hold and its settle, as holds.lua.
 
 local function register(prefix)
   redis.register_function(prefix .. 'fixed_window', function(keys, args)
@@ -44,5 +46,7 @@ local function register(prefix)
   redis.register_function(prefix .. 'reserve', reserve)
   redis.register_function(prefix .. 'cancel', cancel)
   redis.register_function(prefix .. 'permits', permits)
+  redis.register_function(prefix .. 'hold', hold)
+  redis.register_function(prefix .. 'settle', settle)
 end
 

@@ -117,12 +117,9 @@ impl Backend for RedisBackend {
     /// Every call, awaited. A lease is one function call (or script) on
     /// every limit of a policy, giving back an ended lease's units in the
     /// same call; each operation on a concurrency limit's permits is one
-    /// call too. Holds (estimates settled by usage) are not kept on Redis
-    /// yet: a limiter on it refuses them.
+    /// call too, and so is each hold (an estimate decided and recorded
+    /// beside the key's state, in its hash slot) and each settle.
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            settles: false,
-            ..Capabilities::all(false)
-        }
+        Capabilities::all(false)
     }
 }

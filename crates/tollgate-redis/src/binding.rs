@@ -28,6 +28,8 @@ use crate::exact::{check_exact, MAX_EXACT_OPERAND};
 use crate::reply::{parse_blocked, parse_reply, parse_together, NO_OUTCOME};
 use crate::scripts::{self, Functions, LuaScript};
 
+mod holds;
+
 /// The settings a [`RedisBackend`](crate::RedisBackend) hands to each of
 /// its bindings, from its [builder](crate::RedisBackendBuilder).
 #[derive(Clone)]
@@ -627,16 +629,21 @@ impl RedisBinding {
         Ok(Decision::from_compound(compound, &shared.limits, Tick::Micros))
     }
 
-    /// Applies `op` to every state key of `key` in one script call (and,
-    /// for a concurrency limit, a reset deletes the key's permits too).
+    /// Applies `op` to every state key of `key` in one script call (and a
+    /// reset deletes the key's holds too, or a concurrency limit's
+    /// permits).
     async fn operate_keys(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         let shared = &*self.shared;
         let (name, amount) = operation_amount(op)?;
         let amount = amount.to_string();
         let mut state_keys = self.state_keys(key);
-        if self.is_concurrency() && op == Operation::Reset {
-            let permit_keys = permit_keys(&state_keys[0]);
-            state_keys.extend(permit_keys);
+        if op == Operation::Reset {
+            let beside = if self.is_concurrency() {
+                permit_keys(&state_keys[0])
+            } else {
+                holds::hold_keys(&state_keys[0])
+            };
+            state_keys.extend(beside);
         }
         let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
         let reply = shared
@@ -895,7 +902,15 @@ fn beside(state_key: &[u8], suffix: &[u8]) -> Option<Vec<u8>> {
 /// ([`slot_tag`]), followed by the state key: `{<digits>}:<state
 /// key>:permits`.
 fn permit_keys(state_key: &[u8]) -> [Vec<u8>; 2] {
-    [b":permits".as_slice(), b":permit_units"].map(|suffix| {
+    keys_beside(state_key, [b":permits".as_slice(), b":permit_units"])
+}
+
+/// Keys named after `state_key`, one ending in each of `suffixes`, in its
+/// hash slot: as [`beside`] names them, or, for a state key without a tag
+/// that holds a `}`, `{<digits>}:<state key><suffix>` with a tag of decimal
+/// digits in its slot ([`slot_tag`]).
+fn keys_beside<const N: usize>(state_key: &[u8], suffixes: [&[u8]; N]) -> [Vec<u8>; N] {
+    suffixes.map(|suffix| {
         beside(state_key, suffix).unwrap_or_else(|| {
             let tag = slot_tag(Slot::for_key(state_key));
             [b"{", tag.as_bytes(), b"}:", state_key, suffix].concat()
@@ -1022,7 +1037,10 @@ impl Binding for RedisBinding {
     /// (within the connect timeout), so the probe's decision that follows
     /// goes out on a live connection as soon as the server accepts again.
     /// A concurrency limit's operations on permits are one call each of
-    /// the permits entry point.
+    /// the permits entry point. A hold is one call that decides its
+    /// estimate and records it beside the key's first state key, in its
+    /// hash slot; a settle is one call that takes it out and gives back or
+    /// charges the difference on every limit.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         if self.is_concurrency() {
             return self.call_permits(call).await;
@@ -1047,7 +1065,9 @@ impl Binding for RedisBinding {
                 self.ping_twice().await?;
                 Answer::Done
             }
-            Call::Permit { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
+            Call::Hold { key, id, estimate } => Answer::Decided(self.hold_keys(key, id, estimate).await?),
+            Call::Settle { key, id, used } => Answer::Settled(self.settle_keys(key, id, used).await?),
+            Call::Permit { .. } => return Err(call.unsupported()),
         })
     }
 }

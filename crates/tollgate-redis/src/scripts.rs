@@ -5,13 +5,14 @@
 //! strategy file defines one decision function that does not write (the
 //! token bucket and the leaky bucket share `gcra.lua`, as the in-memory code
 //! shares `gcra.rs`); `single.lua`, `compound.lua`, `together.lua`,
-//! `operate.lua`, `lease.lua`, `reserve.lua` and `permits.lua` define the
-//! entry points: a policy of one limit, several limits decided as one step
-//! (their states written only when all admit), several parts of one
-//! request decided as one step (each a policy on its own key, charged only
-//! when no part denies), the per-key operations, a request asking for a
-//! lease, a reservation and its cancel, and an operation on a key's
-//! permits under a concurrency limit. The same functions decide in all, so
+//! `operate.lua`, `lease.lua`, `reserve.lua`, `permits.lua` and
+//! `holds.lua` define the entry points: a policy of one limit, several
+//! limits decided as one step (their states written only when all admit),
+//! several parts of one request decided as one step (each a policy on its
+//! own key, charged only when no part denies), the per-key operations, a
+//! request asking for a lease, a reservation and its cancel, an operation
+//! on a key's permits under a concurrency limit, and a hold (an estimate
+//! charged up front) and its settle by the usage. The same functions decide in all, so
 //! a limit decides alike alone and in a compound policy.
 //!
 //! **Function library.** The prelude, every strategy file, the entry points
@@ -62,6 +63,7 @@ const OPERATE: &str = include_str!("../scripts/operate.lua");
 const LEASE: &str = include_str!("../scripts/lease.lua");
 const RESERVE: &str = include_str!("../scripts/reserve.lua");
 const PERMITS: &str = include_str!("../scripts/permits.lua");
+const HOLDS: &str = include_str!("../scripts/holds.lua");
 const LIBRARY: &str = include_str!("../scripts/library.lua");
 
 /// The Lua function that decides a rate limit of `strategy`, and the file
@@ -95,7 +97,7 @@ fn library() -> &'static Library {
     static LIBRARY_TEXT: OnceLock<Library> = OnceLock::new();
     LIBRARY_TEXT.get_or_init(|| {
         let body = format!(
-            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{RESERVE}{PERMITS}{LIBRARY}"
+            "local LIBRARY = true\n{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{SINGLE}{COMPOUND}{TOGETHER}{OPERATE}{LEASE}{RESERVE}{PERMITS}{HOLDS}{LIBRARY}"
         );
         let digest = redis::Script::new(&body).get_hash().to_owned();
         let name = format!("tollgate_{}", &digest[..16]);
@@ -146,6 +148,8 @@ struct Entries {
     reserve: LuaScript,
     cancel: LuaScript,
     permits: LuaScript,
+    hold: LuaScript,
+    settle: LuaScript,
 }
 
 fn entries() -> &'static Entries {
@@ -164,6 +168,8 @@ fn entries() -> &'static Entries {
         reserve: LuaScript::waiting("reserve"),
         cancel: LuaScript::waiting("cancel"),
         permits: LuaScript::permits(),
+        hold: LuaScript::holds("hold"),
+        settle: LuaScript::holds("settle"),
     })
 }
 
@@ -221,6 +227,17 @@ pub(crate) fn reserve() -> &'static LuaScript {
 /// What gives a reservation back, for any policy.
 pub(crate) fn cancel() -> &'static LuaScript {
     &entries().cancel
+}
+
+/// What decides a hold and records it, for a policy of one rate limit or
+/// several.
+pub(crate) fn hold() -> &'static LuaScript {
+    &entries().hold
+}
+
+/// What settles a hold, for a policy of one rate limit or several.
+pub(crate) fn settle() -> &'static LuaScript {
+    &entries().settle
 }
 
 /// One entry point: the library function that runs it and the script
@@ -303,6 +320,15 @@ impl LuaScript {
         Self::new(
             entry,
             format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{RESERVE}return {entry}(KEYS, ARGV)\n"),
+        )
+    }
+
+    /// The holds' entry point `entry` (`hold` or `settle`), for a policy of
+    /// one rate limit or several.
+    pub(crate) fn holds(entry: &str) -> Self {
+        Self::new(
+            entry,
+            format!("{PRELUDE}{FIXED_WINDOW}{SLIDING_WINDOW}{GCRA}{COMPOUND}{OPERATE}{HOLDS}return {entry}(KEYS, ARGV)\n"),
         )
     }
 
@@ -452,6 +478,8 @@ mod tests {
             LuaScript::waiting("reserve"),
             LuaScript::waiting("cancel"),
             LuaScript::permits(),
+            LuaScript::holds("hold"),
+            LuaScript::holds("settle"),
         ] {
             let suffix = entry.function.strip_prefix(&library.prefix).unwrap();
             assert!(

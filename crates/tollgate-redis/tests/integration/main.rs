@@ -15,6 +15,7 @@ mod connect;
 mod differential;
 mod faults;
 mod fleet_faults;
+mod holds;
 mod leases;
 mod operations;
 mod overrides;
