@@ -29,7 +29,8 @@
 -- key's {-1, left, reset}). settle returns, for a blocked key whose hold is
 -- absent or expired, the blocked reply; otherwise 4 numbers per limit read
 -- as a peek of the states after it, then 1 when the hold was settled, 0
--- when it was absent or expired (nothing then changed).
+-- when it was absent or expired (nothing then charged or given back: the
+-- states are saved as a peek saves them, brought forward to now).
 
 -- Drops the holds in `set` (figures in `figures`) expired at `at`.
 local function drop_expired_holds(set, figures, at)
@@ -229,6 +230,13 @@ local function settle(KEYS, ARGV)
   local bad = peek_limits(run, KEYS, n)
   if bad then
     return bad
+  end
+  if not estimate then
+    -- A peek, saved as compound.lua saves one: each state brought forward
+    -- to now.
+    for i = 1, n do
+      save(KEYS[i], raws[i], news[i], expiries[i], grace_ms)
+    end
   end
   reply[4 * n + 1] = estimate and 1 or 0
   return reply
