@@ -13,6 +13,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestRunner};
+use tollgate::calendar::{Calendar, Period};
 use tollgate::clock::ManualClock;
 use tollgate::strategy::holds::HoldId;
 use tollgate::{Decision, Limit, Limiter, Operation, Policy, Strategy};
@@ -551,4 +552,71 @@ async fn holds_from_two_services_charge_each_tenant_exactly_its_usage() {
 #[ignore = "200,000 script calls: about 10 s in a debug build"]
 async fn a_hundred_thousand_holds_from_two_services_charge_each_tenant_exactly_its_usage() {
     two_services_charge_exactly(1_000, 100).await;
+}
+
+/// Holds on calendar windows, alone and beside a token bucket: a fixed
+/// trace of holds, settles and steps of a second to two weeks answers as
+/// in memory. Holds are settled while younger than the calendar's longest
+/// period (Redis keeps them that long).
+#[test]
+fn holds_on_calendar_windows_answer_as_in_memory() {
+    let h = Harness::new();
+    let calendars = [
+        Calendar::new(Period::Month, "Europe/Berlin", Some("2026-01-15T09:00:00")).unwrap(),
+        Calendar::new(Period::Day, "America/New_York", Some("2026-03-08T02:30:00")).unwrap(),
+        Calendar::new(Period::Week, "UTC", None).unwrap(),
+    ];
+    let bucket = Limit::new(Strategy::TokenBucket, 6, Duration::from_secs(3_600)).unwrap();
+    for calendar in calendars {
+        let limit = Limit::per_calendar(8, calendar).unwrap();
+        for policy in [
+            Policy::from(limit),
+            Policy::compound(vec![limit, bucket]).unwrap(),
+        ] {
+            calendar_trace(&h, policy, calendar.period().longest());
+        }
+    }
+}
+
+/// Runs a fixed trace of holds and settles on `policy` on Redis and in
+/// memory, comparing every answer; holds older than `longest` are left.
+fn calendar_trace(h: &Harness, policy: Policy, longest: Duration) {
+    // 2026-01-01T00:00:00Z in nanoseconds.
+    let mut now = 1_767_225_600_000_000_000u64;
+    h.clock.set_nanos(now);
+    let redis = h.limiter(policy);
+    let memory = Limiter::builder()
+        .policy(policy)
+        .clock(h.clock.clone())
+        .build()
+        .unwrap();
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+    // Open holds: when taken, the key and both identifiers.
+    let mut open: Vec<(u64, String, HoldId, HoldId)> = Vec::new();
+    for i in 0..120 {
+        let step = match next(6) {
+            0..=2 => next(60),
+            3 | 4 => next(86_400),
+            _ => next(1_209_600),
+        };
+        // Whole seconds: the microseconds Redis counts lose nothing.
+        now += step * 1_000_000_000;
+        h.clock.set_nanos(now);
+        open.retain(|hold| u128::from(now - hold.0) < longest.as_nanos());
+        let key = format!("k{}", next(2));
+        let estimate = next(6);
+        let got = h.rt.block_on(redis.hold(&key, estimate)).unwrap();
+        let want = h.rt.block_on(memory.hold(&key, estimate)).unwrap();
+        assert_eq!(got.decision(), want.decision(), "hold {i} of {policy}");
+        if let (Some(on_redis), Some(in_memory)) = (got.id(), want.id()) {
+            open.push((now, key, on_redis, in_memory));
+        }
+        if !open.is_empty() && next(2) == 0 {
+            let (_, key, on_redis, in_memory) = open.swap_remove(next(open.len() as u64) as usize);
+            let used = next(12);
+            let got = h.rt.block_on(redis.settle(&key, on_redis, used)).unwrap();
+            let want = h.rt.block_on(memory.settle(&key, in_memory, used)).unwrap();
+            assert_eq!(got, want, "settle {i} of {policy}");
+        }
+    }
 }
