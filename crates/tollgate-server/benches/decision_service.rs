@@ -18,6 +18,11 @@
 //! Envoy's API, in memory and (below) on Redis, where the store's calls per
 //! decision on the hot key are counted from `INFO commandstats`.
 //!
+//! Then pairs of `POST /v1/acquire` and `POST /v1/release` (a permit of a
+//! concurrency resource and its release, two requests) against `POST
+//! /v1/decide` requests, both over the same 64 connections
+//! (`PERMITS_ONLY=1` measures only these).
+//!
 //! Envoy's own load, few HTTP/2 connections with many requests in flight
 //! on each, against a fresh server process and against another service,
 //! is measured by tollgate-cli's `envoy_tail` bench.
@@ -145,6 +150,52 @@ async fn http_round(addr: SocketAddr, seconds: u64, redis: Option<u32>) -> Round
                 let response = request.send().await.unwrap();
                 assert_eq!(response.status(), 200);
                 let _ = response.bytes().await.unwrap();
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        }) as Sender
+    })
+    .await
+}
+
+/// Pairs of `POST /v1/acquire` and `POST /v1/release` of its permit on a
+/// concurrency resource with room for every one: each "decision" of the
+/// round is a pair, two requests.
+async fn permits_round(addr: SocketAddr, seconds: u64) -> Round {
+    load(seconds, None, move |_| async move {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let (acquire, release) = (
+            format!("http://{addr}/v1/acquire"),
+            format!("http://{addr}/v1/release"),
+        );
+        Box::new(move |i: usize| {
+            let (client, acquire, release) = (client.clone(), acquire.clone(), release.clone());
+            Box::pin(async move {
+                let held = client
+                    .post(&acquire)
+                    .header("content-type", "application/json")
+                    .body(format!(r#"{{"resource": "streams", "key": "user-{i}"}}"#))
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
+                let held: serde_json::Value = serde_json::from_slice(&held).unwrap();
+                let body = serde_json::json!({ "permit": held["permit"] }).to_string();
+                let released = client
+                    .post(&release)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
+                let released: serde_json::Value = serde_json::from_slice(&released).unwrap();
+                assert_eq!(released["released"], true, "{held} {released}");
             }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
         }) as Sender
     })
@@ -404,6 +455,17 @@ async fn redis_rounds(dir: &std::path::Path, rounds: usize, seconds: u64) {
 
 /// The Envoy file of the bench, written into `dir`: `user` admits every
 /// request, `hot` allows 10 an hour.
+/// Permits (an acquire and its release) against decisions, both over the
+/// JSON API, in turn.
+async fn permits_rounds(http: SocketAddr, rounds: usize, seconds: u64) {
+    let (mut pairs, mut decisions) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        pairs.push(permits_round(http, seconds).await);
+        decisions.push(http_round(http, seconds, None).await);
+    }
+    report_against("pairs", "decide", &pairs, &decisions);
+}
+
 fn envoy_file(dir: &std::path::Path) -> std::path::PathBuf {
     let envoy = dir.join("e.yaml");
     std::fs::write(
@@ -469,7 +531,7 @@ fn main() {
         let policies = dir.path().join("p.yaml");
         std::fs::write(
             &policies,
-            "tollgate:\n  default: { limit: 1000, window: 1m }\n  resources:\n    api: { limit: 1000000000, window: 1h, strategy: fixed_window }\n",
+            "tollgate:\n  default: { limit: 1000, window: 1m }\n  resources:\n    api: { limit: 1000000000, window: 1h, strategy: fixed_window }\n    streams: { strategy: concurrency, limit: 1000000 }\n",
         )
         .unwrap();
         let envoy = envoy_file(dir.path());
@@ -485,6 +547,9 @@ fn main() {
             .unwrap();
         let (http, grpc) = (server.local_addr(), server.grpc_local_addr().unwrap());
         tokio::spawn(server.run(std::future::pending()));
+        if std::env::var_os("PERMITS_ONLY").is_some() {
+            return permits_rounds(http, rounds, seconds).await;
+        }
         let (constant_http, constant_grpc) = (constant_http().await, constant_grpc().await);
         let (mut hs, mut hc, mut gs, mut gc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
@@ -496,6 +561,7 @@ fn main() {
         println!("{CONNECTIONS} connections, {rounds} rounds of {seconds} s each, medians:");
         report("JSON", &hs, &hc);
         report("gRPC", &gs, &gc);
+        permits_rounds(http, rounds, seconds).await;
         hot_key_rounds("in memory", grpc, None, rounds, seconds).await;
         redis_rounds(dir.path(), rounds, seconds).await;
     });

@@ -82,7 +82,13 @@ impl PermitKey {
         bytes.extend_from_slice(&id.to_be_bytes());
         let tag = hmac::sign(&self.0, &bytes);
         bytes.extend_from_slice(&tag.as_ref()[..TAG_BYTES]);
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut text = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            text.push(char::from(DIGITS[usize::from(b >> 4)]));
+            text.push(char::from(DIGITS[usize::from(b & 15)]));
+        }
+        text
     }
 
     /// What `token` names, when this key signed it as a `kind`;

@@ -44,7 +44,13 @@ impl HoldRecord {
     /// The hold `id` of `estimate` units charged at `now` under `limits`:
     /// settleable until the longest of their windows has passed.
     pub fn taken(id: HoldId, estimate: u64, now: u64, limits: &[LimitRate]) -> Self {
-        let longest = limits.iter().map(|l| l.rate.window).max().unwrap_or(0);
+        // A calendar window's `W` is a mark, not a length: its longest
+        // period stands for it.
+        let span = |l: &LimitRate| match l.rate.calendar() {
+            Some(c) => c.tick.from_nanos(c.calendar.period().longest().as_nanos() as u64),
+            None => l.rate.window,
+        };
+        let longest = limits.iter().map(span).max().unwrap_or(0);
         Self {
             id,
             estimate,
@@ -168,6 +174,27 @@ mod tests {
             (over.outcome.allowed, over.outcome.remaining),
             (false, 0),
             "15 used: over by 5"
+        );
+    }
+
+    #[test]
+    fn a_calendar_hold_is_settleable_for_its_longest_period() {
+        use crate::calendar::{Calendar, Period};
+        use crate::strategy::{CalendarTicks, Tick};
+        let calendar = Calendar::new(Period::Day, "UTC", None).unwrap();
+        let day = 25 * 3_600 * 1_000_000_000u64;
+        let ticks = CalendarTicks {
+            calendar,
+            tick: Tick::Nanos,
+        };
+        let limits = [LimitRate {
+            strategy: Strategy::FixedWindow,
+            rate: Rate::per_calendar(10, ticks, day),
+        }];
+        let hold = HoldRecord::taken(HoldId(1), 3, 1_000, &limits);
+        assert_eq!(
+            hold.expires,
+            1_000 + calendar.period().longest().as_nanos() as u64
         );
     }
 

@@ -58,30 +58,31 @@ impl<S: Store> StoreBinding<S> {
     ) -> Result<Settled, BackendError> {
         let (limits, tick) = (&self.limits, self.shared.tick);
         let keys = self.keys(key);
-        let _guard = self.shared.locks.lock(&keys[0]).await;
+        let guard = self.shared.locks.lock(&keys[0]).await;
         let stored = holds_key(&keys[0]);
         let mut set = self.read_holds(&stored).await?;
         let now = strategy::clamp_time(tick.from_nanos(self.shared.clock.now_nanos()));
         let taken = set.take(id, now);
         self.write_holds(&stored, &set, now).await?;
+        let Some(taken) = taken else {
+            // No hold: a peek, as a decision of cost 0 answers it (a
+            // blocked key's denial included).
+            drop(guard);
+            return Ok(Settled::new(false, self.run(key, 0, false).await?));
+        };
         let decision = self
             .update_locked(&keys, None, |before, after, now, _| {
                 let n = before.len();
                 let states = super::states_of(before);
                 let mut next = [None; MAX_LIMITS];
-                let compound = match &taken {
-                    Some(hold) => holds::settle_all(limits, &states[..n], &mut next[..n], now, hold, used),
-                    None => strategy::decide_all(limits, &states[..n], &mut next[..n], now, 0),
-                };
-                if taken.is_some() {
-                    for (record, state) in after.iter_mut().zip(next) {
-                        record.state = state;
-                    }
+                let compound = holds::settle_all(limits, &states[..n], &mut next[..n], now, &taken, used);
+                for (record, state) in after.iter_mut().zip(next) {
+                    record.state = state;
                 }
                 Decision::from_compound(compound, limits, tick)
             })
             .await?;
-        Ok(Settled::new(taken.is_some(), decision))
+        Ok(Settled::new(true, decision))
     }
 
     /// Forgets every hold of `key` (a reset).
