@@ -1,64 +1,59 @@
 //! The unsettled holds of one in-memory binding ([estimates
 //! settled](crate::_documentation::semantics#estimates-settled)), made
 //! with the first hold: a service may hold tens of thousands of bindings
-//! that never see one.
+//! that never see one, and an Envoy descriptor's limiter must stay within
+//! a kilobyte (`tests/envoy_memory.rs`), so until then this is one word
+//! (an `ArcSwapOption`, where a `OnceLock` would take two).
 
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
-use super::janitor;
+use arc_swap::ArcSwapOption;
+
 use super::key_sets::KeySets;
+use super::memory::DEFAULT_SWEEP_INTERVAL;
+use super::{janitor, lazy};
 use crate::clock::ClockHandle;
 use crate::strategy::holds::{HoldId, HoldRecord, HoldSet};
 
+/// The shards of a holds table: holds are rarer than decisions, and a
+/// settle locks one shard briefly.
+const SHARDS: usize = 16;
+
 /// A binding's holds, kept across a policy's replacement as its blocks are.
-pub(crate) struct Holds {
-    sets: OnceLock<Arc<KeySets<HoldSet>>>,
-    clock: ClockHandle,
-    shards: usize,
-    sweep_interval: Duration,
-}
+#[derive(Default)]
+pub(crate) struct Holds(ArcSwapOption<KeySets<HoldSet>>);
 
 impl Holds {
-    /// No hold yet; the table, when made, has `shards` shards on `clock`
-    /// and is swept every `sweep_interval`.
-    pub(crate) fn new(clock: ClockHandle, shards: usize, sweep_interval: Duration) -> Self {
-        Self {
-            sets: OnceLock::new(),
-            clock,
-            shards,
-            sweep_interval,
+    /// The table, made now if no hold made it before: it reads `clock` and
+    /// is swept as the binding's tables are.
+    fn sets(&self, clock: impl FnOnce() -> ClockHandle) -> Arc<KeySets<HoldSet>> {
+        let (sets, made) = lazy::get_or_make(&self.0, || {
+            KeySets::new(clock(), SHARDS, ahash::RandomState::new())
+        });
+        if made {
+            janitor::register(
+                Arc::downgrade(&sets) as std::sync::Weak<_>,
+                DEFAULT_SWEEP_INTERVAL,
+            );
         }
-    }
-
-    fn sets(&self) -> &KeySets<HoldSet> {
-        self.sets.get_or_init(|| {
-            let sets = Arc::new(KeySets::new(
-                self.clock.clone(),
-                self.shards,
-                ahash::RandomState::new(),
-            ));
-            let weak = Arc::downgrade(&sets);
-            janitor::register(weak, self.sweep_interval);
-            sets
-        })
+        sets
     }
 
     /// Records `hold` for `key`.
-    pub(crate) fn record(&self, key: &[u8], hold: HoldRecord) {
-        self.sets().apply(key, |set, now| set.record(hold, now));
+    pub(crate) fn record(&self, key: &[u8], hold: HoldRecord, clock: impl FnOnce() -> ClockHandle) {
+        self.sets(clock).apply(key, |set, now| set.record(hold, now));
     }
 
     /// Takes the hold `id` of `key` out, when it is recorded and has not
     /// expired.
     pub(crate) fn take(&self, key: &[u8], id: HoldId) -> Option<HoldRecord> {
-        let sets = self.sets.get()?;
+        let sets = self.0.load_full()?;
         sets.apply(key, |set, now| set.take(id, now))
     }
 
     /// Forgets every hold of `key` (a reset: what they charged is gone).
     pub(crate) fn clear(&self, key: &[u8]) {
-        if let Some(sets) = self.sets.get() {
+        if let Some(sets) = self.0.load_full() {
             sets.clear(key);
         }
     }

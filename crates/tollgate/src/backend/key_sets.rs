@@ -70,6 +70,10 @@ impl<S: KeySet> KeySets<S> {
         self.clock.now_nanos()
     }
 
+    pub(crate) fn clock(&self) -> ClockHandle {
+        self.clock.clone()
+    }
+
     pub(crate) fn hasher(&self) -> &ahash::RandomState {
         &self.hasher
     }

@@ -343,7 +343,7 @@ impl MemoryBackend {
                 || {
                     Arc::new(Keyed {
                         blocks: Blocks::new(),
-                        holds: Holds::new(self.clock.clone(), self.shards, self.sweep_interval),
+                        holds: Holds::default(),
                     })
                 },
                 |(b, _)| b.keyed.clone(),
@@ -399,6 +399,15 @@ impl Tables {
             Tables::Sliding(t) => t.now(),
             Tables::Gcra(t) => t.now(),
             Tables::Permits(t) => t.sets.now(),
+        }
+    }
+
+    fn clock(&self) -> ClockHandle {
+        match self {
+            Tables::Fixed(t) => t.clock(),
+            Tables::Sliding(t) => t.clock(),
+            Tables::Gcra(t) => t.clock(),
+            Tables::Permits(t) => t.sets.clock(),
         }
     }
 
@@ -967,7 +976,7 @@ impl MemoryBinding {
         });
         if decision.allowed && estimate > 0 {
             let hold = HoldRecord::taken(id, estimate, now, limits);
-            self.keyed.holds.record(key, hold);
+            self.keyed.holds.record(key, hold, || self.tables()[0].clock());
         }
         decision
     }

@@ -10,6 +10,7 @@ mod janitor;
 mod key_locks;
 mod key_sets;
 mod keys;
+mod lazy;
 mod leasing;
 #[cfg(all(test, tollgate_loom))]
 mod loom_models;

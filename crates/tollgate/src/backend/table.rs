@@ -218,6 +218,11 @@ impl<A: Algorithm<State: Stored>> Table<A> {
         &self.rate
     }
 
+    /// The clock the table reads.
+    pub(crate) fn clock(&self) -> ClockHandle {
+        self.clock.clone()
+    }
+
     /// The current clock reading in nanoseconds.
     #[inline]
     pub(crate) fn now(&self) -> u64 {
