@@ -69,6 +69,10 @@ fn example_files_load_to_identical_policies() {
             policy(Strategy::TokenBucket, 50, Duration::from_secs(1)),
         ),
         (
+            Target::Resource("streams"),
+            policy(Strategy::Concurrency, 4, Duration::from_secs(300)),
+        ),
+        (
             Target::Resource("tokens"),
             policy(Strategy::FixedWindow, 100_000, Duration::from_secs(3_600)),
         ),

@@ -133,6 +133,21 @@ async fn the_example_files_build() {
         let limiter = load_limiters(dir.join(name)).await.unwrap();
         let d = limiter.limiter("search").allow("k").await.unwrap();
         assert_eq!((d.allowed, d.limit), (true, 50), "{name}");
+        // streams: 4 at once per key, the file's deny cache left out.
+        let streams = limiter.limiter("streams");
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(streams.acquire_permit("k", 1).await.unwrap());
+        }
+        assert!(
+            !streams.acquire_permit("k", 1).await.unwrap().decision().allowed,
+            "{name}"
+        );
+        drop(held);
+        assert!(
+            streams.acquire_permit("k", 1).await.unwrap().decision().allowed,
+            "{name}"
+        );
         // api: 10 per second and 1000 per hour; the tighter binds.
         let d = limiter.limiter("api").allow("k").await.unwrap();
         assert_eq!((d.allowed, d.limit, d.bound_by), (true, 10, 0), "{name}");
