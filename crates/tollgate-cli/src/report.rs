@@ -331,9 +331,18 @@ fn limit_lines(limits: &[LimitStats], shadow: bool, key_name: impl Fn(usize) -> 
     out
 }
 
-/// A limit as `fixed_window, 5 per 1m`, or for a calendar window
-/// `fixed_window, 10000 per month from 2001-01-01T00:00:00 UTC`.
+/// A limit as `fixed_window, 5 per 1m`, for a calendar window
+/// `fixed_window, 10000 per month from 2001-01-01T00:00:00 UTC`, and for a
+/// concurrency limit `concurrency, 4 at once, ttl 5m` (a trace has no
+/// durations: its requests are replayed as holding nothing).
 pub fn describe_limit(limit: &Limit) -> String {
+    if limit.strategy().is_concurrency() {
+        let ttl = humantime::format_duration(limit.window());
+        return format!(
+            "concurrency, {} at once, ttl {ttl}; replayed holding nothing",
+            limit.limit()
+        );
+    }
     let per = match limit.calendar() {
         Some(calendar) => calendar.to_string(),
         None => humantime::format_duration(limit.window()).to_string(),
@@ -392,6 +401,15 @@ pub fn percent(part: u64, whole: u64) -> String {
 mod tests {
     use super::*;
     use crate::replay::Peak;
+
+    #[test]
+    fn a_concurrency_limit_is_described_as_what_it_holds() {
+        let limit = Limit::new(Strategy::Concurrency, 4, std::time::Duration::from_secs(300)).unwrap();
+        assert_eq!(
+            describe_limit(&limit),
+            "concurrency, 4 at once, ttl 5m; replayed holding nothing"
+        );
+    }
 
     #[test]
     fn strategy_goes_before_the_extension() {
