@@ -23,6 +23,7 @@ use tollgate_config::{AnyBackend, PolicySet};
 
 use crate::http::error::{json_response, ApiError};
 use crate::http::request_calendars::{calendar_field, CalendarField, RequestCalendars};
+use crate::permit_token::Kind;
 use crate::shared::Shared;
 
 /// The largest request body `/v1/decide` and the operation routes read:
@@ -132,7 +133,7 @@ pub(crate) async fn decide<'a>(
 
 /// Refuses a decision on a concurrency limit, which holds permits: a 400
 /// naming `strategy` and the routes to use.
-pub(crate) fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
+fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
     if !limiter.policy().limits()[0].strategy().is_concurrency() {
         return Ok(());
     }
@@ -202,7 +203,7 @@ fn no_policy_file() -> ApiError {
 /// the policy that decided and the limit that bound it. Fields may be
 /// added; clients should ignore those they do not know.
 #[derive(Serialize)]
-pub(crate) struct DecisionBody<'a> {
+struct DecisionBody<'a> {
     allowed: bool,
     limit: u64,
     remaining: u64,
@@ -237,7 +238,7 @@ pub(crate) struct DecisionBody<'a> {
     /// With `"settle": true`: the hold to settle with `POST /v1/settle`
     /// (`null` when nothing was charged).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) hold: Option<Option<String>>,
+    hold: Option<Option<String>>,
 }
 
 /// A calendar in an answer, as a request names one.
@@ -251,7 +252,7 @@ struct CalendarBody {
 pub(crate) use tollgate::__private::ceil_millis;
 
 /// The JSON answer of decision `d` under `policy` of resource `name`.
-pub(crate) fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
+fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> DecisionBody<'a> {
     let limits = policy.limits();
     let bound = limits.get(d.bound_by).unwrap_or(&limits[0]);
     DecisionBody {
@@ -277,6 +278,28 @@ pub(crate) fn body<'a>(name: &'a str, policy: &Policy, d: &Decision) -> Decision
         reservation: None,
         hold: None,
     }
+}
+
+/// Holds `request`'s cost as an estimate on its resource's limiter: the
+/// decision's answer, with the `hold` to settle (`null` when nothing was
+/// charged: denied, an exempt key, shadow mode's or the fail policy's
+/// admission).
+async fn hold(shared: &Shared, config: &PolicySet, request: &DecideRequest) -> Result<Response, ApiError> {
+    let policies = policies(config)?;
+    let resource = request.resource.as_deref().unwrap_or("");
+    let limiter = policies.limiter(resource);
+    let (name, _) = policies.named_policy(resource);
+    rate_limit(&limiter, name)?;
+    let held = limiter
+        .hold(&request.key, request.cost)
+        .await
+        .map_err(|err| ApiError::backend(&err))?;
+    let token = held
+        .id()
+        .map(|id| shared.permit_key.issue(Kind::Hold, resource, &request.key, id.0));
+    let mut answer = body(name, limiter.policy(), held.decision());
+    answer.hold = Some(token);
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// The handler.
@@ -311,7 +334,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     }
     if request.settle {
         let config = shared.config.load();
-        return crate::http::holds::hold(shared, &config, &request).await;
+        return hold(shared, &config, &request).await;
     }
     let limit = resolve(request.limit, &shared.request_calendars)?;
     let config = shared.config.load();

@@ -1,6 +1,6 @@
-//! Estimates settled by usage over JSON: `POST /v1/decide` with
-//! `"settle": true` charges the cost as an estimate and answers a `"hold"`;
-//! `POST /v1/settle` `{"hold", "used"}` settles it once with the usage
+//! Estimates settled by usage over JSON: `POST /v1/settle` `{"hold",
+//! "used"}` settles once, with the usage, a hold that `POST /v1/decide`
+//! with `"settle": true` answered ([`decide::hold`](crate::http::decide))
 //! (SEMANTICS.md, "Estimates settled").
 
 use std::sync::Arc;
@@ -12,40 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use tollgate::strategy::holds::HoldId;
-use tollgate_config::PolicySet;
 
-use crate::http::decide::{
-    body, ceil_millis, object, policies, rate_limit, read_body, whole_number, DecideRequest,
-};
+use crate::http::decide::{ceil_millis, object, policies, read_body, whole_number};
 use crate::http::error::{json_response, ApiError};
 use crate::permit_token::{Issued, Kind};
 use crate::shared::Shared;
-
-/// Holds `request`'s cost as an estimate on its resource's limiter: the
-/// decision's answer, with the `hold` to settle (`null` when nothing was
-/// charged: denied, an exempt key, shadow mode's or the fail policy's
-/// admission).
-pub(crate) async fn hold(
-    shared: &Shared,
-    config: &PolicySet,
-    request: &DecideRequest,
-) -> Result<Response, ApiError> {
-    let policies = policies(config)?;
-    let resource = request.resource.as_deref().unwrap_or("");
-    let limiter = policies.limiter(resource);
-    let (name, _) = policies.named_policy(resource);
-    rate_limit(&limiter, name)?;
-    let held = limiter
-        .hold(&request.key, request.cost)
-        .await
-        .map_err(|err| ApiError::backend(&err))?;
-    let token = held
-        .id()
-        .map(|id| shared.permit_key.issue(Kind::Hold, resource, &request.key, id.0));
-    let mut answer = body(name, limiter.policy(), held.decision());
-    answer.hold = Some(token);
-    Ok(json_response(StatusCode::OK, &answer))
-}
 
 /// The answer of `/v1/settle`.
 #[derive(Serialize)]

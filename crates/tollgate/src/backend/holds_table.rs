@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
+use super::janitor::{self, DEFAULT_SWEEP_INTERVAL};
 use super::key_sets::KeySets;
-use super::memory::DEFAULT_SWEEP_INTERVAL;
-use super::{janitor, lazy};
+use super::lazy;
 use crate::clock::ClockHandle;
 use crate::strategy::holds::{HoldId, HoldRecord, HoldSet};
 

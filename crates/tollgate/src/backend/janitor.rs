@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use super::{reclaim, trim};
 
+/// The default interval between background sweeps of expired state.
+pub(crate) const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Something the janitor can sweep.
 pub(crate) trait Sweep: Send + Sync {
     /// Removes expired entries; returns the approximate bytes freed.

@@ -9,7 +9,7 @@ use super::blocks::Blocks;
 use super::cell::StateCell;
 use super::cell::Stored;
 use super::holds_table::Holds;
-use super::janitor::{self, Sweep};
+use super::janitor::{self, Sweep, DEFAULT_SWEEP_INTERVAL};
 use super::key_sets::{KeySets, PermitTable};
 use super::reclaim;
 use super::snapshot::{write_entry, Entries, Registry, StateFileError, StateSnapshot};
@@ -26,9 +26,6 @@ use crate::strategy::holds::{self, HoldId, HoldRecord};
 use crate::strategy::permits::PermitOp;
 use crate::strategy::Tick;
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
-
-/// The default interval between background sweeps of expired state.
-pub(crate) const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// In-process state: a sharded table per policy, no global lock, memory
 /// proportional to the number of active keys.
