@@ -986,16 +986,7 @@ impl Decider for RedisBinding {
         let reply = self
             .invoke(shared.script, key, &cost, &shared.limit_args, None)
             .await?;
-        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
-            return Ok(blocked);
-        }
-        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
-        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
-        Ok(Decision::from_compound(
-            strategy::combine(outcomes),
-            &shared.limits,
-            Tick::Micros,
-        ))
+        decision_of(&shared.limits, &reply)
     }
 
     /// One call of the policy's batch entry point when every part is of
@@ -1070,6 +1061,21 @@ impl Binding for RedisBinding {
             Call::Permit { .. } => return Err(call.unsupported()),
         })
     }
+}
+
+/// The decision a script's reply gives under `limits`: a blocked key's, or
+/// the limits' outcomes (four numbers each) combined.
+fn decision_of(limits: &[LimitRate], reply: &[i64]) -> Result<Decision, BackendError> {
+    if let Some(blocked) = parse_blocked(reply, limits[0].rate.limit)? {
+        return Ok(blocked);
+    }
+    let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
+    let outcomes = parse_reply(reply, &mut outcomes[..limits.len()])?;
+    Ok(Decision::from_compound(
+        strategy::combine(outcomes),
+        limits,
+        Tick::Micros,
+    ))
 }
 
 /// A calendar window's `W` as the scripts take it: the boundaries of the

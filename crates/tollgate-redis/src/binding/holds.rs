@@ -3,14 +3,14 @@
 //! key; a settle is one call of the `settle` entry point, which takes the
 //! hold out and gives back or charges the difference on every limit.
 
-use tollgate::backend::{BackendError, BackendErrorKind, Settled, Tick};
-use tollgate::strategy::holds::HoldId;
-use tollgate::strategy::{self, LimitRate};
+use tollgate::backend::{BackendError, BackendErrorKind, Settled};
+use tollgate::strategy::holds::{self, HoldId};
+use tollgate::strategy::LimitRate;
 use tollgate::Decision;
 
-use super::{keys_beside, RedisBinding};
+use super::{decision_of, keys_beside, RedisBinding};
 use crate::exact::MAX_EXACT_OPERAND;
-use crate::reply::{parse_blocked, parse_reply, NO_OUTCOME};
+use crate::reply::parse_blocked;
 use crate::scripts;
 
 impl RedisBinding {
@@ -30,16 +30,7 @@ impl RedisBinding {
         let reply = shared
             .call_limits(scripts::hold(), &keys, &estimate, &tail)
             .await?;
-        if let Some(blocked) = parse_blocked(&reply, shared.limits[0].rate.limit)? {
-            return Ok(blocked);
-        }
-        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
-        let outcomes = parse_reply(&reply, &mut outcomes[..shared.limits.len()])?;
-        Ok(Decision::from_compound(
-            strategy::combine(outcomes),
-            &shared.limits,
-            Tick::Micros,
-        ))
+        decision_of(&shared.limits, &reply)
     }
 
     /// See [`Call::Settle`](tollgate::backend::Call::Settle): one call of
@@ -81,9 +72,8 @@ impl RedisBinding {
             )
         };
         let (&settled, rows) = reply.split_last().ok_or_else(bad)?;
-        let mut outcomes = [NO_OUTCOME; tollgate::Policy::MAX_LIMITS];
-        let outcomes = parse_reply(rows, &mut outcomes[..shared.limits.len()])?;
-        let decision = Decision::from_compound(strategy::combine(outcomes), &shared.limits, Tick::Micros);
+        // The rows hold four numbers per limit: never a blocked key's three.
+        let decision = decision_of(&shared.limits, rows)?;
         match settled {
             0 | 1 => Ok(Settled::new(settled == 1, decision)),
             _ => Err(bad()),
@@ -108,20 +98,9 @@ pub(super) fn hold_keys(state_key: &[u8]) -> [Vec<u8>; 2] {
 }
 
 /// The policy's longest window in microseconds, for which a hold can be
-/// settled: a calendar window counts as its longest period.
+/// settled ([`holds::settleable_for`]), within the scripts' exact range.
 fn longest_window(limits: &[LimitRate]) -> u64 {
-    limits
-        .iter()
-        .map(|l| match l.rate.calendar() {
-            Some(calendar) => {
-                let longest = calendar.calendar.period().longest();
-                u64::try_from(longest.as_micros()).unwrap_or(u64::MAX)
-            }
-            None => l.rate.window,
-        })
-        .max()
-        .unwrap_or(0)
-        .min(MAX_EXACT_OPERAND)
+    holds::settleable_for(limits).min(MAX_EXACT_OPERAND)
 }
 
 #[cfg(test)]

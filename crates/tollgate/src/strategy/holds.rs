@@ -44,20 +44,24 @@ impl HoldRecord {
     /// The hold `id` of `estimate` units charged at `now` under `limits`:
     /// settleable until the longest of their windows has passed.
     pub fn taken(id: HoldId, estimate: u64, now: u64, limits: &[LimitRate]) -> Self {
-        // A calendar window's `W` is a mark, not a length: its longest
-        // period stands for it.
-        let span = |l: &LimitRate| match l.rate.calendar() {
-            Some(c) => c.tick.from_nanos(c.calendar.period().longest().as_nanos() as u64),
-            None => l.rate.window,
-        };
-        let longest = limits.iter().map(span).max().unwrap_or(0);
         Self {
             id,
             estimate,
             taken: now,
-            expires: now.saturating_add(longest),
+            expires: now.saturating_add(settleable_for(limits)),
         }
     }
+}
+
+/// How long, in ticks, a hold of a policy of `limits` can be settled: the
+/// longest of their windows, a calendar window counting as its longest
+/// period (its `W` is a mark, not a length).
+pub fn settleable_for(limits: &[LimitRate]) -> u64 {
+    let span = |l: &LimitRate| match l.rate.calendar() {
+        Some(c) => c.tick.from_nanos(c.calendar.period().longest().as_nanos() as u64),
+        None => l.rate.window,
+    };
+    limits.iter().map(span).max().unwrap_or(0)
 }
 
 /// The unsettled holds of one key.
