@@ -11,10 +11,7 @@
 //! runtime's own cost is spread out as it is in a task that decides in a
 //! loop.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
-
-use tokio::runtime::Runtime;
 
 use criterion::Criterion;
 use tollgate::{Limiter, Strategy};
@@ -32,25 +29,9 @@ fn limiter() -> Limiter {
         .unwrap()
 }
 
-/// Decides `iters` times with `decide`, over `keys` in turn, in tasks of
-/// one `block_on` on `rt` per 1,024 decisions; the time it took.
-fn in_tasks<'k, F, T>(rt: &Runtime, keys: &'k [String], iters: u64, decide: impl Fn(&'k str) -> F) -> Duration
-where
-    F: Future<Output = T>,
-{
-    let started = Instant::now();
-    let mut left = iters;
-    while left > 0 {
-        let batch = left.min(1_024);
-        rt.block_on(async {
-            for key in &keys[..batch as usize] {
-                std::hint::black_box(decide(key).await);
-            }
-        });
-        left -= batch;
-    }
-    started.elapsed()
-}
+#[path = "support/tasks.rs"]
+mod tasks;
+use tasks::in_tasks;
 
 fn bench(c: &mut Criterion) {
     let keys = keys();

@@ -13,12 +13,10 @@
 //! per 1,024 requests, as `benches/acquire.rs` does.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tollgate::{Limiter, Policy, Strategy};
 
@@ -26,30 +24,9 @@ fn keys() -> Vec<String> {
     (0..1_024).map(|i| format!("key-{i}")).collect()
 }
 
-/// Runs `request` `iters` times over `keys` in turn, one `block_on` on
-/// `rt` per 1,024; the time it took.
-fn in_tasks<'k, F, T>(
-    rt: &Runtime,
-    keys: &'k [String],
-    iters: u64,
-    request: impl Fn(&'k str) -> F,
-) -> Duration
-where
-    F: Future<Output = T>,
-{
-    let started = Instant::now();
-    let mut left = iters;
-    while left > 0 {
-        let batch = left.min(1_024);
-        rt.block_on(async {
-            for key in &keys[..batch as usize] {
-                std::hint::black_box(request(key).await);
-            }
-        });
-        left -= batch;
-    }
-    started.elapsed()
-}
+#[path = "support/tasks.rs"]
+mod tasks;
+use tasks::in_tasks;
 
 /// The anchor: a semaphore per key, found under a read lock.
 struct SemaphoreMap(RwLock<HashMap<String, Arc<Semaphore>>>);
