@@ -57,15 +57,7 @@ local function keep_holds(set, figures, grace_ms)
     redis.call('DEL', set, figures)
     return
   end
-  if server_clock then
-    local ms = fmt(ceil_div(ends, 1000) + grace_ms)
-    redis.call('PEXPIREAT', set, ms)
-    redis.call('PEXPIREAT', figures, ms)
-  else
-    local ms = fmt(math.max(ceil_div(math.max(ends - now, 0), 1000), 1) + grace_ms)
-    redis.call('PEXPIRE', set, ms)
-    redis.call('PEXPIRE', figures, ms)
-  end
+  expire_beside(set, figures, ends, grace_ms)
 end
 
 local function hold(KEYS, ARGV)

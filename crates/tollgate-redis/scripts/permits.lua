@@ -93,15 +93,7 @@ local function keep(set, units, held, at, last, grace_ms, existed)
     return
   end
   redis.call('HSET', units, 'held', fmt(held), 'seen', fmt(at))
-  if server_clock then
-    local ms = fmt(ceil_div(last, 1000) + grace_ms)
-    redis.call('PEXPIREAT', set, ms)
-    redis.call('PEXPIREAT', units, ms)
-  else
-    local ms = fmt(math.max(ceil_div(math.max(last - now, 0), 1000), 1) + grace_ms)
-    redis.call('PEXPIRE', set, ms)
-    redis.call('PEXPIRE', units, ms)
-  end
+  expire_beside(set, units, last, grace_ms)
 end
 
 -- The end of the block on `state` (the state key), or nil when it is not

@@ -190,6 +190,22 @@ local function save(key, old, new, expires_at, grace_ms)
   end
 end
 
+-- Sets the expiry of the two keys `a` and `b` kept beside a state key (a
+-- permit's or a hold's set and its hash) to `ends` (microseconds, rounded
+-- up to whole milliseconds) plus `grace_ms`: at that instant on the
+-- server's clock, after that long (at least a millisecond) on a caller's.
+local function expire_beside(a, b, ends, grace_ms)
+  if server_clock then
+    local ms = fmt(ceil_div(ends, 1000) + grace_ms)
+    redis.call('PEXPIREAT', a, ms)
+    redis.call('PEXPIREAT', b, ms)
+  else
+    local ms = fmt(math.max(ceil_div(math.max(ends - now, 0), 1000), 1) + grace_ms)
+    redis.call('PEXPIRE', a, ms)
+    redis.call('PEXPIRE', b, ms)
+  end
+end
+
 -- Every strategy file below defines one decision function
 -- `f(raw, limit, window, interval, cost)`: `raw` is the stored value (false
 -- when the key is absent), L, W and T = max(1, floor(W / L)) in
