@@ -12,14 +12,16 @@
 //! connects, says `ready`, waits for `go` on its standard input, then works
 //! and prints what it held.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::{BufReader, Write};
+use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
+
+use crate::support::workers::{next_tagged, Workers};
 
 /// The Redis URL a worker connects to, and what it does (`hold` or `crash`).
 const WORKER_URL: &str = "TOLLGATE_PERMIT_WORKER_URL";
@@ -131,18 +133,6 @@ async fn crash(backend: &RedisBackend) {
     drop(permits);
 }
 
-/// Worker processes, killed if the test ends early.
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Starts `n` workers in `mode` on `server`, each connected and waiting.
 fn start(server: &RedisServer, mode: &str, n: usize) -> (Workers, Vec<BufReader<ChildStdout>>) {
     let exe = std::env::current_exe().unwrap();
@@ -173,26 +163,12 @@ fn start(server: &RedisServer, mode: &str, n: usize) -> (Workers, Vec<BufReader<
         .map(|c| BufReader::new(c.stdout.take().unwrap()))
         .collect();
     for out in &mut outputs {
-        assert_eq!(next_tagged(out).as_deref(), Some("ready"));
+        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
     }
     for child in &mut workers.0 {
         child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     }
     (workers, outputs)
-}
-
-/// A worker's next tagged line, without the tag (`None` at its end).
-fn next_tagged(out: &mut BufReader<ChildStdout>) -> Option<String> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            return None;
-        }
-        if let Some(at) = line.find(TAG) {
-            return Some(line[at + TAG.len()..].trim().to_owned());
-        }
-    }
 }
 
 /// The most units `intervals` (each `[from, to)`) hold at one instant.
@@ -215,7 +191,7 @@ fn holders_in_four_processes_never_hold_more_than_the_limit() {
     let mut by_key = std::collections::HashMap::<String, Vec<(u64, u64)>>::new();
     for out in &mut outputs {
         loop {
-            let line = next_tagged(out).expect("the worker stopped before printing done");
+            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
             if line == "done" {
                 break;
             }
@@ -264,7 +240,7 @@ fn holders_in_four_processes_never_hold_more_than_the_limit() {
 fn a_killed_holder_s_units_come_back_within_the_ttl() {
     let server = RedisServer::start();
     let (mut workers, mut outputs) = start(&server, "crash", 1);
-    assert_eq!(next_tagged(&mut outputs[0]).as_deref(), Some("held"));
+    assert_eq!(next_tagged(&mut outputs[0], TAG).as_deref(), Some("held"));
     let held = Instant::now();
     workers.0[0].kill().unwrap();
     workers.0[0].wait().unwrap();

@@ -12,8 +12,8 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::{BufReader, Write};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ use support::window_count;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
+
+use crate::support::workers::{next_tagged, Workers};
 
 /// The environment variable that turns `worker_process` into a worker: the
 /// Redis URL to use.
@@ -128,34 +130,6 @@ fn worker_process() {
     });
 }
 
-/// Worker processes, killed if the test ends early.
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Reads a worker's output up to the next tagged line, returning it without
-/// the tag (`None` at the end of its output).
-fn next_tagged(out: &mut BufReader<ChildStdout>) -> Option<String> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            return None;
-        }
-        // The harness prints `test processes::worker_process ... ` before the first line.
-        if let Some(at) = line.find(TAG) {
-            return Some(line[at + TAG.len()..].trim().to_owned());
-        }
-    }
-}
-
 /// The worker's full test name, as the harness knows it (`module::name`, without
 /// the binary's own crate name).
 fn worker_test_name() -> String {
@@ -196,7 +170,7 @@ fn limits_are_exact_across_processes() {
         .collect();
     // Every worker is connected before any of them starts deciding.
     for out in &mut outputs {
-        assert_eq!(next_tagged(out).as_deref(), Some("ready"));
+        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
     }
     for child in &mut workers.0 {
         child.stdin.take().unwrap().write_all(b"go\n").unwrap();
@@ -204,7 +178,7 @@ fn limits_are_exact_across_processes() {
     let mut admitted = std::collections::HashMap::<(String, String), u64>::new();
     for out in &mut outputs {
         loop {
-            let line = next_tagged(out).expect("the worker stopped before printing done");
+            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
             if line == "done" {
                 break;
             }
