@@ -236,7 +236,7 @@ pub enum Call<'a, B: ?Sized> {
     /// [`Strategy::Concurrency`](crate::Strategy::Concurrency), as
     /// [requests in
     /// flight](crate::_documentation::semantics#requests-in-flight)
-    /// define it ([`PermitOp::apply`]): the policy's limit is `L`, its
+    /// define it (one [`PermitOp`]): the policy's limit is `L`, its
     /// window the permits' `ttl`, and the time the store's clock. A
     /// blocked key's acquire is denied until the block ends (a release or
     /// an extend still applies). Answered with [`Answer::Permitted`].
@@ -261,7 +261,7 @@ pub enum Call<'a, B: ?Sized> {
         estimate: u64,
     },
     /// Settle the hold `id` of `key` with the usage `used`, once
-    /// ([`settle_all`](crate::strategy::holds::settle_all)): a hold
+    /// ([estimates settled](crate::_documentation::semantics#estimates-settled)): a hold
     /// settled before, past its time or never made changes nothing.
     /// Answered with [`Answer::Settled`].
     Settle {

@@ -4,7 +4,7 @@
 //! a key keeps until it is settled or its time is up; settling gives back
 //! what the usage left of the estimate, or charges what it went over.
 //!
-//! A key's unsettled holds are a [`HoldSet`]; [`settle_all`] changes the
+//! A key's unsettled holds are a `HoldSet`; `settle_all` changes the
 //! key's rate states for one hold taken out of it. No I/O, no clock: the
 //! in-memory backend, the store adapter and the Redis script run these same
 //! steps.
@@ -28,7 +28,7 @@ impl std::fmt::Display for HoldId {
 
 /// One unsettled hold of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HoldRecord {
+pub(crate) struct HoldRecord {
     /// The hold's identifier.
     pub id: HoldId,
     /// The estimate it was charged, `E`.
@@ -43,7 +43,7 @@ pub struct HoldRecord {
 impl HoldRecord {
     /// The hold `id` of `estimate` units charged at `now` under `limits`:
     /// settleable until the longest of their windows has passed.
-    pub fn taken(id: HoldId, estimate: u64, now: u64, limits: &[LimitRate]) -> Self {
+    pub(crate) fn taken(id: HoldId, estimate: u64, now: u64, limits: &[LimitRate]) -> Self {
         Self {
             id,
             estimate,
@@ -66,7 +66,7 @@ pub fn settleable_for(limits: &[LimitRate]) -> u64 {
 
 /// The unsettled holds of one key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HoldSet {
+pub(crate) struct HoldSet {
     /// The holds not yet settled, expired ones included until an operation
     /// drops them.
     pub holds: Vec<HoldRecord>,
@@ -74,24 +74,24 @@ pub struct HoldSet {
 
 impl HoldSet {
     /// Whether no hold is recorded (the absent state).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.holds.is_empty()
     }
 
     /// The tick from which every hold has expired.
-    pub fn expires_at(&self) -> u64 {
+    pub(crate) fn expires_at(&self) -> u64 {
         self.holds.iter().map(|h| h.expires).max().unwrap_or(0)
     }
 
     /// Records `hold`, dropping the holds expired at `now`.
-    pub fn record(&mut self, hold: HoldRecord, now: u64) {
+    pub(crate) fn record(&mut self, hold: HoldRecord, now: u64) {
         self.holds.retain(|h| h.expires > now);
         self.holds.push(hold);
     }
 
     /// Takes the hold `id` out, when it is recorded and has not expired at
     /// `now` (an expired one is dropped and `None` answered).
-    pub fn take(&mut self, id: HoldId, now: u64) -> Option<HoldRecord> {
+    pub(crate) fn take(&mut self, id: HoldId, now: u64) -> Option<HoldRecord> {
         let at = self.holds.iter().position(|h| h.id == id)?;
         let hold = self.holds.swap_remove(at);
         self.holds.retain(|h| h.expires > now);
@@ -108,7 +108,7 @@ impl HoldSet {
 /// bucket as its refund does); a usage above it charges `used − estimate`
 /// as a penalty does, over the limit if need be; an equal usage changes
 /// nothing.
-pub fn settle_all(
+pub(crate) fn settle_all(
     limits: &[LimitRate],
     states: &[Option<State>],
     next: &mut [Option<State>],

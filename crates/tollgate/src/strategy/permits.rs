@@ -2,11 +2,13 @@
 //! operations on them ([requests in
 //! flight](crate::_documentation::semantics#requests-in-flight)).
 //!
-//! A key's state is a [`PermitSet`]: the latest time an operation on it
+//! A key's state is a `PermitSet`: the latest time an operation on it
 //! used and its permits, each an identifier, a cost and an expiry. The
-//! operations ([`acquire`], [`release`], [`extend`]) take the set, the
-//! limit `L`, the `ttl` and `now` in ticks, change the set and answer a
-//! [`PermitOutcome`]; no I/O, no clock. The in-memory table, the store
+//! operations (`acquire`, `release`, `extend`, `peek`: a [`PermitOp`])
+//! take the set, the limit `L`, the `ttl` and `now` in ticks, change the
+//! set and answer a [`PermitOutcome`]; no I/O, no clock. They are the
+//! crate's own: the public API is the operation, its identifier and its
+//! answer, what a store is asked and answers. The in-memory table, the store
 //! adapter and the Redis script run these same steps. Expired permits are
 //! absent: every operation drops them first, and a set with no permit left
 //! is the absent state.
@@ -41,7 +43,7 @@ impl std::str::FromStr for PermitId {
 
 /// One permit held by a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held {
+pub(crate) struct Held {
     /// The permit's identifier.
     pub id: PermitId,
     /// The units it holds, `1 <= cost <= L`.
@@ -54,7 +56,7 @@ pub struct Held {
 /// (an operation never uses an earlier one, so a key's time never goes
 /// back).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PermitSet {
+pub(crate) struct PermitSet {
     /// The latest tick an operation used.
     pub seen: u64,
     /// The unexpired permits as of `seen`, in the order they were made.
@@ -95,17 +97,17 @@ impl PermitSet {
     }
 
     /// The units the permits hold.
-    pub fn held(&self) -> u64 {
+    pub(crate) fn held(&self) -> u64 {
         self.permits.iter().map(|p| p.cost).sum()
     }
 
     /// Whether the set is the absent state: no permit held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.permits.is_empty()
     }
 
     /// The tick from which the set is absent: its last permit's expiry.
-    pub fn expires_at(&self) -> u64 {
+    pub(crate) fn expires_at(&self) -> u64 {
         self.permits.iter().map(|p| p.expires).max().unwrap_or(0)
     }
 
@@ -142,7 +144,7 @@ impl PermitSet {
 /// units expiring at `now + ttl`. An `id` the key already holds unexpired
 /// is the same acquisition asked again (a retry after a lost reply): it is
 /// admitted again, holding nothing more, its expiry unchanged.
-pub fn acquire(
+pub(crate) fn acquire(
     set: &mut PermitSet,
     limit: u64,
     ttl: u64,
@@ -180,7 +182,7 @@ pub fn acquire(
 /// `release(key, permit)` at `now`: an unexpired permit `id` is removed
 /// and its units are free (`done`); an expired, released or unknown one
 /// changes nothing.
-pub fn release(set: &mut PermitSet, now: u64, id: PermitId) -> PermitOutcome {
+pub(crate) fn release(set: &mut PermitSet, now: u64, id: PermitId) -> PermitOutcome {
     let now = set.at(now);
     let at = set.permits.iter().position(|p| p.id == id);
     if let Some(at) = at {
@@ -192,7 +194,7 @@ pub fn release(set: &mut PermitSet, now: u64, id: PermitId) -> PermitOutcome {
 /// `extend(key, permit)` at `now`: an unexpired permit `id` now expires
 /// at `now + ttl` (`done`, and its new expiry); an expired, released or
 /// unknown one is not brought back.
-pub fn extend(set: &mut PermitSet, ttl: u64, now: u64, id: PermitId) -> PermitOutcome {
+pub(crate) fn extend(set: &mut PermitSet, ttl: u64, now: u64, id: PermitId) -> PermitOutcome {
     let now = set.at(now);
     let at = now.saturating_add(ttl).min(MAX_TICK);
     let permit = set.permits.iter_mut().find(|p| p.id == id);
@@ -238,7 +240,7 @@ pub enum PermitOp {
 impl PermitOp {
     /// Applies the operation to `set` at `now` under `rate` (`L` and the
     /// `ttl` as its window), as the pure functions define it.
-    pub fn apply(self, set: &mut PermitSet, rate: &super::Rate, now: u64) -> PermitOutcome {
+    pub(crate) fn apply(self, set: &mut PermitSet, rate: &super::Rate, now: u64) -> PermitOutcome {
         match self {
             PermitOp::Acquire { id, cost } => acquire(set, rate.limit, rate.window, now, id, cost),
             PermitOp::Peek { cost } => peek(set, rate.limit, now, cost),
@@ -293,7 +295,7 @@ impl super::Algorithm for Unheld {
 /// a permit of `cost` would be granted now (the acquire's admission test
 /// and answer), holding nothing; the set is left as an acquire would find
 /// it.
-pub fn peek(set: &mut PermitSet, limit: u64, now: u64, cost: u64) -> PermitOutcome {
+pub(crate) fn peek(set: &mut PermitSet, limit: u64, now: u64, cost: u64) -> PermitOutcome {
     let now = set.at(now);
     let asked = cost.max(1);
     let fits = asked <= limit && set.held() + asked <= limit;
