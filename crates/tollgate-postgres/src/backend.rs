@@ -1,0 +1,85 @@
+//! [`PostgresBackend`]: the pool that a policy's bindings share, and the
+//! [`Backend`] implementation that binds policies to it.
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use tollgate::backend::{Backend, Capabilities, Scope};
+use tollgate::Error;
+
+use crate::binding::{Options, PostgresBinding};
+use crate::builder::PostgresBackendBuilder;
+use crate::sweep;
+
+/// Rate-limit state in PostgreSQL, shared by every process and host that
+/// uses the same database and schema.
+///
+/// Each decision is one call of a SQL function in one round trip, one
+/// transaction that locks the key's rows and decides on the database's
+/// clock; each rate-limit key's state is one row per limit of its policy.
+/// Cloning is cheap and clones share the pool. See the [crate
+/// documentation](crate) for the schema, the clock and the rights it needs.
+#[derive(Clone)]
+pub struct PostgresBackend {
+    pool: Pool,
+    options: Options,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("PostgresBackend")
+            .field("schema", &self.options.schema)
+            .field("pool_size", &status.max_size)
+            .field("connections", &status.size)
+            .field("timeout", &self.options.timeout)
+            .field("caller_clock", &self.options.clock.is_some())
+            .finish()
+    }
+}
+
+impl PostgresBackend {
+    /// Settings for the server at `url` (see [`PostgresBackendBuilder::new`]
+    /// for the defaults); [`connect`](PostgresBackendBuilder::connect)
+    /// makes the backend.
+    pub fn builder(url: impl Into<String>) -> PostgresBackendBuilder {
+        PostgresBackendBuilder::new(url)
+    }
+
+    /// The schema that holds the backend's table and functions.
+    pub fn schema(&self) -> &str {
+        &self.options.schema
+    }
+
+    /// The time a decision may take before it fails as timed out.
+    pub fn timeout(&self) -> Duration {
+        self.options.timeout
+    }
+
+    /// A backend on `pool`, sweeping expired rows every `sweep_every`.
+    pub(crate) fn new(pool: Pool, options: Options, sweep_every: Option<Duration>) -> Self {
+        if let Some(every) = sweep_every {
+            sweep::start(&pool, &options.schema, every);
+        }
+        Self { pool, options }
+    }
+}
+
+impl Backend for PostgresBackend {
+    type Binding = PostgresBinding;
+
+    fn bind(&self, scope: &Scope<'_>) -> Result<PostgresBinding, Error> {
+        PostgresBinding::new(&self.pool, &self.options, scope)
+    }
+
+    /// Decisions, reports (charges) and per-key operations, awaited.
+    /// Reservations reserve what a decision admits now, leases and
+    /// requests of several parts are decided call by call.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            charges: true,
+            operates: true,
+            ..Capabilities::default()
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! Differential tests: on random traces, the SQL functions make exactly
+//! the decisions of tollgate's pure strategy functions at microsecond
+//! ticks (`decide` for one limit, `decide_all` for a compound policy,
+//! `charge_all` for reports, `refund` and `penalty` for operations).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::backend::Tick;
+use tollgate::clock::{Clock, ManualClock};
+use tollgate::strategy::{self, LimitRate, State};
+use tollgate::{Decision, Limit, Limiter, Operation, Policy, Strategy};
+use tollgate_postgres::PostgresBackend;
+
+use crate::support::TestDatabase;
+
+/// 2023-11-14, in nanoseconds since the epoch.
+const START: u64 = 1_700_000_000_000_000_000;
+
+/// What a step of a trace does to its key.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Decide(u64),
+    Charge(u64),
+    Refund(u64),
+    Penalty(u64),
+    Reset,
+}
+
+/// One step: a clock change in nanoseconds (now and then backwards), a key
+/// index and an act (peeks, costs above the limit and the largest cost
+/// included).
+fn trace() -> impl proptest::strategy::Strategy<Value = Vec<(i64, usize, Act)>> {
+    let cost = prop_oneof![30 => 0u64..7, 1 => Just(u64::MAX)];
+    let act = prop_oneof![
+        12 => cost.prop_map(Act::Decide),
+        2 => (1u64..9).prop_map(Act::Charge),
+        1 => (0u64..5).prop_map(Act::Refund),
+        1 => (0u64..5).prop_map(Act::Penalty),
+        1 => Just(Act::Reset),
+    ];
+    let dt = prop_oneof![3 => 0i64..3_000_000, 3 => 0i64..3_000_000_000, 1 => 0i64..12_000_000_000, 1 => -3_000_000i64..0];
+    prop::collection::vec((dt, 0usize..3, act), 1..60)
+}
+
+/// A limit of any strategy, 1 to 8 units, a window of 1 µs to 2 s.
+fn any_limit() -> impl proptest::strategy::Strategy<Value = Limit> {
+    (
+        0usize..4,
+        1u64..9,
+        prop_oneof![1u64..5_000, 1_000u64..2_000_000_000],
+    )
+        .prop_map(|(s, limit, us)| {
+            Limit::new(Strategy::ALL[s], limit, Duration::from_nanos(us.max(1) * 1_000)).expect("valid limit")
+        })
+}
+
+/// A policy of one limit, or a compound policy of two to four (limits
+/// repeating a strategy and window dropped).
+fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    prop_oneof![
+        any_limit().prop_map(Policy::from),
+        prop::collection::vec(any_limit(), 2..5).prop_map(|mut limits| {
+            let mut seen = HashSet::new();
+            limits.retain(|l| seen.insert((l.strategy(), l.window())));
+            Policy::compound(limits).expect("valid compound policy")
+        }),
+    ]
+}
+
+/// A database, a backend on a manual clock, and a fresh key prefix per case.
+struct Harness {
+    _db: TestDatabase,
+    rt: tokio::runtime::Runtime,
+    clock: ManualClock,
+    backend: PostgresBackend,
+    case: AtomicU64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let clock = ManualClock::default();
+        let (db, backend) = rt.block_on(async {
+            let db = TestDatabase::create().await;
+            // The manual clock runs far ahead of real time: keep rows for
+            // the whole run, so that the functions must treat expired state
+            // as none by themselves.
+            let backend = PostgresBackend::builder(db.url())
+                .caller_clock(clock.clone())
+                .expiry_grace(Duration::from_secs(3_600))
+                .pool_size(2)
+                .connect()
+                .await
+                .unwrap();
+            (db, backend)
+        });
+        Self {
+            _db: db,
+            rt,
+            clock,
+            backend,
+            case: AtomicU64::new(0),
+        }
+    }
+
+    fn limiter(&self, policy: Policy) -> Limiter<PostgresBackend> {
+        let case = self.case.fetch_add(1, Ordering::Relaxed);
+        Limiter::builder()
+            .backend(self.backend.clone())
+            .policy(policy)
+            .key_prefix(format!("case{case}"))
+            .build()
+            .unwrap()
+    }
+
+    fn step(&self, dt: i64) {
+        let now = self.clock.now_nanos();
+        self.clock.set_nanos(now.saturating_add_signed(dt).max(START / 2));
+    }
+}
+
+/// The policy's limits in microsecond ticks.
+fn rates(policy: &Policy) -> Vec<LimitRate> {
+    policy
+        .limits()
+        .iter()
+        .map(|l| LimitRate {
+            strategy: l.strategy(),
+            rate: l.rate_micros(),
+        })
+        .collect()
+}
+
+/// The decision the pure functions make for `act` on `states` at `now`
+/// (microseconds), and the states they leave; `None` for an operation.
+fn expected(limits: &[LimitRate], states: &mut [Option<State>], now: u64, act: Act) -> Option<Decision> {
+    let n = limits.len();
+    let mut next = [None; Policy::MAX_LIMITS];
+    let decided = match act {
+        Act::Decide(cost) => strategy::decide_all(limits, states, &mut next[..n], now, cost),
+        Act::Charge(cost) => strategy::charge_all(limits, states, &mut next[..n], now, cost),
+        Act::Reset => {
+            states.fill(None);
+            return None;
+        }
+        Act::Refund(cost) | Act::Penalty(cost) => {
+            for (state, l) in states.iter_mut().zip(limits) {
+                *state = match act {
+                    Act::Refund(_) => strategy::refund(l.strategy, &l.rate, *state, now, cost),
+                    _ => strategy::penalty(l.strategy, &l.rate, *state, now, cost),
+                };
+            }
+            return None;
+        }
+    };
+    states.copy_from_slice(&next[..n]);
+    Some(Decision::from_compound(decided, limits, Tick::Micros))
+}
+
+/// What the backend answers for `act` on `key`.
+async fn actual(limiter: &Limiter<PostgresBackend>, key: &str, act: Act) -> Result<Option<Decision>, String> {
+    let op = match act {
+        Act::Decide(cost) => {
+            return limiter
+                .allow_n(key, cost)
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+        Act::Charge(cost) => {
+            return limiter
+                .charge(key, cost)
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+        Act::Reset => Operation::Reset,
+        Act::Refund(cost) => Operation::Refund(cost),
+        Act::Penalty(cost) => Operation::Penalty(cost),
+    };
+    limiter
+        .operate(key, op)
+        .await
+        .map(|_| None)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn decisions_reports_and_operations_match_the_pure_functions() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 160,
+        ..Config::default()
+    });
+    runner
+        .run(&(any_policy(), trace()), |(policy, trace)| {
+            h.clock.set_nanos(START + 123_456_789);
+            let limits = rates(&policy);
+            let limiter = h.limiter(policy);
+            let mut states = [[None; Policy::MAX_LIMITS]; 3];
+            for (i, &(dt, key, act)) in trace.iter().enumerate() {
+                h.step(dt);
+                let now = h.clock.now_nanos() / 1_000;
+                let want = expected(&limits, &mut states[key][..limits.len()], now, act);
+                let got = h.rt.block_on(actual(&limiter, &format!("key-{key}"), act));
+                let got = got.map_err(TestCaseError::fail)?;
+                prop_assert_eq!(got, want, "step {} ({:?}) of {:?}", i, act, limits);
+            }
+            Ok(())
+        })
+        .unwrap();
+}

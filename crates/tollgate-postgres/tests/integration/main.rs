@@ -1,0 +1,8 @@
+//! The PostgreSQL backend on a real server: its decisions against the
+//! core's pure functions, its schema, and its locks under contention.
+
+mod support;
+
+mod differential;
+mod locks;
+mod schema;
