@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
+use tollgate::calendar::{Calendar, Period};
 use tollgate::clock::{Clock, ManualClock};
 use tollgate::strategy::{self, LimitRate, State};
 use tollgate::{Decision, Limit, Limiter, Operation, Policy, Strategy};
@@ -217,4 +218,91 @@ fn decisions_reports_and_operations_match_the_pure_functions() {
             Ok(())
         })
         .unwrap();
+}
+
+/// Calendar periods in several time zones, around daylight-saving changes.
+fn calendars() -> [Calendar; 3] {
+    [
+        Calendar::new(Period::Day, "America/New_York", Some("2026-03-08T02:30:00")).unwrap(),
+        Calendar::new(Period::Week, "UTC", None).unwrap(),
+        Calendar::new(Period::Month, "Europe/Berlin", Some("2026-01-15T09:00:00")).unwrap(),
+    ]
+}
+
+#[test]
+fn calendar_windows_alone_and_with_other_limits_match_the_pure_functions() {
+    let h = Harness::new();
+    let hourly = Limit::new(Strategy::TokenBucket, 5, Duration::from_secs(3_600)).unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        ..Config::default()
+    });
+    let hours =
+        prop_oneof![3 => 0i64..3_600_000_000_000, 2 => 0i64..172_800_000_000_000, 1 => -60_000_000_000i64..0];
+    let acts = prop::collection::vec((hours, 0usize..2, (0u64..4).prop_map(Act::Decide)), 1..60);
+    runner
+        .run(
+            &(0usize..3, 1u64..6, any::<bool>(), acts),
+            |(c, limit, with_rate, trace)| {
+                let calendar = Limit::per_calendar(limit, calendars()[c]).unwrap();
+                let policy = if with_rate {
+                    Policy::compound(vec![calendar, hourly]).unwrap()
+                } else {
+                    Policy::from(calendar)
+                };
+                // 2026-03-07, a day before New York's clocks go forward.
+                h.clock.set_nanos(1_772_900_000_000_000_000);
+                let limits = rates(&policy);
+                let limiter = h.limiter(policy);
+                let mut states = [[None; Policy::MAX_LIMITS]; 2];
+                for (i, &(dt, key, act)) in trace.iter().enumerate() {
+                    h.step(dt);
+                    let now = h.clock.now_nanos() / 1_000;
+                    let want = expected(&limits, &mut states[key][..limits.len()], now, act);
+                    let got = h.rt.block_on(actual(&limiter, &format!("key-{key}"), act));
+                    prop_assert_eq!(
+                        got.map_err(TestCaseError::fail)?,
+                        want,
+                        "step {} of {:?}",
+                        i,
+                        limits
+                    );
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_block_denies_every_limit_until_it_ends_and_keeps_the_state() {
+    let h = Harness::new();
+    h.clock.set_nanos(START);
+    let policy = Policy::compound(vec![
+        Limit::new(Strategy::FixedWindow, 3, Duration::from_secs(60)).unwrap(),
+        Limit::new(Strategy::SlidingWindow, 10, Duration::from_secs(600)).unwrap(),
+    ])
+    .unwrap();
+    let limiter = h.limiter(policy);
+    assert!(h.rt.block_on(limiter.allow("k")).unwrap().allowed);
+    h.rt.block_on(limiter.operate("k", Operation::Block(Duration::from_secs(30))))
+        .unwrap();
+    h.step(10_000_000_000);
+    let denied = h.rt.block_on(limiter.allow("k")).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Some(Duration::from_secs(20)));
+    // A refund during the block changes the state and keeps the block.
+    h.rt.block_on(limiter.operate("k", Operation::Refund(1))).unwrap();
+    assert!(!h.rt.block_on(limiter.allow("k")).unwrap().allowed);
+    h.step(20_000_000_000);
+    // The block is over; the refund gave the unit back: 3 of 3 left.
+    let after = h.rt.block_on(limiter.allow("k")).unwrap();
+    assert!(after.allowed);
+    assert_eq!(after.remaining, 2);
+    // A block of zero lifts a block at once.
+    h.rt.block_on(limiter.operate("k", Operation::Block(Duration::from_secs(60))))
+        .unwrap();
+    h.rt.block_on(limiter.operate("k", Operation::Block(Duration::ZERO)))
+        .unwrap();
+    assert!(h.rt.block_on(limiter.allow("k")).unwrap().allowed);
 }
