@@ -51,6 +51,14 @@ impl PostgresBackend {
         &self.options.schema
     }
 
+    /// Whether the schema is installed: always for a backend from
+    /// [`connect`](PostgresBackendBuilder::connect); for one
+    /// [connecting in the background](PostgresBackendBuilder::connect_in_background),
+    /// once a decision has reached the database.
+    pub fn is_installed(&self) -> bool {
+        self.options.installer.is_installed()
+    }
+
     /// The time a decision may take before it fails as timed out.
     pub fn timeout(&self) -> Duration {
         self.options.timeout

@@ -15,6 +15,7 @@ use tollgate::strategy::{self, LimitRate, Outcome};
 use tollgate::{Decision, Error, Operation, Policy};
 
 use crate::error::{backend_error, pool_error};
+use crate::install::Installer;
 use crate::limits::{operation_amount, Limits};
 
 /// The settings a backend hands to each of its bindings.
@@ -25,6 +26,8 @@ pub(crate) struct Options {
     pub(crate) timeout: Duration,
     pub(crate) clock: Option<SharedClock>,
     pub(crate) grace_micros: u64,
+    /// Whether the schema is installed, shared by every binding.
+    pub(crate) installer: Arc<Installer>,
 }
 
 /// One policy bound to a [`PostgresBackend`](crate::PostgresBackend):
@@ -184,6 +187,7 @@ impl Shared {
         ];
         let timeout = self.options.timeout;
         let work = async {
+            self.options.installer.ensure(&self.pool, timeout).await?;
             let client = self.pool.get().await.map_err(|e| pool_error(e, timeout))?;
             let statement = client.prepare_cached(sql).await.map_err(backend_error)?;
             client.query(&statement, &params).await.map_err(backend_error)

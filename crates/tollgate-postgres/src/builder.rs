@@ -12,6 +12,7 @@ use tollgate::clock::{Clock, SharedClock};
 use crate::backend::PostgresBackend;
 use crate::binding::Options;
 use crate::error::PostgresError;
+use crate::install::Installer;
 use crate::schema;
 
 /// The schema the backend installs into unless told otherwise.
@@ -153,13 +154,40 @@ impl PostgresBackendBuilder {
         let mut client = pool.get().await.map_err(|e| connect_error(e, &self.url))?;
         schema::install(&mut client, &self.schema, self.unlogged).await?;
         drop(client);
+        Ok(self.backend(pool, true))
+    }
+
+    /// Returns at once and connects when decisions come: the first one
+    /// that reaches the database installs the schema. Until then each
+    /// decision fails as [`Unavailable`](tollgate::backend::BackendErrorKind::Unavailable)
+    /// (the limiter's fail policy decides), so a service can start before
+    /// its database. A role without rights or a schema of a newer version
+    /// is then reported by the decisions.
+    ///
+    /// # Errors
+    ///
+    /// A [`PostgresError`] naming `postgres_url` when the URL does not
+    /// parse, or `schema` for a name the backend does not take.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime, which the sweep needs.
+    pub fn connect_in_background(self) -> Result<PostgresBackend, PostgresError> {
+        schema::check_name(&self.schema)?;
+        let pool = self.pool()?;
+        Ok(self.backend(pool, false))
+    }
+
+    /// The backend on `pool`, its schema `installed` already or not.
+    fn backend(self, pool: Pool, installed: bool) -> PostgresBackend {
         let options = Options {
             schema: Arc::from(self.schema.as_str()),
             timeout: self.timeout,
             clock: self.clock,
             grace_micros: u64::try_from(self.expiry_grace.as_micros()).unwrap_or(u64::MAX),
+            installer: Arc::new(Installer::new(&self.schema, self.unlogged, installed)),
         };
-        Ok(PostgresBackend::new(pool, options, self.sweep_interval))
+        PostgresBackend::new(pool, options, self.sweep_interval)
     }
 
     /// The pool of connections to the URL's server.

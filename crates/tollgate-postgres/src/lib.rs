@@ -53,6 +53,7 @@ mod backend;
 mod binding;
 mod builder;
 mod error;
+mod install;
 mod limits;
 mod schema;
 mod sweep;

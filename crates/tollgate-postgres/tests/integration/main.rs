@@ -3,6 +3,7 @@
 
 mod support;
 
+mod background;
 mod differential;
 mod locks;
 mod schema;
