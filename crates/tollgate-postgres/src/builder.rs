@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
-use tokio_postgres::NoTls;
 use tollgate::clock::{Clock, SharedClock};
 
 use crate::backend::PostgresBackend;
@@ -14,6 +13,7 @@ use crate::binding::Options;
 use crate::error::PostgresError;
 use crate::install::Installer;
 use crate::schema;
+use crate::tls;
 
 /// The schema the backend installs into unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "tollgate";
@@ -54,8 +54,9 @@ impl std::fmt::Debug for PostgresBackendBuilder {
 
 impl PostgresBackendBuilder {
     /// Settings for the server at `url`, a libpq connection URL
-    /// (`postgres://user:password@host:5432/database?sslmode=disable`) or
-    /// key-value string, with the defaults: schema `tollgate`, a pool of 16
+    /// (`postgres://user:password@host:5432/database`) or key-value string
+    /// (`host=db user=app dbname=app`), whose `sslmode` and `sslrootcert`
+    /// ask for TLS as libpq's do (see [TLS](crate#tls)), with the defaults: schema `tollgate`, a pool of 16
     /// connections, a 5 s connect timeout, a 1 s timeout per decision, a
     /// logged table, `synchronous_commit` off for the backend's own
     /// connections, no grace, and a sweep of expired rows every minute.
@@ -192,13 +193,15 @@ impl PostgresBackendBuilder {
 
     /// The pool of connections to the URL's server.
     fn pool(&self) -> Result<Pool, PostgresError> {
-        let mut config = tokio_postgres::Config::from_str(&self.url).map_err(|e| {
+        let (url, tls) = tls::split(&self.url)?;
+        let mut config = tokio_postgres::Config::from_str(&url).map_err(|e| {
             PostgresError::caused(
                 "postgres_url",
                 "is not a PostgreSQL connection URL (postgres://user:password@host:5432/database)",
                 e,
             )
         })?;
+        config.ssl_mode(tls.ssl_mode());
         config.connect_timeout(self.connect_timeout);
         config.application_name("tollgate");
         if !self.synchronous_commit {
@@ -206,7 +209,7 @@ impl PostgresBackendBuilder {
         }
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls.connector()?,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -232,6 +235,9 @@ fn connect_error(err: deadpool_postgres::PoolError, url: &str) -> PostgresError 
             let hint = match e.as_db_error().map(|db| db.code().code()) {
                 Some("28P01" | "28000") => "the server refused the login: check the user and password",
                 Some("3D000") => "the database does not exist: create it or name another",
+                _ if e.to_string().contains("TLS") => {
+                    "the TLS handshake failed: check sslmode and sslrootcert against the server's certificate"
+                }
                 _ => "could not connect: check the host, the port and that the server is running",
             };
             PostgresError::caused("postgres_url", format!("{shown}: {hint}"), e)

@@ -42,6 +42,16 @@
 //! The role needs `CREATE` on the database the first time (or an owner
 //! creates the schema for it), then `USAGE` and `CREATE` on the schema.
 //!
+//! # TLS
+//!
+//! The URL's `sslmode` and `sslrootcert` ask for TLS as they do of libpq:
+//! `disable`; `prefer` (the default: TLS when the server offers it);
+//! `require` (TLS or no connection); `verify-ca` (the server's certificate
+//! signed by an authority of `sslrootcert`, a PEM file, or `system` for
+//! the system's roots); `verify-full` (and naming the host). As in libpq,
+//! `prefer` and `require` without `sslrootcert` encrypt without checking
+//! who answers: use `verify-full` across networks you do not control.
+//!
 //! # Expired rows
 //!
 //! A row whose state has expired reads as none and is reused or deleted by
@@ -57,6 +67,7 @@ mod install;
 mod limits;
 mod schema;
 mod sweep;
+mod tls;
 
 pub use backend::PostgresBackend;
 pub use binding::PostgresBinding;

@@ -7,3 +7,4 @@ mod background;
 mod differential;
 mod locks;
 mod schema;
+mod tls;

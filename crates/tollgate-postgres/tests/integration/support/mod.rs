@@ -35,6 +35,11 @@ impl TestDatabase {
         format!("{}/{}", server_url(), self.name)
     }
 
+    /// The database's URL with `host` in place of the server's host.
+    pub(crate) fn named_host(&self, host: &str) -> String {
+        self.url().replacen("127.0.0.1", host, 1)
+    }
+
     /// A client of the database, for reading what the backend wrote.
     pub(crate) async fn client(&self) -> tokio_postgres::Client {
         connect(&self.url()).await
