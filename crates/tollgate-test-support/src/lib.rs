@@ -21,6 +21,9 @@
 //!   against;
 //! - [`together_model`]: the decisions and states a request of several
 //!   parts must give ([`tollgate::together`]), from the pure functions;
+//! - [`workers`]: worker processes for the tests across operating-system
+//!   processes (the test binary re-run as an ignored test), and the tagged
+//!   lines they print;
 //! - [`sources`]: the workspace's production sources, for the tests that
 //!   check rules of its layout.
 //!
@@ -40,3 +43,4 @@ pub mod process_cpu;
 pub mod redis;
 pub mod sources;
 pub mod together_model;
+pub mod workers;

@@ -6,5 +6,6 @@ mod support;
 mod background;
 mod differential;
 mod locks;
+mod processes;
 mod schema;
 mod tls;

@@ -21,7 +21,7 @@ use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use crate::support::workers::{next_tagged, Workers};
+use tollgate_test_support::workers::{next_tagged, Workers};
 
 /// The Redis URL a worker connects to, and what it does (`hold` or `crash`).
 const WORKER_URL: &str = "TOLLGATE_PERMIT_WORKER_URL";

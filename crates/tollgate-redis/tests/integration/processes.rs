@@ -22,7 +22,7 @@ use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use crate::support::workers::{next_tagged, Workers};
+use tollgate_test_support::workers::{next_tagged, Workers};
 
 /// The environment variable that turns `worker_process` into a worker: the
 /// Redis URL to use.

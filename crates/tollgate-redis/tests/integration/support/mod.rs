@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 pub mod limiters;
-pub mod workers;
 
 /// The units a window state charges in its current window: `count` of a
 /// fixed window's `start:count`, `curr` of a sliding window's

@@ -1,0 +1,201 @@
+//! Shared limits across operating-system processes: the test re-runs its
+//! own binary as two, then four, worker processes, each with its own
+//! `PostgresBackend` (its own pool), which hammer the same keys at the same
+//! moment. Together they admit exactly the limit: a fixed window, a token
+//! bucket and a compound policy (the tighter of its two limits), whose
+//! windows are long enough that nothing refills during the test.
+//!
+//! A worker is the ignored test `worker_process`, run with the database's
+//! URL in an environment variable; it connects, says `ready`, waits for
+//! `go` on its standard input, then decides and prints what it admitted.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{Limit, Limiter, Policy, Strategy};
+use tollgate_postgres::PostgresBackend;
+use tollgate_test_support::workers::{next_tagged, Workers};
+
+use crate::support::TestDatabase;
+
+/// The environment variable that turns `worker_process` into a worker.
+const WORKER_URL: &str = "TOLLGATE_POSTGRES_WORKER_URL";
+/// Lines a worker prints for the parent start with this.
+const TAG: &str = "tollgate-worker:";
+/// Concurrent tasks in each worker per policy and key, and requests each.
+const TASKS: usize = 6;
+const REQUESTS: usize = 12;
+const LIMIT: u64 = 40;
+/// Keys and the cost of each request on them.
+const KEYS: [(&str, u64); 2] = [("unit", 1), ("triple", 3)];
+
+/// Windows no decision outlives: a fixed window's buckets of 50 years are
+/// aligned to the epoch (boundaries in 2020 and 2070).
+const YEARS_50: Duration = Duration::from_secs(50 * 365 * 86_400);
+
+fn policies() -> Vec<(&'static str, Policy)> {
+    let fixed = Limit::new(Strategy::FixedWindow, LIMIT, YEARS_50).unwrap();
+    let bucket = Limit::new(Strategy::TokenBucket, LIMIT, YEARS_50).unwrap();
+    let sliding = Limit::new(Strategy::SlidingWindow, LIMIT + 25, YEARS_50).unwrap();
+    vec![
+        ("fixed", Policy::from(fixed)),
+        ("bucket", Policy::from(bucket)),
+        ("compound", Policy::compound(vec![sliding, fixed]).unwrap()),
+    ]
+}
+
+fn limiter(backend: &PostgresBackend, name: &str, policy: Policy) -> Limiter<PostgresBackend> {
+    Limiter::builder()
+        .backend(backend.clone())
+        .policy(policy)
+        .key_prefix(name)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "a worker process started by limits_are_exact_across_processes"]
+fn worker_process() {
+    let Ok(url) = std::env::var(WORKER_URL) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let backend = PostgresBackend::builder(url)
+            .pool_size(4)
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .unwrap();
+        let limiters: Vec<_> = policies()
+            .into_iter()
+            .map(|(name, policy)| (name, Arc::new(limiter(&backend, name, policy))))
+            .collect();
+        println!("{TAG} ready");
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        assert_eq!(go.trim(), "go");
+        let mut tasks = Vec::new();
+        for (name, limiter) in &limiters {
+            for (key, cost) in KEYS {
+                for _ in 0..TASKS {
+                    let (name, limiter) = (*name, limiter.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let mut admitted = 0;
+                        for _ in 0..REQUESTS {
+                            if limiter.allow_n(key, cost).await.unwrap().allowed {
+                                admitted += cost;
+                            }
+                        }
+                        (name, key, admitted)
+                    }));
+                }
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        for task in tasks {
+            let (name, key, admitted) = tokio::time::timeout_at(deadline, task).await.unwrap().unwrap();
+            println!("{TAG} {name} {key} {admitted}");
+        }
+        println!("{TAG} done");
+    });
+}
+
+/// The worker's full test name, as the harness knows it.
+fn worker_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    format!("{module}::worker_process")
+}
+
+/// Runs `n` workers on `url` at once and adds up what each admitted per
+/// policy and key.
+fn run_workers(n: usize, url: &str) -> HashMap<(String, String), u64> {
+    let exe = std::env::current_exe().unwrap();
+    let args = [
+        "--ignored",
+        "--exact",
+        &worker_test_name(),
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ];
+    let mut workers = Workers(Vec::new());
+    for _ in 0..n {
+        let child = Command::new(&exe)
+            .args(args)
+            .env(WORKER_URL, url)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        workers.0.push(child);
+    }
+    let mut outputs: Vec<_> = workers
+        .0
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    for out in &mut outputs {
+        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
+    }
+    for child in &mut workers.0 {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let mut admitted = HashMap::new();
+    for out in &mut outputs {
+        loop {
+            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
+            if line == "done" {
+                break;
+            }
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [name, key, units] = fields[..] else {
+                panic!("unexpected worker line {line:?}");
+            };
+            *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
+        }
+    }
+    for child in &mut workers.0 {
+        assert!(child.wait().unwrap().success());
+    }
+    admitted
+}
+
+#[test]
+fn limits_are_exact_across_two_and_four_processes() {
+    for n in [2, 4] {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let db = runtime.block_on(TestDatabase::create());
+        // Installed once here, so that the workers race on decisions only.
+        runtime
+            .block_on(PostgresBackend::builder(db.url()).connect())
+            .unwrap();
+        let admitted = run_workers(n, &db.url());
+        for (name, policy) in policies() {
+            let tightest = policy.limits().iter().map(Limit::limit).min().unwrap();
+            for (key, cost) in KEYS {
+                assert!(
+                    (n * TASKS * REQUESTS) as u64 * cost > 2 * LIMIT,
+                    "the test must overload"
+                );
+                let got = admitted[&(name.to_owned(), key.to_owned())];
+                assert_eq!(
+                    got,
+                    tightest / cost * cost,
+                    "{name} {key}: {n} processes admitted {got} units"
+                );
+            }
+        }
+        drop(runtime);
+    }
+}
