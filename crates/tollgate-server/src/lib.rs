@@ -88,6 +88,7 @@ mod connection;
 mod envoy;
 mod error;
 mod http;
+mod in_flight;
 mod listener;
 pub mod metrics;
 mod pending;

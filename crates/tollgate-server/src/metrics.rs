@@ -22,6 +22,14 @@ pub const PARTIAL_CHARGES: &str = "tollgate_server_envoy_partial_charges_total";
 pub const RELOADS: &str = "tollgate_server_reloads_total";
 /// Writes of the `--state-file`, by `outcome` (`saved` or `failed`).
 pub const STATE_SAVES: &str = "tollgate_server_state_saves_total";
+/// Units held now by the permits this replica acquired (`POST
+/// /v1/acquire`) and has not seen end, by `resource` (the concurrency
+/// policy's name): a permit counts until a release through this replica
+/// frees it, its expiry as the store last answered it here passes, or a
+/// release or extend through this replica finds it gone. Not the fleet's
+/// total: permits acquired through other replicas are theirs, and one
+/// released through another replica counts here until its expiry.
+pub const IN_FLIGHT: &str = "tollgate_server_in_flight_units";
 
 /// The latency buckets of [`DURATION`], in seconds.
 const BUCKETS: &[f64] = &[

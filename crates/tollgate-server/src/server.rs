@@ -514,6 +514,7 @@ impl ServerBuilder {
             permit_key,
             reservations: Default::default(),
             request_calendars: Default::default(),
+            in_flight: crate::in_flight::InFlight::new(clock),
             draining: Default::default(),
         });
         Ok(Server {

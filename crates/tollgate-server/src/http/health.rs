@@ -73,6 +73,7 @@ pub(crate) async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 pub(crate) async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     match &shared.metrics {
         Some(handle) => {
+            in_flight_now(&shared);
             let mut response = handle.render().into_response();
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -87,5 +88,31 @@ pub(crate) async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
                 "field": null,
             }),
         ),
+    }
+}
+
+/// Brings the in-flight gauge up to now: the permits expired since are
+/// dropped, and every concurrency policy of the configuration is exported
+/// (at 0 before its first permit).
+fn in_flight_now(shared: &Shared) {
+    shared.in_flight.sweep();
+    let config = shared.config.load();
+    let Some(policies) = config.policies() else {
+        return;
+    };
+    let concurrency = |limiter: &tollgate::Limiter<_>| {
+        limiter
+            .policy()
+            .limits()
+            .iter()
+            .any(|l| l.strategy() == tollgate::Strategy::Concurrency)
+    };
+    if concurrency(&policies.limiter("")) {
+        shared.in_flight.register(tollgate::Limiters::DEFAULT_POLICY_NAME);
+    }
+    for (name, limiter) in policies.resources() {
+        if concurrency(&limiter) {
+            shared.in_flight.register(&name);
+        }
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod guard;
 pub(crate) mod health;
 pub(crate) mod holds;
 pub(crate) mod operations;
+pub(crate) mod permit_counts;
 pub(crate) mod permits;
 pub(crate) mod request_calendars;
 pub(crate) mod reservations;

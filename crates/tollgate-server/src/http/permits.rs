@@ -19,6 +19,7 @@ use tollgate_config::AnyBackend;
 
 use crate::http::decide::{ceil_millis, cost, key, object, policies, read_body, resource};
 use crate::http::error::{json_response, ApiError};
+use crate::http::permit_counts;
 use crate::permit_token::{Issued, Kind};
 use crate::shared::Shared;
 
@@ -101,10 +102,12 @@ async fn run_acquire(shared: &Shared, headers: &HeaderMap, body: Body) -> Result
         .await
         .map_err(|err| ApiError::backend(&err))?;
     let d = *permit.decision();
-    let expires_ms = permit.expires_in().map(ceil_millis);
-    let token = permit
-        .detach()
-        .map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
+    let expires_in = permit.expires_in();
+    let expires_ms = expires_in.map(ceil_millis);
+    let id = permit.detach();
+    let named = (resource.as_str(), key.as_slice(), id);
+    permit_counts::acquired(shared, name, named, cost, expires_in);
+    let token = id.map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
     let answer = Acquired {
         allowed: d.allowed,
         permit: token,
@@ -179,6 +182,9 @@ async fn run_permit_op(
         Op::Extend => limiter.extend_permit(&key, id).await,
     };
     let permitted: Permitted = answered.map_err(|err| ApiError::backend(&err))?;
+    let named = (resource.as_str(), key.as_slice(), Some(id));
+    let released = matches!(op, Op::Release);
+    permit_counts::ended(shared, named, released, &permitted);
     let done = permitted.decision.allowed;
     Ok(match op {
         Op::Release => json_response(

@@ -137,6 +137,17 @@ async fn every_metric_the_dashboard_queries_is_exported() {
             .ask("edge", vec![descriptor(&[("user", "erin")], None)], 1)
             .await;
     }
+    // A concurrency policy, whose in-flight gauge is exported from the
+    // start (the recorder is the process's, shared by both servers).
+    let dir = tempfile::tempdir().unwrap();
+    let file = crate::support::write(
+        dir.path(),
+        "p.yaml",
+        "tollgate:\n  default: { limit: 100, window: 1m }\n  resources:\n    dashboard-streams: { strategy: concurrency, limit: 2 }\n",
+    );
+    let permits = crate::support::start(crate::support::builder(&[&file])).await;
+    reqwest::get(permits.url("/metrics")).await.unwrap();
+    permits.stop().await;
     let metrics = reqwest::get(envoy.server.url("/metrics"))
         .await
         .unwrap()

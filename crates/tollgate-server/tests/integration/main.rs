@@ -10,6 +10,7 @@ mod dashboard;
 mod envoy_grpc;
 mod holds;
 mod http_api;
+mod in_flight;
 mod nginx;
 mod operations;
 mod permits;

@@ -1,0 +1,45 @@
+//! What the permit routes tell the service's count of requests in flight,
+//! the gauge of this replica's permits ([`crate::in_flight`]).
+
+use std::time::Duration;
+
+use tollgate::backend::Permitted;
+use tollgate::strategy::permits::PermitId;
+
+use crate::in_flight::Ended;
+use crate::shared::Shared;
+
+/// The permit a route acted on: its resource as the token names it (or the
+/// request did), its key and, when there is one, its identifier.
+pub(crate) type Named<'a> = (&'a str, &'a [u8], Option<PermitId>);
+
+/// Counts an acquire of `cost` units under `policy` holding the permit
+/// `named` for `expires_in`.
+pub(crate) fn acquired(
+    shared: &Shared,
+    policy: &str,
+    named: Named<'_>,
+    cost: u64,
+    expires_in: Option<Duration>,
+) {
+    let (resource, key, id) = named;
+    if let (Some(id), Some(expires_in)) = (id, expires_in) {
+        shared
+            .in_flight
+            .acquired(policy, (resource, key, id.0), cost, expires_in);
+    }
+}
+
+/// Counts what the store answered a release (`released`) or an extend of
+/// the permit `named`.
+pub(crate) fn ended(shared: &Shared, named: Named<'_>, released: bool, answer: &Permitted) {
+    let (resource, key, id) = named;
+    if let Some(id) = id {
+        let ended = match (answer.decision.allowed, answer.expires_in) {
+            (false, _) => Ended::Gone,
+            (true, Some(expires_in)) if !released => Ended::Extended(expires_in),
+            (true, _) => Ended::Released,
+        };
+        shared.in_flight.ended((resource, key, id.0), ended);
+    }
+}
