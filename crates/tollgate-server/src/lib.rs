@@ -29,7 +29,8 @@
 //! - Admin routes, `GET /v1/policies` (every policy with its limits, and
 //!   the Envoy domains), `GET /v1/top` (who is limited right now: the keys
 //!   of one policy with the most denied requests, admitted units or
-//!   shadow-denied requests over the last minute) and the per-key operations `POST /v1/reset`
+//!   shadow-denied requests over the last minute, or with `by=in_flight`
+//!   the keys of a concurrency policy holding the most units) and the per-key operations `POST /v1/reset`
 //!   `{"resource", "key"}`, `POST /v1/block` `{"resource", "key",
 //!   "duration_ms"}`, `POST /v1/refund` and (an extension) `POST
 //!   /v1/penalty` `{"resource", "key", "cost"}` ([`tollgate::Operation`]
@@ -87,6 +88,7 @@ pub mod __in_process;
 mod connection;
 mod envoy;
 mod error;
+mod holders;
 mod http;
 mod in_flight;
 mod listener;

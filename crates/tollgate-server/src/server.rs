@@ -514,7 +514,8 @@ impl ServerBuilder {
             permit_key,
             reservations: Default::default(),
             request_calendars: Default::default(),
-            in_flight: crate::in_flight::InFlight::new(clock),
+            in_flight: crate::in_flight::InFlight::new(clock.clone()),
+            holders: crate::holders::Holders::new(clock),
             draining: Default::default(),
         });
         Ok(Server {

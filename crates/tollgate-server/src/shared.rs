@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     pub(crate) request_calendars: crate::http::request_calendars::RequestCalendars,
     /// The units held by the permits this replica acquired, per resource.
     pub(crate) in_flight: crate::in_flight::InFlight,
+    /// The keys holding the most units in flight, per concurrency policy.
+    pub(crate) holders: crate::holders::Holders,
     /// Set once the service was told to stop: `/readyz` answers 503 from
     /// then on, while it serves out its drain delay and drains.
     pub(crate) draining: std::sync::atomic::AtomicBool,

@@ -106,7 +106,7 @@ async fn run_acquire(shared: &Shared, headers: &HeaderMap, body: Body) -> Result
     let expires_ms = expires_in.map(ceil_millis);
     let id = permit.detach();
     let named = (resource.as_str(), key.as_slice(), id);
-    permit_counts::acquired(shared, name, named, cost, expires_in);
+    permit_counts::acquired(shared, (&limiter, name), named, cost, (&d, expires_in));
     let token = id.map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
     let answer = Acquired {
         allowed: d.allowed,
@@ -184,7 +184,7 @@ async fn run_permit_op(
     let permitted: Permitted = answered.map_err(|err| ApiError::backend(&err))?;
     let named = (resource.as_str(), key.as_slice(), Some(id));
     let released = matches!(op, Op::Release);
-    permit_counts::ended(shared, named, released, &permitted);
+    permit_counts::ended(shared, (&limiter, name), named, released, &permitted);
     let done = permitted.decision.allowed;
     Ok(match op {
         Op::Release => json_response(

@@ -21,6 +21,11 @@
 //! counted together, and have `remaining: null`, as have keys whose store
 //! did not answer. 400 names a wrong parameter, 404 an unknown resource,
 //! 409 a policy that keeps no top keys (`top_keys: false`).
+//!
+//! `by=in_flight`, on a concurrency policy, lists the keys holding the
+//! most units in flight instead ([`crate::holders`]): `{"resource", "by",
+//! "capacity", "keys": [{"key", "in_flight", "limit", "answered_ms_ago",
+//! "expires_ms", "cut"}]}`.
 
 use std::sync::Arc;
 
@@ -67,10 +72,55 @@ struct KeyBody {
     cut: bool,
 }
 
+/// The keys of a concurrency policy holding the most units in flight
+/// ([`crate::holders`]).
+#[derive(Serialize)]
+struct HoldersBody<'a> {
+    resource: &'a str,
+    by: &'static str,
+    capacity: usize,
+    keys: Vec<HolderBody>,
+}
+
+#[derive(Serialize)]
+struct HolderBody {
+    key: String,
+    /// The units the store said the key held at its latest acquire,
+    /// release or extend through this replica.
+    in_flight: u64,
+    limit: u64,
+    /// How long ago that answer was.
+    answered_ms_ago: u64,
+    /// The time until every permit it counted expires, at the latest.
+    expires_ms: u64,
+    cut: bool,
+}
+
+/// What keys are ranked by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum By {
+    /// A metric of the limiter's top keys.
+    Metric(TopMetric),
+    /// The units a key holds in flight (a concurrency policy's).
+    InFlight,
+}
+
+impl By {
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            IN_FLIGHT => Some(By::InFlight),
+            _ => TopMetric::from_name(name).map(By::Metric),
+        }
+    }
+}
+
+/// The name of [`By::InFlight`].
+const IN_FLIGHT: &str = "in_flight";
+
 /// What was asked.
 struct Asked {
     resource: Option<String>,
-    by: TopMetric,
+    by: By,
     n: usize,
 }
 
@@ -78,7 +128,7 @@ struct Asked {
 fn asked(pairs: Vec<(String, String)>) -> Result<Asked, ApiError> {
     let mut asked = Asked {
         resource: None,
-        by: TopMetric::Denied,
+        by: By::Metric(TopMetric::Denied),
         n: DEFAULT_N,
     };
     let mut seen: Vec<&str> = Vec::new();
@@ -102,11 +152,11 @@ fn asked(pairs: Vec<(String, String)>) -> Result<Asked, ApiError> {
         match known {
             "resource" => asked.resource = Some(value.clone()),
             "by" => {
-                asked.by = TopMetric::from_name(value).ok_or_else(|| {
+                asked.by = By::from_name(value).ok_or_else(|| {
                     ApiError::field(
                         "by",
                         format!(
-                            "{value:?} is not denied, admitted or shadow_denied, what keys can be ranked by"
+                            "{value:?} is not denied, admitted, shadow_denied or in_flight, what keys can be ranked by"
                         ),
                     )
                 })?;
@@ -191,13 +241,12 @@ async fn run(
     let asked = asked(pairs)?;
     let config = shared.config.load();
     let (name, limiter) = limiter(&config, asked.resource.as_deref())?;
-    let Some(list) = limiter.top_keys_with_remaining(asked.by, asked.n).await else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!(
-                "the policy {name:?} keeps no top keys: the policy file turns them off (top_keys: false)"
-            ),
-        ));
+    let metric = match asked.by {
+        By::Metric(metric) => metric,
+        By::InFlight => return holders(shared, name, &limiter, asked.n),
+    };
+    let Some(list) = limiter.top_keys_with_remaining(metric, asked.n).await else {
+        return Err(no_top_keys(name));
     };
     let keys = list
         .keys
@@ -216,10 +265,51 @@ async fn run(
         StatusCode::OK,
         &TopBody {
             resource: name,
-            by: asked.by.name(),
+            by: metric.name(),
             window_s: list.window.as_secs(),
             capacity: list.capacity,
             error_bound: list.error_bound,
+            keys,
+        },
+    ))
+}
+
+/// The 409 of a policy whose top keys are off.
+fn no_top_keys(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        format!("the policy {name:?} keeps no top keys: the policy file turns them off (top_keys: false)"),
+    )
+}
+
+/// `by=in_flight`: the keys of the concurrency policy `name` holding most.
+fn holders(
+    shared: &Shared,
+    name: &str,
+    limiter: &Arc<Limiter<AnyBackend>>,
+    n: usize,
+) -> Result<Response, ApiError> {
+    crate::http::permits::concurrency(limiter, name, "by", "by=denied, admitted or shadow_denied")?;
+    let Some((capacity, held)) = shared.holders.list(limiter, name, n) else {
+        return Err(no_top_keys(name));
+    };
+    let keys = held
+        .into_iter()
+        .map(|h| HolderBody {
+            key: String::from_utf8_lossy(&h.key).into_owned(),
+            in_flight: h.in_flight,
+            limit: h.limit,
+            answered_ms_ago: u64::try_from(h.age.as_millis()).unwrap_or(u64::MAX),
+            expires_ms: crate::http::decide::ceil_millis(h.expires_in),
+            cut: h.cut,
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &HoldersBody {
+            resource: name,
+            by: IN_FLIGHT,
+            capacity,
             keys,
         },
     ))
@@ -239,7 +329,10 @@ mod tests {
     #[test]
     fn parameters_take_defaults_and_each_mistake_names_its_parameter() {
         let a = asked(Vec::new()).unwrap();
-        assert_eq!((a.resource, a.by, a.n), (None, TopMetric::Denied, DEFAULT_N));
+        assert_eq!(
+            (a.resource, a.by, a.n),
+            (None, By::Metric(TopMetric::Denied), DEFAULT_N)
+        );
         let a = asked(pairs(&[
             ("resource", "login"),
             ("by", "shadow_denied"),
@@ -248,8 +341,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             (a.resource.as_deref(), a.by, a.n),
-            (Some("login"), TopMetric::ShadowDenied, 1000)
+            (Some("login"), By::Metric(TopMetric::ShadowDenied), 1000)
         );
+        assert_eq!(asked(pairs(&[("by", "in_flight")])).unwrap().by, By::InFlight);
         for (query, field) in [
             (&[("by", "most")][..], "by"),
             (&[("n", "0")][..], "n"),

@@ -1,7 +1,8 @@
 //! Requests in flight as the service reports them, over real HTTP: the
 //! gauge `tollgate_server_in_flight_units` of `/metrics` (the units this
 //! replica's permits hold, through acquires, releases, extends and
-//! expiries on a manual clock).
+//! expiries on a manual clock), and `/v1/top?by=in_flight` ranking the
+//! keys holding most.
 //!
 //! The tests' processes share one metrics recorder, so each test names
 //! resources no other test uses.
@@ -130,5 +131,78 @@ async fn the_gauge_counts_units_until_released_or_expired() {
         false
     );
     assert_eq!(gauge(&server, "gauged").await, Some(0.0));
+    server.stop().await;
+}
+
+/// `/v1/top` of `resource` by `in_flight`: each key and its units.
+async fn holding(client: &reqwest::Client, server: &Running, resource: &str) -> Vec<(String, u64)> {
+    let url = server.url(&format!("/v1/top?resource={resource}&by=in_flight&n=10"));
+    let (status, body) = support::json(client.get(url).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["resource"], &body["by"]),
+        (&json!(resource), &json!("in_flight"))
+    );
+    body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["key"].as_str().unwrap().to_owned(),
+                k["in_flight"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn top_ranks_the_keys_holding_most_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "p.yaml",
+        "tollgate:\n  default: { limit: 100, window: 1m }\n  resources:\n    \
+         ranked: { strategy: concurrency, limit: 10, ttl: 10s }\n    \
+         rated: { limit: 10, window: 1m }\n",
+    );
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    let server = start(support::builder(&[&file]).clock(clock.clone())).await;
+    let client = reqwest::Client::new();
+    assert_eq!(holding(&client, &server, "ranked").await, vec![]);
+    acquire(&client, &server, "ranked", "light", 1).await;
+    let heavy = acquire(&client, &server, "ranked", "heavy", 3).await;
+    acquire(&client, &server, "ranked", "middle", 2).await;
+    clock.advance(Duration::from_secs(5));
+    acquire(&client, &server, "ranked", "heavy", 1).await;
+    let pairs = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+        list.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+    };
+    assert_eq!(
+        holding(&client, &server, "ranked").await,
+        pairs(&[("heavy", 4), ("middle", 2), ("light", 1)])
+    );
+
+    post(
+        &client,
+        &server,
+        "/v1/release",
+        json!({ "permit": heavy["permit"] }),
+    )
+    .await;
+    assert_eq!(
+        holding(&client, &server, "ranked").await,
+        pairs(&[("middle", 2), ("heavy", 1), ("light", 1)])
+    );
+    // At 11 s the permits of light and middle have expired; heavy's last
+    // one (acquired at 5 s) holds on until 15 s.
+    clock.advance(Duration::from_secs(6));
+    assert_eq!(holding(&client, &server, "ranked").await, pairs(&[("heavy", 1)]));
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(holding(&client, &server, "ranked").await, vec![]);
+
+    let url = server.url("/v1/top?resource=rated&by=in_flight");
+    let (status, body) = support::json(client.get(url).send().await.unwrap()).await;
+    assert_eq!((status, &body["field"]), (400, &json!("by")), "{body}");
     server.stop().await;
 }
