@@ -2,7 +2,8 @@
 //! the page itself in a real browser. Headless Chromium loads it from a
 //! running service while clients are being limited, and the test reads the
 //! DOM the page built: the denied key is in its policy's table of most
-//! denied keys, and the chart of decisions per second has points.
+//! denied keys, the chart of decisions per second has points, and the key
+//! holding most of a concurrency policy heads its table of keys in flight.
 //!
 //! Needs Chromium (`apt-get install chromium`; `.ci/run` installs it);
 //! without it the browser test says so and passes, unless `CI` is set.
@@ -21,6 +22,7 @@ const POLICIES: &str = "tollgate:
   resources:
     login: { limit: 5, window: 1h, strategy: fixed_window }
     search: { limit: 1000, window: 1m, strategy: token_bucket }
+    streams: { strategy: concurrency, limit: 5, ttl: 1h }
 ";
 
 /// The browser on the `PATH`, if any.
@@ -131,6 +133,18 @@ async fn the_page_shows_who_is_limited_in_a_real_browser() {
     for _ in 0..10 {
         decide(&client, &server, r#"{"resource": "login", "key": "abuser"}"#).await;
     }
+    for (key, cost) in [("holder-light", 1), ("holder-heavy", 3)] {
+        let acquired = client
+            .post(server.url("/v1/acquire"))
+            .header("content-type", "application/json")
+            .body(format!(
+                r#"{{"resource": "streams", "key": "{key}", "cost": {cost}}}"#
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(acquired.status(), 200);
+    }
 
     let url = server.url("/ui");
     let profile = dir.path().join("profile");
@@ -178,6 +192,15 @@ async fn the_page_shows_who_is_limited_in_a_real_browser() {
     // The search policy (admitted keys) has a section too; the effective
     // policies and the store's state are shown.
     assert!(dom.contains("<section id=\"policy-search\""), "{dom}");
+    // The concurrency policy's keys in flight, the heaviest first.
+    let streams = element(&dom, "<section id=\"policy-streams\"", "</section>");
+    let holders = element(streams, "<table class=\"holders\"", "</table>");
+    let first_row = element(holders, "<tbody><tr>", "</tr>");
+    assert_eq!(
+        first_row, "<tbody><tr><td class=\"key\">holder-heavy</td><td>3</td><td>5</td>",
+        "{holders}"
+    );
+    assert!(holders.contains("holder-light"), "{holders}");
     let effective = element(&dom, "<table id=\"effective\"", "</table>");
     assert!(
         effective.contains("<td>login</td><td>fixed_window</td><td>5</td><td>1h</td>"),
