@@ -8,7 +8,8 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 use tollgate::backend::{
-    namespace, Answer, BackendError, BackendErrorKind, Binding, Call, CompoundKeys, Scope, Tick,
+    namespace, Answer, BackendError, BackendErrorKind, Batcher, Binding, Call, CompoundKeys, Decider, Scope,
+    Tick,
 };
 use tollgate::clock::SharedClock;
 use tollgate::strategy::{self, LimitRate, Outcome};
@@ -28,6 +29,8 @@ pub(crate) struct Options {
     pub(crate) grace_micros: u64,
     /// Whether the schema is installed, shared by every binding.
     pub(crate) installer: Arc<Installer>,
+    /// The lanes of batched decisions (one per policy), when on.
+    pub(crate) batcher: Option<Arc<Batcher<PostgresBinding, usize>>>,
 }
 
 /// One policy bound to a [`PostgresBackend`](crate::PostgresBackend):
@@ -150,6 +153,21 @@ impl PostgresBinding {
         }
     }
 
+    /// Decides `cost` units for `key`: alone, or together with the
+    /// decisions of the same policy waiting for its calls in flight (see
+    /// [`Batcher`]).
+    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        let options = &self.shared.options;
+        match &options.batcher {
+            // A lane per policy: one call decides requests of one policy.
+            Some(batcher) => {
+                let lane = Arc::as_ptr(&self.shared) as usize;
+                Batcher::decide(batcher, lane, self, key, cost, options.timeout).await
+            }
+            None => self.decide(key, cost, None).await,
+        }
+    }
+
     /// Applies `op` to every state key of `key` in one call.
     async fn operate(&self, key: &[u8], op: Operation) -> Result<(), BackendError> {
         let shared = &*self.shared;
@@ -214,6 +232,35 @@ impl Shared {
     }
 }
 
+impl Decider for PostgresBinding {
+    async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+        self.decide(key, cost, None).await
+    }
+
+    /// One call of `decide` for every part, all of one policy (the lane's),
+    /// in order: each request on its own keys and with its own cost.
+    async fn decide_batch(parts: &[(&Self, &[u8], u64)]) -> Result<Vec<Decision>, BackendError> {
+        let shared = &*parts[0].0.shared;
+        let keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.0.state_keys(p.1)).collect();
+        let costs: Vec<i64> = parts.iter().map(|p| shared.limits.cost(p.2)).collect();
+        let rows = shared
+            .run(&shared.decide_sql, &keys, [&costs, &None::<i64>])
+            .await?;
+        let reply: Vec<i64> = rows
+            .first()
+            .and_then(|row| row.try_get(0).ok())
+            .ok_or_else(|| unexpected(&[]))?;
+        let rates = &shared.limits.rates;
+        if reply.len() != 4 * rates.len() * parts.len() {
+            return Err(unexpected(&reply));
+        }
+        reply
+            .chunks_exact(4 * rates.len())
+            .map(|one| decision_of(rates, one))
+            .collect()
+    }
+}
+
 impl Binding for PostgresBinding {
     /// One call of the schema's `decide` for a decision or a report (its
     /// limits decided as one step, in a transaction that locks the key's
@@ -221,7 +268,7 @@ impl Binding for PostgresBinding {
     /// reconnection. The rest the backend does not answer.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         Ok(match call {
-            Call::Decide { key, cost } => Answer::Decided(self.decide(key, cost, None).await?),
+            Call::Decide { key, cost } => Answer::Decided(self.run(key, cost).await?),
             Call::Charge { key, cost } => Answer::Decided(self.decide(key, cost, Some(cost)).await?),
             Call::Operate { key, op } => {
                 self.operate(key, op).await?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
+use tollgate::backend::Batcher;
 use tollgate::clock::{Clock, SharedClock};
 
 use crate::backend::PostgresBackend;
@@ -14,6 +15,10 @@ use crate::error::PostgresError;
 use crate::install::Installer;
 use crate::schema;
 use crate::tls;
+
+/// The most decisions one batched call carries: each takes a lock, and a
+/// transaction's locks share the server's lock table.
+const MAX_BATCH: usize = 32;
 
 /// The schema the backend installs into unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "tollgate";
@@ -32,6 +37,7 @@ pub struct PostgresBackendBuilder {
     expiry_grace: Duration,
     sweep_interval: Option<Duration>,
     clock: Option<SharedClock>,
+    batch: bool,
 }
 
 /// The settings, the URL's password hidden.
@@ -48,6 +54,7 @@ impl std::fmt::Debug for PostgresBackendBuilder {
             .field("expiry_grace", &self.expiry_grace)
             .field("sweep_interval", &self.sweep_interval)
             .field("caller_clock", &self.clock.is_some())
+            .field("batch_calls", &self.batch)
             .finish()
     }
 }
@@ -72,6 +79,7 @@ impl PostgresBackendBuilder {
             expiry_grace: Duration::ZERO,
             sweep_interval: Some(Duration::from_secs(60)),
             clock: None,
+            batch: true,
         }
     }
 
@@ -135,6 +143,16 @@ impl PostgresBackendBuilder {
         self
     }
 
+    /// Whether decisions of one policy that arrive while half the pool's
+    /// connections (at least 2) carry its calls wait to go out together in
+    /// one call (on by default): each is decided exactly as alone, in
+    /// order, and the database does one transaction for many. Off, every
+    /// decision is a call of its own.
+    pub fn batch_calls(mut self, on: bool) -> Self {
+        self.batch = on;
+        self
+    }
+
     /// Decides on `clock` instead of the database's clock: for tests that
     /// step time by hand, and for callers that must share one clock.
     pub fn caller_clock(mut self, clock: impl Clock) -> Self {
@@ -187,6 +205,9 @@ impl PostgresBackendBuilder {
             clock: self.clock,
             grace_micros: u64::try_from(self.expiry_grace.as_micros()).unwrap_or(u64::MAX),
             installer: Arc::new(Installer::new(&self.schema, self.unlogged, installed)),
+            batcher: self
+                .batch
+                .then(|| Arc::new(Batcher::new((self.pool_size / 2).max(2), MAX_BATCH))),
         };
         PostgresBackend::new(pool, options, self.sweep_interval)
     }

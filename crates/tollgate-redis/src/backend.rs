@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::backend::{Backend, Capabilities, Scope};
+use redis::cluster_routing::Slot;
+use tollgate::backend::{Backend, Batcher, Capabilities, Scope};
 use tollgate::Error;
 
-use crate::batch::Batcher;
 use crate::binding::{Options, RedisBinding};
 use crate::connection::Connection;
 use crate::scripts::Functions;
@@ -30,8 +30,18 @@ pub struct RedisBackend {
     /// [`RedisBackend::uses_functions`]).
     functions: Arc<Functions>,
     /// The lanes of batched calls, shared by every binding.
-    batcher: Arc<Batcher<RedisBinding>>,
+    batcher: Arc<Batcher<RedisBinding, Slot>>,
 }
+
+/// How many calls of one lane (a standalone server or Sentinel's primary;
+/// in a Cluster, a hash slot) may be in flight before decisions wait to go
+/// out together. Two: one in flight makes batches larger but saves the
+/// server no measurable CPU per decision, and costs a third of the
+/// throughput (`benches/batching.rs`).
+const MAX_IN_FLIGHT: usize = 2;
+
+/// The most decisions one batched call carries; more wait for the next.
+const MAX_BATCH: usize = 64;
 
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -102,7 +112,7 @@ impl RedisBackend {
             conn,
             options,
             functions: Arc::new(Functions::new()),
-            batcher: Arc::new(Batcher::default()),
+            batcher: Arc::new(Batcher::new(MAX_IN_FLIGHT, MAX_BATCH)),
         }
     }
 }

@@ -11,8 +11,8 @@ use redis::cluster_routing::Slot;
 use tollgate::backend::BackendError;
 use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
-    namespace, Answer, Binding, BindingPart, Call, CompoundKeys, LeaseAsk, Leased, Permitted, Receipt,
-    Reserved, Scope, Tick,
+    namespace, Answer, Batcher, Binding, BindingPart, Call, CompoundKeys, Decider, LeaseAsk, Leased,
+    Permitted, Receipt, Reserved, Scope, Tick,
 };
 use tollgate::clock::{Clock, SharedClock, SystemClock};
 use tollgate::strategy::permits::{PermitOp, PermitOutcome};
@@ -21,7 +21,6 @@ use tollgate::strategy::{
 };
 use tollgate::{Decision, Error, Operation};
 
-use crate::batch::{self, Batcher, Decider, Entered};
 use crate::connection::Connection;
 use crate::error::backend_error;
 use crate::exact::{check_exact, MAX_EXACT_OPERAND};
@@ -61,7 +60,7 @@ struct BindingShared {
     functions: Arc<Functions>,
     /// The backend's batched calls; `None` when every decision goes out
     /// alone.
-    batcher: Option<Arc<Batcher<RedisBinding>>>,
+    batcher: Option<Arc<Batcher<RedisBinding, Slot>>>,
     timeout: Duration,
     clock: Option<SharedClock>,
     script: &'static LuaScript,
@@ -156,7 +155,7 @@ impl RedisBinding {
     pub(crate) fn new(
         conn: &Connection,
         functions: &Arc<Functions>,
-        batcher: &Arc<Batcher<RedisBinding>>,
+        batcher: &Arc<Batcher<RedisBinding, Slot>>,
         options: &Options,
         scope: &Scope<'_>,
     ) -> Result<Self, Error> {
@@ -266,19 +265,7 @@ impl RedisBinding {
         } else {
             STANDALONE_LANE
         };
-        match Batcher::enter(batcher, lane, self, key, cost) {
-            Entered::Alone(in_flight) => {
-                let decided = self.decide_alone(key, cost).await;
-                drop(in_flight);
-                decided
-            }
-            // Within the timeout from now: a decision that has not gone out
-            // by then is dropped from its batch, never charged.
-            Entered::Waits(answer) => tokio::time::timeout(shared.timeout, answer)
-                .await
-                .map_err(|_| BackendError::timeout(shared.timeout))?
-                .unwrap_or_else(|_| Err(batch::abandoned())),
-        }
+        Batcher::decide(batcher, lane, self, key, cost, shared.timeout).await
     }
 
     /// Decides `parts`, all of one policy of one limit, in one call of

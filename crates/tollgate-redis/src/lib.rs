@@ -136,7 +136,6 @@ pub mod _documentation {
 #[path = "resp_reading.rs"]
 pub mod __resp;
 mod backend;
-mod batch;
 mod binding;
 mod builder;
 mod connection;

@@ -4,6 +4,7 @@
 mod support;
 
 mod background;
+mod batch;
 mod differential;
 mod locks;
 mod processes;

@@ -1,6 +1,7 @@
 //! Where state lives: the backend traits, the in-memory backend and the
 //! adapter for custom stores.
 
+mod batch;
 mod blocks;
 mod call;
 mod cell;
@@ -30,6 +31,7 @@ mod trim;
 
 pub use crate::error::{BackendError, BackendErrorKind};
 pub use crate::strategy::tick::Tick;
+pub use batch::{Batcher, Decider, Lanes};
 pub(crate) use call::Answers;
 pub use call::{Answer, Binding, BindingPart, Call, Capabilities};
 pub use codec::{decode_record, Record};

@@ -1,25 +1,27 @@
-//! Batched decisions: the decisions that arrive while calls to the same
-//! Redis node are in flight (a standalone server or Sentinel's primary; in a
-//! Cluster, the same hash slot) wait for one of them to return, then go out
-//! together as one call ([`Decider::decide_batch`]). Each decision decides
-//! only itself: they are decided in order, each against what the earlier
-//! ones left, exactly as one call each would decide them in that order. No
-//! timer: a decision that finds fewer than two calls in flight goes out at
-//! once, alone.
+//! Batched decisions, for stores a network away: the decisions that arrive
+//! while enough calls of the same lane are in flight (a lane is what a
+//! store names: a Redis node or hash slot, a PostgreSQL policy) wait for
+//! one of them to return, then go out together as one call
+//! ([`Decider::decide_batch`]). Each decision decides only itself: they
+//! are decided in order, each against what the earlier ones left, exactly
+//! as one call each would decide them in that order. No timer: a decision
+//! that finds fewer than the lane's calls in flight goes out at once,
+//! alone ([`Batcher::decide`]).
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use redis::cluster_routing::Slot;
 use tokio::sync::oneshot;
-use tollgate::backend::BackendError;
-use tollgate::backend::BackendErrorKind;
-use tollgate::Decision;
+
+use crate::decision::Decision;
+use crate::error::{BackendError, BackendErrorKind};
 
 /// What makes the calls of a lane: a decision in a call of its own, or
 /// several in one.
-pub(crate) trait Decider: Clone + Send + Sync + 'static {
+pub trait Decider: Clone + Send + Sync + 'static {
     /// Decides `cost` units for `key` in a call of its own.
     fn decide_alone(
         &self,
@@ -34,27 +36,27 @@ pub(crate) trait Decider: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Decision>, BackendError>> + Send;
 }
 
-/// How many calls of one lane may be in flight before decisions wait to go
-/// out together. Two: one in flight makes batches larger but saves the
-/// server no measurable CPU per decision, and costs a third of the
-/// throughput (`benches/batching.rs`).
-const MAX_IN_FLIGHT: usize = 2;
-
-/// The most decisions one batched call carries; more wait for the next.
-const MAX_BATCH: usize = 64;
-
-/// The lanes of one backend: one for a standalone server or Sentinel's
-/// primary, one per hash slot in a Cluster.
-/// (A lane is named by a hash slot: at most 16,384 of them, removed when
-/// idle, so the map stays bounded whatever keys callers send.)
-pub(crate) struct Batcher<D> {
-    lanes: Mutex<HashMap<Slot, Lane<D>>>,
+/// The lanes of one backend, each named by an `L` the store chooses (a
+/// lane is removed when idle, so the map stays bounded by the names the
+/// store can give, whatever keys callers send).
+pub struct Batcher<D, L> {
+    lanes: Mutex<HashMap<L, Lane<D>>>,
+    /// How many calls of one lane may be in flight before decisions wait
+    /// to go out together.
+    max_in_flight: usize,
+    /// The most decisions one batched call carries; more wait for the next.
+    max_batch: usize,
 }
 
-impl<D> Default for Batcher<D> {
-    fn default() -> Self {
+impl<D, L> Batcher<D, L> {
+    /// A batcher whose lanes each carry up to `max_in_flight` calls (at
+    /// least 1) before decisions wait, and up to `max_batch` decisions (at
+    /// least 1) per batched call.
+    pub fn new(max_in_flight: usize, max_batch: usize) -> Self {
         Self {
             lanes: Mutex::default(),
+            max_in_flight: max_in_flight.max(1),
+            max_batch: max_batch.max(1),
         }
     }
 }
@@ -83,35 +85,72 @@ struct Waiting<D> {
 }
 
 /// What a decision entering a lane does.
-pub(crate) enum Entered<D: Decider> {
+enum Entered<D: Decider, L: Lanes> {
     /// Goes out at once, alone; the lane counts the call until the guard
     /// is dropped.
-    Alone(InFlight<D>),
+    Alone(InFlight<D, L>),
     /// Waits for the answer of a batched call.
     Waits(oneshot::Receiver<Result<Decision, BackendError>>),
 }
 
+/// What names a lane: small, copied, hashed.
+pub trait Lanes: Copy + Eq + Hash + Send + Sync + 'static {}
+
+impl<L: Copy + Eq + Hash + Send + Sync + 'static> Lanes for L {}
+
 /// A call counted in flight on a lane: dropped (answered, failed or
 /// abandoned), it sends the decisions that waited, or frees its place.
-pub(crate) struct InFlight<D: Decider> {
-    batcher: Arc<Batcher<D>>,
-    lane: Slot,
+struct InFlight<D: Decider, L: Lanes> {
+    batcher: Arc<Batcher<D, L>>,
+    lane: L,
 }
 
-impl<D: Decider> Drop for InFlight<D> {
+impl<D: Decider, L: Lanes> Drop for InFlight<D, L> {
     fn drop(&mut self) {
         Batcher::release(&self.batcher, self.lane);
     }
 }
 
-impl<D: Decider> Batcher<D> {
+impl<D: Decider, L: Lanes> Batcher<D, L> {
+    /// Decides `cost` units for `key` by `decider` on `lane`: in a call of
+    /// its own when fewer than the lane's calls are in flight, otherwise
+    /// with the decisions that wait beside it, in the call that goes out
+    /// when one in flight returns. A decision that has not gone out within
+    /// `timeout` from now is dropped from its batch, never charged, and
+    /// fails as timed out.
+    ///
+    /// # Errors
+    ///
+    /// The decider's, a timeout, or [`BackendErrorKind::Unavailable`] when
+    /// the runtime shut down before the batch went out.
+    pub async fn decide(
+        this: &Arc<Self>,
+        lane: L,
+        decider: &D,
+        key: &[u8],
+        cost: u64,
+        timeout: Duration,
+    ) -> Result<Decision, BackendError> {
+        match Self::enter(this, lane, decider, key, cost) {
+            Entered::Alone(in_flight) => {
+                let decided = decider.decide_alone(key, cost).await;
+                drop(in_flight);
+                decided
+            }
+            Entered::Waits(answer) => tokio::time::timeout(timeout, answer)
+                .await
+                .map_err(|_| BackendError::timeout(timeout))?
+                .unwrap_or_else(|_| Err(abandoned())),
+        }
+    }
+
     /// Enters `lane` with a decision of `cost` units for `key` by
-    /// `decider`: alone when fewer than two calls are in flight there,
-    /// otherwise waiting for a batch.
-    pub(crate) fn enter(this: &Arc<Self>, lane: Slot, decider: &D, key: &[u8], cost: u64) -> Entered<D> {
+    /// `decider`: alone when fewer than the lane's calls are in flight
+    /// there, otherwise waiting for a batch.
+    fn enter(this: &Arc<Self>, lane: L, decider: &D, key: &[u8], cost: u64) -> Entered<D, L> {
         let mut lanes = this.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = lanes.entry(lane).or_default();
-        if entry.in_flight < MAX_IN_FLIGHT {
+        if entry.in_flight < this.max_in_flight {
             entry.in_flight += 1;
             return Entered::Alone(InFlight {
                 batcher: Arc::clone(this),
@@ -128,10 +167,10 @@ impl<D: Decider> Batcher<D> {
         Entered::Waits(waits)
     }
 
-    /// A call of `lane` ended: the decisions waiting there (up to
-    /// [`MAX_BATCH`], those whose callers still wait) go out as one call
-    /// in its place, or the place is freed.
-    fn release(this: &Arc<Self>, lane: Slot) {
+    /// A call of `lane` ended: the decisions waiting there (up to the
+    /// batch's most, those whose callers still wait) go out as one call in
+    /// its place, or the place is freed.
+    fn release(this: &Arc<Self>, lane: L) {
         let mut lanes = this.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(entry) = lanes.get_mut(&lane) else {
             return;
@@ -150,7 +189,7 @@ impl<D: Decider> Batcher<D> {
             }
             return;
         };
-        let take = entry.waiting.len().min(MAX_BATCH);
+        let take = entry.waiting.len().min(this.max_batch);
         let parts: Vec<Waiting<D>> = entry.waiting.drain(..take).collect();
         drop(lanes);
         let guard = InFlight {
@@ -193,7 +232,7 @@ async fn send<D: Decider>(mut parts: Vec<Waiting<D>>) {
 
 /// The error of a decision whose batched call was abandoned (the runtime
 /// shutting down).
-pub(crate) fn abandoned() -> BackendError {
+fn abandoned() -> BackendError {
     BackendError::new(
         BackendErrorKind::Unavailable,
         "the batched call carrying this decision was abandoned",
