@@ -144,10 +144,13 @@ impl PolicyFile {
             .key_prefix(self.key_prefix());
         builder = self.file_wide_settings().apply(builder);
         for (name, policy) in self.resources() {
-            let resource = match self.own_settings_of(name) {
+            let mut resource = match self.own_settings_of(name) {
                 Some(own) => own.resource(*policy),
                 None => tollgate::Resource::new(*policy),
             };
+            if let Some(slots) = self.in_flight(name) {
+                resource = resource.in_flight(*slots);
+            }
             builder = builder.resource(name, resource);
         }
         builder
@@ -156,7 +159,10 @@ impl PolicyFile {
     /// Binds every policy once so that a policy the backend cannot serve is
     /// reported under its field path.
     fn check_bindings<B: Backend>(&self, backend: &B) -> Result<(), Error> {
-        for (target, policy) in self.effective_policies() {
+        let in_flight = self
+            .in_flight_limits()
+            .map(|(name, p)| (Target::Resource(name), *p));
+        for (target, policy) in self.effective_policies().into_iter().chain(in_flight) {
             let (resource, path) = match target {
                 Target::Default => ("", "tollgate.default".to_owned()),
                 Target::Resource(name) => (name, format!("tollgate.resources.{name}")),

@@ -31,6 +31,7 @@ impl Beside for RawSettings {
         "window",
         "calendar",
         "strategy",
+        "ttl",
         "limits",
         "exempt",
         "deny",
@@ -41,6 +42,8 @@ impl Beside for RawSettings {
         "charge",
         "fallback",
     ];
+
+    const COMBINES_IN_FLIGHT: bool = true;
 
     fn field(&self, name: &str) -> Result<Option<SettingField>, String> {
         Ok(SettingField::named(name))

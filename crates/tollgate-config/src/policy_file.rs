@@ -45,6 +45,8 @@ pub struct PolicyFile {
     strategy: Strategy,
     default: Policy,
     resources: BTreeMap<String, Policy>,
+    /// The concurrency limits resources combine with their rates.
+    in_flight: BTreeMap<String, Policy>,
     storage: Storage,
     fail_policy: FailPolicy,
     key_prefix: String,
@@ -108,6 +110,7 @@ impl PolicyFile {
             .map_err(unlocated)?;
         let mut resources = BTreeMap::new();
         let mut own = BTreeMap::new();
+        let mut in_flight = BTreeMap::new();
         for (name, entry) in &section.resources {
             let path = format!("tollgate.{}", tollgate::Limiters::resource_path(name));
             let policy = entry
@@ -115,6 +118,9 @@ impl PolicyFile {
                 .policy(strategy)
                 .map_err(|e| unlocated(e.within(&path)))?;
             resources.insert(name.clone(), policy);
+            if let Some(slots) = entry.policy.in_flight() {
+                in_flight.insert(name.clone(), slots);
+            }
             let settings = entry.settings.resolve(strategy, &path).map_err(unlocated)?;
             if !settings.is_empty() {
                 own.insert(name.clone(), settings);
@@ -145,6 +151,7 @@ impl PolicyFile {
             strategy,
             default,
             resources,
+            in_flight,
             storage,
             fail_policy: match (&settings.fallback, section.fail_open) {
                 (Some(_), _) => FailPolicy::Fallback,
@@ -186,6 +193,43 @@ impl PolicyFile {
         self.resources
             .iter()
             .map(|(name, policy)| (name.as_str(), policy))
+    }
+
+    /// The concurrency limit `resource` combines with its rate limits
+    /// (a `strategy: concurrency` limit in its `limits`): its requests
+    /// hold a permit of it while they run, besides the rates of
+    /// [`PolicyFile::policy`] ([`tollgate::Limiters::in_flight`]). `None`
+    /// for a resource of rates only or of a concurrency limit alone, and
+    /// for a resource the file does not name.
+    ///
+    /// ```
+    /// use tollgate_config::{Format, PolicyFile};
+    ///
+    /// let file = PolicyFile::from_str(
+    ///     r#"
+    /// tollgate:
+    ///   default: { limit: 100, window: 1m }
+    ///   resources:
+    ///     export:
+    ///       limits:
+    ///         - { limit: 10, window: 1m }
+    ///         - { strategy: concurrency, limit: 2, ttl: 5m }
+    /// "#,
+    ///     Format::Yaml,
+    ///     "policies.yaml",
+    /// )?;
+    /// assert_eq!(file.policy("export").to_string(), "sliding_window 10 per 60s");
+    /// assert_eq!(file.in_flight("export").unwrap().to_string(), "concurrency 2 at once, ttl 300s");
+    /// # Ok::<(), tollgate_config::ConfigFileError>(())
+    /// ```
+    pub fn in_flight(&self, resource: &str) -> Option<&Policy> {
+        self.in_flight.get(resource)
+    }
+
+    /// Every resource that combines its rates with a concurrency limit,
+    /// and that limit, sorted by name.
+    pub(crate) fn in_flight_limits(&self) -> impl Iterator<Item = (&str, &Policy)> {
+        self.in_flight.iter().map(|(name, p)| (name.as_str(), p))
     }
 
     /// The policy that applies to `resource`: its own, or the default.

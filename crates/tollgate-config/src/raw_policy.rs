@@ -1,7 +1,8 @@
 //! One policy as written: a single limit (`limit`, `window` or
 //! `calendar`, optionally `strategy`; or `strategy: concurrency` with
 //! `limit` and `ttl`), or `limits`, a list of rate limits decided together
-//! (a compound policy), beside the fields its place in the file takes
+//! (a compound policy), in a resource's list with at most one concurrency
+//! limit beside them, beside the fields its place in the file takes
 //! ([`Beside`]). Mistakes are reported at the value they
 //! concern, an element of `limits` by its index (`limits[1].window`).
 
@@ -109,14 +110,29 @@ impl RawPolicy {
     /// `fallback` fills in the strategy one of them leaves out. (Everything
     /// that can be checked without `fallback` is checked, with its line,
     /// while the file is read.)
+    ///
+    /// A list that combines rates with a concurrency limit gives its rates
+    /// here, and the concurrency limit in [`RawPolicy::in_flight`]; a list
+    /// of a concurrency limit alone is that limit.
     pub(crate) fn policy(&self, fallback: Strategy) -> Result<Policy, ConfigError> {
         let limits = match self {
             RawPolicy::One(limit) => return limit.resolve(fallback).map(Policy::from),
             RawPolicy::Several(limits) => limits,
         };
-        let resolved = limits
+        // The rates, by their index in the list as written.
+        let rates: Vec<(usize, &RawLimit)> = limits
             .iter()
             .enumerate()
+            .filter(|(_, l)| !l.is_concurrency())
+            .collect();
+        if rates.is_empty() {
+            return limits[0]
+                .resolve(fallback)
+                .map(Policy::from)
+                .map_err(|e| e.within("limits[0]"));
+        }
+        let resolved = rates
+            .iter()
             .map(|(i, limit)| {
                 limit
                     .resolve(fallback)
@@ -124,20 +140,49 @@ impl RawPolicy {
             })
             .collect::<Result<Vec<Limit>, _>>()?;
         Policy::compound(resolved).map_err(|err| {
+            // The core names the rates by their index among the rates.
+            let field = (0..rates.len())
+                .find(|j| err.field() == format!("limits[{j}]"))
+                .map_or_else(|| err.field().to_owned(), |j| format!("limits[{}]", rates[j].0));
+            let mut reason = err.reason().to_owned();
             if limits.iter().any(|l| l.strategy.is_none()) {
-                let reason = format!(
-                    "{}; a limit without `strategy` takes `tollgate.strategy`, here {fallback}",
-                    err.reason()
+                reason = format!(
+                    "{reason}; a limit without `strategy` takes `tollgate.strategy`, here {fallback}"
                 );
-                ConfigError::new(err.field().to_owned(), reason)
-            } else {
-                err
             }
+            ConfigError::new(field, reason)
         })
+    }
+
+    /// The concurrency limit a list combines with its rates: the permits
+    /// a resource's requests hold while they run, besides the rates
+    /// [`RawPolicy::policy`] gives. `None` for a policy of rates only, and
+    /// for a concurrency limit alone (which is the policy itself).
+    pub(crate) fn in_flight(&self) -> Option<Policy> {
+        let RawPolicy::Several(limits) = self else {
+            return None;
+        };
+        let slots = limits.iter().find(|l| l.is_concurrency())?;
+        if limits.len() == 1 {
+            return None;
+        }
+        // Checked as the file was read (a concurrency limit names its
+        // strategy, and its limit and ttl are Limit::new's).
+        slots.resolve(Strategy::Concurrency).ok().map(Policy::from)
+    }
+
+    /// Whether the policy, as written, holds a concurrency limit.
+    fn holds_concurrency(limits: &[RawLimit]) -> bool {
+        limits.iter().any(RawLimit::is_concurrency)
     }
 }
 
 impl RawLimit {
+    /// Whether this is a concurrency limit.
+    fn is_concurrency(&self) -> bool {
+        self.strategy == Some(Strategy::Concurrency)
+    }
+
     /// The limit, with `fallback` when it names no strategy.
     fn resolve(&self, fallback: Strategy) -> Result<Limit, ConfigError> {
         match self.span {
@@ -175,6 +220,11 @@ pub(crate) trait Beside {
     /// one.
     const FIELDS: &'static [&'static str];
 
+    /// Whether a policy here may combine its rates with a concurrency
+    /// limit in `limits` (a resource's may; the default's and a
+    /// fallback's decide rates only).
+    const COMBINES_IN_FLIGHT: bool;
+
     /// The field called `name`: `Ok(None)` when no policy gives it
     /// anywhere, the message of the mistake when a policy gives it
     /// elsewhere but not here.
@@ -192,6 +242,8 @@ impl Beside for LimitsOnly {
     type Field = Infallible;
 
     const FIELDS: &'static [&'static str] = LIMIT_FIELDS;
+
+    const COMBINES_IN_FLIGHT: bool = false;
 
     fn field(&self, name: &str) -> Result<Option<Infallible>, String> {
         match SettingField::named(name) {
@@ -268,6 +320,15 @@ fn single_and_list(field: &str) -> String {
     )
 }
 
+/// A concurrency limit in the `limits` of a policy that decides rates
+/// only (the default, a fallback).
+fn in_flight_not_here() -> String {
+    "holds a concurrency limit, which only a resource's `limits` may combine with its rates: \
+     the default policy and a fallback decide rates (give the concurrency limit to the \
+     resources whose requests hold it)"
+        .to_owned()
+}
+
 /// `window` given beside `calendar`, or the other way round.
 fn window_and_calendar() -> String {
     "`window` and `calendar` are mutually exclusive: a limit counts in windows of one length \
@@ -331,7 +392,12 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
                 }
                 PolicyField::Ttl => ttl = Some(next(&mut map, &ttl, |_| beside_list("ttl"))?),
                 PolicyField::Limits => {
-                    limits = Some(next(&mut map, &limits, |_| single.map(single_and_list))?);
+                    limits = Some(next(&mut map, &limits, |list: &LimitList| {
+                        single.map(single_and_list).or_else(|| {
+                            let refused = !B::COMBINES_IN_FLIGHT && RawPolicy::holds_concurrency(&list.0);
+                            refused.then(in_flight_not_here)
+                        })
+                    })?);
                 }
                 PolicyField::Beside(field) => beside.read(field, &mut map)?,
             }
@@ -355,7 +421,8 @@ impl<'de, B: Beside> Visitor<'de> for PolicyVisitor<B> {
 }
 
 /// One element of `limits`: a map with `limit`, `window` or `calendar`,
-/// and optionally `strategy`.
+/// and optionally `strategy`; or `strategy: concurrency` with `limit` and
+/// optionally `ttl`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitFields {
@@ -366,6 +433,8 @@ struct LimitFields {
     calendar: Option<CalendarSetting>,
     #[serde(default)]
     strategy: Option<StrategyName>,
+    #[serde(default)]
+    ttl: Option<Window>,
 }
 
 /// One element of `limits`, read after the elements `before` and checked
@@ -393,13 +462,7 @@ impl<'de> Visitor<'de> for AnotherLimit<'_> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimit, A::Error> {
         let fields = LimitFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
         let strategy = fields.strategy.map(|s| s.0);
-        if strategy == Some(Strategy::Concurrency) {
-            return Err(de::Error::custom(
-                "a concurrency limit stands alone in its policy (`strategy: concurrency`, `limit` \
-                 and `ttl` in place of `limits`): it cannot yet be combined with other limits",
-            ));
-        }
-        let span = Span::given(fields.window, fields.calendar)?;
+        let span = Span::of_one(strategy, fields.window, fields.calendar, fields.ttl)?;
         span.check_strategy(strategy).map_err(de::Error::custom)?;
         let limit = RawLimit {
             limit: fields.limit.0,
@@ -443,16 +506,30 @@ impl<'de> Visitor<'de> for LimitListVisitor {
     }
 }
 
-/// Checks `limit`, read after `before`: within [`tollgate::Policy::MAX_LIMITS`], and not the
+/// Checks `limit`, read after `before`: within [`tollgate::Policy::MAX_LIMITS`] rates, at
+/// most one concurrency limit, and not the
 /// strategy and window of an earlier limit as written (both naming the
 /// same strategy, or both none). A limit that names a strategy and one that
 /// takes `tollgate.strategy` are compared once the file is read
 /// ([`RawPolicy::policy`]).
 fn check_another(before: &[RawLimit], limit: RawLimit) -> Result<(), String> {
-    if before.len() >= tollgate::Policy::MAX_LIMITS {
+    // The rates fill a compound policy; a concurrency limit is held apart.
+    let rates = before.iter().filter(|l| !l.is_concurrency()).count();
+    if !limit.is_concurrency() && rates >= tollgate::Policy::MAX_LIMITS {
         return Err(format!(
-            "one limit too many: a policy holds at most {} limits",
+            "one limit too many: a policy holds at most {} limits, besides a concurrency limit",
             tollgate::Policy::MAX_LIMITS
+        ));
+    }
+    if let Some(j) = limit
+        .is_concurrency()
+        .then(|| before.iter().position(RawLimit::is_concurrency))
+        .flatten()
+    {
+        return Err(format!(
+            "is a second concurrency limit: limits[{j}] is one already, and a resource's \
+             requests hold one permit while they run; keep one concurrency limit (the smaller \
+             `limit`) beside the rates"
         ));
     }
     let same = |other: &RawLimit| other.strategy == limit.strategy && other.span == limit.span;

@@ -314,7 +314,7 @@ fn a_mistake_in_an_element_names_its_index_and_line_in_every_format() {
                 let expected = err.message().split("expected one of ").nth(1).unwrap_or_default();
                 assert_eq!(
                     expected.replace('`', ""),
-                    "limit, window, calendar, strategy",
+                    "limit, window, calendar, strategy, ttl",
                     "{format}"
                 );
             }

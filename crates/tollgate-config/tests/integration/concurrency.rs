@@ -86,11 +86,6 @@ fn concurrency_mistakes_are_named_where_they_are() {
             "tollgate.resources.a.ttl",
             "must be longer than zero",
         ),
-        (
-            "    a:\n      limits:\n        - { strategy: concurrency, limit: 2 }\n",
-            "tollgate.resources.a.limits[0]",
-            "stands alone in its policy",
-        ),
     ];
     for (resource, field, message) in cases {
         let text = format!("{head}{resource}");

@@ -4,6 +4,7 @@
 mod support;
 
 mod calendar;
+mod combined;
 mod compound;
 mod concurrency;
 mod env;

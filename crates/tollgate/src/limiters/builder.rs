@@ -108,25 +108,59 @@ impl<B: Backend> LimitersBuilder<B> {
             .ok_or_else(|| ConfigError::new("default", "a default policy is required"))?;
         let default = self.limiter_for(previous, "", &default, &self.options.inherited_by(&default))?;
         let mut resources = HashMap::with_capacity(self.resources.len());
+        let mut in_flight = HashMap::new();
         for (name, resource) in &self.resources {
             Limiters::check_resource_name(name)?;
             if resources.contains_key(name.as_str()) {
                 return Err(ConfigError::new(Limiters::resource_path(name), "is defined twice").into());
             }
             let options = resource.options(&self.options);
+            let within = |e| match e {
+                Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
+                other => other,
+            };
             let limiter = self
                 .limiter_for(previous, name, &resource.policy, &options)
-                .map_err(|e| match e {
-                    Error::Config(e) => Error::Config(e.within(Limiters::resource_path(name))),
-                    other => other,
-                })?;
+                .map_err(within)?;
+            if let Some(slots) = &resource.in_flight {
+                let slots = self.in_flight_for(previous, name, &resource.policy, slots, &options);
+                in_flight.insert(name.clone().into_boxed_str(), slots.map_err(within)?);
+            }
             resources.insert(name.clone().into_boxed_str(), limiter);
         }
         Ok(Named {
             default,
             resources,
+            in_flight,
             prefix: Some(self.prefix),
         })
+    }
+
+    /// The concurrency limiter `resource` combines with its rate policy
+    /// `rates` ([`Resource::in_flight`]): `previous`'s when nothing
+    /// changed, else one bound after it, with the resource's `options` as
+    /// a concurrency limit inherits them (no deny cache, leases or `charge:
+    /// always`, which are the rates').
+    fn in_flight_for(
+        &self,
+        previous: Option<&Named<B>>,
+        resource: &str,
+        rates: &Policy,
+        slots: &Policy,
+        options: &Options,
+    ) -> Result<Arc<Limiter<B>>, Error> {
+        let refused = if !slots.limits()[0].strategy().is_concurrency() {
+            Some(format!("{slots} is not a concurrency limit"))
+        } else if rates.limits().iter().any(|l| l.strategy().is_concurrency()) {
+            Some("the resource's own policy is a concurrency limit: it takes rates here".to_owned())
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            return Err(ConfigError::new("in_flight", reason).into());
+        }
+        let before = previous.and_then(|p| p.in_flight.get(resource));
+        self.bind_limiter(before, resource, slots, &options.inherited_by(slots))
     }
 
     /// The limiter for `resource` (empty for the default): `previous`'s
@@ -145,6 +179,19 @@ impl<B: Backend> LimitersBuilder<B> {
                 p.resources.get(resource)
             }
         });
+        self.bind_limiter(before, resource, policy, options)
+    }
+
+    /// `before` when its policy and options are these, else a limiter of
+    /// `policy` bound after it (keeping the state [`Backend::rebind`]
+    /// keeps).
+    fn bind_limiter(
+        &self,
+        before: Option<&Arc<Limiter<B>>>,
+        resource: &str,
+        policy: &Policy,
+        options: &Options,
+    ) -> Result<Arc<Limiter<B>>, Error> {
         if let Some(before) = before {
             if before.policy() == policy && before.built_with(options) {
                 return Ok(before.clone());

@@ -89,6 +89,9 @@ pub struct Limiters<B: Backend = MemoryBackend> {
 pub(crate) struct Named<B: Backend> {
     default: Arc<Limiter<B>>,
     resources: HashMap<Box<str>, Arc<Limiter<B>>>,
+    /// The concurrency limiters of the resources that combine rates with
+    /// one ([`Resource::in_flight`]), by name.
+    in_flight: HashMap<Box<str>, Arc<Limiter<B>>>,
     /// The key prefix the limiters were built with; `None` for a set made
     /// from a single limiter, whose prefix is not known here (a
     /// replacement then keeps no state).
@@ -104,6 +107,15 @@ impl<B: Backend> Named<B> {
         }
         self.resources.get(resource).unwrap_or(&self.default)
     }
+
+    /// The concurrency limiter `resource` combines with its rates, if any.
+    #[inline]
+    fn in_flight(&self, resource: &str) -> Option<&Arc<Limiter<B>>> {
+        if self.in_flight.is_empty() {
+            return None;
+        }
+        self.in_flight.get(resource)
+    }
 }
 
 impl<B: Backend> std::fmt::Debug for Limiters<B> {
@@ -112,6 +124,7 @@ impl<B: Backend> std::fmt::Debug for Limiters<B> {
         f.debug_struct("Limiters")
             .field("default", &current.default)
             .field("resources", &current.resources)
+            .field("in_flight", &current.in_flight)
             .finish()
     }
 }
@@ -193,6 +206,27 @@ impl<B: Backend> Limiters<B> {
     /// done wholly under the policy it was taken under.
     pub fn limiter(&self, resource: &str) -> Arc<Limiter<B>> {
         Arc::clone(self.current.load().get(resource))
+    }
+
+    /// The concurrency limiter of `resource` when the resource combines
+    /// its rates with one ([`Resource::in_flight`]): it acquires the
+    /// permits the resource's requests hold while they run, and
+    /// [`limiter`](Self::limiter) decides their rates. `None` for any
+    /// other resource (a policy that is a concurrency limit alone is the
+    /// resource's own limiter).
+    pub fn in_flight(&self, resource: &str) -> Option<Arc<Limiter<B>>> {
+        self.current.load().in_flight(resource).cloned()
+    }
+
+    /// [`limiter`](Self::limiter) and [`in_flight`](Self::in_flight) of
+    /// `resource`, taken together, so that a replacement between them
+    /// cannot pair one policy's rates with another's concurrency limit.
+    pub fn limiters_of(&self, resource: &str) -> (Arc<Limiter<B>>, Option<Arc<Limiter<B>>>) {
+        let current = self.current.load();
+        (
+            Arc::clone(current.get(resource)),
+            current.in_flight(resource).cloned(),
+        )
     }
 
     /// Runs `f` on the limiter serving `resource` now, without taking a
@@ -294,6 +328,7 @@ impl<B: Backend> From<Limiter<B>> for Limiters<B> {
         Self::serving(Named {
             default: Arc::new(limiter),
             resources: HashMap::new(),
+            in_flight: HashMap::new(),
             prefix: None,
         })
     }

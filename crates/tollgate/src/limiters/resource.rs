@@ -45,6 +45,7 @@ pub struct Resource {
     charge: Option<Charge>,
     exempt: KeyList,
     deny: KeyList,
+    pub(super) in_flight: Option<Policy>,
 }
 
 impl From<Policy> for Resource {
@@ -66,7 +67,36 @@ impl Resource {
             charge: None,
             exempt: KeyList::default(),
             deny: KeyList::default(),
+            in_flight: None,
         }
+    }
+
+    /// A concurrency limit the resource's requests hold while they run,
+    /// besides its rate policy ([requests in
+    /// flight](crate::_documentation::semantics#requests-in-flight),
+    /// several limits): a request needs both. The set builds a second
+    /// limiter for it, [`Limiters::in_flight`](crate::Limiters::in_flight),
+    /// which acquires the permit; the resource's own limiter decides the
+    /// rate. `policy` must be a concurrency limit and the resource's own
+    /// policy a rate, or the set is refused, naming `in_flight`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiters, Policy, Resource, Strategy};
+    ///
+    /// let rate = Policy::new(Strategy::TokenBucket, 10, Duration::from_secs(1))?;
+    /// let slots = Policy::new(Strategy::Concurrency, 2, Duration::from_secs(30))?;
+    /// let limiters = Limiters::builder()
+    ///     .default_policy(rate)
+    ///     .resource("export", Resource::new(rate).in_flight(slots))
+    ///     .build()?;
+    /// assert_eq!(*limiters.in_flight("export").unwrap().policy(), slots);
+    /// assert!(limiters.in_flight("search").is_none());
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn in_flight(mut self, policy: Policy) -> Self {
+        self.in_flight = Some(policy);
+        self
     }
 
     /// The in-memory policy that decides while the store fails, in place
