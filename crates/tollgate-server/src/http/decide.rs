@@ -107,7 +107,7 @@ pub(crate) async fn decide<'a>(
     let policies = policies(config)?;
     let resource = resource.unwrap_or("");
     let limiter = limiter(config, resource, limit)?;
-    rate_limit(&limiter, policies.named_policy(resource).0)?;
+    rate_limit(policies, resource, &limiter)?;
     let decided = match charge {
         Some(Charge::Always) => limiter.charge(key, cost).await,
         Some(Charge::Admitted) if limiter.charges() == Charge::Always => {
@@ -131,17 +131,28 @@ pub(crate) async fn decide<'a>(
     })
 }
 
-/// Refuses a decision on a concurrency limit, which holds permits: a 400
-/// naming `strategy` and the routes to use.
-fn rate_limit(limiter: &tollgate::Limiter<AnyBackend>, name: &str) -> Result<(), ApiError> {
-    if !limiter.policy().limits()[0].strategy().is_concurrency() {
+/// Refuses a decision on a concurrency limit, which holds permits, or on
+/// a resource that combines its rates with one (a decision would hold
+/// nothing): a 400 naming `strategy` and the routes to use.
+fn rate_limit(
+    policies: &Limiters<AnyBackend>,
+    resource: &str,
+    limiter: &tollgate::Limiter<AnyBackend>,
+) -> Result<(), ApiError> {
+    let what = if limiter.policy().limits()[0].strategy().is_concurrency() {
+        "is a concurrency limit (strategy concurrency)"
+    } else if policies.in_flight(resource).is_some() {
+        "combines its rates with a concurrency limit (strategy concurrency), which a decision \
+         would not hold"
+    } else {
         return Ok(());
-    }
+    };
+    let name = policies.named_policy(resource).0;
     Err(ApiError::field(
         "strategy",
         format!(
-            "{name:?} is a concurrency limit (strategy concurrency): it holds permits of requests in \
-             flight; acquire one with POST /v1/acquire and give it back with POST /v1/release"
+            "{name:?} {what}: it holds permits of requests in flight; acquire one with POST \
+             /v1/acquire and give it back with POST /v1/release"
         ),
     ))
 }
@@ -289,7 +300,7 @@ async fn hold(shared: &Shared, config: &PolicySet, request: &DecideRequest) -> R
     let resource = request.resource.as_deref().unwrap_or("");
     let limiter = policies.limiter(resource);
     let (name, _) = policies.named_policy(resource);
-    rate_limit(&limiter, name)?;
+    rate_limit(policies, resource, &limiter)?;
     let held = limiter
         .hold(&request.key, request.cost)
         .await
@@ -352,7 +363,7 @@ async fn run(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Respons
     let policies = policies(&config)?;
     let resource = request.resource.as_deref().unwrap_or("");
     let limiter = limiter(&config, resource, limit)?;
-    rate_limit(&limiter, policies.named_policy(resource).0)?;
+    rate_limit(policies, resource, &limiter)?;
     let reservation = limiter
         .reserve_n(&request.key, request.cost, max_delay)
         .await

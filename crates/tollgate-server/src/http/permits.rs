@@ -44,6 +44,10 @@ struct Acquired<'a> {
     fallback: bool,
     shadow_denied: bool,
     listed: Option<&'static str>,
+    /// For a resource that combines rates with its concurrency limit, the
+    /// rates' decision (`null` when the permit was denied: the rates were
+    /// not asked, and charged nothing; and for a concurrency limit alone).
+    rate: Option<RateFigures>,
 }
 
 /// The answer of `/v1/release`.
@@ -94,34 +98,116 @@ async fn run_acquire(shared: &Shared, headers: &HeaderMap, body: Body) -> Result
     let resource = resource.unwrap_or_default();
     let config = shared.config.load();
     let policies = policies(&config)?;
-    let limiter = policies.limiter(&resource);
+    let (limiter, in_flight) = policies.limiters_of(&resource);
     let (name, _) = policies.named_policy(&resource);
-    concurrency(&limiter, name, "resource", "POST /v1/decide")?;
-    let permit = limiter
+    // A resource that combines rates with a concurrency limit holds a
+    // permit of the latter; the former is its own limiter's.
+    let (slots, rates) = match in_flight {
+        Some(slots) => (slots, Some(limiter)),
+        None => (limiter, None),
+    };
+    concurrency(&slots, name, "resource", "POST /v1/decide")?;
+    let permit = slots
         .acquire_permit(&key, cost)
         .await
         .map_err(|err| ApiError::backend(&err))?;
     let d = *permit.decision();
     let expires_in = permit.expires_in();
     let expires_ms = expires_in.map(ceil_millis);
-    let id = permit.detach();
-    let named = (resource.as_str(), key.as_slice(), id);
-    permit_counts::acquired(shared, (&limiter, name), named, cost, (&d, expires_in));
-    let token = id.map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
+    let mut held = permit.detach();
+    let mut in_flight = d.limit - d.remaining;
+    let (mut allowed, mut retry_after) = (d.allowed, d.retry_after);
+    let mut rate = None;
+    if let (Some(rates), true) = (rates, d.allowed) {
+        let decided = decide_rates(&slots, &rates, &key, cost, &mut held).await?;
+        (allowed, retry_after) = (decided.decision.allowed, decided.decision.retry_after);
+        in_flight = decided.in_flight.unwrap_or(in_flight);
+        rate = Some(decided.decision);
+    }
+    let named = (resource.as_str(), key.as_slice(), held);
+    permit_counts::acquired(shared, (&slots, name), named, cost, (&d, expires_in));
+    let token = held.map(|id| shared.permit_key.issue(Kind::Permit, &resource, &key, id.0));
+    let either = |f: fn(&tollgate::Decision) -> bool| f(&d) || rate.as_ref().is_some_and(f);
     let answer = Acquired {
-        allowed: d.allowed,
+        allowed,
+        expires_ms: expires_ms.filter(|_| token.is_some()),
         permit: token,
-        in_flight: d.limit - d.remaining,
+        in_flight,
         limit: d.limit,
-        expires_ms,
-        retry_after_ms: d.retry_after.map(ceil_millis),
+        retry_after_ms: retry_after.map(ceil_millis),
         policy: name,
-        fail_open: d.fail_open,
-        fallback: d.fallback,
-        shadow_denied: d.shadow_denied,
+        fail_open: either(|d| d.fail_open),
+        fallback: either(|d| d.fallback),
+        shadow_denied: either(|d| d.shadow_denied),
         listed: d.listed.map(tollgate::Listed::name),
+        rate: rate.as_ref().map(RateFigures::of),
     };
     Ok(json_response(StatusCode::OK, &answer))
+}
+
+/// The rates' decision of a request whose permit was admitted, and the
+/// units in flight once a denied request's permit is released.
+struct RatesDecided {
+    decision: tollgate::Decision,
+    /// After the release of a denied request's permit.
+    in_flight: Option<u64>,
+}
+
+/// Decides the rates of a resource that combines them with the
+/// concurrency limit of `slots`, for a request admitted a permit (`held`,
+/// `None` when its admission holds nothing): a request needs both, so a
+/// denial by the rates, or their failure, releases the permit at once
+/// (by its identifier: a release is idempotent) and takes it from `held`.
+async fn decide_rates(
+    slots: &Limiter<AnyBackend>,
+    rates: &Limiter<AnyBackend>,
+    key: &[u8],
+    cost: u64,
+    held: &mut Option<tollgate::strategy::permits::PermitId>,
+) -> Result<RatesDecided, ApiError> {
+    let decided = rates.allow_n(key, cost).await;
+    if decided.as_ref().is_ok_and(|d| d.allowed) {
+        return Ok(RatesDecided {
+            decision: decided.map_err(|err| ApiError::backend(&err))?,
+            in_flight: None,
+        });
+    }
+    let in_flight = match held.take() {
+        // A release that fails leaves the permit to expire at its ttl.
+        Some(id) => slots.release_permit(key, id).await.ok().map(|r| r.in_flight()),
+        None => None,
+    };
+    Ok(RatesDecided {
+        decision: decided.map_err(|err| ApiError::backend(&err))?,
+        in_flight,
+    })
+}
+
+/// The rates' figures in `/v1/acquire`'s answer, for a resource that
+/// combines them with its concurrency limit (the decision of its rate
+/// limits, as `/v1/decide` answers them).
+#[derive(Serialize)]
+struct RateFigures {
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_ms: u64,
+    retry_after_ms: Option<u64>,
+    /// The index of the rate limit that bound the decision.
+    bound_by: usize,
+}
+
+impl RateFigures {
+    fn of(d: &tollgate::Decision) -> Self {
+        Self {
+            allowed: d.allowed,
+            limit: d.limit,
+            remaining: d.remaining,
+            reset_ms: ceil_millis(d.reset),
+            retry_after_ms: d.retry_after.map(ceil_millis),
+            bound_by: d.bound_by,
+        }
+    }
 }
 
 /// Refuses a limiter whose policy is not a concurrency limit: a 400 naming
@@ -174,7 +260,8 @@ async fn run_permit_op(
     let id = tollgate::strategy::permits::PermitId(id);
     let config = shared.config.load();
     let policies = policies(&config)?;
-    let limiter = policies.limiter(&resource);
+    let (rates, in_flight) = policies.limiters_of(&resource);
+    let limiter = in_flight.unwrap_or(rates);
     let (name, _) = policies.named_policy(&resource);
     concurrency(&limiter, name, "permit", "a permit of a concurrency resource")?;
     let answered = match op {

@@ -5,6 +5,7 @@
 mod support;
 
 mod browser_safety;
+mod combined_permits;
 mod connections;
 mod dashboard;
 mod envoy_grpc;

@@ -1,0 +1,138 @@
+//! `POST /v1/acquire` on a resource that combines a rate with a
+//! concurrency limit, through a real HTTP client: a request needs both; a
+//! full set of slots denies without charging the rate, and a rate denial
+//! releases the permit at once, so a denied request holds nothing.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tollgate::clock::ManualClock;
+
+use crate::support::{self, start};
+
+/// Two a minute, one at a time. The permits last an hour, so that a permit
+/// left held would outlive the minute the test waits.
+const POLICIES: &str = "\
+tollgate:
+  default: { limit: 100, window: 1m }
+  resources:
+    api:
+      limits:
+        - { limit: 2, window: 1m, strategy: fixed_window }
+        - { strategy: concurrency, limit: 1, ttl: 1h }
+";
+
+/// `POST {path}` with `body`.
+async fn post(client: &reqwest::Client, server: &support::Running, path: &str, body: &str) -> (u16, Value) {
+    let response = client
+        .post(server.url(path))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    support::json(response).await
+}
+
+fn permit_body(answer: &Value) -> String {
+    json!({ "permit": answer["permit"] }).to_string()
+}
+
+const ACQUIRE: &str = r#"{"resource": "api", "key": "k"}"#;
+
+#[tokio::test]
+async fn a_request_needs_a_slot_and_the_rate_and_a_denied_one_holds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    // At the start of a minute, so that the rate's window is whole.
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_040));
+    let server = start(support::builder(&[&file]).clock(clock.clone())).await;
+    let client = reqwest::Client::new();
+
+    let (status, first) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        (&first["allowed"], &first["in_flight"]),
+        (&json!(true), &json!(1))
+    );
+    assert_eq!(first["expires_ms"], 3_600_000);
+    assert_eq!(
+        (
+            &first["rate"]["allowed"],
+            &first["rate"]["limit"],
+            &first["rate"]["remaining"]
+        ),
+        (&json!(true), &json!(2), &json!(1)),
+        "{first}"
+    );
+
+    // The slot is taken: denied by the concurrency limit, the rate not
+    // asked (and not charged).
+    let (_, full) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&full["allowed"], &full["permit"], &full["rate"]),
+        (&json!(false), &Value::Null, &Value::Null),
+        "{full}"
+    );
+    assert_eq!(full["retry_after_ms"], 3_600_000);
+
+    let (_, released) = post(&client, &server, "/v1/release", &permit_body(&first)).await;
+    assert_eq!(released, json!({ "released": true, "in_flight": 0 }));
+    // The second unit of the rate is still there: the denial charged nothing.
+    let (_, second) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&second["allowed"], &second["rate"]["remaining"]),
+        (&json!(true), &json!(0)),
+        "{second}"
+    );
+    let (_, extended) = post(&client, &server, "/v1/extend", &permit_body(&second)).await;
+    assert_eq!(extended, json!({ "extended": true, "expires_ms": 3_600_000 }));
+    let (_, released) = post(&client, &server, "/v1/release", &permit_body(&second)).await;
+    assert_eq!(released["released"], true);
+
+    // The rate is spent: denied by it, its permit released at once.
+    let (_, spent) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&spent["allowed"], &spent["permit"], &spent["in_flight"]),
+        (&json!(false), &Value::Null, &json!(0)),
+        "{spent}"
+    );
+    assert_eq!(
+        (&spent["rate"]["allowed"], &spent["retry_after_ms"]),
+        (&json!(false), &json!(60_000))
+    );
+
+    // A minute on, the rate admits again and the slot is free: the denied
+    // request held none of it.
+    clock.advance(Duration::from_secs(60));
+    let (_, next) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&next["allowed"], &next["in_flight"]),
+        (&json!(true), &json!(1)),
+        "{next}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_decision_on_a_combined_resource_is_refused_naming_acquire() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let server = start(support::builder(&[&file])).await;
+    let client = reqwest::Client::new();
+    let (status, refused) = post(&client, &server, "/v1/decide", ACQUIRE).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["field"], "strategy");
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("POST /v1/acquire") && error.contains("combines"),
+        "{error}"
+    );
+    // Nothing was charged or held: the first acquire is admitted whole.
+    let (_, first) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&first["allowed"], &first["rate"]["remaining"]),
+        (&json!(true), &json!(1))
+    );
+    server.stop().await;
+}
