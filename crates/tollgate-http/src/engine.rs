@@ -205,6 +205,9 @@ impl<B: Backend> Engine<B> {
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     #[inline]
     pub(crate) fn verdict_now(&self, p: &Prepared<'_>, req: &RequestInfo<'_>) -> Option<Verdict> {
+        if self.limiters.in_flight(&p.resource).is_some() {
+            return None;
+        }
         let decision = self
             .limiters
             .with_limiter(&p.resource, |limiter| {
@@ -221,7 +224,10 @@ impl<B: Backend> Engine<B> {
     /// whether the request is gRPC, asked only for a reply (the request
     /// view itself is not held across the wait).
     pub(crate) async fn verdict(&self, p: &Prepared<'_>, is_grpc: impl FnOnce() -> bool) -> Verdict {
-        let limiter = self.limiters.limiter(&p.resource);
+        let (limiter, in_flight) = self.limiters.limiters_of(&p.resource);
+        if let Some(slots) = in_flight {
+            return self.verdict_combined(&slots, &limiter, p, is_grpc).await;
+        }
         if is_concurrency(&limiter) {
             return self.verdict_permit(&limiter, p, is_grpc).await;
         }
@@ -278,6 +284,50 @@ impl<B: Backend> Engine<B> {
         };
         match acquired {
             Ok(permit) => self.permitted(limiter, permit, p, is_grpc),
+            Err(error) => self.failed(&error, p, is_grpc),
+        }
+    }
+
+    /// [`Self::verdict`] for a resource that combines rates (`rates`) with
+    /// a concurrency limit (`slots`): a request needs both. Its permit is
+    /// acquired first (waiting for a slot as [`Self::verdict_permit`]
+    /// does), so a denied one charges the rates nothing; admitted, the
+    /// rates decide at once, and their denial (or failure) releases the
+    /// permit before the reply, so a denied request holds nothing. An
+    /// admitted request holds its permit until its response body ends,
+    /// with the rates' headers.
+    async fn verdict_combined(
+        &self,
+        slots: &Arc<Limiter<B>>,
+        rates: &Limiter<B>,
+        p: &Prepared<'_>,
+        is_grpc: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let key = p.key.as_bytes();
+        let acquired = match self.delay {
+            Some(max) => {
+                self.queues
+                    .acquire_within(slots, &p.resource, key, p.cost, max)
+                    .await
+            }
+            None => slots.acquire_permit(key, p.cost).await,
+        };
+        let permit = match acquired {
+            Ok(permit) if permit.decision().allowed => permit,
+            Ok(denied) => return self.permitted(slots, denied, p, is_grpc),
+            Err(error) => return self.failed(&error, p, is_grpc),
+        };
+        let held = permit
+            .id()
+            .is_some()
+            .then(|| HeldPermit::new(permit, slots.decides_now(), Arc::clone(&self.queues), &p.resource));
+        match rates.allow_n(key, p.cost).await {
+            Ok(decision) => match self.decided(&decision, p, is_grpc) {
+                Verdict::Allow(headers, charge, None) => Verdict::Allow(headers, charge, held),
+                // Denied by the rates: `held` is dropped here, releasing
+                // the permit and waking this key's waiters.
+                reply => reply,
+            },
             Err(error) => self.failed(&error, p, is_grpc),
         }
     }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod combined;
 mod compound;
 mod cost;
 mod delay;
