@@ -76,7 +76,12 @@ fn example_files_load_to_identical_policies() {
             Target::Resource("tokens"),
             policy(Strategy::FixedWindow, 100_000, Duration::from_secs(3_600)),
         ),
+        (
+            Target::Resource("uploads"),
+            policy(Strategy::FixedWindow, 20, Duration::from_secs(60)),
+        ),
     ];
+    let uploads_in_flight = policy(Strategy::Concurrency, 2, Duration::from_secs(600));
     for name in ["policies.yaml", "policies.toml", "policies.json"] {
         let path = example(name);
         let file = PolicyFile::load(&path).unwrap_or_else(|err| panic!("{err}"));
@@ -87,6 +92,7 @@ fn example_files_load_to_identical_policies() {
         for (target, _) in &expected {
             assert_eq!(file.settings(*target), settings(*target), "{name}: {target}");
         }
+        assert_eq!(file.in_flight("uploads"), Some(&uploads_in_flight), "{name}");
         assert_eq!(file.key_prefix(), "tollgate", "{name}");
         // `${REDIS_URL:-}`: in memory unless the variable is set.
         if std::env::var_os("REDIS_URL").is_none() {
