@@ -98,6 +98,12 @@
 //! gives either `limits` or `limit`/`window`/`strategy`, not both. Mistakes
 //! name the element, such as `tollgate.resources.api.limits[1].window`.
 //!
+//! A resource's `limits` may also hold one concurrency limit (`strategy:
+//! concurrency`, `limit`, `ttl`) beside its rates: a request needs both,
+//! its permit held by [`tollgate::Limiters::in_flight`] and its rates
+//! decided by the resource's limiter ([`PolicyFile::in_flight`]; the
+//! repository's docs/policy-files.md says in which order).
+//!
 //! ## Exemptions, deny lists, shadow mode and store protection
 //!
 //! Beside its limits, a resource may give these settings; under

@@ -71,6 +71,12 @@
 //!   A request finding no slot is denied with 429 and `Retry-After`, or
 //!   waits for one with [`RateLimit::delay`]. With the tower layer, the
 //!   response body type keeps the permit ([`tower::ReplyBody::hold_permit`]).
+//!   A resource that combines rates with a concurrency limit
+//!   ([`Resource::in_flight`](tollgate::Resource::in_flight)) needs both:
+//!   the permit is acquired first (a request finding no slot charges the
+//!   rates nothing), then the rates decide at once, and their denial
+//!   releases the permit before the 429; `Retry-After` is that of the part
+//!   that denied, the `RateLimit` headers the rates'.
 //! - [`Skip`]: requests that bypass the limiter (health checks), with no
 //!   decision, no charge and no headers ([`RateLimit::skip`],
 //!   [`RateLimit::skip_if`]).
