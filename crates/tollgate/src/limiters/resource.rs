@@ -92,6 +92,12 @@ impl Resource {
     ///     .build()?;
     /// assert_eq!(*limiters.in_flight("export").unwrap().policy(), slots);
     /// assert!(limiters.in_flight("search").is_none());
+    /// // A rate is not a concurrency limit:
+    /// let wrong = Limiters::builder()
+    ///     .default_policy(rate)
+    ///     .resource("export", Resource::new(rate).in_flight(rate))
+    ///     .build();
+    /// assert!(wrong.unwrap_err().to_string().contains("in_flight"));
     /// # Ok::<(), tollgate::Error>(())
     /// ```
     pub fn in_flight(mut self, policy: Policy) -> Self {
