@@ -91,16 +91,22 @@ DECLARE
   db_now bigint;
   tnow bigint;
   reply bigint[] := '{}';
-  rows @schema@.state[];
-  had boolean[];
-  steps @schema@.step[];
-  cur @schema@.state;
+  out int := 0;
+  -- Limit i's row as read (NULL a: no state; had: a row is there) and
+  -- its step: parallel arrays of scalars, which PL/pgSQL updates in place.
+  ra bigint[]; rb bigint[]; rc bigint[]; rblk bigint[]; had boolean[];
+  sa bigint[]; sb bigint[]; sc bigint[]; sexp bigint[];
+  sok boolean[]; srem bigint[]; sreset bigint[]; sretry bigint[];
+  va bigint; vb bigint; vc bigint; vblk bigint;
   st @schema@.step;
+  span bigint[];
   k bytea;
   base int;
   ends bigint;
   latest bigint;
   all_in boolean;
+  cost bigint;
+  until_db bigint;
 BEGIN
   IF n = 0 OR cardinality(keys) <> n * m OR cardinality(spans) <> 4 * n THEN
     RAISE EXCEPTION 'tollgate: % keys and % spans for % limits and % requests',
@@ -111,59 +117,84 @@ BEGIN
   tnow := @schema@.decision_time(at, db_now);
   FOR r IN 1..m LOOP
     base := n * (r - 1);
+    cost := costs[r];
     ends := 0;
     FOR i IN 1..n LOOP
       k := keys[base + i];
-      SELECT * INTO cur FROM @schema@.state AS t WHERE t.key = k;
+      SELECT t.a, t.b, t.c, t.blocked, t.expires INTO va, vb, vc, vblk, until_db
+        FROM @schema@.state AS t WHERE t.key = k;
       had[i] := FOUND;
-      IF NOT FOUND OR cur.expires <= db_now THEN
-        cur := NULL;
+      IF NOT FOUND OR until_db <= db_now THEN
+        va := NULL; vb := NULL; vc := NULL; vblk := NULL;
       END IF;
-      rows[i] := cur;
-      ends := greatest(ends, coalesce(cur.blocked, 0));
+      ra[i] := va; rb[i] := vb; rc[i] := vc; rblk[i] := vblk;
+      ends := greatest(ends, coalesce(rblk[i], 0));
     END LOOP;
     IF ends > tnow THEN
+      -- Blocked: denied, nothing charged, nothing written.
       latest := 0;
       FOR i IN 1..n LOOP
-        st := @schema@.step(kinds[i], (rows[i]).a, (rows[i]).b, (rows[i]).c, lims[i], wins[i], intvs[i],
-          @schema@.span(spans, i), tnow, 0);
+        span := CASE WHEN spans[4 * i] = 0 THEN NULL ELSE spans[4 * i - 3 : 4 * i] END;
+        st := @schema@.step(kinds[i], ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, 0);
         latest := greatest(latest, st.reset);
       END LOOP;
-      reply := reply || ARRAY[-1, ends - tnow, latest, 0]::bigint[]
-        || array_fill(0::bigint, ARRAY[4 * n - 4]);
+      reply[out + 1] := -1; reply[out + 2] := ends - tnow; reply[out + 3] := latest;
+      FOR j IN out + 4 .. out + 4 * n LOOP
+        reply[j] := 0;
+      END LOOP;
+      out := out + 4 * n;
       IF charge IS NOT NULL THEN
-        reply := reply || 0::bigint;
+        out := out + 1; reply[out] := 0;
       END IF;
       CONTINUE;
     END IF;
     all_in := true;
     FOR i IN 1..n LOOP
-      steps[i] := @schema@.step(kinds[i], (rows[i]).a, (rows[i]).b, (rows[i]).c, lims[i], wins[i],
-        intvs[i], @schema@.span(spans, i), tnow, costs[r]);
-      all_in := all_in AND (steps[i]).allowed;
+      span := CASE WHEN spans[4 * i] = 0 THEN NULL ELSE spans[4 * i - 3 : 4 * i] END;
+      st := CASE kinds[i]
+        WHEN 1 THEN @schema@.fixed_window(ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, cost)
+        WHEN 2 THEN @schema@.sliding_window(ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, cost)
+        ELSE @schema@.step(kinds[i], ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, cost)
+      END;
+      sok[i] := st.allowed; srem[i] := st.remaining; sreset[i] := st.reset; sretry[i] := st.retry;
+      sa[i] := st.a; sb[i] := st.b; sc[i] := st.c; sexp[i] := st.expires;
+      all_in := all_in AND st.allowed;
     END LOOP;
-    IF NOT all_in AND costs[r] > 0 THEN
+    IF NOT all_in AND cost > 0 THEN
+      -- Denied: a limit that admitted is peeked instead (nothing charged),
+      -- unless the usage is charged whatever the decision.
       FOR i IN 1..n LOOP
-        IF charge IS NOT NULL AND charge > 0 THEN
-          st := @schema@.adjust(kinds[i], (rows[i]).a, (rows[i]).b, (rows[i]).c, lims[i], wins[i],
-            intvs[i], @schema@.span(spans, i), tnow, charge);
-          st := @schema@.step(kinds[i], st.a, st.b, st.c, lims[i], wins[i], intvs[i],
-            @schema@.span(spans, i), tnow, 0);
-          steps[i] := st;
-        ELSIF (steps[i]).allowed THEN
-          steps[i] := @schema@.step(kinds[i], (rows[i]).a, (rows[i]).b, (rows[i]).c, lims[i], wins[i],
-            intvs[i], @schema@.span(spans, i), tnow, 0);
+        CONTINUE WHEN NOT (sok[i] OR coalesce(charge, 0) > 0);
+        span := CASE WHEN spans[4 * i] = 0 THEN NULL ELSE spans[4 * i - 3 : 4 * i] END;
+        IF coalesce(charge, 0) > 0 THEN
+          st := @schema@.adjust(kinds[i], ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, charge);
+          st := @schema@.step(kinds[i], st.a, st.b, st.c, lims[i], wins[i], intvs[i], span, tnow, 0);
+        ELSE
+          st := @schema@.step(kinds[i], ra[i], rb[i], rc[i], lims[i], wins[i], intvs[i], span, tnow, 0);
         END IF;
+        sok[i] := st.allowed; srem[i] := st.remaining; sreset[i] := st.reset; sretry[i] := st.retry;
+        sa[i] := st.a; sb[i] := st.b; sc[i] := st.c; sexp[i] := st.expires;
       END LOOP;
     END IF;
     FOR i IN 1..n LOOP
-      st := steps[i];
-      reply := reply || ARRAY[CASE WHEN st.allowed THEN 1 ELSE 0 END, st.remaining, st.reset,
-        st.retry]::bigint[];
-      PERFORM @schema@.save(keys[base + i], had[i], rows[i], st, (rows[i]).blocked, tnow, db_now, grace);
+      reply[out + 1] := CASE WHEN sok[i] THEN 1 ELSE 0 END;
+      reply[out + 2] := srem[i]; reply[out + 3] := sreset[i]; reply[out + 4] := sretry[i];
+      out := out + 4;
+      -- The block, if any, has ended: it is dropped with the write.
+      IF sa[i] IS NULL THEN
+        IF had[i] THEN
+          DELETE FROM @schema@.state AS t WHERE t.key = keys[base + i];
+        END IF;
+      ELSIF ra[i] IS DISTINCT FROM sa[i] OR rb[i] IS DISTINCT FROM sb[i] OR rc[i] IS DISTINCT FROM sc[i]
+            OR rblk[i] IS NOT NULL THEN
+        until_db := db_now + greatest(sexp[i] - tnow, 1) + grace;
+        INSERT INTO @schema@.state AS t VALUES (keys[base + i], sa[i], sb[i], sc[i], NULL, until_db)
+          ON CONFLICT ON CONSTRAINT state_pkey DO UPDATE
+          SET a = EXCLUDED.a, b = EXCLUDED.b, c = EXCLUDED.c, blocked = NULL, expires = EXCLUDED.expires;
+      END IF;
     END LOOP;
     IF charge IS NOT NULL THEN
-      reply := reply || (CASE WHEN all_in THEN 1 ELSE 0 END)::bigint;
+      out := out + 1; reply[out] := CASE WHEN all_in THEN 1 ELSE 0 END;
     END IF;
   END LOOP;
   RETURN reply;
