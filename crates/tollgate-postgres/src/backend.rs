@@ -1,6 +1,7 @@
 //! [`PostgresBackend`]: the pool that a policy's bindings share, and the
 //! [`Backend`] implementation that binds policies to it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -22,7 +23,9 @@ use crate::sweep;
 #[derive(Clone)]
 pub struct PostgresBackend {
     pool: Pool,
-    options: Options,
+    /// Behind one pointer: a service keeps a backend in each of its many
+    /// limiters.
+    options: Arc<Options>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -69,7 +72,10 @@ impl PostgresBackend {
         if let Some(every) = sweep_every {
             sweep::start(&pool, &options.schema, every);
         }
-        Self { pool, options }
+        Self {
+            pool,
+            options: Arc::new(options),
+        }
     }
 }
 
