@@ -14,6 +14,18 @@ pub fn cpu_seconds(pid: &str) -> Option<f64> {
     Some((utime + stime) as f64 / ticks_per_second())
 }
 
+/// The CPU time (user and system) of the children that process `pid` has
+/// waited for (`cutime` and `cstime`), in seconds: what its processes that
+/// ended have used; `None` where `/proc/<pid>/stat` cannot be read.
+pub fn reaped_children_cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split(' ').skip(13);
+    let cutime: u64 = fields.next()?.parse().ok()?;
+    let cstime: u64 = fields.next()?.parse().ok()?;
+    Some((cutime + cstime) as f64 / ticks_per_second())
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux), read once.
 fn ticks_per_second() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
@@ -44,5 +56,20 @@ mod tests {
             "{before} s then {after} s after 50 ms of work"
         );
         assert_eq!(super::cpu_seconds("no-such-process"), None);
+    }
+
+    #[test]
+    fn a_child_waited_for_counts_once_it_has_ended() {
+        let before = super::reaped_children_cpu_seconds("self").unwrap();
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let after = super::reaped_children_cpu_seconds("self").unwrap();
+        assert!(
+            after >= before + 0.01,
+            "{before} s then {after} s after a child's busy loop"
+        );
     }
 }

@@ -50,13 +50,14 @@ pub(crate) fn header(bench: &Bench, server: &str, synchronous_commit: &str, node
 pub(crate) fn progress(round: usize, connections: usize, contender: Contender, run: &Run) {
     eprintln!(
         "round {} | {connections} connections | {:<52} | {:>8.0}/s | p50 {:>7.2} ms | p99 {:>7.2} ms | \
-         postgres {:>6.1} µs | client {:>6.1} µs | not admitted {}",
+         postgres {:>6.1} µs (bench database's backends {:>6.1}) | client {:>6.1} µs | not admitted {}",
         round + 1,
         contender.name(),
         run.per_second,
         run.p50_us / 1e3,
         run.p99_us / 1e3,
         run.cpu.postgres_us,
+        run.cpu.own_backends_us,
         run.cpu.client_us,
         run.not_admitted
     );
