@@ -15,7 +15,7 @@ pub(crate) struct Meter {
 }
 
 /// The CPU seconds used so far by each `postgres` process (by pid, and
-/// whether it serves the bench database), by the postmaster's children
+/// whether it serves the bench database), by the postmasters' children
 /// that ended, and by the client.
 pub(crate) struct Reading {
     postgres: HashMap<u32, (f64, bool)>,
@@ -49,9 +49,7 @@ impl Meter {
     pub(crate) fn read(&self) -> Reading {
         let postgres = postgres_processes(&self.database);
         Reading {
-            ended: postmaster(&postgres)
-                .and_then(|pid| reaped_children_cpu_seconds(&pid.to_string()))
-                .unwrap_or(0.0),
+            ended: ended_children(&postgres),
             postgres: postgres
                 .into_iter()
                 .map(|(pid, p)| (pid, (p.cpu, p.own)))
@@ -100,14 +98,25 @@ struct Process {
     cpu: f64,
     /// A backend of the bench database.
     own: bool,
-    /// The postmaster: its title is its command line (`…/postgres -D …`),
-    /// where its children's read `postgres: …`.
-    postmaster: bool,
+    /// Its parent's pid.
+    parent: u32,
 }
 
-/// The postmaster's pid.
-fn postmaster(processes: &HashMap<u32, Process>) -> Option<u32> {
-    processes.iter().find(|(_, p)| p.postmaster).map(|(&pid, _)| pid)
+/// The CPU of the ended children of every postmaster (a `postgres`
+/// process whose parent is not one: one per server on the machine).
+fn ended_children(processes: &HashMap<u32, Process>) -> f64 {
+    processes
+        .iter()
+        .filter(|(_, p)| !processes.contains_key(&p.parent))
+        .filter_map(|(pid, _)| reaped_children_cpu_seconds(&pid.to_string()))
+        .sum()
+}
+
+/// The parent's pid of process `pid`, from `/proc/<pid>/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: the state, then the parent.
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }
 
 /// Every process whose command (`/proc/<pid>/comm`) is `postgres`: its
@@ -126,11 +135,10 @@ fn postgres_processes(database: &str) -> HashMap<u32, Process> {
                 return None;
             }
             let title = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let title = String::from_utf8_lossy(&title);
             let process = Process {
                 cpu: cpu_seconds(&pid.to_string())?,
-                own: title.contains(&title_part),
-                postmaster: !title.starts_with("postgres: "),
+                own: String::from_utf8_lossy(&title).contains(&title_part),
+                parent: parent_of(pid)?,
             };
             Some((pid, process))
         })
