@@ -4,6 +4,9 @@
 //! - [`redis`]: real `redis-server` processes on free ports (standalone,
 //!   TLS, unix socket, a Redis Cluster, a primary and replica watched by a
 //!   Sentinel), killed when their handles are dropped;
+//! - [`postgres`]: a private PostgreSQL server (`initdb` and `pg_ctl` in
+//!   a temporary directory, on a free port) for the tests that restart,
+//!   stop or start it, stopped and removed when dropped;
 //! - [`bench`](mod@bench): the benchmarks' settings from the environment, and
 //!   medians;
 //! - [`counting_alloc`]: a global allocator that counts live heap bytes,
@@ -39,6 +42,7 @@ pub mod envoy_files;
 pub mod fault_proxy;
 pub mod in_flight_model;
 pub mod operation_traces;
+pub mod postgres;
 pub mod process_cpu;
 pub mod redis;
 pub mod sources;
