@@ -6,6 +6,7 @@ mod support;
 mod background;
 mod batch;
 mod differential;
+mod faults;
 mod locks;
 mod processes;
 mod schema;
