@@ -1,9 +1,11 @@
 //! The PostgreSQL backend on a real server: its decisions against the
-//! core's pure functions, its schema, and its locks under contention.
+//! core's pure functions, its schema, its locks under contention, and
+//! what it does when the server or the network fails.
 
 mod support;
 
 mod background;
+mod bad_network;
 mod batch;
 mod differential;
 mod faults;

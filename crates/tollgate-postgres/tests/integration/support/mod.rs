@@ -2,6 +2,7 @@
 //! (`TOLLGATE_POSTGRES_URL`, by default the local server as `postgres`),
 //! dropped when the test ends, so tests never see each other's data.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_postgres::NoTls;
@@ -10,6 +11,24 @@ use tokio_postgres::NoTls;
 /// database name's path, to which the test's database is appended.
 pub(crate) fn server_url() -> String {
     std::env::var("TOLLGATE_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
+}
+
+/// The server's `host:port`, as [`server_url`] names it.
+fn server_host_port() -> String {
+    let url = server_url();
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
+}
+
+/// The server's address, for a proxy in front of it.
+pub(crate) fn server_addr() -> SocketAddr {
+    let host_port = server_host_port();
+    host_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .unwrap_or_else(|| panic!("{host_port}: not an address"))
 }
 
 /// A database made for one test, dropped (with its connections) on drop.
@@ -33,6 +52,13 @@ impl TestDatabase {
     /// The URL of the database.
     pub(crate) fn url(&self) -> String {
         format!("{}/{}", server_url(), self.name)
+    }
+
+    /// The database's URL through `addr` (a proxy) in place of the
+    /// server's address, without TLS.
+    pub(crate) fn url_through(&self, addr: SocketAddr) -> String {
+        let url = self.url().replacen(&server_host_port(), &addr.to_string(), 1);
+        format!("{url}?sslmode=disable")
     }
 
     /// The database's URL with `host` in place of the server's host.

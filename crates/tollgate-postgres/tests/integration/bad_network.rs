@@ -1,0 +1,222 @@
+//! The PostgreSQL backend behind a bad network (`tollgate_test_support::fault_proxy`
+//! between the backend and the server): latency with jitter, replies lost
+//! at random under concurrent load, and partitions (one-way, the replies
+//! lost; both ways, a stall) healed. In each, the store admits at most
+//! the limit, and never more than the callers saw admitted plus the calls
+//! that got no answer (SEMANTICS.md, "A call whose answer did not come
+//! back": such a call may have been charged); every call ends within the
+//! timeout plus a quantum, and the store decides again within a second of
+//! the heal.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tollgate::{Decision, Error, Limiter, Policy, Strategy};
+use tollgate_postgres::PostgresBackend;
+use tollgate_test_support::fault_proxy::{FaultProxy, Faults};
+
+use crate::support::{server_addr, TestDatabase};
+
+/// The backend's timeout (and connect timeout) in these scenarios.
+const TIMEOUT: Duration = Duration::from_millis(500);
+/// Slack for a call past its timeout: scheduling on a loaded 2-core VM.
+const QUANTUM: Duration = Duration::from_millis(250);
+
+/// A database behind a proxy, a fixed window of `limit` a day (nothing
+/// refills during a test) through the proxy, and one straight to the
+/// server to read the store's count.
+struct Setup {
+    _db: TestDatabase,
+    proxy: FaultProxy,
+    through: Arc<Limiter<PostgresBackend>>,
+    direct: Limiter<PostgresBackend>,
+}
+
+impl Setup {
+    async fn start(limit: u64) -> Self {
+        let db = TestDatabase::create().await;
+        let proxy = FaultProxy::start(server_addr());
+        let policy = Policy::new(Strategy::FixedWindow, limit, Duration::from_secs(86_400)).unwrap();
+        let build = |backend: PostgresBackend| {
+            Limiter::builder()
+                .backend(backend)
+                .policy(policy)
+                .build()
+                .unwrap()
+        };
+        let through = PostgresBackend::builder(db.url_through(proxy.addr()))
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .pool_size(4)
+            .sweep_interval(None)
+            .connect()
+            .await
+            .unwrap();
+        let direct = PostgresBackend::builder(db.url()).connect().await.unwrap();
+        let (through, direct) = (Arc::new(build(through)), build(direct));
+        // A connection open and the statement prepared before any fault.
+        through.allow_n("warm-up", 0).await.unwrap();
+        Self {
+            _db: db,
+            proxy,
+            through,
+            direct,
+        }
+    }
+
+    /// The units the store holds for `key` (a peek straight to the server).
+    async fn held(&self, key: &str) -> u64 {
+        let peek = self.direct.allow_n(key, 0).await.unwrap();
+        peek.limit - peek.remaining
+    }
+}
+
+/// One decision through the proxy, timed: its answer and how long it took.
+async fn timed(limiter: &Limiter<PostgresBackend>, key: &str) -> (Result<Decision, Error>, Duration) {
+    let started = Instant::now();
+    let answer = limiter.allow(key).await;
+    (answer, started.elapsed())
+}
+
+/// What the callers saw: units admitted, calls unanswered (possibly
+/// charged).
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    admitted: u64,
+    unanswered: u64,
+}
+
+impl Seen {
+    /// Counts `answer`, which must have come within the timeout.
+    fn count(&mut self, (answer, took): (Result<Decision, Error>, Duration)) {
+        assert!(took < TIMEOUT + QUANTUM, "{took:?} past the timeout");
+        match answer {
+            Ok(d) => self.admitted += u64::from(d.allowed),
+            Err(Error::Backend(_)) => self.unanswered += 1,
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+
+    /// The bound: the store admitted at most `limit`, at least what the
+    /// callers saw admitted, at most that plus the unanswered calls.
+    fn check(&self, held: u64, limit: u64) {
+        assert!(
+            held <= limit && self.admitted <= held && held <= self.admitted + self.unanswered,
+            "the store holds {held} of {limit}: {self:?}"
+        );
+    }
+}
+
+/// Decides on `key` until a decision is answered, within a second of now;
+/// counts every call in `seen`.
+async fn until_decided(setup: &Setup, key: &str, seen: &mut Seen) -> Duration {
+    let healed = Instant::now();
+    loop {
+        let (answer, took) = timed(&setup.through, key).await;
+        let answered = answer.is_ok();
+        seen.count((answer, took));
+        if answered {
+            return healed.elapsed();
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(1),
+            "not deciding a second after the heal: {seen:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_with_jitter_changes_no_decision() {
+    let setup = Setup::start(20).await;
+    setup.proxy.set(Faults {
+        latency: Duration::from_millis(50),
+        jitter: Duration::from_millis(20),
+        ..Faults::default()
+    });
+    let mut admitted = 0;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..30 {
+        let (answer, took) = timed(&setup.through, "k").await;
+        slowest = slowest.max(took);
+        admitted += u64::from(answer.unwrap().allowed);
+    }
+    assert_eq!(admitted, 20, "exactly the limit");
+    assert_eq!(setup.held("k").await, 20);
+    assert!(slowest < TIMEOUT, "{slowest:?}: two 30-70 ms legs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_lost_at_random_under_load_keep_the_bound() {
+    const LIMIT: u64 = 60;
+    let setup = Setup::start(LIMIT).await;
+    // One reply in ten cut off in flight, its connection with it.
+    setup.proxy.set(Faults {
+        reply_loss_ppm: 100_000,
+        ..Faults::default()
+    });
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let through = setup.through.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Seen::default();
+            for _ in 0..30 {
+                seen.count(timed(&through, "k").await);
+            }
+            seen
+        }));
+    }
+    let mut seen = Seen::default();
+    for task in tasks {
+        let task = task.await.expect("a deciding task panicked");
+        seen.admitted += task.admitted;
+        seen.unanswered += task.unanswered;
+    }
+    setup.proxy.heal();
+    let back = until_decided(&setup, "k", &mut seen).await;
+    let held = setup.held("k").await;
+    eprintln!("random loss: {seen:?}, the store holds {held}; deciding {back:?} after the heal");
+    assert!(seen.unanswered > 0, "no reply was lost");
+    seen.check(held, LIMIT);
+    assert_eq!(held, LIMIT, "120 calls fill a limit of 60");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_charge_at_most_what_was_sent_and_the_store_decides_again_after_the_heal() {
+    const LIMIT: u64 = 10;
+    let setup = Setup::start(LIMIT).await;
+    let mut seen = Seen::default();
+    for _ in 0..2 {
+        seen.count(timed(&setup.through, "k").await);
+    }
+    // One way (the calls run, their replies are lost), then both ways (a
+    // stall: the calls wait in the proxy and run after the heal).
+    let one_way = Faults {
+        replies_lost: true,
+        ..Faults::default()
+    };
+    let both_ways = Faults {
+        stall: true,
+        ..Faults::default()
+    };
+    for (name, faults) in [("one way", one_way), ("both ways", both_ways)] {
+        setup.proxy.set(faults);
+        let before = seen;
+        for _ in 0..3 {
+            let (answer, took) = timed(&setup.through, "k").await;
+            assert!(matches!(answer, Err(Error::Backend(_))), "{name}: {answer:?}");
+            seen.count((answer, took));
+        }
+        assert_eq!(seen.unanswered, before.unanswered + 3);
+        setup.proxy.heal();
+        let back = until_decided(&setup, "k", &mut seen).await;
+        let held = setup.held("k").await;
+        eprintln!("{name}: {seen:?}, the store holds {held}; deciding {back:?} after the heal");
+        seen.check(held, LIMIT);
+    }
+    for _ in 0..20 {
+        seen.count(timed(&setup.through, "k").await);
+    }
+    let held = setup.held("k").await;
+    assert_eq!(held, LIMIT, "the limit is reached, never passed");
+    seen.check(held, LIMIT);
+}
