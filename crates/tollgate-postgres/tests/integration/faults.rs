@@ -53,6 +53,9 @@ async fn backend(url: &str) -> PostgresBackend {
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT)
         .pool_size(4)
+        // Each decision a call of its own, so that four at once take the
+        // pool's four connections (batched, they would share two).
+        .batch_calls(false)
         .sweep_interval(None)
         .connect()
         .await
