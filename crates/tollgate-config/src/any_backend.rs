@@ -5,10 +5,13 @@ use tollgate::backend::memory::MemoryBinding;
 use tollgate::backend::BackendError;
 use tollgate::backend::{Answer, Backend, Binding, BindingPart, Call, Capabilities, Scope};
 use tollgate::{Error, MemoryBackend, Policy};
+#[cfg(feature = "postgres")]
+use tollgate_postgres::{PostgresBackend, PostgresBinding};
 #[cfg(feature = "redis")]
 use tollgate_redis::{RedisBackend, RedisBinding};
 
-/// In-memory or Redis state, decided when the policy file is read.
+/// In-memory, Redis or PostgreSQL state, decided when the policy file is
+/// read.
 ///
 /// A plain enum: each decision is one `match`, with no boxing or dynamic
 /// dispatch. Build one with [`PolicyFile::backend`](crate::PolicyFile::backend),
@@ -21,6 +24,9 @@ pub enum AnyBackend {
     /// State in a Redis server or Redis Cluster.
     #[cfg(feature = "redis")]
     Redis(RedisBackend),
+    /// State in a PostgreSQL database.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresBackend),
 }
 
 impl From<MemoryBackend> for AnyBackend {
@@ -36,6 +42,13 @@ impl From<RedisBackend> for AnyBackend {
     }
 }
 
+#[cfg(feature = "postgres")]
+impl From<PostgresBackend> for AnyBackend {
+    fn from(backend: PostgresBackend) -> Self {
+        AnyBackend::Postgres(backend)
+    }
+}
+
 impl Backend for AnyBackend {
     type Binding = AnyBinding;
 
@@ -44,6 +57,8 @@ impl Backend for AnyBackend {
             AnyBackend::Memory(backend) => backend.bind(scope).map(AnyBinding::Memory),
             #[cfg(feature = "redis")]
             AnyBackend::Redis(backend) => backend.bind(scope).map(AnyBinding::Redis),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(backend) => backend.bind(scope).map(AnyBinding::Postgres),
         }
     }
 
@@ -64,7 +79,11 @@ impl Backend for AnyBackend {
             (AnyBackend::Redis(backend), AnyBinding::Redis(previous)) => backend
                 .rebind(scope, previous, previous_policy)
                 .map(AnyBinding::Redis),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "postgres")]
+            (AnyBackend::Postgres(backend), AnyBinding::Postgres(previous)) => backend
+                .rebind(scope, previous, previous_policy)
+                .map(AnyBinding::Postgres),
+            #[cfg(any(feature = "redis", feature = "postgres"))]
             _ => self.bind(scope),
         }
     }
@@ -73,12 +92,16 @@ impl Backend for AnyBackend {
     /// file's in-memory limiter decides without waiting,
     /// [`Limiter::decide_now`](tollgate::Limiter::decide_now)) and no
     /// leases (a policy's `lease` only applies on Redis); on Redis, every
-    /// call, awaited.
+    /// call, awaited; on PostgreSQL, decisions, reports and operations,
+    /// awaited (no leases: a policy file with `lease` on PostgreSQL is
+    /// refused).
     fn capabilities(&self) -> Capabilities {
         match self {
             AnyBackend::Memory(backend) => backend.capabilities(),
             #[cfg(feature = "redis")]
             AnyBackend::Redis(backend) => backend.capabilities(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(backend) => backend.capabilities(),
         }
     }
 }
@@ -91,6 +114,9 @@ pub enum AnyBinding {
     /// A policy served by Redis.
     #[cfg(feature = "redis")]
     Redis(RedisBinding),
+    /// A policy served by PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresBinding),
 }
 
 impl std::fmt::Debug for AnyBinding {
@@ -99,6 +125,8 @@ impl std::fmt::Debug for AnyBinding {
             AnyBinding::Memory(binding) => f.debug_tuple("Memory").field(binding).finish(),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(binding) => f.debug_tuple("Redis").field(binding).finish(),
+            #[cfg(feature = "postgres")]
+            AnyBinding::Postgres(binding) => f.debug_tuple("Postgres").field(binding).finish(),
         }
     }
 }
@@ -118,16 +146,26 @@ impl Binding for AnyBinding {
                 Ok(call) => binding.call(call).await,
                 Err(parts) => together(parts).await,
             },
+            // PostgreSQL does not answer several parts in one call: the
+            // limiter decides them one by one.
+            #[cfg(feature = "postgres")]
+            AnyBinding::Postgres(binding) => match call.for_binding() {
+                Ok(call) => binding.call(call).await,
+                Err(_) => Ok(Answer::Apart),
+            },
         }
     }
 
-    /// In memory, the in-memory binding's answer; on Redis, `None`.
+    /// In memory, the in-memory binding's answer; on Redis and PostgreSQL,
+    /// `None`.
     #[inline]
     fn call_now(&self, call: Call<'_, Self>) -> Option<Result<Answer, BackendError>> {
         match self {
             AnyBinding::Memory(binding) => binding.call_now(call.for_binding().ok()?),
             #[cfg(feature = "redis")]
             AnyBinding::Redis(_) => None,
+            #[cfg(feature = "postgres")]
+            AnyBinding::Postgres(_) => None,
         }
     }
 }
@@ -146,7 +184,7 @@ async fn together(parts: &[BindingPart<'_, AnyBinding>]) -> Result<Answer, Backe
                     cost: p.cost,
                     decisive: p.decisive,
                 }),
-                AnyBinding::Memory(_) => None,
+                _ => None,
             })
             .collect();
         match redis {

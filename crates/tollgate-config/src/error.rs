@@ -90,6 +90,10 @@ impl ConfigFileError {
     /// `tollgate`, giving `tollgate.resources.login.limit`).
     pub(crate) fn unservable(file: &str, within: &str, err: tollgate::Error) -> Self {
         let (field, message) = match &err {
+            // A field named from the file's root already (the store's).
+            tollgate::Error::Config(config) if config.field().starts_with(&format!("{within}.")) => {
+                (config.field().to_owned(), config.reason().to_owned())
+            }
             tollgate::Error::Config(config) => {
                 let config = config.clone().within(within);
                 (config.field().to_owned(), config.reason().to_owned())

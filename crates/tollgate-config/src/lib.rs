@@ -38,7 +38,9 @@
 //! | `redis_url` | one Redis server (`redis://`, `rediss://`, `redis+unix://`); absent or empty: state in memory |
 //! | `redis_cluster` | a Redis Cluster: a list of seed URLs, or one string of comma-separated URLs; exclusive with `redis_url` and `redis_sentinel` |
 //! | `redis_sentinel` | the primary Redis Sentinel names, followed through failovers: `{ master: NAME, urls: [sentinel URLs] }` (`urls` also one comma-separated string; both empty: state in memory), and optionally the primary's `password` (typically `${REDIS_PASSWORD}`; never shown), ACL `username` (with `password`) and database number `db` (default 0); a sentinel's own password goes in its URL; exclusive with `redis_url` and `redis_cluster` |
-//! | `fail_open` | `true` admits requests when Redis fails (counted), and lets the limiter start while Redis is down (it connects in the background); `false`, the default, denies them with the error, and Redis must answer when the limiter is built; `true` and `fallback` are mutually exclusive |
+//! | `postgres_url` | a PostgreSQL database (feature `postgres`, on by default): a libpq URL, `postgres://user:password@host:5432/database` (or a key-value string, `host=db dbname=app`), passed to the backend as written; TLS in its parameters as libpq users write them, `?sslmode=require`, or `?sslmode=verify-full&sslrootcert=/path/ca.pem` to check the server's certificate against a CA file (see the repository's [docs/postgres.md](https://github.com/tollgate-rs/tollgate/blob/main/docs/postgres.md)); keep the password in the environment (`${DATABASE_URL}`); absent or empty: state in memory; exclusive with the three Redis fields |
+//! | `postgres` | the PostgreSQL connections' settings, each optional, only beside `postgres_url` (ignored when it is empty): `schema` (of the backend's table and functions, default `tollgate`; a lowercase letter or `_`, then up to 62 lowercase letters, digits or `_`), `pool_size` (connections per process, 1 to 10,000, default 16), `timeout` (of a decision, waiting for a connection included, 1 ms to 1 h, default 1 s), `connect_timeout` (of opening a connection, default 5 s), `unlogged` (`true`: an `UNLOGGED` state table, emptied by a crash of the database; default `false`) and `synchronous_commit` (`true`: a decision waits for its commit to reach the disk; default `false`) |
+//! | `fail_open` | `true` admits requests when the store (Redis or PostgreSQL) fails (counted), and lets the limiter start while it is down (it connects in the background); `false`, the default, denies them with the error, and the store must answer when the limiter is built (PostgreSQL must take the login and have its schema installed); `true` and `fallback` are mutually exclusive |
 //! | `key_prefix` | the prefix of every state key, default `tollgate` |
 //! | `exempt`, `deny`, `shadow`, `deny_cache`, `top_keys`, `lease`, `charge`, `fallback` | settings beside the policies, file-wide here and per resource (see below) |
 //!
@@ -70,7 +72,7 @@
 //! window: without `strategy` it is one whatever `tollgate.strategy` says,
 //! and any other strategy is refused. The repository's SEMANTICS.md
 //! ("Calendar windows") says what happens on days the month lacks and when
-//! the clocks change. On Redis, the server's clock decides in which
+//! the clocks change. On Redis and PostgreSQL, the server's clock decides in which
 //! period a request falls.
 //!
 //! ## Several limits on one resource
@@ -129,11 +131,11 @@
 //! | `exempt` | keys always allowed, neither charged nor stored: a list of exact keys and CIDR blocks (`10.0.0.0/8`, `2001:db8::/32`; an IP address alone is its own block; an IPv4 block also matches IPv4-mapped IPv6 keys). A resource's entries are added to the file-wide ones. Rules of [`tollgate::KeyList`] |
 //! | `deny` | keys always denied (no `retry_after`), winning over `exempt`; written and combined like `exempt` |
 //! | `shadow` | `true`: every request is allowed, and those enforcement would deny are marked [`shadow_denied`](tollgate::Decision::shadow_denied), with state kept as if enforced (deny-listed keys too); to try a policy on live traffic. A resource's `shadow` replaces the file-wide one |
-//! | `deny_cache` | `true`: a local cache of denied keys answers them until their `retry_after` without asking the store ([`tollgate::protection::DenyCache::new`], 10,000 keys of up to 256 bytes); `false`: none; or a map `{ capacity, max_key_len }` (each optional, at least 1) for another size. On by default when state lives in Redis (`redis_url`, `redis_cluster`, `redis_sentinel`): it changes no decision and spares the store the requests of over-limit keys; `false` turns it off. A resource's replaces the file-wide one, so `deny_cache: false` turns it off for one resource |
+//! | `deny_cache` | `true`: a local cache of denied keys answers them until their `retry_after` without asking the store ([`tollgate::protection::DenyCache::new`], 10,000 keys of up to 256 bytes); `false`: none; or a map `{ capacity, max_key_len }` (each optional, at least 1) for another size. On by default when state lives in Redis (`redis_url`, `redis_cluster`, `redis_sentinel`) or PostgreSQL (`postgres_url`): it changes no decision and spares the store the requests of over-limit keys; `false` turns it off. A resource's replaces the file-wide one, so `deny_cache: false` turns it off for one resource |
 //! | `top_keys` | `true`, the default: the limiter keeps the keys with the most denied requests, admitted units and shadow-denied requests over the last minute, [`tollgate::top::TopKeys::new`]'s 1,000 keys per metric (what `tollgate serve` answers at `GET /v1/top`); `false`: none; or a map `{ capacity }` (1 to 1,000,000) for another size. It changes no decision; memory is bounded by the capacity whatever the number of keys. A resource's replaces the file-wide one |
-//! | `lease` | `{ max_units: 64, max_age: 100ms }` (each optional; `true` for those values): each process takes up to `max_units` units of a hot key from Redis in one call and spends them locally for at most `max_age`, within the exact bounds of [leased quotas](tollgate::_documentation::semantics#leased-quotas) (fixed and sliding windows never admit beyond the limit; buckets at most `floor(max_age / T)` units more in any interval); `false`, the default: none. It applies when state lives in Redis; in memory decisions are local already. A resource's replaces the file-wide one; an Envoy domain's limits take the file-wide one. See [`tollgate::protection::Lease`] |
+//! | `lease` | `{ max_units: 64, max_age: 100ms }` (each optional; `true` for those values): each process takes up to `max_units` units of a hot key from Redis in one call and spends them locally for at most `max_age`, within the exact bounds of [leased quotas](tollgate::_documentation::semantics#leased-quotas) (fixed and sliding windows never admit beyond the limit; buckets at most `floor(max_age / T)` units more in any interval); `false`, the default: none. It applies when state lives in Redis; in memory decisions are local already, and it is ignored; on PostgreSQL, which keeps no leases, a `lease` that is not `false` is refused, naming it (each decision there is one call to the database). A resource's replaces the file-wide one; an Envoy domain's limits take the file-wide one. See [`tollgate::protection::Lease`] |
 //! | `charge` | `admitted`, the default: a denied request is charged nothing; or `always`: every request of cost 1 or more is charged its cost whether admitted or not, for [usage reported after the fact](tollgate::_documentation::semantics#usage-reported-after-the-fact-charge-always) (an AI gateway's tokens: a check of cost 0 before the request, a report of what it used after). A report reaches the store past the deny cache and the leases. A resource's replaces the file-wide one |
-//! | `fallback` | the policy (`{ limit, window, strategy }`, or `{ limits: [...] }`) an in-memory limiter of each process enforces while the store fails or its circuit breaker is open; it gives the file the fail policy [`FailPolicy::Fallback`](tollgate::FailPolicy::Fallback) (which brings the default circuit breaker), and, like `fail_open: true`, lets the limiter start while Redis is down. A resource's replaces the file-wide one, which it requires: the fail policy is the whole file's |
+//! | `fallback` | the policy (`{ limit, window, strategy }`, or `{ limits: [...] }`) an in-memory limiter of each process enforces while the store fails or its circuit breaker is open; it gives the file the fail policy [`FailPolicy::Fallback`](tollgate::FailPolicy::Fallback) (which brings the default circuit breaker), and, like `fail_open: true`, lets the limiter start while the store (Redis or PostgreSQL) is down. A resource's replaces the file-wide one, which it requires: the fail policy is the whole file's |
 //!
 //! `fail_open: true` beside a `fallback` is an error naming both (a
 //! fallback decides the requests that failing open would admit);
@@ -158,8 +160,9 @@
 //! where the policy allows it (a resource whose strategy and window stay
 //! keeps what each key spent when only its limit changes). An invalid file
 //! changes nothing and is reported, with its line and field, to the
-//! `on_error` callback. A change of storage (memory to Redis, another
-//! server) cannot be applied to a running limiter: it is refused the same
+//! `on_error` callback. A change of storage (memory to Redis or PostgreSQL, another
+//! server, other `postgres` settings)
+//! cannot be applied to a running limiter: it is refused the same
 //! way ([`ReloadError::StorageChanged`]) until a restart.
 //!
 //! ```no_run
@@ -193,7 +196,7 @@
 //! TOML and JSON need the reference in quotes (`limit = "${LIMIT}"`), as
 //! any text. An unset variable
 //! without a default is an error naming the variable and the field. Keep
-//! secrets such as Redis passwords in the environment, not in the file;
+//! secrets such as Redis and PostgreSQL passwords in the environment, not in the file;
 //! `redis_url: ${REDIS_URL:-}` falls back to in-memory state when the
 //! variable is unset.
 //!
@@ -229,6 +232,8 @@ mod load;
 mod policy_entry;
 mod policy_file;
 mod policy_set;
+mod postgres_storage;
+mod postgres_values;
 mod raw_policy;
 mod reload_error;
 mod schema;
@@ -251,6 +256,7 @@ pub use error::{ConfigFileError, ErrorKind, LoadError};
 pub use format::{Format, UnknownFormat};
 pub use policy_file::{PolicyFile, Storage, Target, DEFAULT_STRATEGY};
 pub use policy_set::PolicySet;
+pub use postgres_storage::PostgresStorage;
 pub use reload_error::ReloadError;
 pub use set_files::{ConfigFile, READ_TIMEOUT};
 #[cfg(feature = "watch")]

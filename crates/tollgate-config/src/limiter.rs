@@ -13,14 +13,17 @@ impl PolicyFile {
     /// file's fail policy, key prefix and settings (`exempt`, `deny`,
     /// `shadow`, `deny_cache`, `fallback`).
     ///
-    /// With `fail_open: true` or a `fallback`, Redis is connected in the
-    /// background
+    /// With `fail_open: true` or a `fallback`, Redis (or PostgreSQL) is
+    /// connected in the background
     /// ([`RedisBackendBuilder::connect_in_background`](tollgate_redis::RedisBackendBuilder::connect_in_background)):
     /// the limiter is built even while Redis is down, admits requests (and
     /// counts them as fail-open events), or decides them by the fallback
     /// policy, until Redis answers, and decides on Redis from then on.
     /// Otherwise (fail closed) Redis must answer now, so that a wrong
-    /// address or password stops start-up with a clear error.
+    /// address or password stops start-up with a clear error. PostgreSQL
+    /// is the same: in the background its first decision that reaches the
+    /// database installs the schema; failing closed, the login must be
+    /// taken and the schema installed now.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,7 +44,11 @@ impl PolicyFile {
     /// [`Error::Config`] when the storage cannot serve a policy, naming its
     /// field (for example `tollgate.resources.login.limit` above the Redis
     /// backend's exact range), or when the file names Redis and this build
-    /// has no Redis support.
+    /// has no Redis support; [`Error::Config`] too when PostgreSQL cannot
+    /// be used and the file fails closed, naming `tollgate.postgres_url`
+    /// (a URL that does not parse, a server that does not answer, a
+    /// refused login, a missing database) or `tollgate.postgres.schema`
+    /// (a role without the rights to create it), and saying what to do.
     pub async fn build(&self) -> Result<Limiters<AnyBackend>, Error> {
         let backend = self.backend().await?;
         self.build_on(backend)
@@ -63,22 +70,54 @@ impl PolicyFile {
         self.check_bindings(backend)
     }
 
-    /// The backend the file names: in memory, or a Redis server or cluster.
-    /// A file that fails closed connects now (Redis must answer `PING`
-    /// within the connect timeout); one that fails open or has a fallback
-    /// connects in the background (see [`PolicyFile::build`]).
+    /// The backend the file names: in memory, a Redis server or cluster,
+    /// or a PostgreSQL database. A file that fails closed connects now
+    /// (Redis must answer `PING` within the connect timeout; PostgreSQL
+    /// must take the login, and the schema is installed); one that fails
+    /// open or has a fallback connects in the background (see
+    /// [`PolicyFile::build`]).
     ///
     /// # Errors
     ///
     /// As for [`PolicyFile::build`].
     pub async fn backend(&self) -> Result<AnyBackend, Error> {
-        #[cfg(feature = "redis")]
+        // Boxed: each store's connect future is a deep type, and callers'
+        // futures would otherwise nest them all.
+        Box::pin(self.connect_backend(false)).await
+    }
+
+    /// [`PolicyFile::backend`]; with `postgres_while_down`, a PostgreSQL
+    /// database that does not answer yet is connected in the background
+    /// whatever the fail policy (one that answers and refuses is still an
+    /// error).
+    pub(crate) async fn connect_backend(&self, postgres_while_down: bool) -> Result<AnyBackend, Error> {
         let in_background = self.fail_policy() != tollgate::FailPolicy::Closed;
         let storage = self.storage();
         // The field that names the store, for errors.
         let field = storage.field().unwrap_or("tollgate");
         match storage {
             Storage::Memory => Ok(AnyBackend::Memory(MemoryBackend::new())),
+            #[cfg(feature = "postgres")]
+            Storage::Postgres(postgres) => {
+                let start = match (in_background, postgres_while_down) {
+                    (true, _) => crate::postgres_storage::Start::InBackground,
+                    (false, true) => crate::postgres_storage::Start::NowUnlessDown,
+                    (false, false) => crate::postgres_storage::Start::Now,
+                };
+                // Boxed: the pool's and the schema's futures are deep
+                // types, which callers' futures would otherwise nest.
+                Box::pin(postgres.connect(start)).await.map(AnyBackend::Postgres)
+            }
+            #[cfg(not(feature = "postgres"))]
+            Storage::Postgres(_) => {
+                let _ = (in_background, postgres_while_down);
+                Err(ConfigError::new(
+                    field,
+                    "this build has no PostgreSQL support: enable the `postgres` feature of \
+                     tollgate-config",
+                )
+                .into())
+            }
             #[cfg(feature = "redis")]
             Storage::Redis(url) => {
                 let builder = tollgate_redis::RedisBackend::builder();

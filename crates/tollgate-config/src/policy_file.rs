@@ -11,6 +11,8 @@ use tollgate::{ConfigError, FailPolicy, Policy, Strategy};
 use crate::error::ConfigFileError;
 use crate::format::Format;
 use crate::load;
+use crate::postgres_storage::PostgresStorage;
+use crate::postgres_values::PostgresSettings;
 use crate::settings::{Own, Settings};
 
 /// The strategy of every policy when the file names none.
@@ -126,17 +128,25 @@ impl PolicyFile {
                 own.insert(name.clone(), settings);
             }
         }
-        let storage = match (section.redis_url, section.redis_cluster, section.redis_sentinel) {
-            (Some(url), _, _) => Storage::Redis(url),
-            (None, Some(seeds), _) => Storage::RedisCluster(seeds),
-            (None, None, Some(sentinel)) => Storage::RedisSentinel {
+        // At most one store is named: the schema refuses several.
+        let named = (
+            section.postgres_url,
+            section.redis_url,
+            section.redis_cluster,
+            section.redis_sentinel,
+        );
+        let storage = match named {
+            (Some(url), ..) => Storage::Postgres(postgres_storage(url, section.postgres)),
+            (None, Some(url), _, _) => Storage::Redis(url),
+            (None, None, Some(seeds), _) => Storage::RedisCluster(seeds),
+            (None, None, None, Some(sentinel)) => Storage::RedisSentinel {
                 master: sentinel.master,
                 urls: sentinel.urls,
                 username: sentinel.username,
                 password: sentinel.password,
                 db: sentinel.db,
             },
-            (None, None, None) => Storage::Memory,
+            (None, None, None, None) => Storage::Memory,
         };
         // A remote store's denials are cached unless the file says not to:
         // the cache changes no decision (SEMANTICS.md) and keeps an
@@ -327,6 +337,19 @@ impl PolicyFile {
     }
 }
 
+/// The database at `url` with the file's `postgres` settings.
+fn postgres_storage(url: String, settings: Option<PostgresSettings>) -> PostgresStorage {
+    let settings = settings.unwrap_or_default();
+    let mut storage = PostgresStorage::new(url);
+    storage.schema = settings.schema;
+    storage.pool_size = settings.pool_size;
+    storage.timeout = settings.timeout;
+    storage.connect_timeout = settings.connect_timeout;
+    storage.unlogged = settings.unlogged;
+    storage.synchronous_commit = settings.synchronous_commit;
+    storage
+}
+
 /// What a policy applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target<'a> {
@@ -353,7 +376,8 @@ impl fmt::Display for Target<'_> {
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Storage {
-    /// In this process (no `redis_url`, `redis_cluster` or `redis_sentinel`).
+    /// In this process (no `redis_url`, `redis_cluster`, `redis_sentinel`
+    /// or `postgres_url`).
     Memory,
     /// One Redis server (`redis_url`).
     Redis(String),
@@ -376,6 +400,9 @@ pub enum Storage {
         /// The primary's database number (`redis_sentinel.db`, default 0).
         db: i64,
     },
+    /// A PostgreSQL database (`postgres_url`, with the settings under
+    /// `postgres`).
+    Postgres(PostgresStorage),
 }
 
 impl Storage {
@@ -387,6 +414,7 @@ impl Storage {
             Storage::Redis(_) => Some("tollgate.redis_url"),
             Storage::RedisCluster(_) => Some("tollgate.redis_cluster"),
             Storage::RedisSentinel { .. } => Some("tollgate.redis_sentinel"),
+            Storage::Postgres(_) => Some("tollgate.postgres_url"),
         }
     }
 }
@@ -396,6 +424,7 @@ impl fmt::Display for Storage {
         match self {
             Storage::Memory => f.write_str("in memory"),
             Storage::Redis(url) => write!(f, "Redis at {}", redact_url(url)),
+            Storage::Postgres(postgres) => postgres.fmt(f),
             Storage::RedisCluster(seeds) => {
                 let seeds: Vec<String> = seeds.iter().map(|s| redact_url(s)).collect();
                 write!(f, "Redis Cluster through {}", seeds.join(", "))
@@ -433,6 +462,7 @@ impl fmt::Debug for Storage {
         match self {
             Storage::Memory => f.write_str("Memory"),
             Storage::Redis(url) => f.debug_tuple("Redis").field(&redact_url(url)).finish(),
+            Storage::Postgres(postgres) => f.debug_tuple("Postgres").field(postgres).finish(),
             Storage::RedisCluster(seeds) => f
                 .debug_tuple("RedisCluster")
                 .field(&seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>())

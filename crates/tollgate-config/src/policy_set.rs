@@ -86,6 +86,9 @@ pub(crate) struct LoadOptions {
     pub(crate) keep_storage: bool,
     /// Whether the files must be one tollgate policy file.
     pub(crate) policy_file_only: bool,
+    /// Whether a PostgreSQL database that does not answer yet is connected
+    /// in the background whatever the fail policy.
+    pub(crate) postgres_while_down: bool,
 }
 
 impl PolicySet {
@@ -133,7 +136,7 @@ impl PolicySet {
             Some(backend) => backend,
             // Boxed: the connect futures of every store are deep types, and
             // callers' futures would otherwise nest them all.
-            None => Box::pin(connect(&parsed)).await?,
+            None => Box::pin(connect(&parsed, options.postgres_while_down)).await?,
         };
         let clock = options.clock.clone();
         let build =
@@ -574,11 +577,13 @@ fn parse_all(read: &[Read], options: &LoadOptions) -> Result<ParsedSet, ConfigFi
     Ok(ParsedSet { policy_file, envoy })
 }
 
-/// Connects the store the policy file of `parsed` names.
-async fn connect(parsed: &ParsedSet) -> Result<AnyBackend, ConfigFileError> {
+/// Connects the store the policy file of `parsed` names (a PostgreSQL
+/// database that does not answer in the background when
+/// `postgres_while_down`).
+async fn connect(parsed: &ParsedSet, postgres_while_down: bool) -> Result<AnyBackend, ConfigFileError> {
     match &parsed.policy_file {
         Some(file) => file
-            .backend()
+            .connect_backend(postgres_while_down)
             .await
             .map_err(|err| ConfigFileError::unservable(file.origin(), "tollgate", err)),
         // Only a policy file names a store.

@@ -14,6 +14,7 @@ use tollgate::Strategy;
 
 use crate::fields::{next, Checked, MapOf};
 use crate::policy_entry::{DefaultPolicy, RawEntry};
+use crate::postgres_values::{PostgresSettings, PostgresUrl};
 use crate::raw_policy::RawPolicy;
 use crate::setting_field::SettingField;
 use crate::settings::{fail_open_and_fallback, fallback_without_file_wide, RawSettings};
@@ -49,6 +50,10 @@ pub(crate) struct Section {
     pub(crate) redis_url: Option<String>,
     pub(crate) redis_cluster: Option<Vec<String>>,
     pub(crate) redis_sentinel: Option<SentinelSection>,
+    pub(crate) postgres_url: Option<String>,
+    /// The settings of PostgreSQL's connections (`postgres`), given only
+    /// beside `postgres_url`.
+    pub(crate) postgres: Option<PostgresSettings>,
     pub(crate) fail_open: Option<bool>,
     pub(crate) key_prefix: Option<String>,
     pub(crate) default: RawPolicy,
@@ -146,6 +151,8 @@ enum SectionField {
     RedisUrl,
     RedisCluster,
     RedisSentinel,
+    PostgresUrl,
+    Postgres,
     FailOpen,
     KeyPrefix,
     Default,
@@ -161,7 +168,7 @@ enum SectionField {
 }
 
 /// The fields that name where state lives, in the order messages name them.
-const STORAGE_FIELDS: [&str; 3] = ["redis_url", "redis_cluster", "redis_sentinel"];
+const STORAGE_FIELDS: [&str; 4] = ["redis_url", "redis_cluster", "redis_sentinel", "postgres_url"];
 
 /// The error of `field` given beside `other`, both naming where state lives.
 fn exclusive(field: &str, other: &str) -> String {
@@ -171,6 +178,13 @@ fn exclusive(field: &str, other: &str) -> String {
     } else {
         (other, field)
     };
+    if second == "postgres_url" {
+        return format!(
+            "`{first}` and `postgres_url` are mutually exclusive: state lives in one store, Redis \
+             (`redis_url`, `redis_cluster` or `redis_sentinel`) or PostgreSQL (`postgres_url`); \
+             remove one of them"
+        );
+    }
     format!(
         "`{first}` and `{second}` are mutually exclusive: give one server's URL (`redis_url`), a \
          cluster's seed URLs (`redis_cluster`) or a primary's sentinels (`redis_sentinel`), not \
@@ -179,7 +193,7 @@ fn exclusive(field: &str, other: &str) -> String {
 }
 
 /// Which storage field, if any, is already set among `given` (name, set).
-fn storage_given(given: [(&'static str, bool); 2]) -> Option<&'static str> {
+fn storage_given<const N: usize>(given: [(&'static str, bool); N]) -> Option<&'static str> {
     given.into_iter().find(|(_, set)| *set).map(|(name, _)| name)
 }
 
@@ -190,24 +204,30 @@ struct StorageFields {
     redis_url: Option<RedisUrl>,
     redis_cluster: Option<Seeds>,
     redis_sentinel: Option<RedisSentinel>,
+    postgres_url: Option<PostgresUrl>,
 }
 
 impl StorageFields {
-    /// Whether `redis_url`, `redis_cluster` and `redis_sentinel`, in that
-    /// order, name a store so far.
-    fn given(&self) -> (bool, bool, bool) {
+    /// Whether `redis_url`, `redis_cluster`, `redis_sentinel` and
+    /// `postgres_url`, in that order, name a store so far.
+    fn given(&self) -> (bool, bool, bool, bool) {
         (
             self.redis_url.as_ref().is_some_and(|u| u.0.is_some()),
             self.redis_cluster.as_ref().is_some_and(|c| c.0.is_some()),
             self.redis_sentinel.as_ref().is_some_and(|s| s.0.is_some()),
+            self.postgres_url.as_ref().is_some_and(|u| u.0.is_some()),
         )
     }
 
     /// Reads `redis_url`: a server's URL, refused beside a cluster or
     /// sentinels given already.
     fn read_url<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        let (_, cluster, sentinel) = self.given();
-        let other = storage_given([("redis_cluster", cluster), ("redis_sentinel", sentinel)]);
+        let (_, cluster, sentinel, postgres) = self.given();
+        let other = storage_given([
+            ("redis_cluster", cluster),
+            ("redis_sentinel", sentinel),
+            ("postgres_url", postgres),
+        ]);
         self.redis_url = Some(next(map, &self.redis_url, |url: &RedisUrl| {
             other
                 .filter(|_| url.0.is_some())
@@ -219,8 +239,12 @@ impl StorageFields {
     /// Reads `redis_cluster`: a cluster's seed URLs, refused beside a
     /// server's URL or sentinels given already.
     fn read_cluster<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        let (url, _, sentinel) = self.given();
-        let other = storage_given([("redis_url", url), ("redis_sentinel", sentinel)]);
+        let (url, _, sentinel, postgres) = self.given();
+        let other = storage_given([
+            ("redis_url", url),
+            ("redis_sentinel", sentinel),
+            ("postgres_url", postgres),
+        ]);
         self.redis_cluster = Some(next(map, &self.redis_cluster, |seeds: &Seeds| {
             other
                 .filter(|_| seeds.0.is_some())
@@ -232,12 +256,33 @@ impl StorageFields {
     /// Reads `redis_sentinel`: a primary's sentinels, refused beside a
     /// server's URL or a cluster given already.
     fn read_sentinel<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        let (url, cluster, _) = self.given();
-        let other = storage_given([("redis_url", url), ("redis_cluster", cluster)]);
+        let (url, cluster, _, postgres) = self.given();
+        let other = storage_given([
+            ("redis_url", url),
+            ("redis_cluster", cluster),
+            ("postgres_url", postgres),
+        ]);
         self.redis_sentinel = Some(next(map, &self.redis_sentinel, |sentinel: &RedisSentinel| {
             other
                 .filter(|_| sentinel.0.is_some())
                 .map(|o| exclusive("redis_sentinel", o))
+        })?);
+        Ok(())
+    }
+
+    /// Reads `postgres_url`: a PostgreSQL database, refused beside any
+    /// Redis store given already.
+    fn read_postgres<'de, A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        let (url, cluster, sentinel, _) = self.given();
+        let other = storage_given([
+            ("redis_url", url),
+            ("redis_cluster", cluster),
+            ("redis_sentinel", sentinel),
+        ]);
+        self.postgres_url = Some(next(map, &self.postgres_url, |postgres: &PostgresUrl| {
+            other
+                .filter(|_| postgres.0.is_some())
+                .map(|o| exclusive("postgres_url", o))
         })?);
         Ok(())
     }
@@ -257,7 +302,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
             "the `tollgate` section: a map with `default` and optionally `resources`, `strategy`, \
-             `redis_url`, `redis_cluster`, `redis_sentinel`, `fail_open`, `key_prefix`, `exempt`, \
+             `redis_url`, `redis_cluster`, `redis_sentinel`, `postgres_url`, `postgres`, `fail_open`, `key_prefix`, `exempt`, \
              `deny`, `shadow`, `deny_cache`, `top_keys`, `lease`, `charge` and `fallback`",
         )
     }
@@ -265,6 +310,7 @@ impl<'de> Visitor<'de> for SectionVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Section, A::Error> {
         let mut strategy: Option<StrategyName> = None;
         let mut storage = StorageFields::default();
+        let mut postgres: Option<PostgresSettings> = None;
         let mut fail_open: Option<Flag> = None;
         let mut key_prefix: Option<KeyPrefix> = None;
         let mut default: Option<DefaultPolicy> = None;
@@ -280,6 +326,13 @@ impl<'de> Visitor<'de> for SectionVisitor {
                 SectionField::RedisUrl => storage.read_url(&mut map)?,
                 SectionField::RedisCluster => storage.read_cluster(&mut map)?,
                 SectionField::RedisSentinel => storage.read_sentinel(&mut map)?,
+                SectionField::PostgresUrl => storage.read_postgres(&mut map)?,
+                SectionField::Postgres => {
+                    let without_url = storage.postgres_url.is_none() && storage_named(&storage);
+                    postgres = Some(next(&mut map, &postgres, |_| {
+                        without_url.then(postgres_without_url)
+                    })?);
+                }
                 SectionField::FailOpen => {
                     let fallback = settings.fallback.is_some();
                     fail_open = Some(next(&mut map, &fail_open, |open: &Flag| {
@@ -308,16 +361,14 @@ impl<'de> Visitor<'de> for SectionVisitor {
         }
         let default = default.ok_or_else(|| de::Error::missing_field("default"))?.0;
         let resources = resources.map(|r| r.0).unwrap_or_default();
-        if settings.fallback.is_none() {
-            if let Some((name, _)) = resources.iter().find(|(_, r)| r.settings.fallback.is_some()) {
-                return Err(de::Error::custom(fallback_without_file_wide(name)));
-            }
-        }
+        check_section(&settings, &resources, &storage, postgres.is_some()).map_err(de::Error::custom)?;
         Ok(Section {
             strategy: strategy.map(|s| s.0),
             redis_url: storage.redis_url.and_then(|u| u.0),
             redis_cluster: storage.redis_cluster.and_then(|s| s.0),
             redis_sentinel: storage.redis_sentinel.and_then(|s| s.0),
+            postgres_url: storage.postgres_url.and_then(|u| u.0),
+            postgres,
             fail_open: fail_open.map(|f| f.0),
             key_prefix: key_prefix.map(|p| p.0),
             default,
@@ -409,4 +460,65 @@ fn concurrency_by_default() -> String {
     "concurrency cannot be every policy's strategy: give `strategy: concurrency` (with `limit` and \
      `ttl`) on the policies it is meant for"
         .to_owned()
+}
+
+/// What can only be checked once the section is read (reported at the
+/// section): a resource's `fallback` needs the file-wide one, `postgres`
+/// needs `postgres_url`, and PostgreSQL keeps no leases.
+fn check_section(
+    settings: &RawSettings,
+    resources: &BTreeMap<String, RawEntry>,
+    storage: &StorageFields,
+    postgres_given: bool,
+) -> Result<(), String> {
+    if settings.fallback.is_none() {
+        if let Some((name, _)) = resources.iter().find(|(_, r)| r.settings.fallback.is_some()) {
+            return Err(fallback_without_file_wide(name));
+        }
+    }
+    if postgres_given && storage.postgres_url.is_none() {
+        return Err(postgres_without_url());
+    }
+    if storage.given().3 {
+        if let Some(field) = lease_given(settings, resources) {
+            return Err(no_leases_on_postgres(&field));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a Redis store is named already: `postgres` beside one is
+/// refused at once (no `postgres_url` may follow it).
+fn storage_named(storage: &StorageFields) -> bool {
+    let (url, cluster, sentinel, _) = storage.given();
+    url || cluster || sentinel
+}
+
+/// The message of `postgres` without `postgres_url`.
+fn postgres_without_url() -> String {
+    "`postgres` is given but `postgres_url` is not: these settings are those of the PostgreSQL \
+     connections; give `postgres_url` (it may be empty, as `${DATABASE_URL:-}`, for state in \
+     memory) or remove `postgres`"
+        .to_owned()
+}
+
+/// The first `lease` the file turns on, file-wide or on a resource, by its
+/// field path.
+fn lease_given(settings: &RawSettings, resources: &BTreeMap<String, RawEntry>) -> Option<String> {
+    if settings.has_lease() {
+        return Some("lease".to_owned());
+    }
+    resources
+        .iter()
+        .find(|(_, entry)| entry.settings.has_lease())
+        .map(|(name, _)| format!("{}.lease", tollgate::Limiters::resource_path(name)))
+}
+
+/// The message of a `lease` on PostgreSQL, which keeps none.
+fn no_leases_on_postgres(field: &str) -> String {
+    format!(
+        "`{field}` is given but state lives in PostgreSQL (`postgres_url`), which keeps no leases: \
+         every decision is one call to the database; remove `lease` (or set it to false), or keep \
+         state in Redis to spend leased units locally"
+    )
 }

@@ -338,6 +338,19 @@ impl PolicySetWatcherBuilder {
         self
     }
 
+    /// Whether a PostgreSQL database (`postgres_url`) that does not answer
+    /// yet is connected in the background whatever the fail policy
+    /// (default: no, a file that fails closed needs it to answer): the
+    /// set is served at once, its decisions failing as unavailable (and
+    /// decided by the fail policy) until the database answers. A database
+    /// that answers and refuses (the login, the database's name, the
+    /// rights to create the schema) is still an error. For a service
+    /// that must start before its database, as `tollgate serve` does.
+    pub fn postgres_while_down(mut self, start: bool) -> Self {
+        self.options.postgres_while_down = start;
+        self
+    }
+
     /// Keeps the state on `backend` instead of the one the files name (a
     /// [`MemoryBackend`](tollgate::MemoryBackend) on a
     /// [`ManualClock`](tollgate::clock::ManualClock), a Redis backend configured

@@ -7,6 +7,8 @@
 //! - [`postgres`]: a private PostgreSQL server (`initdb` and `pg_ctl` in
 //!   a temporary directory, on a free port) for the tests that restart,
 //!   stop or start it, stopped and removed when dropped;
+//! - [`postgres_databases`]: databases of a test's own on the PostgreSQL server the
+//!   tests use, and roles without rights;
 //! - [`bench`](mod@bench): the benchmarks' settings from the environment, and
 //!   medians;
 //! - [`counting_alloc`]: a global allocator that counts live heap bytes,
@@ -43,6 +45,7 @@ pub mod fault_proxy;
 pub mod in_flight_model;
 pub mod operation_traces;
 pub mod postgres;
+pub mod postgres_databases;
 pub mod process_cpu;
 pub mod redis;
 pub mod sources;

@@ -1,5 +1,5 @@
 //! Policy files end to end: loading each format, environment references, every
-//! kind of mistake and its message, and limiters built on memory and on Redis.
+//! kind of mistake and its message, and limiters built on memory, on Redis and on PostgreSQL.
 
 mod support;
 
@@ -13,6 +13,9 @@ mod formats;
 mod kubernetes;
 mod memory;
 mod mistakes;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod postgres_mistakes;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "watch")]
