@@ -39,6 +39,8 @@ impl Reloader {
 
 /// Starts the watcher of the server's configuration `files`: on file
 /// changes when `watch`, on `SIGHUP` when `sighup`, each reload reported.
+/// A PostgreSQL database that does not answer yet is connected in the
+/// background, whatever the fail policy.
 /// A watch that cannot start is logged, and the server runs without it.
 ///
 /// With `memory` (a state file's backend), in-memory sets are built on it,
@@ -51,7 +53,10 @@ pub(crate) async fn start(
     memory: Option<tollgate::MemoryBackend>,
 ) -> Result<PolicySetWatcher, ReloadError> {
     let builder = |watch: bool, sighup: bool| {
+        // A service starts before its database: until PostgreSQL answers,
+        // `/readyz` says not ready and the fail policy decides.
         let builder = PolicySetWatcher::builder(files.clone())
+            .postgres_while_down(true)
             .clock(clock.clone())
             .watch(watch)
             .reload_on_sighup(sighup)

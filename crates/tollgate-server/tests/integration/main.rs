@@ -15,6 +15,7 @@ mod in_flight;
 mod nginx;
 mod operations;
 mod permits;
+mod postgres;
 mod redis_shared;
 mod reload;
 mod top;
