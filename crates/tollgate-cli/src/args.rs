@@ -152,7 +152,14 @@ the same server never interfere, and deletes them all (SCAN and DEL on that pref
 it ends, also after an error or Ctrl-C. Key expiry runs on the server's clock while the
 trace has its own, so the keys get an expiry grace of 24 hours instead of the library's
 1 second: no key can expire during a replay and change a decision, and the keys of a run
-killed before it could clean up still disappear by themselves a day later.";
+killed before it could clean up still disappear by themselves a day later.
+
+With --backend postgres --postgres-url URL, every decision is made by the PostgreSQL
+backend's SQL functions on that database, with the trace's time passed as the caller's
+clock, as with Redis (the same expiry grace, and --config's storage settings unused). Each
+run installs the backend into a schema of its own, tollgate_simulate_<pid>_<start time in
+ns>, and drops it when it ends, also after an error or Ctrl-C: the role needs CREATE on the
+database. A strategy: concurrency policy is refused, naming its field.";
 
 /// Which strategies `simulate` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -204,6 +211,9 @@ pub enum BackendArg {
     Memory,
     /// On a Redis server, decided by the Redis backend's Lua scripts (needs --redis-url).
     Redis,
+    /// On a PostgreSQL database, decided by the PostgreSQL backend's SQL functions (needs
+    /// --postgres-url).
+    Postgres,
 }
 
 /// Arguments of `simulate`.
@@ -249,8 +259,8 @@ pub struct SimulateArgs {
     /// Replay against this policy file's limiter instead of --strategy, --limit and --window:
     /// each request is decided by its resource's policy (the trace's resource column, or the
     /// path of an access log), or the file's default policy. See `tollgate check --help` for the
-    /// file; the replay runs in memory, or on Redis with --backend redis, whatever storage the
-    /// file names.
+    /// file; the replay runs in memory, or on Redis or PostgreSQL with --backend redis or
+    /// --backend postgres, whatever storage the file names.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write one CSV row per request, in input order, to this file (one file with --config). With
@@ -284,7 +294,8 @@ pub struct SimulateArgs {
     /// Replayed in memory.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_delay: Option<Duration>,
-    /// Where the state lives: in memory, or on the Redis server at --redis-url (see --help).
+    /// Where the state lives: in memory, on the Redis server at --redis-url or on the
+    /// PostgreSQL database at --postgres-url (see --help).
     #[arg(long, value_name = "BACKEND", default_value = "memory")]
     pub backend: BackendArg,
     /// The Redis server for --backend redis: redis://[user:password@]host[:port][/db],
@@ -292,6 +303,12 @@ pub struct SimulateArgs {
     /// tollgate-simulate/<run> are deleted when the run ends.
     #[arg(long, value_name = "URL", required_if_eq("backend", "redis"))]
     pub redis_url: Option<String>,
+    /// The database for --backend postgres: postgres://[user[:password]@]host[:port]/database
+    /// (TLS as its parameters, such as ?sslmode=require). The run installs the backend into a
+    /// schema of its own, tollgate_simulate_<run>, dropped when the run ends: the role needs
+    /// CREATE on the database.
+    #[arg(long, value_name = "URL", required_if_eq("backend", "postgres"))]
+    pub postgres_url: Option<String>,
     /// Draw a chart of one key's admitted and denied requests over time, one panel per strategy
     /// (with --config, per policy the key's requests fell under; a policy of several limits is
     /// drawn with the limit its summary row measures, named in the panel's caption), to this

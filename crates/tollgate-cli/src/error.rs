@@ -89,6 +89,36 @@ pub enum CliError {
         /// The client's error.
         source: tollgate_redis::redis::RedisError,
     },
+    /// `--backend postgres`: the database at `--postgres-url` cannot be
+    /// used.
+    #[error("--postgres-url: {}", postgres_reason(source))]
+    PostgresConnect {
+        /// What went wrong, naming the setting and what to do.
+        source: tollgate_postgres::PostgresError,
+    },
+    /// `--backend postgres`: the connection used to drop the run's schema
+    /// could not be opened.
+    #[error("--postgres-url: cannot open a connection for dropping the replay's schema: {reason}")]
+    PostgresAdmin {
+        /// The client's error.
+        reason: String,
+    },
+    /// `--backend postgres`: a decision failed on the database.
+    #[error("PostgreSQL failed to decide the request on line {line}: {source}")]
+    PostgresDecision {
+        /// The trace line of the request.
+        line: u64,
+        /// The backend's error.
+        source: tollgate::Error,
+    },
+    /// `--backend postgres`: the run's schema could not be dropped.
+    #[error("cannot drop the replay's schema {schema} from PostgreSQL: {reason}; drop it with psql -c 'DROP SCHEMA {schema} CASCADE'")]
+    PostgresCleanup {
+        /// The schema left behind.
+        schema: String,
+        /// The client's error.
+        reason: String,
+    },
     /// The async runtime (or the Ctrl-C handler) could not be set up.
     #[error("cannot start the async runtime: {0}")]
     Runtime(io::Error),
@@ -107,4 +137,15 @@ pub enum CliError {
     /// report or a completion script.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),
+}
+
+/// A PostgreSQL backend's error as `simulate` shows it: the URL's own
+/// problems without the setting's name (the flag names it), any other
+/// setting named.
+fn postgres_reason(err: &tollgate_postgres::PostgresError) -> String {
+    if err.setting() == "postgres_url" {
+        err.message().to_owned()
+    } else {
+        err.to_string()
+    }
 }

@@ -19,6 +19,7 @@ mod output;
 mod packaging;
 mod plot;
 mod policies;
+mod postgres_replay;
 mod progress;
 mod recorder;
 mod redis_replay;

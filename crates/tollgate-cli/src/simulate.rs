@@ -15,6 +15,7 @@ use crate::error::CliError;
 use crate::output::Finished;
 use crate::plot;
 use crate::policies::Policies;
+use crate::postgres_replay::PostgresReplay;
 use crate::progress::Progress;
 use crate::recorder::{persist, Events, Recorder};
 use crate::redis_replay::RedisReplay;
@@ -33,20 +34,7 @@ use crate::trace::{Request, Skipped, Trace, TraceError};
 /// [`CliError`] for an invalid flag, trace or policy file, a failed replay
 /// or an output that cannot be written.
 pub fn simulate(args: &SimulateArgs) -> Result<(), CliError> {
-    if let (Some(delay), BackendArg::Redis) = (args.max_delay, &args.backend) {
-        return Err(CliError::Flag {
-            flag: "max-delay".to_owned(),
-            value: humantime::format_duration(delay).to_string(),
-            reason: "waiting is replayed in memory only; leave out --backend redis".to_owned(),
-        });
-    }
-    if args.redis_url.is_some() && args.backend != BackendArg::Redis {
-        return Err(CliError::Flag {
-            flag: "redis-url".to_owned(),
-            value: args.redis_url.clone().unwrap_or_default(),
-            reason: "only used with --backend redis".to_owned(),
-        });
-    }
+    check_backend_flags(args)?;
     let plot_format = args
         .plot
         .as_deref()
@@ -99,6 +87,36 @@ pub fn skipped_report(trace: &Path, skipped: &Skipped) -> String {
     text
 }
 
+/// Checks the flags of `--backend`: `--max-delay` in memory only, each
+/// store's URL only with its backend.
+fn check_backend_flags(args: &SimulateArgs) -> Result<(), CliError> {
+    if let (Some(delay), BackendArg::Redis | BackendArg::Postgres) = (args.max_delay, &args.backend) {
+        let backend = if args.backend == BackendArg::Redis {
+            "redis"
+        } else {
+            "postgres"
+        };
+        return Err(CliError::Flag {
+            flag: "max-delay".to_owned(),
+            value: humantime::format_duration(delay).to_string(),
+            reason: format!("waiting is replayed in memory only; leave out --backend {backend}"),
+        });
+    }
+    for (flag, url, backend) in [
+        ("redis-url", &args.redis_url, BackendArg::Redis),
+        ("postgres-url", &args.postgres_url, BackendArg::Postgres),
+    ] {
+        if url.is_some() && args.backend != backend {
+            return Err(CliError::Flag {
+                flag: flag.to_owned(),
+                value: tollgate::__private::redact_url(url.as_deref().unwrap_or_default()),
+                reason: format!("only used with --backend {}", flag.trim_end_matches("-url")),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Replays the trace under the policies of the flags or of the policy file,
 /// writes the decisions files and the chart, and returns the summary and
 /// the lines skipped.
@@ -116,6 +134,10 @@ fn replay_trace(
         (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
         _ => None,
     };
+    let mut postgres = match (&args.backend, &args.postgres_url) {
+        (BackendArg::Postgres, Some(url)) => Some(PostgresReplay::connect(url)?),
+        _ => None,
+    };
     let progress = Progress::new((trace.requests.len() as u64).saturating_mul(replays.len() as u64));
     let replayed = replay_all(
         &policies,
@@ -123,20 +145,24 @@ fn replay_trace(
         &replays,
         outputs,
         plot_key,
-        match redis.as_mut() {
-            Some(redis) => Replaying::Redis(redis),
-            None => Replaying::Memory(args.max_delay),
+        match (redis.as_mut(), postgres.as_mut()) {
+            (Some(redis), _) => Replaying::Redis(redis),
+            (None, Some(postgres)) => Replaying::Postgres(postgres),
+            (None, None) => Replaying::Memory(args.max_delay),
         },
         &progress,
     );
     drop(progress);
-    // The run's keys go whatever happened to the replay.
-    if let Some(redis) = redis.as_mut() {
-        match (redis.cleanup(), &replayed) {
-            (Err(err), Ok(_)) => return Err(err),
-            (Err(err), Err(_)) => eprintln!("error: {err}"),
-            (Ok(_), _) => {}
-        }
+    // The run's keys (or schema) go whatever happened to the replay.
+    let cleaned = match (redis.as_mut(), postgres.as_mut()) {
+        (Some(redis), _) => redis.cleanup().map(|_| ()),
+        (None, Some(postgres)) => postgres.cleanup(),
+        (None, None) => Ok(()),
+    };
+    match (cleaned, &replayed) {
+        (Err(err), Ok(_)) => return Err(err),
+        (Err(err), Err(_)) => eprintln!("error: {err}"),
+        (Ok(()), _) => {}
     }
     let (stats, events) = replayed?;
     if let (Some(path), Some(format), Some(key)) = (&args.plot, plot_format, plot_key) {
@@ -266,10 +292,11 @@ fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
 }
 
 /// Where a replay decides: in memory (waiting up to the duration, when
-/// given, instead of refusing), or on Redis.
+/// given, instead of refusing), on Redis or on PostgreSQL.
 enum Replaying<'a> {
     Memory(Option<std::time::Duration>),
     Redis(&'a mut RedisReplay),
+    Postgres(&'a mut PostgresReplay),
 }
 
 /// Runs every replay of `trace` where `replaying` says, writing
@@ -306,6 +333,25 @@ fn replay_all(
                     targets,
                     |request, target, key| {
                         redis.replay_request(
+                            &limiters[target],
+                            request.line,
+                            request.nanos,
+                            key,
+                            request.cost,
+                        )
+                    },
+                    sink,
+                )?
+            }
+            Replaying::Postgres(postgres) => {
+                let limiters = postgres
+                    .limiters(targets)
+                    .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;
+                replay::replay_through(
+                    trace,
+                    targets,
+                    |request, target, key| {
+                        postgres.replay_request(
                             &limiters[target],
                             request.line,
                             request.nanos,

@@ -261,7 +261,7 @@ _tollgate() {
             return 0
             ;;
         tollgate__subcmd__simulate)
-            opts="-h --trace --format --skip-invalid --strategy --limit --window --config --decisions --max-delay --backend --redis-url --plot --key --plot-size --help"
+            opts="-h --trace --format --skip-invalid --strategy --limit --window --config --decisions --max-delay --backend --redis-url --postgres-url --plot --key --plot-size --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -300,10 +300,14 @@ _tollgate() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "memory redis" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "memory redis postgres" -- "${cur}"))
                     return 0
                     ;;
                 --redis-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --postgres-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

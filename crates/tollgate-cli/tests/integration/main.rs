@@ -14,6 +14,7 @@ mod fleet_faults;
 mod kubernetes;
 mod package;
 mod plot;
+mod postgres_backend;
 mod progress;
 mod readme;
 mod redis_backend;

@@ -109,6 +109,11 @@ impl Tollgate {
         self.flag("--backend", "redis").flag("--redis-url", url)
     }
 
+    /// `--backend postgres --postgres-url URL`.
+    pub fn postgres(self, url: &str) -> Self {
+        self.flag("--backend", "postgres").flag("--postgres-url", url)
+    }
+
     /// The process to run, for tests that start it themselves.
     pub fn command(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
