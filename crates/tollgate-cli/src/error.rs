@@ -96,13 +96,6 @@ pub enum CliError {
         /// What went wrong, naming the setting and what to do.
         source: tollgate_postgres::PostgresError,
     },
-    /// `--backend postgres`: the connection used to drop the run's schema
-    /// could not be opened.
-    #[error("--postgres-url: cannot open a connection for dropping the replay's schema: {reason}")]
-    PostgresAdmin {
-        /// The client's error.
-        reason: String,
-    },
     /// `--backend postgres`: a decision failed on the database.
     #[error("PostgreSQL failed to decide the request on line {line}: {source}")]
     PostgresDecision {

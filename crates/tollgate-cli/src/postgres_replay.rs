@@ -25,8 +25,6 @@ use crate::targets::Targets;
 pub struct PostgresReplay {
     runtime: Runtime,
     backend: PostgresBackend,
-    /// A plain connection for dropping the run's schema.
-    admin: tokio_postgres::Client,
     clock: ManualClock,
     schema: String,
     #[cfg(unix)]
@@ -69,19 +67,6 @@ impl PostgresReplay {
                     .connect(),
             )
             .map_err(|source| CliError::PostgresConnect { source })?;
-        let admin = runtime
-            .block_on(async {
-                let (client, connection) = tokio::time::timeout(
-                    CONNECT_TIMEOUT,
-                    tokio_postgres::connect(url, tokio_postgres::NoTls),
-                )
-                .await
-                .map_err(|_| "connecting timed out".to_owned())?
-                .map_err(|e| e.to_string())?;
-                tokio::spawn(connection);
-                Ok::<_, String>(client)
-            })
-            .map_err(|reason| CliError::PostgresAdmin { reason })?;
         #[cfg(unix)]
         let interrupt = {
             let _guard = runtime.enter();
@@ -91,7 +76,6 @@ impl PostgresReplay {
         Ok(Self {
             runtime,
             backend,
-            admin,
             clock,
             schema,
             #[cfg(unix)]
@@ -153,17 +137,10 @@ impl PostgresReplay {
     ///
     /// [`CliError::PostgresCleanup`] naming the schema left behind.
     pub fn cleanup(&mut self) -> Result<(), CliError> {
-        let statement = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        let admin = &self.admin;
-        let result = self.runtime.block_on(async {
-            match tokio::time::timeout(DECISION_TIMEOUT * 12, admin.batch_execute(&statement)).await {
-                Ok(result) => result.map_err(|e| e.to_string()),
-                Err(_) => Err("timed out".to_owned()),
-            }
-        });
-        result.map_err(|reason| CliError::PostgresCleanup {
+        let result = self.runtime.block_on(self.backend.drop_schema());
+        result.map_err(|err| CliError::PostgresCleanup {
             schema: self.schema.clone(),
-            reason,
+            reason: err.to_string(),
         })
     }
 }

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use tollgate::backend::{Backend, Capabilities, Scope};
+use tollgate::backend::{Backend, BackendError, Capabilities, Scope};
 use tollgate::Error;
 
 use crate::binding::{Options, PostgresBinding};
 use crate::builder::PostgresBackendBuilder;
+use crate::error::{backend_error, pool_error};
 use crate::sweep;
 
 /// Rate-limit state in PostgreSQL, shared by every process and host that
@@ -60,6 +61,28 @@ impl PostgresBackend {
     /// once a decision has reached the database.
     pub fn is_installed(&self) -> bool {
         self.options.installer.is_installed()
+    }
+
+    /// Drops the backend's schema with everything in it, the state
+    /// included, on one of the pool's connections: for a run that
+    /// installed a schema of its own (a replay, a test) and must leave
+    /// nothing behind. Decisions after it fail until a new backend
+    /// installs the schema again.
+    ///
+    /// # Errors
+    ///
+    /// The server's error, or a timeout after ten times the decision
+    /// timeout.
+    pub async fn drop_schema(&self) -> Result<(), BackendError> {
+        let timeout = self.options.timeout * 10;
+        let statement = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.options.schema);
+        let work = async {
+            let client = self.pool.get().await.map_err(|e| pool_error(e, timeout))?;
+            client.batch_execute(&statement).await.map_err(backend_error)
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| BackendError::timeout(timeout))?
     }
 
     /// The time a decision may take before it fails as timed out.
