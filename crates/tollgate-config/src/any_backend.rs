@@ -56,9 +56,13 @@ impl Backend for AnyBackend {
         match self {
             AnyBackend::Memory(backend) => backend.bind(scope).map(AnyBinding::Memory),
             #[cfg(feature = "redis")]
-            AnyBackend::Redis(backend) => backend.bind(scope).map(AnyBinding::Redis),
+            AnyBackend::Redis(backend) => backend
+                .bind(scope)
+                .map(|b| AnyBinding::Shared(SharedBinding::Redis(b))),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(backend) => backend.bind(scope).map(AnyBinding::Postgres),
+            AnyBackend::Postgres(backend) => backend
+                .bind(scope)
+                .map(|b| AnyBinding::Shared(SharedBinding::Postgres(b))),
         }
     }
 
@@ -76,13 +80,13 @@ impl Backend for AnyBackend {
                 .rebind(scope, previous, previous_policy)
                 .map(AnyBinding::Memory),
             #[cfg(feature = "redis")]
-            (AnyBackend::Redis(backend), AnyBinding::Redis(previous)) => backend
+            (AnyBackend::Redis(backend), AnyBinding::Shared(SharedBinding::Redis(previous))) => backend
                 .rebind(scope, previous, previous_policy)
-                .map(AnyBinding::Redis),
+                .map(|b| AnyBinding::Shared(SharedBinding::Redis(b))),
             #[cfg(feature = "postgres")]
-            (AnyBackend::Postgres(backend), AnyBinding::Postgres(previous)) => backend
+            (AnyBackend::Postgres(backend), AnyBinding::Shared(SharedBinding::Postgres(previous))) => backend
                 .rebind(scope, previous, previous_policy)
-                .map(AnyBinding::Postgres),
+                .map(|b| AnyBinding::Shared(SharedBinding::Postgres(b))),
             #[cfg(any(feature = "redis", feature = "postgres"))]
             _ => self.bind(scope),
         }
@@ -106,11 +110,24 @@ impl Backend for AnyBackend {
     }
 }
 
-/// One policy served by an [`AnyBackend`].
+/// One policy served by an [`AnyBackend`]: in this process, or in a store
+/// the fleet shares.
+///
+/// Two variants, so that the tag fits in the in-memory binding's spare
+/// bits: a service keeps one per limiter, tens of thousands of them.
 #[non_exhaustive]
 pub enum AnyBinding {
     /// A policy's in-memory state.
     Memory(MemoryBinding),
+    /// A policy served by a store the fleet shares (Redis or PostgreSQL).
+    #[cfg(any(feature = "redis", feature = "postgres"))]
+    Shared(SharedBinding),
+}
+
+/// One policy served by a store the fleet shares.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+#[non_exhaustive]
+pub enum SharedBinding {
     /// A policy served by Redis.
     #[cfg(feature = "redis")]
     Redis(RedisBinding),
@@ -124,9 +141,13 @@ impl std::fmt::Debug for AnyBinding {
         match self {
             AnyBinding::Memory(binding) => f.debug_tuple("Memory").field(binding).finish(),
             #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => f.debug_tuple("Redis").field(binding).finish(),
+            AnyBinding::Shared(SharedBinding::Redis(binding)) => {
+                f.debug_tuple("Redis").field(binding).finish()
+            }
             #[cfg(feature = "postgres")]
-            AnyBinding::Postgres(binding) => f.debug_tuple("Postgres").field(binding).finish(),
+            AnyBinding::Shared(SharedBinding::Postgres(binding)) => {
+                f.debug_tuple("Postgres").field(binding).finish()
+            }
         }
     }
 }
@@ -142,14 +163,14 @@ impl Binding for AnyBinding {
                 Err(parts) => together(parts).await,
             },
             #[cfg(feature = "redis")]
-            AnyBinding::Redis(binding) => match call.for_binding() {
+            AnyBinding::Shared(SharedBinding::Redis(binding)) => match call.for_binding() {
                 Ok(call) => binding.call(call).await,
                 Err(parts) => together(parts).await,
             },
             // PostgreSQL does not answer several parts in one call: the
             // limiter decides them one by one.
             #[cfg(feature = "postgres")]
-            AnyBinding::Postgres(binding) => match call.for_binding() {
+            AnyBinding::Shared(SharedBinding::Postgres(binding)) => match call.for_binding() {
                 Ok(call) => binding.call(call).await,
                 Err(_) => Ok(Answer::Apart),
             },
@@ -162,10 +183,8 @@ impl Binding for AnyBinding {
     fn call_now(&self, call: Call<'_, Self>) -> Option<Result<Answer, BackendError>> {
         match self {
             AnyBinding::Memory(binding) => binding.call_now(call.for_binding().ok()?),
-            #[cfg(feature = "redis")]
-            AnyBinding::Redis(_) => None,
-            #[cfg(feature = "postgres")]
-            AnyBinding::Postgres(_) => None,
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            AnyBinding::Shared(_) => None,
         }
     }
 }
@@ -178,7 +197,7 @@ async fn together(parts: &[BindingPart<'_, AnyBinding>]) -> Result<Answer, Backe
         let redis: Option<Vec<BindingPart<'_, RedisBinding>>> = parts
             .iter()
             .map(|p| match p.binding {
-                AnyBinding::Redis(binding) => Some(BindingPart {
+                AnyBinding::Shared(SharedBinding::Redis(binding)) => Some(BindingPart {
                     binding,
                     key: p.key,
                     cost: p.cost,

@@ -251,6 +251,8 @@ mod watch_error;
 
 use std::path::Path;
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub use any_backend::SharedBinding;
 pub use any_backend::{AnyBackend, AnyBinding};
 pub use error::{ConfigFileError, ErrorKind, LoadError};
 pub use format::{Format, UnknownFormat};
