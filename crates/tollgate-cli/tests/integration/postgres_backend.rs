@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::support::*;
 use tollgate::Strategy;
-use tollgate_test_support::postgres::TestDatabase;
+use tollgate_test_support::postgres_databases::TestDatabase;
 
 /// Runs `simulate --strategy STRATEGY` on `trace`, on PostgreSQL at `url`
 /// when given; returns the summary and the decisions file.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tollgate_test_support::fault_proxy::{FaultProxy, Faults};
-use tollgate_test_support::postgres::TestDatabase;
+use tollgate_test_support::postgres_databases::TestDatabase;
 use tollgate_test_support::redis::free_port;
 
 use crate::support::{self, decide, start, Running};
