@@ -9,7 +9,6 @@ use tollgate::backend::{Backend, BackendError, Capabilities, Scope};
 use tollgate::Error;
 
 use crate::binding::{Options, PostgresBinding};
-use crate::builder::PostgresBackendBuilder;
 use crate::error::{backend_error, pool_error};
 use crate::sweep;
 
@@ -43,21 +42,14 @@ impl std::fmt::Debug for PostgresBackend {
 }
 
 impl PostgresBackend {
-    /// Settings for the server at `url` (see [`PostgresBackendBuilder::new`]
-    /// for the defaults); [`connect`](PostgresBackendBuilder::connect)
-    /// makes the backend.
-    pub fn builder(url: impl Into<String>) -> PostgresBackendBuilder {
-        PostgresBackendBuilder::new(url)
-    }
-
     /// The schema that holds the backend's table and functions.
     pub fn schema(&self) -> &str {
         &self.options.schema
     }
 
     /// Whether the schema is installed: always for a backend from
-    /// [`connect`](PostgresBackendBuilder::connect); for one
-    /// [connecting in the background](PostgresBackendBuilder::connect_in_background),
+    /// [`connect`](crate::PostgresBackendBuilder::connect); for one
+    /// [connecting in the background](crate::PostgresBackendBuilder::connect_in_background),
     /// once a decision has reached the database.
     pub fn is_installed(&self) -> bool {
         self.options.installer.is_installed()

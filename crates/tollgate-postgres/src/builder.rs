@@ -40,6 +40,15 @@ pub struct PostgresBackendBuilder {
     batch: bool,
 }
 
+impl PostgresBackend {
+    /// Settings for the server at `url` (see [`PostgresBackendBuilder::new`]
+    /// for the defaults); [`connect`](PostgresBackendBuilder::connect)
+    /// makes the backend.
+    pub fn builder(url: impl Into<String>) -> PostgresBackendBuilder {
+        PostgresBackendBuilder::new(url)
+    }
+}
+
 /// The settings, the URL's password hidden.
 impl std::fmt::Debug for PostgresBackendBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
