@@ -136,7 +136,7 @@ impl Tls {
     /// The connector that makes and checks TLS sessions as the mode asks.
     pub(crate) fn connector(&self) -> Result<MakeRustlsConnect, PostgresError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier: Arc<dyn ServerCertVerifier> = match (&self.root, self.mode) {
+        let chain = match (&self.root, self.mode) {
             (None, Mode::VerifyCa | Mode::VerifyFull) => {
                 return Err(PostgresError::new(
                     "postgres_url",
@@ -144,21 +144,18 @@ impl Tls {
                      sslrootcert: add sslrootcert=/path/to/ca.pem (or sslrootcert=system)",
                 ))
             }
-            (None, _) => Arc::new(Unchecked(provider.clone())),
-            (Some(root), mode) => {
-                let checked =
-                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots(root)?), provider.clone())
-                        .build()
-                        .map_err(|e| {
-                            PostgresError::new("postgres_url", format!("sslrootcert={root}: {e}"))
-                        })?;
-                if mode == Mode::VerifyFull {
-                    checked
-                } else {
-                    Arc::new(AnyName(checked))
-                }
-            }
+            (None, _) => None,
+            (Some(root), _) => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots(root)?), provider.clone())
+                    .build()
+                    .map_err(|e| PostgresError::new("postgres_url", format!("sslrootcert={root}: {e}")))?,
+            ),
         };
+        let verifier = Arc::new(Checks {
+            provider: provider.clone(),
+            chain,
+            name: self.mode == Mode::VerifyFull,
+        });
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| PostgresError::new("postgres_url", format!("TLS: {e}")))?
@@ -189,51 +186,18 @@ fn roots(root: &str) -> Result<RootCertStore, PostgresError> {
     Ok(store)
 }
 
-/// `prefer` and `require` without `sslrootcert`: any certificate, as
-/// libpq; the handshake's signatures are still checked.
+/// What a connection checks of the server's certificate: nothing but the
+/// handshake's signatures without `sslrootcert` (`prefer` and `require`,
+/// as libpq); the chain to `sslrootcert` with it (`verify-ca`, and
+/// `require` given a root); and the host's name too (`verify-full`).
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-/// `verify-ca`: the chain checked, the name not.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Checks {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    name: bool,
 }
 
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Checks {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -242,13 +206,13 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -259,7 +223,12 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -268,10 +237,17 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
