@@ -36,9 +36,10 @@ pub trait Decider: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Decision>, BackendError>> + Send;
 }
 
-/// The lanes of one backend, each named by an `L` the store chooses (a
-/// lane is removed when idle, so the map stays bounded by the names the
-/// store can give, whatever keys callers send).
+/// The lanes of one backend, each named by an `L` the store chooses: a
+/// small value, copied and hashed (a lane is removed when idle, so the map
+/// stays bounded by the names the store can give, whatever keys callers
+/// send).
 pub struct Batcher<D, L> {
     lanes: Mutex<HashMap<L, Lane<D>>>,
     /// How many calls of one lane may be in flight before decisions wait
@@ -85,7 +86,7 @@ struct Waiting<D> {
 }
 
 /// What a decision entering a lane does.
-enum Entered<D: Decider, L: Lanes> {
+enum Entered<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> {
     /// Goes out at once, alone; the lane counts the call until the guard
     /// is dropped.
     Alone(InFlight<D, L>),
@@ -93,25 +94,20 @@ enum Entered<D: Decider, L: Lanes> {
     Waits(oneshot::Receiver<Result<Decision, BackendError>>),
 }
 
-/// What names a lane: small, copied, hashed.
-pub trait Lanes: Copy + Eq + Hash + Send + Sync + 'static {}
-
-impl<L: Copy + Eq + Hash + Send + Sync + 'static> Lanes for L {}
-
 /// A call counted in flight on a lane: dropped (answered, failed or
 /// abandoned), it sends the decisions that waited, or frees its place.
-struct InFlight<D: Decider, L: Lanes> {
+struct InFlight<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> {
     batcher: Arc<Batcher<D, L>>,
     lane: L,
 }
 
-impl<D: Decider, L: Lanes> Drop for InFlight<D, L> {
+impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Drop for InFlight<D, L> {
     fn drop(&mut self) {
         Batcher::release(&self.batcher, self.lane);
     }
 }
 
-impl<D: Decider, L: Lanes> Batcher<D, L> {
+impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
     /// Decides `cost` units for `key` by `decider` on `lane`: in a call of
     /// its own when fewer than the lane's calls are in flight, otherwise
     /// with the decisions that wait beside it, in the call that goes out

@@ -31,7 +31,7 @@ mod trim;
 
 pub use crate::error::{BackendError, BackendErrorKind};
 pub use crate::strategy::tick::Tick;
-pub use batch::{Batcher, Decider, Lanes};
+pub use batch::{Batcher, Decider};
 pub(crate) use call::Answers;
 pub use call::{Answer, Binding, BindingPart, Call, Capabilities};
 pub use codec::{decode_record, Record};
