@@ -233,6 +233,9 @@ impl Shared {
 }
 
 impl Decider for PostgresBinding {
+    type Ask = u64;
+    type Answer = Decision;
+
     async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         self.decide(key, cost, None).await
     }

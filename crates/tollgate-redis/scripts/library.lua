@@ -16,8 +16,8 @@
 -- together.lua; <prefix>operate: a per-key operation, as operate.lua;
 -- <prefix>lease: a request asking for a lease, as lease.lua;
 -- <prefix>reserve and <prefix>cancel: a reservation and its cancel, as
--- reserve.lua; <prefix>permits: an operation on a key's permits under a
--- concurrency limit, as permits.lua; <prefix>hold and <prefix>settle: a
+-- reserve.lua; <prefix>permits: operations on keys' permits under
+-- concurrency limits, one or several, as permits.lua; <prefix>hold and <prefix>settle: a
 -- hold and its settle, as holds.lua.
 
 local function register(prefix)

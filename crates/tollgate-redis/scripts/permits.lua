@@ -1,23 +1,25 @@
-
 -- tollgate: permits of requests in flight (SEMANTICS.md "Requests in
--- flight"): one operation on a key's permits under a concurrency limit, as
--- one atomic step. It follows the prelude and defines
--- `permits(KEYS, ARGV)`.
+-- flight"): operations on keys' permits under concurrency limits, each as
+-- one atomic step, applied in order (several go out in one call under
+-- load, each answered exactly as in a call of its own). It follows the
+-- prelude and defines `permits(KEYS, ARGV)`.
 --
--- KEYS[1]  the state key: it holds nothing but a block ('B<until>|')
--- KEYS[2]  the key's permits: a sorted set of permit identifiers (32
---          hexadecimal digits), each scored with the microsecond at which it
---          expires (in the hash slot of KEYS[1])
--- KEYS[3]  the key's units: a hash of each permit's cost by identifier,
---          and two more fields, 'held' (the sum of the costs) and 'seen'
---          (the latest microsecond an operation used), in the same slot
--- ARGV[2]  the operation: acquire, peek, release or extend
--- ARGV[3]  milliseconds added to every expiry (grace for caller clocks)
--- ARGV[4]  L, the limit
--- ARGV[5]  the permits' ttl in microseconds
--- ARGV[6]  the permit's identifier ('' for a peek)
--- ARGV[7]  the cost of an acquire or a peek (the caller clamps it to L + 1:
---          every larger cost is refused alike)
+-- KEYS[3i - 2]  operation i's state key: it holds nothing but a block
+--               ('B<until>|')
+-- KEYS[3i - 1]  the key's permits: a sorted set of permit identifiers (32
+--               hexadecimal digits), each scored with the microsecond at
+--               which it expires (in the hash slot of the state key)
+-- KEYS[3i]      the key's units: a hash of each permit's cost by
+--               identifier, and two more fields, 'held' (the sum of the
+--               costs) and 'seen' (the latest microsecond an operation
+--               used), in the same slot
+-- ARGV[2]       milliseconds added to every expiry (grace for caller clocks)
+-- ARGV[5i - 2]  operation i: acquire, peek, release or extend
+-- ARGV[5i - 1]  its L, the limit
+-- ARGV[5i]      its permits' ttl in microseconds
+-- ARGV[5i + 1]  its permit's identifier ('' for a peek)
+-- ARGV[5i + 2]  its cost, for an acquire or a peek (the caller clamps it to
+--               L + 1: every larger cost is refused alike)
 --
 -- Ports crates/tollgate/src/strategy/permits.rs. The operation's time is
 -- the later of now and 'seen'; the permits expired by then (scored at or
@@ -27,9 +29,12 @@
 -- keys expire with their last permit, plus the grace; a key left with no
 -- permit is deleted.
 --
--- Returns {done (0 or 1), in_flight, reset_us, retry_after_us, expires_in_us}
--- with -1 for no retry_after or expires_in; for a blocked key {-1, the
--- microseconds left of the block, reset_us}.
+-- Returns five numbers per operation, in order: {done (0 or 1), in_flight,
+-- reset_us, retry_after_us, expires_in_us} with -1 for no retry_after or
+-- expires_in; for a blocked key {-1, the microseconds left of the block,
+-- reset_us, 0, 0}. An operation that fails (a value that is no permits'
+-- or no block under its keys) fails the call when it is the only one;
+-- among several it answers {-2, 0, 0, 0, 0} and the others go on.
 
 -- Drops the permits in `set` (costs in `units`) expired at `at`; returns
 -- the units still held, `held` before.
@@ -113,18 +118,13 @@ local function block_of(state)
   return nil
 end
 
-local function permits(KEYS, ARGV)
-  local bad_clock = read_clock(ARGV[1])
-  if bad_clock then
-    return bad_clock
-  end
-  local set, units = KEYS[2], KEYS[3]
-  local op, grace_ms = ARGV[2], numbers[ARGV[3]] or arg(ARGV[3])
-  local limit, ttl = numbers[ARGV[4]] or arg(ARGV[4]), numbers[ARGV[5]] or arg(ARGV[5])
-  local id, cost = ARGV[6], numbers[ARGV[7]] or arg(ARGV[7])
+-- Applies `op` at now to the permits in `set` and `units` of the key
+-- whose state key is `state`. Returns the operation's five numbers, or
+-- false and an error reply.
+local function permit_op(state, set, units, grace_ms, op, limit, ttl, id, cost)
   local acquires = op == 'acquire' or op == 'peek'
   if not acquires and op ~= 'release' and op ~= 'extend' then
-    return redis.error_reply('TOLLGATE unknown permit operation ' .. tostring(op))
+    return false, redis.error_reply('TOLLGATE unknown permit operation ' .. tostring(op))
   end
 
   -- The key's time and the units its unexpired permits hold.
@@ -139,9 +139,9 @@ local function permits(KEYS, ARGV)
   local done, retry_after, expires_in = 0, -1, -1
   local ends, err, known = nil, nil, nil
   if acquires then
-    ends, err = block_of(KEYS[1])
+    ends, err = block_of(state)
     if ends == false then
-      return err
+      return false, err
     end
   end
   if op ~= 'peek' then
@@ -186,7 +186,38 @@ local function permits(KEYS, ARGV)
   keep(set, units, held, at, last, grace_ms, seen ~= nil)
   local reset = last and last - at or 0
   if done == -1 then
-    return { -1, ends - now, reset }
+    return { -1, ends - now, reset, 0, 0 }
   end
   return { done, held, reset, retry_after, expires_in }
+end
+
+local function permits(KEYS, ARGV)
+  local bad_clock = read_clock(ARGV[1])
+  if bad_clock then
+    return bad_clock
+  end
+  local grace_ms = numbers[ARGV[2]] or arg(ARGV[2])
+  -- Applies operation i: its five numbers, or false and an error reply.
+  local function apply(i)
+    local k, a = 3 * i, 5 * i
+    return permit_op(KEYS[k - 2], KEYS[k - 1], KEYS[k], grace_ms, ARGV[a - 2],
+      numbers[ARGV[a - 1]] or arg(ARGV[a - 1]), numbers[ARGV[a]] or arg(ARGV[a]), ARGV[a + 1],
+      numbers[ARGV[a + 2]] or arg(ARGV[a + 2]))
+  end
+  local count = #KEYS / 3
+  if count == 1 then
+    local answer, err = apply(1)
+    return answer or err
+  end
+  local reply = {}
+  for i = 1, count do
+    local ok, answer = pcall(apply, i)
+    if not ok or not answer then
+      answer = { -2, 0, 0, 0, 0 }
+    end
+    for j = 1, 5 do
+      reply[5 * (i - 1) + j] = answer[j]
+    end
+  end
+  return reply
 end

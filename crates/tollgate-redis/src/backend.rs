@@ -8,7 +8,7 @@ use redis::cluster_routing::Slot;
 use tollgate::backend::{Backend, Batcher, Capabilities, Scope};
 use tollgate::Error;
 
-use crate::binding::{Options, RedisBinding};
+use crate::binding::{Batched, Options, RedisBinding};
 use crate::connection::Connection;
 use crate::scripts::Functions;
 
@@ -30,7 +30,7 @@ pub struct RedisBackend {
     /// [`RedisBackend::uses_functions`]).
     functions: Arc<Functions>,
     /// The lanes of batched calls, shared by every binding.
-    batcher: Arc<Batcher<RedisBinding, Slot>>,
+    batcher: Arc<Batcher<Batched, Slot>>,
 }
 
 /// How many calls of one lane (a standalone server or Sentinel's primary;

@@ -11,11 +11,10 @@ use redis::cluster_routing::Slot;
 use tollgate::backend::BackendError;
 use tollgate::backend::BackendErrorKind;
 use tollgate::backend::{
-    namespace, Answer, Batcher, Binding, BindingPart, Call, CompoundKeys, Decider, LeaseAsk, Leased,
-    Permitted, Receipt, Reserved, Scope, Tick,
+    namespace, Answer, Batcher, Binding, BindingPart, Call, CompoundKeys, LeaseAsk, Leased, Receipt,
+    Reserved, Scope, Tick,
 };
 use tollgate::clock::{Clock, SharedClock, SystemClock};
-use tollgate::strategy::permits::{PermitOp, PermitOutcome};
 use tollgate::strategy::{
     self, CalendarTicks, CompoundOutcome, GcraState, LimitRate, Outcome, SlidingWindowState, State, Strategy,
 };
@@ -28,6 +27,11 @@ use crate::reply::{parse_blocked, parse_reply, parse_together, NO_OUTCOME};
 use crate::scripts::{self, Functions, LuaScript};
 
 mod holds;
+mod lanes;
+mod permits;
+
+pub(crate) use lanes::Batched;
+use permits::permit_keys;
 
 /// The settings a [`RedisBackend`](crate::RedisBackend) hands to each of
 /// its bindings, from its [builder](crate::RedisBackendBuilder).
@@ -58,9 +62,9 @@ enum Layout {
 struct BindingShared {
     conn: Connection,
     functions: Arc<Functions>,
-    /// The backend's batched calls; `None` when every decision goes out
-    /// alone.
-    batcher: Option<Arc<Batcher<RedisBinding, Slot>>>,
+    /// The backend's lanes of batched calls; `None` when every call goes
+    /// out alone.
+    batcher: Option<Arc<Batcher<Batched, Slot>>>,
     timeout: Duration,
     clock: Option<SharedClock>,
     script: &'static LuaScript,
@@ -155,7 +159,7 @@ impl RedisBinding {
     pub(crate) fn new(
         conn: &Connection,
         functions: &Arc<Functions>,
-        batcher: &Arc<Batcher<RedisBinding, Slot>>,
+        batcher: &Arc<Batcher<Batched, Slot>>,
         options: &Options,
         scope: &Scope<'_>,
     ) -> Result<Self, Error> {
@@ -252,20 +256,42 @@ impl RedisBinding {
         self.shared.script.function()
     }
 
-    /// Decides `cost` units for `key`: alone, or together with the
-    /// decisions waiting for the calls in flight to the same node (see
-    /// [`Batcher`]).
-    async fn run(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
+    /// Decides `cost` units for `key` in one call of its own.
+    async fn decide_one(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
         let shared = &*self.shared;
-        let Some(batcher) = &shared.batcher else {
-            return self.decide_alone(key, cost).await;
-        };
-        let lane = if shared.conn.is_cluster() {
-            Slot::for_key(&self.state_keys(key)[0])
-        } else {
-            STANDALONE_LANE
-        };
-        Batcher::decide(batcher, lane, self, key, cost, shared.timeout).await
+        let cost = shared.cost_arg(cost);
+        let reply = self
+            .invoke(shared.script, key, &cost, &shared.limit_args, None)
+            .await?;
+        decision_of(&shared.limits, &reply)
+    }
+
+    /// Decides `parts` (none: no call; one: a call of its own) in one call:
+    /// of the policy's batch entry point when every part is of one policy
+    /// of one limit, otherwise of `together`, every part non-decisive.
+    async fn decide_many(parts: &[(&RedisBinding, &[u8], u64)]) -> Result<Vec<Decision>, BackendError> {
+        match parts {
+            [] => return Ok(Vec::new()),
+            [(binding, key, cost)] => return Ok(vec![binding.decide_one(key, *cost).await?]),
+            _ => {}
+        }
+        let first = &parts[0].0.shared;
+        if let Some(script) = first.batch_script {
+            if parts.iter().all(|p| Arc::ptr_eq(&p.0.shared, first)) {
+                return RedisBinding::call_batch(first, script, parts).await;
+            }
+        }
+        let parts: Vec<BindingPart<'_, RedisBinding>> = parts
+            .iter()
+            .map(|&(binding, key, cost)| BindingPart {
+                binding,
+                key,
+                cost,
+                decisive: false,
+            })
+            .collect();
+        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
+        RedisBinding::call_together(&parts[0].binding.shared, &parts, &state_keys).await
     }
 
     /// Decides `parts`, all of one policy of one limit, in one call of
@@ -651,71 +677,6 @@ impl RedisBinding {
         self.shared.limits[0].strategy == Strategy::Concurrency
     }
 
-    /// The answer to `call` on a concurrency limit, whose permits are kept
-    /// beside the key's state key ([`permit_keys`]; the state key holds
-    /// only a block): a decision (a report's or a reservation's too) is
-    /// whether a permit would be granted now, holding nothing; a reset
-    /// frees the key's permits, a block denies its acquisitions until it
-    /// ends, a refund or a penalty changes nothing; a lease is refused.
-    async fn call_permits(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
-        let peek = |key, cost| self.permit(key, PermitOp::Peek { cost });
-        Ok(match call {
-            Call::Permit { key, op } => Answer::Permitted(self.permit(key, op).await?),
-            Call::Decide { key, cost } | Call::Charge { key, cost } => {
-                Answer::Decided(peek(key, cost).await?.decision)
-            }
-            Call::Reserve { key, cost, .. } => {
-                let decision = peek(key, cost).await?.decision;
-                Answer::Reserved(Box::new(Reserved::new(decision, Duration::ZERO, None)))
-            }
-            Call::Cancel { .. } => Answer::Cancelled(false),
-            Call::Operate { key, op } => {
-                if !matches!(op, Operation::Refund(_) | Operation::Penalty(_)) {
-                    self.operate_keys(key, op).await?;
-                }
-                Answer::Done
-            }
-            Call::Together(_) => Answer::Apart,
-            Call::Reconnect => {
-                self.ping_twice().await?;
-                Answer::Done
-            }
-            Call::Lease { .. } | Call::Hold { .. } | Call::Settle { .. } => return Err(call.unsupported()),
-        })
-    }
-
-    /// Applies `op` to `key`'s permits in one call of the permits entry
-    /// point, on the server's clock (or the caller's, when the backend has
-    /// one): the state key and the two keys of its permits, then now, the
-    /// operation, the grace, `L`, the ttl, the permit's identifier and the
-    /// cost.
-    async fn permit(&self, key: &[u8], op: PermitOp) -> Result<Permitted, BackendError> {
-        let shared = &*self.shared;
-        let mut state_keys = self.state_keys(key);
-        let permit_keys = permit_keys(&state_keys[0]);
-        state_keys.extend(permit_keys);
-        let keys: Vec<&[u8]> = state_keys.iter().map(Vec::as_slice).collect();
-        let (name, id, cost) = match op {
-            PermitOp::Acquire { id, cost } => ("acquire", id.to_string(), shared.cost_arg(cost)),
-            PermitOp::Peek { cost } => ("peek", String::new(), shared.cost_arg(cost)),
-            PermitOp::Release { id } => ("release", id.to_string(), String::from("0")),
-            PermitOp::Extend { id } => ("extend", id.to_string(), String::from("0")),
-        };
-        let rate = shared.limits[0].rate;
-        let (now, limit, ttl) = (shared.now_arg(), rate.limit.to_string(), rate.window.to_string());
-        let args: [&[u8]; 7] = [
-            now.as_bytes(),
-            name.as_bytes(),
-            shared.grace_ms.as_bytes(),
-            limit.as_bytes(),
-            ttl.as_bytes(),
-            id.as_bytes(),
-            cost.as_bytes(),
-        ];
-        let reply = shared.call(shared.script, &keys, &args).await?;
-        parse_permitted(&reply, rate.limit)
-    }
-
     /// Runs `script` on the state keys of `key` with now, `amount`, the
     /// grace, `limit_args` and `last` as arguments, within the timeout.
     async fn invoke(
@@ -881,17 +842,6 @@ fn beside(state_key: &[u8], suffix: &[u8]) -> Option<Vec<u8>> {
     Some([b"{", state_key, b"}", suffix].concat())
 }
 
-/// The keys of the permits of the rate-limit key whose state key is
-/// `state_key`, in its hash slot: the sorted set of their identifiers by
-/// expiry (`…:permits`) and the hash of their costs (`…:permit_units`),
-/// named as [`beside`] names them. A state key without a tag that holds a
-/// `}` gets a tag of decimal digits in its slot instead
-/// ([`slot_tag`]), followed by the state key: `{<digits>}:<state
-/// key>:permits`.
-fn permit_keys(state_key: &[u8]) -> [Vec<u8>; 2] {
-    keys_beside(state_key, [b":permits".as_slice(), b":permit_units"])
-}
-
 /// Keys named after `state_key`, one ending in each of `suffixes`, in its
 /// hash slot: as [`beside`] names them, or, for a state key without a tag
 /// that holds a `}`, `{<digits>}:<state key><suffix>` with a tag of decimal
@@ -927,79 +877,6 @@ fn slot_tag(slot: Slot) -> &'static str {
 /// The number of Redis Cluster hash slots.
 const SLOTS: usize = 16_384;
 
-/// The answer of the permits entry point: `{done, in_flight, reset_us,
-/// retry_after_us, expires_in_us}` (-1 for none), or a blocked key's
-/// `{-1, left_us, reset_us}`, which is denied with nothing remaining until
-/// the block ends ([`Decision::blocked`]'s numbers).
-fn parse_permitted(reply: &[i64], limit: u64) -> Result<Permitted, BackendError> {
-    let bad = || {
-        BackendError::new(
-            BackendErrorKind::Protocol,
-            format!("unexpected reply from the permits script: {reply:?}"),
-        )
-    };
-    let number = |n: i64| u64::try_from(n).map_err(|_| bad());
-    let optional = |n: i64| if n == -1 { Ok(None) } else { number(n).map(Some) };
-    let outcome = match *reply {
-        [-1, left, reset] => {
-            let (left, reset) = (number(left)?, number(reset)?);
-            PermitOutcome {
-                done: false,
-                in_flight: limit,
-                reset: reset.max(left),
-                retry_after: Some(left),
-                expires_in: None,
-            }
-        }
-        [done @ (0 | 1), in_flight, reset, retry_after, expires_in] => PermitOutcome {
-            done: done == 1,
-            in_flight: number(in_flight)?,
-            reset: number(reset)?,
-            retry_after: optional(retry_after)?,
-            expires_in: optional(expires_in)?,
-        },
-        _ => return Err(bad()),
-    };
-    // The units held may exceed `L` when the policy's limit was lowered
-    // while permits were held: nothing remains until they go.
-    Ok(Permitted::from_outcome(outcome, limit, Tick::Micros))
-}
-
-impl Decider for RedisBinding {
-    /// Decides `cost` units for `key` in one call of its own.
-    async fn decide_alone(&self, key: &[u8], cost: u64) -> Result<Decision, BackendError> {
-        let shared = &*self.shared;
-        let cost = shared.cost_arg(cost);
-        let reply = self
-            .invoke(shared.script, key, &cost, &shared.limit_args, None)
-            .await?;
-        decision_of(&shared.limits, &reply)
-    }
-
-    /// One call of the policy's batch entry point when every part is of
-    /// one policy of one limit; otherwise one call of `together`, every
-    /// part non-decisive.
-    async fn decide_batch(parts: &[(&RedisBinding, &[u8], u64)]) -> Result<Vec<Decision>, BackendError> {
-        let first = &parts[0].0.shared;
-        if let Some(script) = first.batch_script {
-            if parts.iter().all(|p| Arc::ptr_eq(&p.0.shared, first)) {
-                return RedisBinding::call_batch(first, script, parts).await;
-            }
-        }
-        let parts: Vec<BindingPart<'_, RedisBinding>> = parts
-            .iter()
-            .map(|&(binding, key, cost)| BindingPart {
-                binding,
-                key,
-                cost,
-                decisive: false,
-            })
-            .collect();
-        let state_keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.binding.state_keys(p.key)).collect();
-        RedisBinding::call_together(&parts[0].binding.shared, &parts, &state_keys).await
-    }
-}
-
 impl Binding for RedisBinding {
     /// One function call (or script) per call, for every limit of the
     /// policy: a decision batched with others under load, a report
@@ -1014,8 +891,10 @@ impl Binding for RedisBinding {
     /// and starts the reconnection, and the second waits for that attempt
     /// (within the connect timeout), so the probe's decision that follows
     /// goes out on a live connection as soon as the server accepts again.
-    /// A concurrency limit's operations on permits are one call each of
-    /// the permits entry point. A hold is one call that decides its
+    /// A concurrency limit's operations on permits (its plain decisions
+    /// too) are one call each of the permits entry point, batched under
+    /// load as decisions are: several in one call, each answered exactly
+    /// as alone. A hold is one call that decides its
     /// estimate and records it beside the key's first state key, in its
     /// hash slot; a settle is one call that takes it out and gives back or
     /// charges the difference on every limit.
@@ -1089,52 +968,5 @@ mod tests {
             operation_amount(Operation::Block(Duration::from_nanos(2_999))).unwrap(),
             ("block", 2)
         );
-    }
-
-    #[test]
-    fn permit_keys_share_the_state_keys_slot() {
-        let states: [&[u8]; 5] = [
-            b"tollgate::concurrency:k",
-            b"tollgate:{api:k}:concurrency:1",
-            b"tollgate::concurrency:a}b",
-            b"tollgate::concurrency:}{",
-            b"tollgate::concurrency:{}x}",
-        ];
-        for state in states {
-            for key in permit_keys(state) {
-                assert_eq!(
-                    Slot::for_key(&key),
-                    Slot::for_key(state),
-                    "{}",
-                    String::from_utf8_lossy(&key)
-                );
-            }
-        }
-        assert_eq!(
-            permit_keys(b"s"),
-            [b"{s}:permits".to_vec(), b"{s}:permit_units".to_vec()]
-        );
-    }
-
-    #[test]
-    fn a_permits_reply_is_read_or_refused() {
-        let admitted = parse_permitted(&[1, 2, 30, -1, 30], 3).unwrap();
-        assert!(admitted.decision.allowed);
-        assert_eq!(admitted.in_flight(), 2);
-        assert_eq!(admitted.expires_in, Some(Duration::from_micros(30)));
-        let blocked = parse_permitted(&[-1, 50, 20], 3).unwrap();
-        assert_eq!(blocked.decision, Decision::blocked(50, 20, 3, Tick::Micros));
-        assert_eq!(blocked.expires_in, None);
-        let lowered = parse_permitted(&[0, 5, 30, 10, -1], 3).unwrap();
-        assert_eq!(lowered.decision.remaining, 0, "held under a higher limit");
-        for bad in [
-            &[2, 0, 0, -1, -1][..],
-            &[1, 0, 0, -2, -1],
-            &[0, 1, -5, -1, -1],
-            &[1],
-        ] {
-            let err = parse_permitted(bad, 3).unwrap_err();
-            assert_eq!(err.kind(), BackendErrorKind::Protocol);
-        }
     }
 }

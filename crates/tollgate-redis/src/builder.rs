@@ -195,8 +195,10 @@ impl RedisBackendBuilder {
     /// spends less Redis and client CPU per decision; off, every decision
     /// is a call of its own, pipelined on the connection.
     ///
-    /// Only plain decisions are batched; leases, reservations, operations
-    /// and the parts of one Envoy request go out as before.
+    /// Plain decisions and a concurrency limit's operations on permits
+    /// (acquire, release, extend) are batched, through the same lanes;
+    /// leases, reservations, per-key operations and the parts of one Envoy
+    /// request go out as before.
     pub fn batch_calls(mut self, on: bool) -> Self {
         self.batch = on;
         self

@@ -10,8 +10,9 @@
 //! limits decided as one step (their states written only when all admit),
 //! several parts of one request decided as one step (each a policy on its
 //! own key, charged only when no part denies), the per-key operations, a
-//! request asking for a lease, a reservation and its cancel, an operation
-//! on a key's permits under a concurrency limit, and a hold (an estimate
+//! request asking for a lease, a reservation and its cancel, operations
+//! on keys' permits under concurrency limits (one, or several in order),
+//! and a hold (an estimate
 //! charged up front) and its settle by the usage. The same functions decide in all, so
 //! a limit decides alike alone and in a compound policy.
 //!
@@ -187,7 +188,7 @@ pub(crate) fn single(strategy: Strategy) -> &'static LuaScript {
 
 /// What decides several requests of a policy of one limit of `strategy`
 /// in one call (batched calls); `None` for a concurrency limit, whose
-/// operations each go out alone.
+/// operations go out together through [`permits`].
 pub(crate) fn batch(strategy: Strategy) -> Option<&'static LuaScript> {
     let entries = entries();
     match strategy {
@@ -196,6 +197,12 @@ pub(crate) fn batch(strategy: Strategy) -> Option<&'static LuaScript> {
         Strategy::TokenBucket | Strategy::LeakyBucket => Some(&entries.batch_gcra),
         Strategy::Concurrency => None,
     }
+}
+
+/// What applies operations (acquire, peek, release, extend) to keys'
+/// permits under concurrency limits, one or several in one call.
+pub(crate) fn permits() -> &'static LuaScript {
+    &entries().permits
 }
 
 /// What decides a policy of several limits, and a report (usage reported
@@ -332,8 +339,8 @@ impl LuaScript {
         )
     }
 
-    /// What applies one operation (acquire, peek, release, extend) to a
-    /// key's permits under a concurrency limit.
+    /// What applies operations (acquire, peek, release, extend) to keys'
+    /// permits under concurrency limits, one or several in one call.
     pub(crate) fn permits() -> Self {
         Self::new(
             "permits",

@@ -19,6 +19,7 @@ mod holds;
 mod leases;
 mod operations;
 mod overrides;
+mod permit_batches;
 mod permit_faults;
 mod permit_processes;
 mod permits;

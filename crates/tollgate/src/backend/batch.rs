@@ -6,7 +6,10 @@
 //! are decided in order, each against what the earlier ones left, exactly
 //! as one call each would decide them in that order. No timer: a decision
 //! that finds fewer than the lane's calls in flight goes out at once,
-//! alone ([`Batcher::decide`]).
+//! alone ([`Batcher::decide`]). What a call asks and answers is the
+//! store's ([`Decider::Ask`], [`Decider::Answer`]): a decision's cost and
+//! its [`Decision`](crate::Decision), or more (the Redis backend's operations on permits go
+//! through the same lanes).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,31 +19,39 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::decision::Decision;
 use crate::error::{BackendError, BackendErrorKind};
 
 /// What makes the calls of a lane: a decision in a call of its own, or
 /// several in one.
 pub trait Decider: Clone + Send + Sync + 'static {
-    /// Decides `cost` units for `key` in a call of its own.
+    /// What a call asks of its key: the cost of a decision, for a store
+    /// that batches only decisions.
+    type Ask: Copy + Send + Sync + 'static;
+    /// What a call answers: a decision's
+    /// [`Decision`](crate::Decision), for a store that batches only
+    /// decisions.
+    type Answer: Send + 'static;
+
+    /// Answers `ask` for `key` in a call of its own.
     fn decide_alone(
         &self,
         key: &[u8],
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, BackendError>> + Send;
+        ask: Self::Ask,
+    ) -> impl Future<Output = Result<Self::Answer, BackendError>> + Send;
 
-    /// Decides `parts` (each a decider of one backend, a key and a cost)
-    /// in one call, in order, each deciding only itself.
+    /// Answers `parts` (each a decider of one backend, a key and what it
+    /// asks) in one call, in order, each answered exactly as in a call of
+    /// its own after the parts before it.
     fn decide_batch(
-        parts: &[(&Self, &[u8], u64)],
-    ) -> impl Future<Output = Result<Vec<Decision>, BackendError>> + Send;
+        parts: &[(&Self, &[u8], Self::Ask)],
+    ) -> impl Future<Output = Result<Vec<Self::Answer>, BackendError>> + Send;
 }
 
 /// The lanes of one backend, each named by an `L` the store chooses: a
 /// small value, copied and hashed (a lane is removed when idle, so the map
 /// stays bounded by the names the store can give, whatever keys callers
 /// send).
-pub struct Batcher<D, L> {
+pub struct Batcher<D: Decider, L> {
     lanes: Mutex<HashMap<L, Lane<D>>>,
     /// How many calls of one lane may be in flight before decisions wait
     /// to go out together.
@@ -49,7 +60,7 @@ pub struct Batcher<D, L> {
     max_batch: usize,
 }
 
-impl<D, L> Batcher<D, L> {
+impl<D: Decider, L> Batcher<D, L> {
     /// A batcher whose lanes each carry up to `max_in_flight` calls (at
     /// least 1) before decisions wait, and up to `max_batch` decisions (at
     /// least 1) per batched call.
@@ -63,12 +74,12 @@ impl<D, L> Batcher<D, L> {
 }
 
 /// The calls in flight on one lane and the decisions waiting for one.
-struct Lane<D> {
+struct Lane<D: Decider> {
     in_flight: usize,
     waiting: Vec<Waiting<D>>,
 }
 
-impl<D> Default for Lane<D> {
+impl<D: Decider> Default for Lane<D> {
     fn default() -> Self {
         Self {
             in_flight: 0,
@@ -77,12 +88,12 @@ impl<D> Default for Lane<D> {
     }
 }
 
-/// A decision waiting to go out with others.
-struct Waiting<D> {
+/// A call waiting to go out with others.
+struct Waiting<D: Decider> {
     decider: D,
     key: Box<[u8]>,
-    cost: u64,
-    answer: oneshot::Sender<Result<Decision, BackendError>>,
+    ask: D::Ask,
+    answer: oneshot::Sender<Result<D::Answer, BackendError>>,
 }
 
 /// What a decision entering a lane does.
@@ -91,7 +102,7 @@ enum Entered<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> {
     /// is dropped.
     Alone(InFlight<D, L>),
     /// Waits for the answer of a batched call.
-    Waits(oneshot::Receiver<Result<Decision, BackendError>>),
+    Waits(oneshot::Receiver<Result<D::Answer, BackendError>>),
 }
 
 /// A call counted in flight on a lane: dropped (answered, failed or
@@ -108,12 +119,12 @@ impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Drop for InFlight<
 }
 
 impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
-    /// Decides `cost` units for `key` by `decider` on `lane`: in a call of
-    /// its own when fewer than the lane's calls are in flight, otherwise
-    /// with the decisions that wait beside it, in the call that goes out
-    /// when one in flight returns. A decision that has not gone out within
-    /// `timeout` from now is dropped from its batch, never charged, and
-    /// fails as timed out.
+    /// Answers `ask` (a decision's cost, or what else the store's calls
+    /// ask) for `key` by `decider` on `lane`: in a call of its own when
+    /// fewer than the lane's calls are in flight, otherwise with the calls
+    /// that wait beside it, in the call that goes out when one in flight
+    /// returns. A call that has not gone out within `timeout` from now is
+    /// dropped from its batch, never applied, and fails as timed out.
     ///
     /// # Errors
     ///
@@ -124,12 +135,12 @@ impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
         lane: L,
         decider: &D,
         key: &[u8],
-        cost: u64,
+        ask: D::Ask,
         timeout: Duration,
-    ) -> Result<Decision, BackendError> {
-        match Self::enter(this, lane, decider, key, cost) {
+    ) -> Result<D::Answer, BackendError> {
+        match Self::enter(this, lane, decider, key, ask) {
             Entered::Alone(in_flight) => {
-                let decided = decider.decide_alone(key, cost).await;
+                let decided = decider.decide_alone(key, ask).await;
                 drop(in_flight);
                 decided
             }
@@ -140,10 +151,10 @@ impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
         }
     }
 
-    /// Enters `lane` with a decision of `cost` units for `key` by
-    /// `decider`: alone when fewer than the lane's calls are in flight
-    /// there, otherwise waiting for a batch.
-    fn enter(this: &Arc<Self>, lane: L, decider: &D, key: &[u8], cost: u64) -> Entered<D, L> {
+    /// Enters `lane` with `ask` for `key` by `decider`: alone when fewer
+    /// than the lane's calls are in flight there, otherwise waiting for a
+    /// batch.
+    fn enter(this: &Arc<Self>, lane: L, decider: &D, key: &[u8], ask: D::Ask) -> Entered<D, L> {
         let mut lanes = this.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = lanes.entry(lane).or_default();
         if entry.in_flight < this.max_in_flight {
@@ -157,7 +168,7 @@ impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
         entry.waiting.push(Waiting {
             decider: decider.clone(),
             key: key.into(),
-            cost,
+            ask,
             answer,
         });
         Entered::Waits(waits)
@@ -205,11 +216,11 @@ impl<D: Decider, L: Copy + Eq + Hash + Send + Sync + 'static> Batcher<D, L> {
 async fn send<D: Decider>(mut parts: Vec<Waiting<D>>) {
     if parts.len() == 1 {
         let one = parts.pop().expect("one part");
-        let answer = one.decider.decide_alone(&one.key, one.cost).await;
+        let answer = one.decider.decide_alone(&one.key, one.ask).await;
         let _ = one.answer.send(answer);
         return;
     }
-    let asked: Vec<(&D, &[u8], u64)> = parts.iter().map(|w| (&w.decider, &*w.key, w.cost)).collect();
+    let asked: Vec<(&D, &[u8], D::Ask)> = parts.iter().map(|w| (&w.decider, &*w.key, w.ask)).collect();
     match D::decide_batch(&asked).await {
         Ok(decisions) => {
             for (waiting, decision) in parts.into_iter().zip(decisions) {
