@@ -1,12 +1,14 @@
 //! `POST /v1/acquire` on a resource that combines a rate with a
 //! concurrency limit, through a real HTTP client: a request needs both; a
 //! full set of slots denies without charging the rate, and a rate denial
-//! releases the permit at once, so a denied request holds nothing.
+//! releases the permit at once, so a denied request holds nothing. On
+//! Redis too, the permit holding across two instances of one file.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tollgate::clock::ManualClock;
+use tollgate_test_support::redis::RedisServer;
 
 use crate::support::{self, start};
 
@@ -135,4 +137,86 @@ async fn a_decision_on_a_combined_resource_is_refused_naming_acquire() {
         (&json!(true), &json!(1))
     );
     server.stop().await;
+}
+
+/// The combined resource on Redis, served by two instances of one file
+/// (sharing the permits' signing key, as replicas of one store do): a
+/// permit acquired through one holds the slot for the other, which can
+/// release it; a rate denial releases its request's permit at once, in
+/// Redis too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_permit_holds_across_instances_and_a_rate_denial_releases_it() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let text = POLICIES.replace(
+        "tollgate:\n",
+        &format!(
+            "tollgate:\n  redis_url: {}\n  key_prefix: combined\n",
+            redis.url()
+        ),
+    );
+    let file = support::write(dir.path(), "p.yaml", &text);
+    let key = support::write(dir.path(), "permit.key", "a shared signing key of the replicas");
+    let a = start(support::builder(&[&file]).permit_key_file(&key)).await;
+    let b = start(support::builder(&[&file]).permit_key_file(&key)).await;
+    let client = reqwest::Client::new();
+    // The Redis keys of the slot's permits (a sorted set and a hash).
+    let permit_keys = || redis.cli(&["KEYS", "*combined*permit*"]);
+
+    let (status, first) = post(&client, &a, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        (
+            &first["allowed"],
+            &first["in_flight"],
+            &first["rate"]["remaining"]
+        ),
+        (&json!(true), &json!(1), &json!(1)),
+        "{first}"
+    );
+    assert_eq!(permit_keys().lines().count(), 2, "{}", permit_keys());
+    // The other instance finds the slot taken, and charges no rate.
+    let (_, full) = post(&client, &b, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (
+            &full["allowed"],
+            &full["permit"],
+            &full["rate"],
+            &full["in_flight"]
+        ),
+        (&json!(false), &Value::Null, &Value::Null, &json!(1)),
+        "{full}"
+    );
+    let (_, released) = post(&client, &b, "/v1/release", &permit_body(&first)).await;
+    assert_eq!(released, json!({ "released": true, "in_flight": 0 }));
+    assert_eq!(permit_keys(), "", "the last permit's keys leave Redis");
+
+    let (_, second) = post(&client, &b, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&second["allowed"], &second["rate"]["remaining"]),
+        (&json!(true), &json!(0)),
+        "{second}"
+    );
+    let (_, released) = post(&client, &a, "/v1/release", &permit_body(&second)).await;
+    assert_eq!(released["released"], true, "{released}");
+
+    // The rate is spent: denied by it, the slot's permit released at once.
+    let (_, spent) = post(&client, &a, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&spent["allowed"], &spent["permit"], &spent["in_flight"]),
+        (&json!(false), &Value::Null, &json!(0)),
+        "{spent}"
+    );
+    assert_eq!(spent["rate"]["allowed"], false, "{spent}");
+    assert_eq!(permit_keys(), "", "the denied request holds nothing in Redis");
+    // So the other instance finds the slot free (the rate still denies,
+    // and releases its permit again).
+    let (_, again) = post(&client, &b, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&again["allowed"], &again["in_flight"], &again["rate"]["allowed"]),
+        (&json!(false), &json!(0), &json!(false)),
+        "{again}"
+    );
+    a.stop().await;
+    b.stop().await;
 }
