@@ -4,7 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use tollgate_config::{ConfigFile, PolicyFile};
+use tollgate::{Policy, Strategy};
+use tollgate_config::{ConfigFile, PolicyFile, Target};
 
 use crate::described::{describe_settings, Replay};
 use crate::error::CliError;
@@ -31,12 +32,22 @@ pub fn check(path: &Path) -> Result<(), CliError> {
 /// The report of a valid file: a line naming the file and its settings,
 /// then an aligned table with one row per limit, the default first: a
 /// policy of one limit is one row named after its target, a compound
-/// policy one row per limit, named `TARGET limits[i]`. When the file gives
-/// settings beside the policies (`exempt`, `deny`, `shadow`, `deny_cache`,
-/// `fallback`), a last column shows each target's, on its first row.
+/// policy one row per limit, named `TARGET limits[i]`, and a resource that
+/// combines its rates with a concurrency limit one more row for the
+/// latter, named `TARGET in flight`. A concurrency limit's window is its
+/// permits' ttl (`ttl 30s`). When the file gives settings beside the
+/// policies (`exempt`, `deny`, `shadow`, `deny_cache`, `fallback`), a last
+/// column shows each target's, on its first row.
 pub fn report(file: &PolicyFile) -> String {
     let policies = file.effective_policies();
-    let limits: usize = policies.iter().map(|(_, p)| p.limits().len()).sum();
+    let in_flight = |target: &Target<'_>| match target {
+        Target::Resource(name) => file.in_flight(name),
+        Target::Default => None,
+    };
+    let limits: usize = policies
+        .iter()
+        .map(|(target, p)| p.limits().len() + usize::from(in_flight(target).is_some()))
+        .sum();
     let mut out = format!(
         "{}: valid, {} {}{}; state {}, fail {}, key prefix {:?}\n",
         file.origin(),
@@ -64,28 +75,54 @@ pub fn report(file: &PolicyFile) -> String {
     )
     .chain(policies.iter().flat_map(|(target, policy)| {
         let settings = with_settings.then(|| describe_settings(&file.settings(*target), Replay::No));
-        let target = target.to_string().escape_debug().to_string();
-        let compound = policy.is_compound();
-        policy.limits().iter().enumerate().map(move |(i, limit)| {
+        target_rows(target, policy, in_flight(target), settings)
+    }))
+    .collect();
+    out.push_str(&aligned(&rows, |column| column == 2));
+    out
+}
+
+/// The rows of `target`: one per limit of `policy`, then one for the
+/// concurrency limit `in_flight` it combines with its rates; `settings` on
+/// the first.
+fn target_rows(
+    target: &Target<'_>,
+    policy: &Policy,
+    in_flight: Option<&Policy>,
+    settings: Option<String>,
+) -> Vec<Vec<String>> {
+    let target = target.to_string().escape_debug().to_string();
+    let compound = policy.is_compound();
+    let named = policy.limits().iter().enumerate().map(|(i, limit)| {
+        let name = if compound {
+            format!("{target} limits[{i}]")
+        } else {
+            target.clone()
+        };
+        (name, limit)
+    });
+    let slots = in_flight.map(|p| (format!("{target} in flight"), &p.limits()[0]));
+    named
+        .chain(slots)
+        .enumerate()
+        .map(|(i, (name, limit))| {
+            let window = humantime::format_duration(limit.window()).to_string();
             let mut row = vec![
-                if compound {
-                    format!("{target} limits[{i}]")
-                } else {
-                    target.clone()
-                },
+                name,
                 limit.strategy().name().to_owned(),
                 limit.limit().to_string(),
-                humantime::format_duration(limit.window()).to_string(),
+                if limit.strategy() == Strategy::Concurrency {
+                    format!("ttl {window}")
+                } else {
+                    window
+                },
             ];
             if let Some(settings) = &settings {
                 row.push(if i == 0 { settings.clone() } else { String::new() });
             }
             row
         })
-    }))
-    .collect();
-    out.push_str(&aligned(&rows, |column| column == 2));
-    out
+        .collect()
 }
 
 #[cfg(test)]
@@ -162,6 +199,29 @@ mod tests {
              api limits[0]  token_bucket       10  1s\n\
              api limits[1]  sliding_window   1000  1h\n\
              login          fixed_window        5  1m 30s\n"
+        );
+    }
+
+    #[test]
+    fn a_concurrency_limit_shows_its_ttl_and_a_combined_resource_both_limits() {
+        assert_eq!(
+            report_of(
+                "tollgate:\n  default: { limit: 100, window: 1m }\n  resources:\n    api:\n      limits:\n        \
+                 - { limit: 10, window: 1s, strategy: token_bucket }\n        \
+                 - { strategy: concurrency, limit: 4, ttl: 5m }\n        - { limit: 1000, window: 1h }\n    \
+                 export:\n      limits:\n        - { limit: 3, window: 1m, strategy: fixed_window }\n        \
+                 - { strategy: concurrency, limit: 1 }\n    \
+                 streams: { strategy: concurrency, limit: 2, ttl: 90s }\n"
+            ),
+            "p.yaml: valid, 4 policies of 7 limits; state in memory, fail closed, key prefix \"tollgate\"\n\
+             target            strategy        limit  window\n\
+             default           sliding_window    100  1m\n\
+             api limits[0]     token_bucket       10  1s\n\
+             api limits[1]     sliding_window   1000  1h\n\
+             api in flight     concurrency         4  ttl 5m\n\
+             export            fixed_window        3  1m\n\
+             export in flight  concurrency         1  ttl 30s\n\
+             streams           concurrency         2  ttl 1m 30s\n"
         );
     }
 }

@@ -63,6 +63,18 @@ struct LimitBody {
 #[derive(Serialize)]
 struct PolicyBody {
     limits: Vec<LimitBody>,
+    /// The concurrency limit a resource combines with its rates (`limits`);
+    /// absent for every other policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_flight: Option<InFlightBody>,
+}
+
+/// The concurrency limit of a resource that combines it with its rates:
+/// the units its requests may hold at once, and how long a permit lasts.
+#[derive(Serialize)]
+struct InFlightBody {
+    limit: u64,
+    ttl_ms: u64,
 }
 
 /// An Envoy limit.
@@ -97,8 +109,14 @@ struct PoliciesBody<'a> {
     envoy: Vec<EnvoyDomainBody<'a>>,
 }
 
-fn policy_body(policy: &tollgate::Policy) -> PolicyBody {
+/// The body of `policy`, and of the concurrency limit `in_flight` a
+/// resource combines with it.
+fn policy_body(policy: &tollgate::Policy, in_flight: Option<&tollgate::Policy>) -> PolicyBody {
     PolicyBody {
+        in_flight: in_flight.map(|slots| InFlightBody {
+            limit: slots.limits()[0].limit(),
+            ttl_ms: ceil_millis(slots.limits()[0].window()),
+        }),
         limits: policy
             .limits()
             .iter()
@@ -145,12 +163,16 @@ fn policies_body(config: &PolicySet) -> PoliciesBody<'_> {
     PoliciesBody {
         storage: config.storage().to_string(),
         file: config.policy_file().map(|f| f.origin()),
-        default: policies.map(|p| policy_body(p.limiter("").policy())),
+        default: policies.map(|p| policy_body(p.limiter("").policy(), None)),
         resources: policies
             .map(|p| {
                 p.resources()
                     .into_iter()
-                    .map(|(name, limiter)| (name, policy_body(limiter.policy())))
+                    .map(|(name, limiter)| {
+                        let in_flight = p.in_flight(&name);
+                        let body = policy_body(limiter.policy(), in_flight.as_ref().map(|l| l.policy()));
+                        (name, body)
+                    })
                     .collect()
             })
             .unwrap_or_default(),

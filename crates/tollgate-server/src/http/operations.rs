@@ -3,7 +3,12 @@
 //! "duration_ms"}`, `POST /v1/refund` and (an extension) `POST /v1/penalty`
 //! `{"resource", "key", "cost"}`, applied with [`tollgate::Limiter::operate`]
 //! to the policy of `resource` (the default policy when absent or not
-//! named by the policy file), on every limit of the policy.
+//! named by the policy file), on every limit of the policy. A resource
+//! that combines its rates with a concurrency limit has a reset and a
+//! block applied to both: a reset starts its rates afresh and frees the key's
+//! permits, a block refuses its acquires as well as its rates until it
+//! ends; a refund or a penalty, which would change nothing on a
+//! concurrency limit, applies to the rates alone.
 //!
 //! The bodies are validated as `/v1/decide`'s (400 naming the field, 413
 //! over [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES)). `duration_ms` is
@@ -118,7 +123,14 @@ async fn run(kind: Kind, shared: &Shared, headers: &HeaderMap, body: Body) -> Re
     let policies = crate::http::decide::policies(&config)?;
     let resource = resource.as_deref().unwrap_or("");
     let (name, _) = policies.named_policy(resource);
-    match policies.limiter(resource).operate(&key, op).await {
+    let (rates, in_flight) = policies.limiters_of(resource);
+    let mut applied = rates.operate(&key, op).await;
+    // A refund or a penalty changes nothing on a concurrency limit.
+    let slots = in_flight.filter(|_| matches!(op, Operation::Reset | Operation::Block(_)));
+    if let (Ok(()), Some(slots)) = (&applied, slots) {
+        applied = slots.operate(&key, op).await;
+    }
+    match applied {
         Ok(()) => {
             tracing::info!(
                 operation = op.name(),

@@ -220,3 +220,72 @@ async fn on_redis_a_permit_holds_across_instances_and_a_rate_denial_releases_it(
     a.stop().await;
     b.stop().await;
 }
+
+/// `GET /v1/policies` shows the combined resource's concurrency limit
+/// beside its rates; `POST /v1/reset` starts its rates afresh and frees
+/// the key's permits, and `POST /v1/block` refuses its acquires before the
+/// rates are asked.
+#[tokio::test]
+async fn the_admin_routes_see_and_reach_the_concurrency_limit_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "p.yaml", POLICIES);
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_040));
+    let server = start(support::builder(&[&file]).clock(clock)).await;
+    let client = reqwest::Client::new();
+
+    let (status, policies) =
+        support::json(client.get(server.url("/v1/policies")).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{policies}");
+    assert_eq!(
+        policies["resources"]["api"],
+        json!({
+            "limits": [{ "strategy": "fixed_window", "limit": 2, "window_ms": 60_000 }],
+            "in_flight": { "limit": 1, "ttl_ms": 3_600_000 },
+        })
+    );
+    assert_eq!(policies["default"].get("in_flight"), None, "{policies}");
+
+    let (_, held) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(held["allowed"], true, "{held}");
+    let (_, full) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(full["allowed"], false, "{full}");
+    let response = client
+        .post(server.url("/v1/reset"))
+        .header("content-type", "application/json")
+        .body(ACQUIRE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    // The slot is free and the rate whole again: the first of two.
+    let (_, after) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (
+            &after["allowed"],
+            &after["in_flight"],
+            &after["rate"]["remaining"]
+        ),
+        (&json!(true), &json!(1), &json!(1)),
+        "{after}"
+    );
+    let (_, released) = post(&client, &server, "/v1/release", &permit_body(&after)).await;
+    assert_eq!(released["released"], true, "{released}");
+
+    let block = r#"{"resource": "api", "key": "k", "duration_ms": 60000}"#;
+    let response = client
+        .post(server.url("/v1/block"))
+        .header("content-type", "application/json")
+        .body(block)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    // Refused by the blocked concurrency limit: the rates not asked.
+    let (_, blocked) = post(&client, &server, "/v1/acquire", ACQUIRE).await;
+    assert_eq!(
+        (&blocked["allowed"], &blocked["permit"], &blocked["rate"]),
+        (&json!(false), &Value::Null, &Value::Null),
+        "{blocked}"
+    );
+    server.stop().await;
+}
