@@ -5,7 +5,7 @@
 //! scripts, and with the in-memory backend's on traces whose clock goes
 //! back now and then. Then, on the server's own clock: releases, expiry, the keys
 //! leaving Redis after their permits, blocks and resets, acquires at once
-//! on many connections; one script call per operation; and permits on
+//! on many connections; one script call per operation sent alone; and permits on
 //! every shard of a cluster.
 
 use std::sync::Arc;
