@@ -7,7 +7,8 @@
 //! in_flight_model`) taken one by one does (the same multiset of answers),
 //! as functions and as scripts; and they went out in fewer script calls
 //! than operations. An operation that fails in a batch fails alone, as in
-//! a call of its own, and the others are answered.
+//! a call of its own, and the others are answered. Decisions and permits
+//! at once share the lanes, each answered by its own kind.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -284,4 +285,49 @@ async fn an_operation_failing_in_a_batch_fails_alone() {
     }
     let sent = server.script_calls() - before;
     assert!(sent < 60, "{sent} script calls for 60 acquires");
+}
+
+/// Decisions of a rate limit and acquires of a concurrency limit at once
+/// on one backend share its lanes: each batch that holds both is two
+/// calls, and each answer is its own kind's (the rate admits exactly its
+/// limit, the slots hold exactly theirs), in fewer calls than requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_and_permits_share_the_lanes() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder().connect(&server.url()).await.unwrap();
+    let limiter = |policy: Policy| {
+        Arc::new(
+            Limiter::builder()
+                .backend(backend.clone())
+                .policy(policy)
+                .build()
+                .unwrap(),
+        )
+    };
+    let rate = limiter(Policy::new(Strategy::FixedWindow, 25, Duration::from_secs(3600)).unwrap());
+    let slots = limiter(Policy::new(Strategy::Concurrency, 7, Duration::from_secs(30)).unwrap());
+    rate.allow("warm-up").await.unwrap();
+    let before = server.script_calls();
+    let tasks: Vec<_> = (0..120)
+        .map(|i| {
+            let (rate, slots) = (Arc::clone(&rate), Arc::clone(&slots));
+            tokio::spawn(async move {
+                if i % 2 == 0 {
+                    (rate.allow("k").await.unwrap().allowed, false)
+                } else {
+                    let permit = slots.acquire_permit("k", 1).await.unwrap();
+                    (false, permit.detach().is_some())
+                }
+            })
+        })
+        .collect();
+    let (mut admitted, mut held) = (0, 0);
+    for task in tasks {
+        let (decided, permitted) = task.await.unwrap();
+        admitted += u32::from(decided);
+        held += u32::from(permitted);
+    }
+    let sent = server.script_calls() - before;
+    assert_eq!((admitted, held), (25, 7));
+    assert!(sent < 120, "{sent} script calls for 120 requests");
 }
