@@ -95,10 +95,9 @@ impl Backend for AnyBackend {
     /// The chosen backend's: in memory, decisions at once (so a policy
     /// file's in-memory limiter decides without waiting,
     /// [`Limiter::decide_now`](tollgate::Limiter::decide_now)) and no
-    /// leases (a policy's `lease` only applies on Redis); on Redis, every
-    /// call, awaited; on PostgreSQL, decisions, reports and operations,
-    /// awaited (no leases: a policy file with `lease` on PostgreSQL is
-    /// refused).
+    /// leases (a policy's `lease` applies on Redis and PostgreSQL); on
+    /// Redis, every call, awaited; on PostgreSQL, decisions, reports,
+    /// operations, reservations and leases, awaited.
     fn capabilities(&self) -> Capabilities {
         match self {
             AnyBackend::Memory(backend) => backend.capabilities(),

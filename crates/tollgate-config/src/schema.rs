@@ -463,8 +463,8 @@ fn concurrency_by_default() -> String {
 }
 
 /// What can only be checked once the section is read (reported at the
-/// section): a resource's `fallback` needs the file-wide one, `postgres`
-/// needs `postgres_url`, and PostgreSQL keeps no leases.
+/// section): a resource's `fallback` needs the file-wide one, and
+/// `postgres` needs `postgres_url`.
 fn check_section(
     settings: &RawSettings,
     resources: &BTreeMap<String, RawEntry>,
@@ -478,11 +478,6 @@ fn check_section(
     }
     if postgres_given && storage.postgres_url.is_none() {
         return Err(postgres_without_url());
-    }
-    if storage.given().3 {
-        if let Some(field) = lease_given(settings, resources) {
-            return Err(no_leases_on_postgres(&field));
-        }
     }
     Ok(())
 }
@@ -500,25 +495,4 @@ fn postgres_without_url() -> String {
      connections; give `postgres_url` (it may be empty, as `${DATABASE_URL:-}`, for state in \
      memory) or remove `postgres`"
         .to_owned()
-}
-
-/// The first `lease` the file turns on, file-wide or on a resource, by its
-/// field path.
-fn lease_given(settings: &RawSettings, resources: &BTreeMap<String, RawEntry>) -> Option<String> {
-    if settings.has_lease() {
-        return Some("lease".to_owned());
-    }
-    resources
-        .iter()
-        .find(|(_, entry)| entry.settings.has_lease())
-        .map(|(name, _)| format!("{}.lease", tollgate::Limiters::resource_path(name)))
-}
-
-/// The message of a `lease` on PostgreSQL, which keeps none.
-fn no_leases_on_postgres(field: &str) -> String {
-    format!(
-        "`{field}` is given but state lives in PostgreSQL (`postgres_url`), which keeps no leases: \
-         every decision is one call to the database; remove `lease` (or set it to false), or keep \
-         state in Redis to spend leased units locally"
-    )
 }

@@ -53,11 +53,6 @@ impl RawSettings {
         Ok(())
     }
 
-    /// Whether `lease` is given and turns leases on (not `lease: false`).
-    pub(crate) fn has_lease(&self) -> bool {
-        self.lease.as_ref().is_some_and(|l| l.0.is_some())
-    }
-
     /// The settings with their values resolved: the lists parsed, the
     /// fallback policy's limits without `strategy` taking `strategy`.
     /// `path` is the field path of the section or resource, for errors.

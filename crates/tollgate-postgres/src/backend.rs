@@ -101,13 +101,15 @@ impl Backend for PostgresBackend {
         PostgresBinding::new(&self.pool, &self.options, scope)
     }
 
-    /// Decisions, reports (charges) and per-key operations, awaited.
-    /// Reservations reserve what a decision admits now, leases and
-    /// requests of several parts are decided call by call.
+    /// Decisions, reports (charges), per-key operations, reservations
+    /// and leases, awaited. Requests of several parts are decided call by
+    /// call.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             charges: true,
             operates: true,
+            reserves: true,
+            leases: true,
             ..Capabilities::default()
         }
     }

@@ -19,6 +19,9 @@ use crate::error::{backend_error, pool_error};
 use crate::install::Installer;
 use crate::limits::{operation_amount, Limits};
 
+mod leases;
+mod reservations;
+
 /// The settings a backend hands to each of its bindings.
 #[derive(Clone)]
 pub(crate) struct Options {
@@ -49,6 +52,9 @@ struct Shared {
     layout: Layout,
     decide_sql: String,
     operate_sql: String,
+    reserve_sql: String,
+    cancel_sql: String,
+    lease_sql: String,
 }
 
 /// Where a policy's state keys live: one namespace for a policy of one
@@ -90,14 +96,11 @@ impl PostgresBinding {
                 options: options.clone(),
                 limits,
                 layout,
-                decide_sql: format!(
-                    "SELECT {schema}.decide($1::int2[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], \
-                     $6::bytea[], $7::int8[], $8::int8, $9::int8, $10::int8)"
-                ),
-                operate_sql: format!(
-                    "SELECT {schema}.operate($1::int2[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], \
-                     $6::bytea[], $7::text, $8::int8, $9::int8, $10::int8)"
-                ),
+                decide_sql: call_sql(schema, "decide", &["int8[]", "int8"]),
+                operate_sql: call_sql(schema, "operate", &["text", "int8"]),
+                reserve_sql: call_sql(schema, "reserve", &["int8", "int8"]),
+                cancel_sql: call_sql(schema, "cancel", &["int8", "int8", "int8[]"]),
+                lease_sql: call_sql(schema, "lease", &["int8"; 6]),
             }),
         })
     }
@@ -126,27 +129,24 @@ impl PostgresBinding {
         let cost = shared.limits.cost(cost);
         let charge = charge.map(|c| c.min(crate::limits::MAX_OPERAND) as i64);
         let rows = shared
-            .run(&shared.decide_sql, &keys, [&vec![cost], &charge])
+            .run(&shared.decide_sql, &keys, &[&vec![cost], &charge])
             .await?;
-        let reply: Vec<i64> = rows
-            .first()
-            .and_then(|row| row.try_get(0).ok())
-            .ok_or_else(|| unexpected(&[]))?;
+        let reply = reply_of(&rows, "decide")?;
         let rates = &shared.limits.rates;
         match charge {
             None => decision_of(rates, &reply),
             Some(_) => {
-                let (&admitted, rest) = reply.split_last().ok_or_else(|| unexpected(&reply))?;
-                if let Some(blocked) = blocked(rates, rest)? {
+                let (&admitted, rest) = reply.split_last().ok_or_else(|| unexpected("decide", &reply))?;
+                if let Some(blocked) = blocked(rates, rest, "decide")? {
                     return Ok(blocked);
                 }
-                let mut compound = strategy::combine(&outcomes(rates, rest)?);
+                let mut compound = strategy::combine(&outcomes(rates, rest, "decide")?);
                 match admitted {
                     1 => {}
                     // The state after the charge, read as a peek reads it;
                     // the usage did not fit.
                     0 => compound.outcome.allowed = false,
-                    _ => return Err(unexpected(&reply)),
+                    _ => return Err(unexpected("decide", &reply)),
                 }
                 Ok(Decision::from_compound(compound, rates, Tick::Micros))
             }
@@ -174,22 +174,23 @@ impl PostgresBinding {
         let (name, amount) = operation_amount(op)?;
         let keys = self.state_keys(key);
         shared
-            .run(&shared.operate_sql, &keys, [&name, &amount])
+            .run(&shared.operate_sql, &keys, &[&name, &amount])
             .await
             .map(drop)
     }
 }
 
 impl Shared {
-    /// Runs `sql`, a call of `decide` or `operate`, on `keys` with two
-    /// arguments of its own, within the timeout (waiting for a connection
-    /// included): every limit's numbers first, then the keys, `own`, the
-    /// grace and the caller's clock (NULL: the database's).
+    /// Runs `sql`, a call of one of the schema's functions
+    /// ([`call_sql`]), on `keys` with the arguments `own`, within the
+    /// timeout (waiting for a connection included): every limit's numbers
+    /// first, then the keys, `own`, the grace and the caller's clock (NULL:
+    /// the database's).
     async fn run(
         &self,
         sql: &str,
         keys: &[Vec<u8>],
-        own: [&(dyn ToSql + Sync); 2],
+        own: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, BackendError> {
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let spans = self.limits.spans(self.options.clock.as_ref());
@@ -200,15 +201,15 @@ impl Shared {
             .as_ref()
             .map(|c| Tick::Micros.from_nanos(c.now_nanos()) as i64);
         let l = &self.limits;
-        let params: [&(dyn ToSql + Sync); 10] = [
-            &l.kinds, &l.lims, &l.wins, &l.intvs, &spans, &keys, own[0], own[1], &grace, &at,
-        ];
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&l.kinds, &l.lims, &l.wins, &l.intvs, &spans, &keys];
+        params.extend_from_slice(own);
+        params.extend_from_slice(&[&grace, &at]);
         let timeout = self.options.timeout;
         let work = async {
             self.options.installer.ensure(&self.pool, timeout).await?;
             let client = self.pool.get().await.map_err(|e| pool_error(e, timeout))?;
             let statement = client.prepare_cached(sql).await.map_err(backend_error)?;
-            client.query(&statement, &params).await.map_err(backend_error)
+            client.query(&statement, &params[..]).await.map_err(backend_error)
         };
         tokio::time::timeout(timeout, work)
             .await
@@ -247,15 +248,12 @@ impl Decider for PostgresBinding {
         let keys: Vec<Vec<u8>> = parts.iter().flat_map(|p| p.0.state_keys(p.1)).collect();
         let costs: Vec<i64> = parts.iter().map(|p| shared.limits.cost(p.2)).collect();
         let rows = shared
-            .run(&shared.decide_sql, &keys, [&costs, &None::<i64>])
+            .run(&shared.decide_sql, &keys, &[&costs, &None::<i64>])
             .await?;
-        let reply: Vec<i64> = rows
-            .first()
-            .and_then(|row| row.try_get(0).ok())
-            .ok_or_else(|| unexpected(&[]))?;
+        let reply = reply_of(&rows, "decide")?;
         let rates = &shared.limits.rates;
         if reply.len() != 4 * rates.len() * parts.len() {
-            return Err(unexpected(&reply));
+            return Err(unexpected("decide", &reply));
         }
         reply
             .chunks_exact(4 * rates.len())
@@ -267,8 +265,9 @@ impl Decider for PostgresBinding {
 impl Binding for PostgresBinding {
     /// One call of the schema's `decide` for a decision or a report (its
     /// limits decided as one step, in a transaction that locks the key's
-    /// rows), one of `operate` for an operation, and a round trip for a
-    /// reconnection. The rest the backend does not answer.
+    /// rows), one of `operate` for an operation, of `reserve`, `cancel`
+    /// or `lease` for a reservation, its cancel or a lease, and a round
+    /// trip for a reconnection. The rest the backend does not answer.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         Ok(match call {
             Call::Decide { key, cost } => Answer::Decided(self.run(key, cost).await?),
@@ -277,6 +276,11 @@ impl Binding for PostgresBinding {
                 self.operate(key, op).await?;
                 Answer::Done
             }
+            Call::Reserve { key, cost, max_delay } => {
+                Answer::Reserved(Box::new(self.reserve(key, cost, max_delay).await?))
+            }
+            Call::Cancel { key, receipt } => Answer::Cancelled(self.cancel(key, receipt).await?),
+            Call::Lease { key, ask } => Answer::Leased(self.lease(key, ask).await?),
             Call::Reconnect => {
                 self.shared.ping().await?;
                 Answer::Done
@@ -286,22 +290,36 @@ impl Binding for PostgresBinding {
     }
 }
 
+/// The statement that calls the schema's function `name` with a policy's
+/// limits (kinds, L, W, T, calendar spans) and state keys, then arguments
+/// of the types `own`, then the grace and the caller's clock.
+fn call_sql(schema: &str, name: &str, own: &[&str]) -> String {
+    let args: Vec<String> = ["int2[]", "int8[]", "int8[]", "int8[]", "int8[]", "bytea[]"]
+        .iter()
+        .chain(own)
+        .chain(&["int8", "int8"])
+        .enumerate()
+        .map(|(i, ty)| format!("${}::{ty}", i + 1))
+        .collect();
+    format!("SELECT {schema}.{name}({})", args.join(", "))
+}
+
 /// The decision a `decide` reply gives under `limits`: a blocked key's, or
 /// the limits' outcomes (four numbers each) combined.
 fn decision_of(limits: &[LimitRate], reply: &[i64]) -> Result<Decision, BackendError> {
-    if let Some(blocked) = blocked(limits, reply)? {
+    if let Some(blocked) = blocked(limits, reply, "decide")? {
         return Ok(blocked);
     }
     Ok(Decision::from_compound(
-        strategy::combine(&outcomes(limits, reply)?),
+        strategy::combine(&outcomes(limits, reply, "decide")?),
         limits,
         Tick::Micros,
     ))
 }
 
-/// A blocked key's decision when the reply says so (-1, the microseconds
-/// left of the block, the latest reset).
-fn blocked(limits: &[LimitRate], reply: &[i64]) -> Result<Option<Decision>, BackendError> {
+/// A blocked key's decision when the reply of the function `name` says so
+/// (-1, the microseconds left of the block, the latest reset).
+fn blocked(limits: &[LimitRate], reply: &[i64], name: &str) -> Result<Option<Decision>, BackendError> {
     match reply {
         [-1, left, reset, ..] => match (u64::try_from(*left), u64::try_from(*reset)) {
             (Ok(left), Ok(reset)) if left > 0 => Ok(Some(Decision::blocked(
@@ -310,27 +328,27 @@ fn blocked(limits: &[LimitRate], reply: &[i64]) -> Result<Option<Decision>, Back
                 limits[0].rate.limit,
                 Tick::Micros,
             ))),
-            _ => Err(unexpected(reply)),
+            _ => Err(unexpected(name, reply)),
         },
         _ => Ok(None),
     }
 }
 
-/// Each limit's outcome from its four numbers: allowed (1 or 0),
-/// remaining, reset, retry_after (-1 for none).
-fn outcomes(limits: &[LimitRate], reply: &[i64]) -> Result<Vec<Outcome>, BackendError> {
+/// Each limit's outcome from its four numbers in a reply of the function
+/// `name`: allowed (1 or 0), remaining, reset, retry_after (-1 for none).
+fn outcomes(limits: &[LimitRate], reply: &[i64], name: &str) -> Result<Vec<Outcome>, BackendError> {
     if reply.len() != 4 * limits.len() {
-        return Err(unexpected(reply));
+        return Err(unexpected(name, reply));
     }
     reply
         .chunks_exact(4)
         .map(|fields| {
-            let number = |x: i64| u64::try_from(x).map_err(|_| unexpected(reply));
+            let number = |x: i64| u64::try_from(x).map_err(|_| unexpected(name, reply));
             Ok(Outcome {
                 allowed: match fields[0] {
                     0 => false,
                     1 => true,
-                    _ => return Err(unexpected(reply)),
+                    _ => return Err(unexpected(name, reply)),
                 },
                 remaining: number(fields[1])?,
                 reset: number(fields[2])?,
@@ -343,10 +361,17 @@ fn outcomes(limits: &[LimitRate], reply: &[i64]) -> Result<Vec<Outcome>, Backend
         .collect()
 }
 
-/// A reply that is not what the functions return.
-fn unexpected(reply: &[i64]) -> BackendError {
+/// The array of numbers the function `name` returned in `rows`.
+fn reply_of(rows: &[tokio_postgres::Row], name: &str) -> Result<Vec<i64>, BackendError> {
+    rows.first()
+        .and_then(|row| row.try_get(0).ok())
+        .ok_or_else(|| unexpected(name, &[]))
+}
+
+/// A reply that is not what the function `name` returns.
+fn unexpected(name: &str, reply: &[i64]) -> BackendError {
     BackendError::new(
         BackendErrorKind::Protocol,
-        format!("unexpected reply from the decide function: {reply:?}"),
+        format!("unexpected reply from the {name} function: {reply:?}"),
     )
 }

@@ -119,9 +119,10 @@ impl PostgresBackendBuilder {
         self
     }
 
-    /// Keeps the state in an `UNLOGGED` table: no write-ahead log, so
-    /// faster, and emptied when the database crashes (not on a clean
-    /// restart). An existing table is changed to match on start.
+    /// Keeps the state (and the lessees of leases) in `UNLOGGED` tables: no
+    /// write-ahead log, so faster, and emptied when the database crashes
+    /// (not on a clean restart). An existing table is changed to match on
+    /// start.
     pub fn unlogged(mut self, unlogged: bool) -> Self {
         self.unlogged = unlogged;
         self

@@ -33,9 +33,16 @@
 //! on the keys' 64-bit hashes, taken in one statement in one order, so two
 //! calls never deadlock; a decision that changes nothing writes nothing.
 //!
+//! Reservations, their cancels and leases are one call each too, of the
+//! schema's `reserve`, `cancel` and `lease` functions (ports of the core's
+//! `reserve_all`, `cancel_all`, `give_back` and `lease_all`), with the
+//! key's rows locked the same way. A lease counts the processes leasing a
+//! key in the schema's `lessees` table, one row per process for the
+//! lease's age.
+//!
 //! # The schema
 //!
-//! [`connect`](PostgresBackendBuilder::connect) installs the table and the
+//! [`connect`](PostgresBackendBuilder::connect) installs the tables and the
 //! functions in their own schema (`tollgate` by default) and records its
 //! version ([`SCHEMA_VERSION`]): instances starting at once install it one
 //! after the other, an older version is upgraded, a newer one refused.
@@ -55,9 +62,10 @@
 //! # Expired rows
 //!
 //! A row whose state has expired reads as none and is reused or deleted by
-//! the next decision on its key; a sweep deletes the others in batches of
-//! 1,000 every minute ([`PostgresBackendBuilder::sweep_interval`]), without
-//! locking the table.
+//! the next decision on its key; a sweep deletes the others (and the rows
+//! of lessees whose time is up) in batches of 1,000 every minute
+//! ([`PostgresBackendBuilder::sweep_interval`]), without locking the
+//! tables.
 
 mod backend;
 mod binding;

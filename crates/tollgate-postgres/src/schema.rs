@@ -42,9 +42,9 @@ pub(crate) fn check_name(name: &str) -> Result<(), PostgresError> {
     ))
 }
 
-/// Installs or upgrades the schema `name` through `client`; its state
-/// table `UNLOGGED` when `unlogged` (an existing table is changed to match,
-/// which rewrites it).
+/// Installs or upgrades the schema `name` through `client`; its tables
+/// (state and lessees) `UNLOGGED` when `unlogged` (an existing table is
+/// changed to match, which rewrites it).
 pub(crate) async fn install(client: &mut Client, name: &str, unlogged: bool) -> Result<(), PostgresError> {
     let tx = client
         .transaction()
@@ -156,21 +156,25 @@ async fn set_version(tx: &Transaction<'_>, name: &str, found: i32) -> Result<(),
         .map_err(|e| PostgresError::caused("schema", format!("could not record the version of {name}"), e))
 }
 
-/// Makes the state table unlogged or logged as asked, when it is not.
+/// Makes the tables (state and lessees) unlogged or logged as asked, each
+/// that is not.
 async fn match_persistence(tx: &Transaction<'_>, name: &str, unlogged: bool) -> Result<(), PostgresError> {
-    let row = tx
-        .query_one(
-            "SELECT c.relpersistence = 'u' FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = $1 AND c.relname = 'state'",
-            &[&name],
+    let rows = tx
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname IN ('state', 'lessees') AND (c.relpersistence = 'u') <> $2",
+            &[&name, &unlogged],
         )
         .await
-        .map_err(|e| PostgresError::caused("schema", format!("could not find {name}.state"), e))?;
-    if row.get::<_, bool>(0) == unlogged {
-        return Ok(());
-    }
+        .map_err(|e| PostgresError::caused("schema", format!("could not find the tables of {name}"), e))?;
     let to = if unlogged { "UNLOGGED" } else { "LOGGED" };
-    tx.batch_execute(&format!("ALTER TABLE {name}.state SET {to}"))
-        .await
-        .map_err(|e| PostgresError::caused("unlogged", format!("could not make {name}.state {to}"), e))
+    for row in rows {
+        let table: String = row.get(0);
+        tx.batch_execute(&format!("ALTER TABLE {name}.{table} SET {to}"))
+            .await
+            .map_err(|e| {
+                PostgresError::caused("unlogged", format!("could not make {name}.{table} {to}"), e)
+            })?;
+    }
+    Ok(())
 }

@@ -44,6 +44,38 @@ async fn limiters_built_from_the_file_share_state_in_postgresql() {
 }
 
 #[tokio::test]
+async fn a_leased_policy_leases_from_postgresql_and_gives_back_what_is_unspent() {
+    let db = TestDatabase::create();
+    std::env::set_var("TGC_PG_LEASE_URL", db.url());
+    let policies = file(
+        "tollgate:\n  postgres_url: ${TGC_PG_LEASE_URL}\n  postgres: { schema: leased, pool_size: 2 }\n  lease: { max_units: 8, max_age: 1m }\n  default: { limit: 100, window: 1h, strategy: fixed_window }\n",
+    );
+    let first = policies.build().await.unwrap();
+    let second = policies.build().await.unwrap(); // as another process would
+    let charged = || -> u64 { db.sql("SELECT b FROM leased.state").parse().unwrap() };
+    // Each process's requests past the first take leases (up to 8 units
+    // beyond their cost, sized by what the process spent lately), and
+    // spend them without the database.
+    for limiters in [&first, &second] {
+        for _ in 0..20 {
+            assert!(limiters.limiter("").allow("k").await.unwrap().allowed);
+        }
+    }
+    let held = charged() - 40;
+    assert!(held > 0, "units leased and not yet spent");
+    assert_eq!(
+        db.sql("SELECT count(*) FROM leased.lessees"),
+        "2",
+        "both processes lease the key"
+    );
+    // Ended, the leases give back their unspent units: what is charged is
+    // what was admitted.
+    let given = first.end_leases().await.unwrap() + second.end_leases().await.unwrap();
+    assert_eq!(given, held);
+    assert_eq!(charged(), 40);
+}
+
+#[tokio::test]
 async fn an_unreachable_database_fails_closed_naming_the_url() {
     let port = free_port(); // nothing listens there
     let (field, message) = refused(&format!(

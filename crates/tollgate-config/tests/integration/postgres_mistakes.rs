@@ -169,25 +169,10 @@ fn each_postgres_setting_is_checked_at_its_line() {
 }
 
 #[test]
-fn leases_on_postgresql_are_refused() {
-    let message = "is given but state lives in PostgreSQL (`postgres_url`), which keeps no leases";
-    rejects(
+fn leases_on_postgresql_are_taken() {
+    let file = file(
         Format::Yaml,
-        "tollgate:\n  postgres_url: postgres://db/app\n  lease: true\n  default: { limit: 1, window: 1s }\n",
-        2,
-        "tollgate",
-        &format!("`lease` {message}"),
+        "tollgate:\n  postgres_url: postgres://db/app\n  lease: true\n  default: { limit: 1, window: 1s }\n  resources:\n    api: { limit: 5, window: 1s, lease: { max_units: 8 } }\n",
     );
-    rejects(
-        Format::Yaml,
-        "tollgate:\n  default: { limit: 1, window: 1s }\n  resources:\n    api: { limit: 5, window: 1s, lease: { max_units: 8 } }\n  postgres_url: postgres://db/app\n",
-        2,
-        "tollgate",
-        &format!("`resources.api.lease` {message}"),
-    );
-    // Turned off, it is no lease.
-    file(
-        Format::Yaml,
-        "tollgate:\n  postgres_url: postgres://db/app\n  lease: false\n  default: { limit: 1, window: 1s }\n",
-    );
+    assert!(file.settings(Target::Default).lease.is_some());
 }

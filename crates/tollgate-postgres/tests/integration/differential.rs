@@ -1,20 +1,27 @@
 //! Differential tests: on random traces, the SQL functions make exactly
 //! the decisions of tollgate's pure strategy functions at microsecond
 //! ticks (`decide` for one limit, `decide_all` for a compound policy,
-//! `charge_all` for reports, `refund` and `penalty` for operations).
+//! `charge_all` for reports, `refund` and `penalty` for operations); and
+//! reservations, cancels and leases agree with the core's custom-store
+//! adapter on the same clock at microsecond ticks, which runs the pure
+//! `reserve_all`, `cancel_all`, `give_back` and `lease_all`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tollgate::backend::store::StoreBackend;
 use tollgate::backend::Tick;
 use tollgate::calendar::{Calendar, Period};
 use tollgate::clock::{Clock, ManualClock};
+use tollgate::protection::Lease;
 use tollgate::strategy::{self, LimitRate, State};
-use tollgate::{Decision, Limit, Limiter, Operation, Policy, Strategy};
+use tollgate::testing::MapStore;
+use tollgate::{Decision, Limit, Limiter, Operation, Policy, Reservation, Strategy};
 use tollgate_postgres::PostgresBackend;
 
 use crate::support::TestDatabase;
@@ -113,13 +120,54 @@ impl Harness {
     }
 
     fn limiter(&self, policy: Policy) -> Limiter<PostgresBackend> {
+        self.processes(policy, 1, None).remove(0)
+    }
+
+    /// `n` processes of `policy` under one fresh key prefix, leasing with
+    /// `lease` on the harness's clock when given.
+    fn processes(&self, policy: Policy, n: usize, lease: Option<Lease>) -> Vec<Limiter<PostgresBackend>> {
         let case = self.case.fetch_add(1, Ordering::Relaxed);
-        Limiter::builder()
-            .backend(self.backend.clone())
-            .policy(policy)
-            .key_prefix(format!("case{case}"))
-            .build()
-            .unwrap()
+        (0..n)
+            .map(|_| {
+                let builder = Limiter::builder()
+                    .backend(self.backend.clone())
+                    .policy(policy)
+                    .key_prefix(format!("case{case}"));
+                match lease {
+                    Some(lease) => builder.local_clock(self.clock.clone()).lease(lease).build(),
+                    None => builder.build(),
+                }
+                .unwrap()
+            })
+            .collect()
+    }
+
+    /// `n` processes of `policy` on the core's custom-store adapter over
+    /// one map, on the harness's clock at microsecond ticks, leasing with
+    /// `lease` when given.
+    fn on_store(
+        &self,
+        policy: Policy,
+        n: usize,
+        lease: Option<Lease>,
+    ) -> Vec<Limiter<StoreBackend<Arc<MapStore>>>> {
+        let store = Arc::new(MapStore::with_manual_clock(&self.clock));
+        (0..n)
+            .map(|_| {
+                let builder = Limiter::builder()
+                    .backend(
+                        StoreBackend::new(store.clone())
+                            .clock(self.clock.clone())
+                            .tick(Tick::Micros),
+                    )
+                    .policy(policy);
+                match lease {
+                    Some(lease) => builder.local_clock(self.clock.clone()).lease(lease).build(),
+                    None => builder.build(),
+                }
+                .unwrap()
+            })
+            .collect()
     }
 
     fn step(&self, dt: i64) {
@@ -305,4 +353,109 @@ fn a_block_denies_every_limit_until_it_ends_and_keeps_the_state() {
     h.rt.block_on(limiter.operate("k", Operation::Block(Duration::ZERO)))
         .unwrap();
     assert!(h.rt.block_on(limiter.allow("k")).unwrap().allowed);
+}
+
+#[test]
+fn reservations_and_cancels_agree_with_the_store_adapter() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    });
+    // A clock change (forwards only: a receipt's proceed time would be
+    // passed again), a cost, the longest wait in milliseconds, and now and
+    // then a cancel of the reservation that many back.
+    let steps = prop::collection::vec(
+        (
+            prop_oneof![3 => 0u64..2_000_000, 1 => 0u64..2_000_000_000],
+            0u64..4,
+            prop_oneof![1 => Just(0u64), 3 => 0u64..4_000],
+            prop_oneof![4 => Just(None), 1 => (0usize..3).prop_map(Some)],
+        ),
+        1..60,
+    );
+    runner
+        .run(&(any_policy(), steps), |(policy, steps)| {
+            h.clock.set_nanos(START);
+            let postgres = h.limiter(policy);
+            let store = h.on_store(policy, 1, None).remove(0);
+            let mut made: Vec<(Reservation, Reservation)> = Vec::new();
+            for (i, &(dt, cost, max_ms, cancel)) in steps.iter().enumerate() {
+                h.clock.advance(Duration::from_nanos(dt));
+                if let Some(at) = cancel.and_then(|back| made.len().checked_sub(back + 1)) {
+                    let (on_postgres, on_store) = made.remove(at);
+                    let got = h.rt.block_on(postgres.cancel(on_postgres)).unwrap();
+                    let want = h.rt.block_on(store.cancel(on_store)).unwrap();
+                    prop_assert_eq!(got, want, "cancel at step {} of {}", i, policy);
+                    continue;
+                }
+                let max_delay = Duration::from_millis(max_ms);
+                let got = h.rt.block_on(postgres.reserve_n("k", cost, max_delay)).unwrap();
+                let want = h.rt.block_on(store.reserve_n("k", cost, max_delay)).unwrap();
+                prop_assert_eq!(got.decision(), want.decision(), "step {} of {}", i, policy);
+                prop_assert_eq!(got.delay(), want.delay(), "step {} of {}", i, policy);
+                prop_assert_eq!(
+                    got.exceeds_max_delay(),
+                    want.exceeds_max_delay(),
+                    "step {} of {}",
+                    i,
+                    policy
+                );
+                if got.is_reserved() {
+                    made.push((got, want));
+                }
+            }
+            // What the reservations and cancels left.
+            let got = h.rt.block_on(postgres.allow_n("k", 0)).unwrap();
+            let want = h.rt.block_on(store.allow_n("k", 0)).unwrap();
+            prop_assert_eq!(got, want, "the state after the trace of {}", policy);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn leases_of_two_processes_agree_with_the_store_adapter() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    });
+    let gaps = prop_oneof![3 => 0u64..200_000, 1 => 0u64..50_000_000, 1 => 0u64..3_000_000_000];
+    let trace = prop::collection::vec((gaps, 0usize..2, 0u64..3), 1..120);
+    runner
+        .run(
+            &(any_policy(), 1u64..24, 1u64..200, trace),
+            |(policy, max_units, age_ms, trace)| {
+                let lease = Some(Lease::new(max_units, Duration::from_millis(age_ms)));
+                h.clock.set_nanos(START);
+                let postgres = h.processes(policy, 2, lease);
+                let store = h.on_store(policy, 2, lease);
+                for (i, &(dt, who, cost)) in trace.iter().enumerate() {
+                    h.clock.advance(Duration::from_nanos(dt));
+                    let got = h.rt.block_on(postgres[who].allow_n("k", cost)).unwrap();
+                    let want = h.rt.block_on(store[who].allow_n("k", cost)).unwrap();
+                    prop_assert_eq!(
+                        got,
+                        want,
+                        "request {} (process {}, cost {}) of {}",
+                        i,
+                        who,
+                        cost,
+                        policy
+                    );
+                }
+                // Each lease ended: its unspent units given back.
+                for who in 0..2 {
+                    let got = h.rt.block_on(postgres[who].end_leases()).unwrap();
+                    let want = h.rt.block_on(store[who].end_leases()).unwrap();
+                    prop_assert_eq!(got, want, "units given back by process {}", who);
+                }
+                let got = h.rt.block_on(postgres[0].allow_n("k", 0)).unwrap();
+                let want = h.rt.block_on(store[0].allow_n("k", 0)).unwrap();
+                prop_assert_eq!(got, want, "the state once every lease ended");
+                Ok(())
+            },
+        )
+        .unwrap();
 }
