@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::store::StoreBackend;
-use tollgate::backend::Tick;
+use tollgate::backend::{Answer, Backend, Binding, Call, LeaseAsk, Scope, Tick};
 use tollgate::calendar::{Calendar, Period};
 use tollgate::clock::{Clock, ManualClock};
 use tollgate::protection::Lease;
@@ -355,27 +355,57 @@ fn a_block_denies_every_limit_until_it_ends_and_keeps_the_state() {
     assert!(h.rt.block_on(limiter.allow("k")).unwrap().allowed);
 }
 
+/// A policy that reserves ahead and makes its reservations wait: one to
+/// three buckets or sliding windows of 1 to 8 units per 10 ms to 10 s.
+fn waiting_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    let limit = (
+        prop_oneof![2 => Just(Strategy::SlidingWindow), 1 => Just(Strategy::TokenBucket), 1 => Just(Strategy::LeakyBucket)],
+        1u64..9,
+        10u64..10_000,
+    )
+        .prop_map(|(s, limit, ms)| Limit::new(s, limit, Duration::from_millis(ms)).expect("valid limit"));
+    prop::collection::vec(limit, 1..4).prop_map(|mut limits| {
+        let mut seen = HashSet::new();
+        limits.retain(|l| seen.insert((l.strategy(), l.window())));
+        if limits.len() == 1 {
+            Policy::from(limits[0])
+        } else {
+            Policy::compound(limits).expect("valid compound policy")
+        }
+    })
+}
+
 #[test]
 fn reservations_and_cancels_agree_with_the_store_adapter() {
     let h = Harness::new();
+    reservations_agree(&h, any_policy(), 96);
+    reservations_agree(&h, waiting_policy(), 96);
+}
+
+/// Random traces of reservations and cancels of `policies` on PostgreSQL
+/// and on the store adapter agree: every decision, delay and cancel, and
+/// the state they leave.
+fn reservations_agree(h: &Harness, policies: impl proptest::strategy::Strategy<Value = Policy>, cases: u32) {
     let mut runner = TestRunner::new(Config {
-        cases: 128,
+        cases,
         ..Config::default()
     });
     // A clock change (forwards only: a receipt's proceed time would be
-    // passed again), a cost, the longest wait in milliseconds, and now and
-    // then a cancel of the reservation that many back.
+    // passed again; often none, so that a cancel finds its reservation
+    // waiting), a cost, the longest wait in milliseconds, and now and then
+    // a cancel of the reservation that many back (most often the last,
+    // the one a cancel can give back).
     let steps = prop::collection::vec(
         (
-            prop_oneof![3 => 0u64..2_000_000, 1 => 0u64..2_000_000_000],
+            prop_oneof![2 => Just(0u64), 3 => 0u64..2_000_000, 1 => 0u64..2_000_000_000],
             0u64..4,
             prop_oneof![1 => Just(0u64), 3 => 0u64..4_000],
-            prop_oneof![4 => Just(None), 1 => (0usize..3).prop_map(Some)],
+            prop_oneof![6 => Just(None), 2 => Just(Some(0usize)), 2 => (1usize..3).prop_map(Some)],
         ),
         1..60,
     );
     runner
-        .run(&(any_policy(), steps), |(policy, steps)| {
+        .run(&(policies, steps), |(policy, steps)| {
             h.clock.set_nanos(START);
             let postgres = h.limiter(policy);
             let store = h.on_store(policy, 1, None).remove(0);
@@ -457,5 +487,100 @@ fn leases_of_two_processes_agree_with_the_store_adapter() {
                 Ok(())
             },
         )
+        .unwrap();
+}
+
+#[test]
+fn a_cancel_gives_back_only_the_last_reservation_of_a_sliding_window() {
+    let h = Harness::new();
+    h.clock.set_nanos(START);
+    let policy = Policy::new(Strategy::SlidingWindow, 2, Duration::from_secs(1)).unwrap();
+    let postgres = h.limiter(policy);
+    let store = h.on_store(policy, 1, None).remove(0);
+    let both = |cost: u64| {
+        let got =
+            h.rt.block_on(postgres.reserve_n("k", cost, Duration::from_secs(1)))
+                .unwrap();
+        let want =
+            h.rt.block_on(store.reserve_n("k", cost, Duration::from_secs(1)))
+                .unwrap();
+        assert_eq!((got.decision(), got.delay()), (want.decision(), want.delay()));
+        (got, want)
+    };
+    both(2);
+    // The next window: the previous one's weight lets a unit through at
+    // once (1 µs on), a second halfway through the window.
+    h.clock.advance(Duration::from_secs(1));
+    let first = both(1);
+    let second = both(1);
+    assert_eq!(first.0.delay(), Duration::from_micros(1));
+    assert_eq!(second.0.delay(), Duration::from_micros(500_001));
+    // Both wait and count in the same window; the first is no longer the
+    // last charge on the key, so only the second is given back.
+    let cancel = |(on_postgres, on_store): (Reservation, Reservation)| {
+        let got = h.rt.block_on(postgres.cancel(on_postgres)).unwrap();
+        assert_eq!(got, h.rt.block_on(store.cancel(on_store)).unwrap());
+        got
+    };
+    assert!(!cancel(first), "a later reservation charged the window since");
+    assert!(cancel(second));
+    let got = h.rt.block_on(postgres.allow_n("k", 0)).unwrap();
+    assert_eq!(got, h.rt.block_on(store.allow_n("k", 0)).unwrap());
+}
+
+#[test]
+fn lease_calls_agree_with_the_store_adapter_call_by_call() {
+    let h = Harness::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    });
+    // A lease's age in milliseconds (one for every process, as one
+    // policy's processes share their settings), then calls: a clock
+    // change, the call's cost, the units it wants, the lessee (one of
+    // three), and the units it gives back of the lease the previous call
+    // answered (before that answer's time, which the clock may have
+    // passed).
+    let calls = prop::collection::vec(
+        (
+            prop_oneof![2 => 0u64..200_000, 2 => 0u64..5_000_000, 1 => 0u64..3_000_000_000],
+            0u64..4,
+            prop_oneof![1 => Just(0u64), 3 => 0u64..16],
+            0u64..3,
+            prop_oneof![2 => Just(0u64), 1 => 0u64..12],
+        ),
+        1..60,
+    );
+    runner
+        .run(&(any_policy(), 1u64..200, calls), |(policy, age_ms, calls)| {
+            h.clock.set_nanos(START);
+            let prefix = format!("calls{}", h.case.fetch_add(1, Ordering::Relaxed));
+            let scope = Scope {
+                prefix: &prefix,
+                resource: "",
+                policy: &policy,
+            };
+            let postgres = h.backend.bind(&scope).unwrap();
+            let store = StoreBackend::new(Arc::new(MapStore::with_manual_clock(&h.clock)))
+                .clock(h.clock.clone())
+                .tick(Tick::Micros)
+                .bind(&scope)
+                .unwrap();
+            let mut before = u64::MAX;
+            for (i, &(dt, cost, want, lessee, back)) in calls.iter().enumerate() {
+                h.clock.advance(Duration::from_nanos(dt));
+                let ask =
+                    LeaseAsk::new(cost, want, lessee, Duration::from_millis(age_ms)).returning(back, before);
+                let got =
+                    h.rt.block_on(postgres.call(Call::Lease { key: b"k", ask }))
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let want = h.rt.block_on(store.call(Call::Lease { key: b"k", ask })).unwrap();
+                prop_assert_eq!(&got, &want, "call {} ({:?}) of {}", i, ask, policy);
+                if let Answer::Leased(leased) = got {
+                    before = leased.return_before;
+                }
+            }
+            Ok(())
+        })
         .unwrap();
 }
