@@ -35,7 +35,8 @@ use crate::error::ConfigError;
 ///   unspent by other processes at any instant.
 ///
 /// Leases apply to backends that keep state in a shared store and lease
-/// (the Redis backend, the [`StoreBackend`](crate::backend::store::StoreBackend));
+/// (the Redis and PostgreSQL backends, the
+/// [`StoreBackend`](crate::backend::store::StoreBackend));
 /// a backend that decides in memory already decides locally, and one that
 /// does not lease decides every request as without the setting. Decisions
 /// made from a lease are counted in `tollgate_lease_decisions_total`, units
