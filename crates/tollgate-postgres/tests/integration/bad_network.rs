@@ -6,11 +6,17 @@
 //! that got no answer (SEMANTICS.md, "A call whose answer did not come
 //! back": such a call may have been charged); every call ends within the
 //! timeout plus a quantum, and the store decides again within a second of
-//! the heal.
+//! the heal. A leasing limiter and a reserving one keep their bounds
+//! too: the store holds at least what the leasing callers saw admitted
+//! (and, once the leases ended, at most that plus a lease for each call
+//! that got no answer), and no more reservations are made than the
+//! bucket's slots and what cancels gave back (an unanswered cancel counted
+//! as given back).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tollgate::protection::Lease;
 use tollgate::{Decision, Error, Limiter, Policy, Strategy};
 use tollgate_postgres::PostgresBackend;
 use tollgate_test_support::fault_proxy::{FaultProxy, Faults};
@@ -28,6 +34,9 @@ const QUANTUM: Duration = Duration::from_millis(250);
 struct Setup {
     _db: TestDatabase,
     proxy: FaultProxy,
+    /// The backend through the proxy.
+    backend: PostgresBackend,
+    policy: Policy,
     through: Arc<Limiter<PostgresBackend>>,
     direct: Limiter<PostgresBackend>,
 }
@@ -53,12 +62,15 @@ impl Setup {
             .await
             .unwrap();
         let direct = PostgresBackend::builder(db.url()).connect().await.unwrap();
+        let backend = through.clone();
         let (through, direct) = (Arc::new(build(through)), build(direct));
         // A connection open and the statement prepared before any fault.
         through.allow_n("warm-up", 0).await.unwrap();
         Self {
             _db: db,
             proxy,
+            backend,
+            policy,
             through,
             direct,
         }
@@ -236,4 +248,202 @@ async fn partitions_charge_at_most_what_was_sent_and_the_store_decides_again_aft
     let held = setup.held("k").await;
     assert_eq!(held, LIMIT, "the limit is reached, never passed");
     seen.check(held, LIMIT);
+}
+
+/// The longest a reservation waits in the scenarios below: two hours, in
+/// which the token bucket of 24 a day below has two slots past its burst
+/// (one every 3,600 s).
+const MAX_WAIT: Duration = Duration::from_secs(7_200);
+
+/// A leasing limiter and a reserving one through the proxy: the first on
+/// the setup's policy (so that [`Setup::held`] reads its key), leasing up
+/// to 8 units for a minute; the second on a token bucket of the same limit
+/// a day, whose slots past the burst come every 86,400 s / `limit`, and
+/// nothing refills during a test.
+fn ahead(setup: &Setup, limit: u64) -> (Limiter<PostgresBackend>, Limiter<PostgresBackend>) {
+    let leasing = Limiter::builder()
+        .backend(setup.backend.clone())
+        .policy(setup.policy)
+        .lease(Lease::new(8, Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let reserving = Limiter::builder()
+        .backend(setup.backend.clone())
+        .policy(Policy::new(Strategy::TokenBucket, limit, Duration::from_secs(86_400)).unwrap())
+        .resource("reserved")
+        .build()
+        .unwrap();
+    (leasing, reserving)
+}
+
+/// What the callers of the leasing and the reserving limiter saw.
+#[derive(Clone, Copy, Debug, Default)]
+struct AheadSeen {
+    /// Requests of the leasing limiter: admitted, and unanswered (the
+    /// store may have charged them, a lease with them).
+    leased: Seen,
+    reserved: u64,
+    /// Reservations made that wait (every other one is given back).
+    waiting: u64,
+    reserve_unanswered: u64,
+    /// Cancels confirmed, and unanswered (the store may have given back).
+    cancelled: u64,
+    cancel_unanswered: u64,
+}
+
+impl AheadSeen {
+    /// One request of each limiter, and a cancel of every other
+    /// reservation that waits (the last one made, which a cancel can give
+    /// back while it waits); each call ends within the timeout.
+    async fn step(&mut self, (leasing, reserving): &(Limiter<PostgresBackend>, Limiter<PostgresBackend>)) {
+        let started = Instant::now();
+        let answer = leasing.allow("leased").await;
+        self.leased.count((answer, started.elapsed()));
+        let started = Instant::now();
+        let reservation = reserving.reserve_n("reserved", 1, MAX_WAIT).await;
+        assert!(
+            started.elapsed() < TIMEOUT + QUANTUM,
+            "a reservation past the timeout"
+        );
+        let Ok(reservation) = reservation else {
+            self.reserve_unanswered += 1;
+            return;
+        };
+        self.reserved += u64::from(reservation.is_reserved());
+        if !reservation.is_reserved() || reservation.delay().is_zero() {
+            return;
+        }
+        self.waiting += 1;
+        if self.waiting % 2 == 1 {
+            return;
+        }
+        let started = Instant::now();
+        match reserving.cancel(reservation).await {
+            Ok(given_back) => self.cancelled += u64::from(given_back),
+            Err(_) => self.cancel_unanswered += 1,
+        }
+        assert!(started.elapsed() < TIMEOUT + QUANTUM, "a cancel past the timeout");
+    }
+
+    /// The bounds: the leasing limiter's store holds at least what its
+    /// callers saw admitted, and at most the limit; no more reservations
+    /// were made than the bucket's slots within the longest wait (its
+    /// burst and two more) and what cancels gave back, an unanswered
+    /// cancel counted as given back.
+    fn check(&self, held: u64, limit: u64) {
+        assert!(
+            self.leased.admitted <= held && held <= limit,
+            "the store holds {held} of {limit}: {self:?}"
+        );
+        assert!(
+            self.reserved <= limit + 2 + self.cancelled + self.cancel_unanswered,
+            "{} reserved of {limit} slots and two: {self:?}",
+            self.reserved
+        );
+    }
+}
+
+/// Runs the leasing and the reserving limiter under `faults` for `during`
+/// steps, after `before` healthy ones and until both answer again after
+/// the heal, then checks the bounds; ends the leases and checks that what
+/// the store holds is what was admitted, plus at most a lease and a request
+/// (9 units) for each request that got no answer. What the callers saw,
+/// and what the store holds once the leases ended.
+async fn ahead_under(faults: Faults, (before, during): (usize, usize)) -> (AheadSeen, u64) {
+    const LIMIT: u64 = 24;
+    let setup = Setup::start(LIMIT).await;
+    let limiters = ahead(&setup, LIMIT);
+    let mut seen = AheadSeen::default();
+    for _ in 0..before {
+        seen.step(&limiters).await;
+    }
+    setup.proxy.set(faults);
+    for _ in 0..during {
+        seen.step(&limiters).await;
+    }
+    setup.proxy.heal();
+    let healed = Instant::now();
+    loop {
+        let answered = (seen.leased.unanswered, seen.reserve_unanswered);
+        seen.step(&limiters).await;
+        if answered == (seen.leased.unanswered, seen.reserve_unanswered) {
+            break;
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(2),
+            "not deciding after the heal: {seen:?}"
+        );
+    }
+    for _ in 0..LIMIT + 8 {
+        seen.step(&limiters).await;
+    }
+    seen.check(setup.held("leased").await, LIMIT);
+    limiters.0.end_leases().await.unwrap();
+    let held = setup.held("leased").await;
+    eprintln!("{faults:?}: {seen:?}, the store holds {held} after the leases ended");
+    let admitted = seen.leased.admitted;
+    assert!(
+        (admitted..=admitted + 9 * seen.leased.unanswered).contains(&held),
+        "the store holds {held} for {admitted} admitted: {seen:?}"
+    );
+    (seen, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_and_reservations_under_latency_with_jitter_decide_exactly() {
+    let (seen, held) = ahead_under(
+        Faults {
+            latency: Duration::from_millis(30),
+            jitter: Duration::from_millis(10),
+            ..Faults::default()
+        },
+        (4, 12),
+    )
+    .await;
+    assert_eq!(
+        seen.leased.unanswered + seen.reserve_unanswered + seen.cancel_unanswered,
+        0
+    );
+    assert_eq!(
+        (seen.leased.admitted, held),
+        (24, 24),
+        "exactly the limit, every leased unit spent"
+    );
+    assert!(seen.cancelled > 0, "a waiting reservation was given back");
+    // The burst and the two slots within the longest wait, the second
+    // given back once and reserved again.
+    assert_eq!((seen.reserved, seen.cancelled), (27, 1), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_and_reservations_losing_replies_at_random_keep_their_bounds() {
+    let (seen, _) = ahead_under(
+        Faults {
+            reply_loss_ppm: 200_000,
+            ..Faults::default()
+        },
+        (4, 30),
+    )
+    .await;
+    assert!(
+        seen.leased.unanswered + seen.reserve_unanswered > 0,
+        "no reply was lost"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_and_reservations_across_partitions_keep_their_bounds() {
+    for faults in [
+        Faults {
+            replies_lost: true,
+            ..Faults::default()
+        },
+        Faults {
+            stall: true,
+            ..Faults::default()
+        },
+    ] {
+        let (seen, _) = ahead_under(faults, (6, 2)).await;
+        assert!(seen.reserve_unanswered >= 2, "{faults:?}: {seen:?}");
+    }
 }
