@@ -1,9 +1,11 @@
 //! Many keys in both orders from many tasks: no deadlock, no error, and
-//! every fixed window exact; and the sweep deleting only expired rows.
+//! every fixed window exact; and the sweep deleting only expired rows, of
+//! state and of lessees.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate::protection::Lease;
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_postgres::PostgresBackend;
 
@@ -80,19 +82,43 @@ async fn the_sweep_deletes_expired_rows_and_keeps_the_others() {
         assert!(short.allow(format!("k{i}")).await.unwrap().allowed);
         assert!(long.allow(format!("k{i}")).await.unwrap().allowed);
     }
+    // Processes leasing keys for half a second and for a minute: a key's
+    // second request asks for a lease, which counts its lessee.
+    let leasing = |age| {
+        Limiter::builder()
+            .backend(backend.clone())
+            .policy(Policy::new(Strategy::FixedWindow, 100, Duration::from_secs(3600)).unwrap())
+            .key_prefix(format!("lease{}", Duration::as_millis(&age)))
+            .lease(Lease::new(8, age))
+            .build()
+            .unwrap()
+    };
+    for lessee in [
+        leasing(Duration::from_millis(500)),
+        leasing(Duration::from_secs(60)),
+    ] {
+        for i in 0..5 {
+            for _ in 0..2 {
+                assert!(lessee.allow(format!("k{i}")).await.unwrap().allowed);
+            }
+        }
+    }
     let client = db.client().await;
     let count = |sql: &'static str| {
         let client = &client;
         async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
     };
-    assert_eq!(count("SELECT count(*) FROM tollgate.state").await, 100);
+    assert_eq!(count("SELECT count(*) FROM tollgate.state").await, 110);
+    assert_eq!(count("SELECT count(*) FROM tollgate.lessees").await, 10);
     let _sweeper = PostgresBackend::builder(db.url())
         .sweep_interval(Some(Duration::from_millis(100)))
         .connect()
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while count("SELECT count(*) FROM tollgate.state").await > 50 {
+    while count("SELECT count(*) FROM tollgate.state").await > 60
+        || count("SELECT count(*) FROM tollgate.lessees").await > 5
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the sweep left expired rows"
@@ -102,5 +128,10 @@ async fn the_sweep_deletes_expired_rows_and_keeps_the_others() {
     assert_eq!(
         count("SELECT count(*) FROM tollgate.state WHERE key LIKE '%w3600000%'").await,
         50
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM tollgate.lessees WHERE key LIKE '%lease60000%'").await,
+        5,
+        "the lessees of a minute stay"
     );
 }
