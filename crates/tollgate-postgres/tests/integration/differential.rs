@@ -528,59 +528,134 @@ fn a_cancel_gives_back_only_the_last_reservation_of_a_sliding_window() {
     assert_eq!(got, h.rt.block_on(store.allow_n("k", 0)).unwrap());
 }
 
+/// A call straight to a binding, beside a clock change.
+#[derive(Clone, Copy, Debug)]
+enum AheadCall {
+    /// A lease call: its cost, the units it wants, the lessee (one of
+    /// three), and the units it gives back of the lease the last lease call
+    /// answered (before that answer's time, which the clock may have
+    /// passed).
+    Lease(u64, u64, u64, u64),
+    /// A reservation of a cost, waiting at most so many milliseconds.
+    Reserve(u64, u64),
+    /// A cancel of the last reservation made.
+    Cancel,
+    /// A block of the key for so many milliseconds (0 lifts it).
+    Block(u64),
+}
+
+fn ahead_calls() -> impl proptest::strategy::Strategy<Value = Vec<(u64, AheadCall)>> {
+    let call = prop_oneof![
+        6 => (0u64..4, prop_oneof![1 => Just(0u64), 3 => 0u64..16], 0u64..3, prop_oneof![2 => Just(0u64), 1 => 0u64..12])
+            .prop_map(|(cost, want, lessee, back)| AheadCall::Lease(cost, want, lessee, back)),
+        3 => (0u64..4, prop_oneof![1 => Just(0u64), 3 => 0u64..4_000]).prop_map(|(cost, ms)| AheadCall::Reserve(cost, ms)),
+        2 => Just(AheadCall::Cancel),
+        1 => (0u64..5).prop_map(AheadCall::Block),
+    ];
+    let dt = prop_oneof![2 => Just(0u64), 2 => 0u64..200_000, 2 => 0u64..5_000_000, 1 => 0u64..3_000_000_000];
+    prop::collection::vec((dt, call), 1..60)
+}
+
 #[test]
-fn lease_calls_agree_with_the_store_adapter_call_by_call() {
+fn leases_reservations_cancels_and_blocks_agree_with_the_store_adapter_call_by_call() {
     let h = Harness::new();
     let mut runner = TestRunner::new(Config {
-        cases: 128,
+        cases: 160,
         ..Config::default()
     });
-    // A lease's age in milliseconds (one for every process, as one
-    // policy's processes share their settings), then calls: a clock
-    // change, the call's cost, the units it wants, the lessee (one of
-    // three), and the units it gives back of the lease the previous call
-    // answered (before that answer's time, which the clock may have
-    // passed).
-    let calls = prop::collection::vec(
-        (
-            prop_oneof![2 => 0u64..200_000, 2 => 0u64..5_000_000, 1 => 0u64..3_000_000_000],
-            0u64..4,
-            prop_oneof![1 => Just(0u64), 3 => 0u64..16],
-            0u64..3,
-            prop_oneof![2 => Just(0u64), 1 => 0u64..12],
-        ),
-        1..60,
-    );
+    // A lease's age in milliseconds: one for every process, as one
+    // policy's processes share their settings.
     runner
-        .run(&(any_policy(), 1u64..200, calls), |(policy, age_ms, calls)| {
-            h.clock.set_nanos(START);
-            let prefix = format!("calls{}", h.case.fetch_add(1, Ordering::Relaxed));
-            let scope = Scope {
-                prefix: &prefix,
-                resource: "",
-                policy: &policy,
-            };
-            let postgres = h.backend.bind(&scope).unwrap();
-            let store = StoreBackend::new(Arc::new(MapStore::with_manual_clock(&h.clock)))
-                .clock(h.clock.clone())
-                .tick(Tick::Micros)
-                .bind(&scope)
-                .unwrap();
-            let mut before = u64::MAX;
-            for (i, &(dt, cost, want, lessee, back)) in calls.iter().enumerate() {
-                h.clock.advance(Duration::from_nanos(dt));
-                let ask =
-                    LeaseAsk::new(cost, want, lessee, Duration::from_millis(age_ms)).returning(back, before);
-                let got =
-                    h.rt.block_on(postgres.call(Call::Lease { key: b"k", ask }))
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let want = h.rt.block_on(store.call(Call::Lease { key: b"k", ask })).unwrap();
-                prop_assert_eq!(&got, &want, "call {} ({:?}) of {}", i, ask, policy);
-                if let Answer::Leased(leased) = got {
-                    before = leased.return_before;
+        .run(
+            &(any_policy(), 1u64..200, ahead_calls()),
+            |(policy, age_ms, calls)| {
+                h.clock.set_nanos(START);
+                let prefix = format!("calls{}", h.case.fetch_add(1, Ordering::Relaxed));
+                let scope = Scope {
+                    prefix: &prefix,
+                    resource: "",
+                    policy: &policy,
+                };
+                let postgres = h.backend.bind(&scope).unwrap();
+                let store = StoreBackend::new(Arc::new(MapStore::with_manual_clock(&h.clock)))
+                    .clock(h.clock.clone())
+                    .tick(Tick::Micros)
+                    .bind(&scope)
+                    .unwrap();
+                let mut before = u64::MAX;
+                let mut receipts = None;
+                for (i, &(dt, call)) in calls.iter().enumerate() {
+                    h.clock.advance(Duration::from_nanos(dt));
+                    let (got, want) = match call {
+                        AheadCall::Lease(cost, want, lessee, back) => {
+                            let age = Duration::from_millis(age_ms);
+                            let ask = LeaseAsk::new(cost, want, lessee, age).returning(back, before);
+                            (
+                                h.rt.block_on(postgres.call(Call::Lease { key: b"k", ask })),
+                                h.rt.block_on(store.call(Call::Lease { key: b"k", ask })),
+                            )
+                        }
+                        AheadCall::Reserve(cost, ms) => {
+                            let max_delay = Duration::from_millis(ms);
+                            (
+                                h.rt.block_on(postgres.call(Call::Reserve {
+                                    key: b"k",
+                                    cost,
+                                    max_delay,
+                                })),
+                                h.rt.block_on(store.call(Call::Reserve {
+                                    key: b"k",
+                                    cost,
+                                    max_delay,
+                                })),
+                            )
+                        }
+                        AheadCall::Cancel => {
+                            let Some((on_postgres, on_store)) = receipts.take() else {
+                                continue;
+                            };
+                            (
+                                h.rt.block_on(postgres.call(Call::Cancel {
+                                    key: b"k",
+                                    receipt: &on_postgres,
+                                })),
+                                h.rt.block_on(store.call(Call::Cancel {
+                                    key: b"k",
+                                    receipt: &on_store,
+                                })),
+                            )
+                        }
+                        AheadCall::Block(ms) => {
+                            let op = Operation::Block(Duration::from_millis(ms));
+                            (
+                                h.rt.block_on(postgres.call(Call::Operate { key: b"k", op })),
+                                h.rt.block_on(store.call(Call::Operate { key: b"k", op })),
+                            )
+                        }
+                    };
+                    let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let want = want.unwrap();
+                    match (&got, &want) {
+                        (Answer::Leased(leased), _) => before = leased.return_before,
+                        (Answer::Reserved(on_postgres), Answer::Reserved(on_store)) => {
+                            receipts = on_postgres.receipt.zip(on_store.receipt);
+                            if let Some((on_postgres, on_store)) = receipts {
+                                prop_assert_eq!(on_postgres, on_store, "receipt of call {} of {}", i, policy);
+                            }
+                            // Otherwise the store adapter's receipt is of a
+                            // reservation only decided (a fixed window's),
+                            // which nothing can give back: it does not wait.
+                            let (mut got, mut want) = (on_postgres.clone(), on_store.clone());
+                            (got.receipt, want.receipt) = (None, None);
+                            prop_assert_eq!(got, want, "call {} ({:?}) of {}", i, call, policy);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    prop_assert_eq!(&got, &want, "call {} ({:?}) of {}", i, call, policy);
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .unwrap();
 }
