@@ -1,6 +1,5 @@
 //! Sets of records kept per key in memory, beside a binding's rate tables:
-//! a concurrency limit's permits ([`PermitTable`]) and a policy's
-//! unsettled holds. A sharded map from key to its set, each change made by
+//! a policy's unsettled holds. A sharded map from key to its set, each change made by
 //! one of the pure functions in [`crate::strategy`] under its shard's lock;
 //! the janitor sweeps the keys whose records have all expired (or that
 //! hold none).
@@ -12,8 +11,6 @@ use hashbrown::HashMap;
 use super::janitor::Sweep;
 use crate::clock::ClockHandle;
 use crate::strategy::holds::HoldSet;
-use crate::strategy::permits::{PermitOp, PermitOutcome, PermitSet};
-use crate::strategy::Rate;
 
 /// A set of records of one key.
 pub(crate) trait KeySet: Default + Send + 'static {
@@ -21,16 +18,6 @@ pub(crate) trait KeySet: Default + Send + 'static {
     fn is_empty(&self) -> bool;
     /// The tick from which every record has expired.
     fn expires_at(&self) -> u64;
-}
-
-impl KeySet for PermitSet {
-    fn is_empty(&self) -> bool {
-        PermitSet::is_empty(self)
-    }
-
-    fn expires_at(&self) -> u64 {
-        PermitSet::expires_at(self)
-    }
 }
 
 impl KeySet for HoldSet {
@@ -70,14 +57,6 @@ impl<S: KeySet> KeySets<S> {
         self.clock.now_nanos()
     }
 
-    pub(crate) fn clock(&self) -> ClockHandle {
-        self.clock.clone()
-    }
-
-    pub(crate) fn hasher(&self) -> &ahash::RandomState {
-        &self.hasher
-    }
-
     fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard<S>> {
         let hash = self.hasher.hash_one(key);
         let at = (hash >> 40) as usize & (self.shards.len() - 1);
@@ -86,8 +65,8 @@ impl<S: KeySet> KeySets<S> {
 
     /// Runs `f` on `key`'s set (empty when it has none) at the clock's
     /// now. A set left empty stays until the next sweep, so that a key
-    /// acquired and released in turn allocates nothing (an empty set
-    /// answers as an absent one).
+    /// recorded and taken in turn allocates nothing (an empty set answers
+    /// as an absent one).
     pub(crate) fn apply<R>(&self, key: &[u8], f: impl FnOnce(&mut S, u64) -> R) -> R {
         let now = self.now();
         let mut shard = self.shard(key);
@@ -106,14 +85,6 @@ impl<S: KeySet> KeySets<S> {
     pub(crate) fn clear(&self, key: &[u8]) {
         self.shard(key).remove(key);
     }
-
-    /// The number of keys holding a set.
-    pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
-    }
 }
 
 impl<S: KeySet + Sync> Sweep for KeySets<S> {
@@ -128,34 +99,5 @@ impl<S: KeySet + Sync> Sweep for KeySets<S> {
             freed += (before - shard.len()) * std::mem::size_of::<(Box<[u8]>, S)>();
         }
         freed
-    }
-}
-
-/// The permits of every key of one concurrency limit.
-pub(crate) struct PermitTable {
-    pub(crate) sets: KeySets<PermitSet>,
-    rate: Rate,
-}
-
-impl PermitTable {
-    /// No permit yet, under `rate` (`L` and the `ttl` as its window).
-    pub(crate) fn new(rate: Rate, sets: KeySets<PermitSet>) -> Self {
-        Self { sets, rate }
-    }
-
-    /// The concurrency limit `L`.
-    pub(crate) fn limit(&self) -> u64 {
-        self.rate.limit
-    }
-
-    /// Applies `op` to `key`'s permits now.
-    pub(crate) fn apply(&self, key: &[u8], op: PermitOp) -> PermitOutcome {
-        self.sets.apply(key, |set, now| op.apply(set, &self.rate, now))
-    }
-}
-
-impl Sweep for PermitTable {
-    fn sweep(&self) -> usize {
-        self.sets.sweep()
     }
 }

@@ -10,7 +10,7 @@ use super::cell::StateCell;
 use super::cell::Stored;
 use super::holds_table::Holds;
 use super::janitor::{self, Sweep, DEFAULT_SWEEP_INTERVAL};
-use super::key_sets::{KeySets, PermitTable};
+use super::permit_table::{PermitEntry, PermitTable};
 use super::reclaim;
 use super::snapshot::{write_entry, Entries, Registry, StateFileError, StateSnapshot};
 use super::table::{lanes_for, CellOf, LockedShard, Table};
@@ -23,7 +23,7 @@ use crate::error::{BackendError, ConfigError, Error};
 use crate::operation::Operation;
 use crate::policy::{Limit, Policy, MAX_LIMITS};
 use crate::strategy::holds::{self, HoldId, HoldRecord};
-use crate::strategy::permits::PermitOp;
+use crate::strategy::permits::{PermitOp, PermitOutcome};
 use crate::strategy::Tick;
 use crate::strategy::{self, Algorithm, FixedWindow, LimitRate, SlidingWindow, State, Strategy, TokenBucket};
 
@@ -161,8 +161,13 @@ impl MemoryBackend {
     /// memory only: a state file keeps no permits, whose holders are gone
     /// after a restart).
     fn permit_table(&self, limit: &Limit, hasher: &ahash::RandomState) -> Arc<PermitTable> {
-        let sets = KeySets::new(self.clock.clone(), self.shards, hasher.clone());
-        let table = Arc::new(PermitTable::new(limit.rate_nanos(), sets));
+        let rate = limit.rate_nanos();
+        let table = Arc::new(PermitTable::new(
+            rate,
+            self.clock.clone(),
+            self.shards,
+            hasher.clone(),
+        ));
         let weak = Arc::downgrade(&table);
         janitor::register(weak, self.sweep_interval);
         table
@@ -377,7 +382,7 @@ impl Tables {
             Tables::Fixed(t) => t.len(),
             Tables::Sliding(t) => t.len(),
             Tables::Gcra(t) => t.len(),
-            Tables::Permits(t) => t.sets.len(),
+            Tables::Permits(t) => t.len(),
         }
     }
 
@@ -395,7 +400,7 @@ impl Tables {
             Tables::Fixed(t) => t.now(),
             Tables::Sliding(t) => t.now(),
             Tables::Gcra(t) => t.now(),
-            Tables::Permits(t) => t.sets.now(),
+            Tables::Permits(t) => t.now(),
         }
     }
 
@@ -404,7 +409,7 @@ impl Tables {
             Tables::Fixed(t) => t.clock(),
             Tables::Sliding(t) => t.clock(),
             Tables::Gcra(t) => t.clock(),
-            Tables::Permits(t) => t.sets.clock(),
+            Tables::Permits(t) => t.clock(),
         }
     }
 
@@ -413,7 +418,7 @@ impl Tables {
             Tables::Fixed(t) => t.hasher(),
             Tables::Sliding(t) => t.hasher(),
             Tables::Gcra(t) => t.hasher(),
-            Tables::Permits(t) => t.sets.hasher(),
+            Tables::Permits(t) => t.hasher(),
         }
     }
 
@@ -422,7 +427,7 @@ impl Tables {
             Tables::Fixed(t) => t.hash(key),
             Tables::Sliding(t) => t.hash(key),
             Tables::Gcra(t) => t.hash(key),
-            Tables::Permits(t) => t.sets.hasher().hash_one(key),
+            Tables::Permits(t) => t.hasher().hash_one(key),
         }
     }
 
@@ -700,7 +705,7 @@ impl MemoryBinding {
     #[inline(never)]
     fn check_all(&self, key: &[u8], cost: u64) -> Decision {
         if let [Tables::Permits(table)] = self.tables() {
-            return Self::permit(table, key, PermitOp::Peek { cost }).decision;
+            return Self::permitted(table, table.apply(key, PermitOp::Peek { cost })).decision;
         }
         self.decide_with(key, cost, strategy::decide_all)
     }
@@ -1011,7 +1016,7 @@ impl MemoryBinding {
             Call::Cancel { .. } => Answer::Cancelled(false),
             Call::Operate { key, op } => {
                 match op {
-                    Operation::Reset => table.sets.clear(key),
+                    Operation::Reset => table.clear(key),
                     Operation::Block(_) => self.operate_now(key, op),
                     Operation::Refund(_) | Operation::Penalty(_) => {}
                 }
@@ -1026,22 +1031,56 @@ impl MemoryBinding {
     /// `op` on `key`'s permits, an acquisition of a blocked key denied
     /// until the block ends.
     fn permit_unblocked(&self, table: &PermitTable, key: &[u8], op: PermitOp) -> Permitted {
-        let acquires = matches!(op, PermitOp::Acquire { .. } | PermitOp::Peek { .. });
-        if acquires && self.keyed.blocks.any() {
-            let now = table.sets.now();
-            if let Some(until) = self.keyed.blocks.until(key, now) {
-                let peek = Self::permit(table, key, PermitOp::Peek { cost: 0 });
-                let reset = peek.decision.reset.as_nanos() as u64;
-                let limit = peek.decision.limit;
-                return peek.with_decision(Decision::blocked(until - now, reset, limit, Tick::Nanos));
-            }
-        }
-        Self::permit(table, key, op)
+        self.permit_keeping(table, key, op, false).0
     }
 
-    /// `op` on `key`'s permits in `table`.
-    fn permit(table: &PermitTable, key: &[u8], op: PermitOp) -> Permitted {
-        Permitted::from_outcome(table.apply(key, op), table.limit(), Tick::Nanos)
+    /// `op` on `key`'s permits as [`Call::Permit`] asks it, and when it
+    /// made a permit, the key's entry, where the permit is released and
+    /// extended without another lookup of the key; `None` when the policy
+    /// is not a concurrency limit.
+    pub(crate) fn acquire_keeping(
+        &self,
+        key: &[u8],
+        op: PermitOp,
+    ) -> Option<(Permitted, Option<Arc<PermitEntry>>)> {
+        match self.tables() {
+            [Tables::Permits(table)] => Some(self.permit_keeping(table, key, op, true)),
+            _ => None,
+        }
+    }
+
+    /// [`Self::permit_unblocked`], with the key's entry when `keep` asks for
+    /// it and `op` made a permit.
+    fn permit_keeping(
+        &self,
+        table: &PermitTable,
+        key: &[u8],
+        op: PermitOp,
+        keep: bool,
+    ) -> (Permitted, Option<Arc<PermitEntry>>) {
+        let acquires = matches!(op, PermitOp::Acquire { .. } | PermitOp::Peek { .. });
+        if acquires && self.keyed.blocks.any() {
+            let now = table.now();
+            if let Some(until) = self.keyed.blocks.until(key, now) {
+                let peek = Self::permitted(table, table.apply(key, PermitOp::Peek { cost: 0 }));
+                let reset = peek.decision.reset.as_nanos() as u64;
+                let limit = peek.decision.limit;
+                return (
+                    peek.with_decision(Decision::blocked(until - now, reset, limit, Tick::Nanos)),
+                    None,
+                );
+            }
+        }
+        if keep {
+            let (outcome, entry) = table.apply_keeping(key, op);
+            return (Self::permitted(table, outcome), entry);
+        }
+        (Self::permitted(table, table.apply(key, op)), None)
+    }
+
+    /// The answer `outcome` gives in `table`.
+    fn permitted(table: &PermitTable, outcome: PermitOutcome) -> Permitted {
+        Permitted::from_outcome(outcome, table.limit(), Tick::Nanos)
     }
 }
 

@@ -16,6 +16,7 @@ mod leasing;
 #[cfg(all(test, tollgate_loom))]
 mod loom_models;
 pub mod memory;
+mod permit_table;
 mod permitting;
 mod reclaim;
 mod reserving;
@@ -38,6 +39,7 @@ pub use codec::{decode_record, Record};
 pub(crate) use key_locks::KeyLocks;
 pub use keys::{namespace, CompoundKeys};
 pub use leasing::{LeaseAsk, Leased};
+pub(crate) use permit_table::PermitEntry;
 pub use permitting::Permitted;
 pub use reserving::{Receipt, Reserved};
 pub use settling::Settled;

@@ -2,33 +2,54 @@
 //! their acquisition until released or expired ([requests in
 //! flight](crate::_documentation::semantics#requests-in-flight)).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::machine::Reserving;
 use super::Limiter;
-use crate::backend::{Answer, Backend, Binding, Call, Permitted};
+use crate::backend::memory::MemoryBinding;
+use crate::backend::{Answer, Backend, Binding, Call, PermitEntry, Permitted};
 use crate::decision::Decision;
-use crate::error::{ConfigError, Error};
+use crate::error::{BackendError, ConfigError, Error};
 use crate::strategy::permits::{PermitId, PermitOp};
-use crate::strategy::Strategy;
+use crate::strategy::{Strategy, Tick};
 
 /// A fresh permit identifier: this process's random number in the high
 /// half, a count in the low half, so that no two processes sharing a store
-/// make the same one and no process makes one twice.
+/// make the same one and no process makes one twice. Each thread counts
+/// through a block of [`ID_BLOCK`] numbers of its own, taken from the
+/// process's count, so that making one is no atomic operation on a count
+/// every thread shares.
 pub(super) fn next_id() -> PermitId {
     static PROCESS: OnceLock<u64> = OnceLock::new();
-    static COUNT: AtomicU64 = AtomicU64::new(0);
+    static BLOCKS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        /// The thread's next count and the end of its block.
+        static NEXT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    let count = NEXT.with(|next| {
+        let (mut count, mut end) = next.get();
+        if count == end {
+            count = BLOCKS.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            end = count + ID_BLOCK;
+        }
+        next.set((count + 1, end));
+        count
+    });
     let process = *PROCESS.get_or_init(|| {
         use std::hash::{BuildHasher, Hasher};
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
         hasher.finish()
     });
-    let count = COUNT.fetch_add(1, Ordering::Relaxed);
     PermitId(u128::from(process) << 64 | u128::from(count))
 }
+
+/// How many permit identifiers a thread takes at a time (see [`next_id`]):
+/// `2^64 / ID_BLOCK` threads' blocks before the count would wrap.
+const ID_BLOCK: u64 = 1 << 20;
 
 /// The answer to [`Limiter::acquire_permit`]: admitted or not
 /// ([`decision`](Self::decision)), and when the store holds a permit for
@@ -42,12 +63,23 @@ pub(super) fn next_id() -> PermitId {
 /// by identifier with [`detach`](Self::detach).
 #[must_use = "a permit is released when dropped"]
 pub struct Permit<B: Backend> {
-    limiter: Arc<Limiter<B>>,
-    key: Box<[u8]>,
+    holder: Holder<B>,
     decision: Decision,
     /// The permit the store holds, until it is released or detached.
     held: Option<PermitId>,
     expires_in: Option<Duration>,
+}
+
+/// Where a permit is released and extended.
+enum Holder<B: Backend> {
+    /// By key, through the limiter's store.
+    Store {
+        limiter: Arc<Limiter<B>>,
+        key: Box<[u8]>,
+    },
+    /// In memory, a held permit's key entry itself: no second lookup of
+    /// the key, no copy of it, no reference to the limiter.
+    Entry(Arc<PermitEntry>),
 }
 
 impl<B: Backend> std::fmt::Debug for Permit<B> {
@@ -79,7 +111,10 @@ impl<B: Backend> Permit<B> {
 
     /// The key the permit was asked for.
     pub fn key(&self) -> &[u8] {
-        &self.key
+        match &self.holder {
+            Holder::Store { key, .. } => key,
+            Holder::Entry(entry) => entry.key(),
+        }
     }
 
     /// How long the held permit lived at its acquisition or last
@@ -99,7 +134,10 @@ impl<B: Backend> Permit<B> {
         let Some(id) = self.held.take() else {
             return Ok(false);
         };
-        let released = self.limiter.release_permit(&self.key, id).await?;
+        let released = match &self.holder {
+            Holder::Store { limiter, key } => limiter.release_permit(key, id).await?,
+            Holder::Entry(entry) => entry_op(entry, PermitOp::Release { id }),
+        };
         Ok(released.decision.allowed)
     }
 
@@ -115,7 +153,10 @@ impl<B: Backend> Permit<B> {
         let Some(id) = self.held else {
             return Ok(false);
         };
-        let extended = self.limiter.extend_permit(&self.key, id).await?;
+        let extended = match &self.holder {
+            Holder::Store { limiter, key } => limiter.extend_permit(key, id).await?,
+            Holder::Entry(entry) => entry_op(entry, PermitOp::Extend { id }),
+        };
         if extended.decision.allowed {
             self.expires_in = extended.expires_in;
         } else {
@@ -132,22 +173,31 @@ impl<B: Backend> Permit<B> {
     }
 }
 
+/// `op` on the permits of `entry`, answered as the store answers it.
+fn entry_op(entry: &PermitEntry, op: PermitOp) -> Permitted {
+    Permitted::from_outcome(entry.apply(op), entry.limit(), Tick::Nanos)
+}
+
 impl<B: Backend> Drop for Permit<B> {
     fn drop(&mut self) {
         let Some(id) = self.held.take() else {
             return;
         };
-        let call = Call::Permit {
-            key: &self.key,
-            op: PermitOp::Release { id },
+        let op = PermitOp::Release { id };
+        let (limiter, key) = match &mut self.holder {
+            Holder::Entry(entry) => {
+                entry.apply(op);
+                return;
+            }
+            Holder::Store { limiter, key } => (limiter, key),
         };
-        if self.limiter.decides_now() {
-            let _ = self.limiter.binding.call_now(call);
+        if limiter.decides_now() {
+            let _ = limiter.binding.call_now(Call::Permit { key, op });
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let limiter = Arc::clone(&self.limiter);
-            let key = std::mem::take(&mut self.key);
+            let limiter = Arc::clone(limiter);
+            let key = std::mem::take(key);
             runtime.spawn(async move { limiter.release_permit(&key, id).await });
         }
     }
@@ -183,24 +233,50 @@ impl<B: Backend> Limiter<B> {
         let key = key.as_ref();
         self.check_permits()?;
         let id = next_id();
-        let (decision, expires_in) = match self.begin_reservation(key, cost) {
-            Reserving::Listed(decision) => (decision, None),
+        let (decision, expires_in, entry) = match self.begin_reservation(key, cost) {
+            Reserving::Listed(decision) => (decision, None, None),
             Reserving::Ask(pending) => {
-                let call = Call::Permit {
-                    key,
-                    op: PermitOp::Acquire { id, cost },
-                };
-                let result = Answer::permitted(self.binding.call(call).await);
-                self.finish_permit(pending, result)?
+                let (result, entry) = self.ask_permit(key, PermitOp::Acquire { id, cost }).await;
+                let (decision, expires_in) = self.finish_permit(pending, result)?;
+                (decision, expires_in, entry)
             }
         };
+        let held = expires_in.map(|_| id);
+        let holder = match entry.filter(|_| held.is_some()) {
+            Some(entry) => Holder::Entry(entry),
+            None => Holder::Store {
+                limiter: Arc::clone(self),
+                key: key.into(),
+            },
+        };
         Ok(Permit {
-            limiter: Arc::clone(self),
-            key: key.into(),
+            holder,
             decision,
-            held: expires_in.map(|_| id),
+            held,
             expires_in,
         })
+    }
+
+    /// Asks the store for `op` on `key`'s permits; in memory, answered at
+    /// once, with the key's entry when `op` made a permit.
+    async fn ask_permit(
+        &self,
+        key: &[u8],
+        op: PermitOp,
+    ) -> (Result<Permitted, BackendError>, Option<Arc<PermitEntry>>) {
+        if let Some((permitted, entry)) = self.memory_binding().and_then(|m| m.acquire_keeping(key, op)) {
+            return (Ok(permitted), entry);
+        }
+        (
+            Answer::permitted(self.binding.call(Call::Permit { key, op }).await),
+            None,
+        )
+    }
+
+    /// The in-memory binding, when this limiter's store is memory: a
+    /// permit acquired there keeps its key's entry.
+    fn memory_binding(&self) -> Option<&MemoryBinding> {
+        (&self.binding as &dyn std::any::Any).downcast_ref()
     }
 
     /// Releases the permit `id` of `key`: the answer's decision is
@@ -250,5 +326,29 @@ impl<B: Backend> Limiter<B> {
             return Err(Error::Backend(call.unsupported()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads that each make more identifiers than a block holds never
+    /// make the same one, and all share this process's high half.
+    #[test]
+    fn identifiers_are_unique_across_threads_and_blocks() {
+        let per_thread = if cfg!(miri) { 100 } else { ID_BLOCK as usize + 10 };
+        let made: Vec<Vec<PermitId>> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..3)
+                .map(|_| s.spawn(|| (0..per_thread).map(|_| next_id()).collect()))
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut all: Vec<PermitId> = made.into_iter().flatten().collect();
+        let process = all[0].0 >> 64;
+        assert!(all.iter().all(|id| id.0 >> 64 == process));
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 3 * per_thread, "an identifier was made twice");
     }
 }

@@ -91,7 +91,9 @@ impl PermitSet {
     fn at(&mut self, now: u64) -> u64 {
         let now = clamp_time(now);
         let latest = self.seen.max(now);
-        self.permits.retain(|p| p.expires > latest);
+        if self.permits.iter().any(|p| p.expires <= latest) {
+            self.permits.retain(|p| p.expires > latest);
+        }
         self.seen = if self.permits.is_empty() { now } else { latest };
         self.seen
     }
@@ -113,10 +115,15 @@ impl PermitSet {
 
     /// The answer after an operation at `now`.
     fn outcome(&self, now: u64, done: bool) -> PermitOutcome {
+        // The units held and the last expiry, in one pass.
+        let (held, last) = self
+            .permits
+            .iter()
+            .fold((0, 0), |(held, last), p| (held + p.cost, last.max(p.expires)));
         PermitOutcome {
             done,
-            in_flight: self.held(),
-            reset: self.expires_at().saturating_sub(now),
+            in_flight: held,
+            reset: last.saturating_sub(now),
             retry_after: None,
             expires_in: None,
         }

@@ -2,8 +2,10 @@
 //! "Requests in flight" (`tollgate_test_support::in_flight_model`), on
 //! random traces under a manual clock: the in-memory backend and the
 //! custom-store adapter answer every acquire, release and extend as the
-//! model does. Then what a [`Permit`] does when dropped, and what a
-//! limiter refuses.
+//! model does, whether a permit is released and extended by identifier or
+//! through the [`Permit`] that holds it, and with the in-memory janitor's
+//! sweeps between the steps. Then what a [`Permit`] does when dropped, what
+//! a reset and a sweep leave a held one, and what a limiter refuses.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,7 @@ use tollgate::clock::ManualClock;
 use tollgate::protection::DenyCache;
 use tollgate::strategy::permits::PermitId;
 use tollgate::testing::MapStore;
-use tollgate::{Error, FailPolicy, KeyList, Limiter, Policy, Strategy};
+use tollgate::{Error, FailPolicy, KeyList, Limiter, Operation, Permit, Policy, Strategy};
 use tollgate_test_support::in_flight_model::PermitsModel;
 
 const START: u64 = 1_700_000_000_000_000_000;
@@ -31,9 +33,11 @@ fn runtime() -> tokio::runtime::Runtime {
 /// One step of a trace.
 #[derive(Clone, Debug)]
 enum Op {
+    /// Acquire, and either keep the `Permit` (`held`) or detach it.
     Acquire {
         key: u8,
         cost: u64,
+        held: bool,
     },
     /// Release the `n`-th permit made so far (modulo their number).
     Release {
@@ -45,16 +49,19 @@ enum Op {
     Advance {
         nanos: u64,
     },
+    /// The janitor's sweep of expired state (in memory; nothing elsewhere).
+    Sweep,
 }
 
 fn op(limit: u64, ttl: u64) -> impl proptest::strategy::Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u8..3, 0..=limit + 1).prop_map(|(key, cost)| Op::Acquire { key, cost }),
+        4 => (0u8..3, 0..=limit + 1, any::<bool>()).prop_map(|(key, cost, held)| Op::Acquire { key, cost, held }),
         2 => any::<usize>().prop_map(|n| Op::Release { n }),
         1 => any::<usize>().prop_map(|n| Op::Extend { n }),
         3 => (0..ttl * 2).prop_map(|nanos| Op::Advance { nanos }),
         // To the tick a permit made now expires at.
         1 => Just(Op::Advance { nanos: ttl }),
+        1 => Just(Op::Sweep),
     ]
 }
 
@@ -70,12 +77,21 @@ fn trace() -> impl proptest::strategy::Strategy<Value = (u64, u64, Vec<Op>)> {
     })
 }
 
-/// Runs `ops` on `limiter` (on `clock`) and on the model, comparing every
-/// answer.
-async fn agree<B: Backend>(limiter: Arc<Limiter<B>>, clock: &ManualClock, limit: u64, ttl: u64, ops: &[Op]) {
+/// A permit made in a trace: its key, the model's id, the limiter's, and
+/// the `Permit` while it is kept (not detached, not yet released through it).
+type Made<B> = (Vec<u8>, u64, PermitId, Option<Permit<B>>);
+
+/// Runs `ops` on `limiter` (on `clock`, swept by `sweep`) and on the
+/// model, comparing every answer.
+async fn agree<B: Backend>(
+    limiter: Arc<Limiter<B>>,
+    clock: &ManualClock,
+    sweep: impl Fn(&Limiter<B>),
+    (limit, ttl): (u64, u64),
+    ops: &[Op],
+) {
     let mut model = PermitsModel::new(limit, ttl);
-    // Every permit made: its key, the model's id and the limiter's.
-    let mut made: Vec<(Vec<u8>, u64, PermitId)> = Vec::new();
+    let mut made: Vec<Made<B>> = Vec::new();
     let mut now = START;
     for op in ops {
         match *op {
@@ -83,7 +99,8 @@ async fn agree<B: Backend>(limiter: Arc<Limiter<B>>, clock: &ManualClock, limit:
                 now += nanos;
                 clock.set_nanos(now);
             }
-            Op::Acquire { key, cost } => {
+            Op::Sweep => sweep(&limiter),
+            Op::Acquire { key, cost, held } => {
                 let key = vec![b'k', key];
                 let want = model.acquire(&key, cost, now);
                 let permit = limiter.acquire_permit(&key, cost).await.unwrap();
@@ -97,14 +114,30 @@ async fn agree<B: Backend>(limiter: Arc<Limiter<B>>, clock: &ManualClock, limit:
                     "{op:?}"
                 );
                 assert_eq!(permit.id().is_some(), want.permit.is_some(), "{op:?}");
-                if let (Some(id), Some(p)) = (permit.detach(), want.permit) {
-                    made.push((key, p.id, id));
+                assert_eq!(permit.key(), &key[..]);
+                if let (Some(id), Some(p)) = (permit.id(), want.permit) {
+                    let kept = if held {
+                        Some(permit)
+                    } else {
+                        permit.detach();
+                        None
+                    };
+                    made.push((key, p.id, id, kept));
                 }
             }
             Op::Release { n } if !made.is_empty() => {
-                let (key, model_id, id) = &made[n % made.len()];
+                let at = n % made.len();
+                let (key, model_id, id, kept) = &mut made[at];
                 let (released, held) = model.release(key, *model_id, now);
-                let got = limiter.release_permit(key, *id).await.unwrap();
+                if let Some(permit) = kept.take() {
+                    assert_eq!(
+                        permit.release().await.unwrap(),
+                        released,
+                        "{op:?} through the permit"
+                    );
+                    continue;
+                }
+                let got = limiter.release_permit(&key[..], *id).await.unwrap();
                 assert_eq!(
                     (got.decision.allowed, got.in_flight()),
                     (released, held),
@@ -112,18 +145,30 @@ async fn agree<B: Backend>(limiter: Arc<Limiter<B>>, clock: &ManualClock, limit:
                 );
             }
             Op::Extend { n } if !made.is_empty() => {
-                let (key, model_id, id) = &made[n % made.len()];
+                let at = n % made.len();
+                let (key, model_id, id, kept) = &mut made[at];
                 let want = model.extend(key, *model_id, now);
-                let got = limiter.extend_permit(key, *id).await.unwrap();
+                let expires_in = want.map(|at| Duration::from_nanos(at - now));
+                if let Some(permit) = kept {
+                    assert_eq!(
+                        permit.extend().await.unwrap(),
+                        want.is_some(),
+                        "{op:?} through the permit"
+                    );
+                    assert_eq!(permit.expires_in(), expires_in, "{op:?} through the permit");
+                    continue;
+                }
+                let got = limiter.extend_permit(&key[..], *id).await.unwrap();
                 assert_eq!(got.decision.allowed, want.is_some(), "{op:?}");
-                assert_eq!(
-                    got.expires_in,
-                    want.map(|at| Duration::from_nanos(at - now)),
-                    "{op:?}"
-                );
+                assert_eq!(got.expires_in, expires_in, "{op:?}");
             }
             Op::Release { .. } | Op::Extend { .. } => {}
         }
+    }
+    // The permits still kept are detached, not released when dropped: the
+    // model was not told.
+    for permit in made.into_iter().filter_map(|(.., kept)| kept) {
+        permit.detach();
     }
 }
 
@@ -138,7 +183,7 @@ proptest! {
     fn memory_answers_as_the_model((limit, ttl, ops) in trace()) {
         let clock = ManualClock::new(Duration::from_nanos(START));
         let limiter = Limiter::builder().clock(clock.clone()).policy(concurrency(limit, ttl)).build().unwrap();
-        runtime().block_on(agree(Arc::new(limiter), &clock, limit, ttl, &ops));
+        runtime().block_on(agree(Arc::new(limiter), &clock, Limiter::sweep, (limit, ttl), &ops));
     }
 
     #[test]
@@ -146,7 +191,7 @@ proptest! {
         let clock = ManualClock::new(Duration::from_nanos(START));
         let backend = StoreBackend::new(MapStore::with_manual_clock(&clock)).clock(clock.clone());
         let limiter = Limiter::builder().backend(backend).policy(concurrency(limit, ttl)).build().unwrap();
-        runtime().block_on(agree(Arc::new(limiter), &clock, limit, ttl, &ops));
+        runtime().block_on(agree(Arc::new(limiter), &clock, |_| {}, (limit, ttl), &ops));
     }
 }
 
@@ -192,6 +237,41 @@ async fn a_permit_lives_past_its_ttl_only_when_extended() {
     assert!(!kept.extend().await.unwrap(), "expired at 19 s: lost");
     assert_eq!(kept.id(), None);
     assert!(limiter.acquire_permit("k", 1).await.unwrap().decision().allowed);
+}
+
+/// In memory a held permit keeps its key's entry: a reset, or a sweep once
+/// its permits have expired, takes the entry out of the map, and what the
+/// permit held there is gone as it is for a permit released by identifier.
+#[tokio::test]
+async fn a_reset_or_a_sweep_leaves_a_held_permit_nothing_to_release() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = Arc::new(
+        Limiter::builder()
+            .clock(clock.clone())
+            .policy(Policy::new(Strategy::Concurrency, 1, Duration::from_secs(10)).unwrap())
+            .build()
+            .unwrap(),
+    );
+    let reset = limiter.acquire_permit("k", 1).await.unwrap();
+    limiter.operate("k", Operation::Reset).await.unwrap();
+    let after = limiter.acquire_permit("k", 1).await.unwrap();
+    assert!(after.decision().allowed, "the reset freed the unit");
+    assert!(!reset.release().await.unwrap(), "freed by the reset");
+    assert!(!limiter.acquire_permit("k", 1).await.unwrap().decision().allowed);
+    drop(after);
+
+    let mut swept = limiter.acquire_permit("k", 1).await.unwrap();
+    clock.advance(Duration::from_secs(10));
+    limiter.sweep();
+    assert_eq!(limiter.stored_keys(), 0, "expired, swept");
+    let held = limiter.acquire_permit("k", 1).await.unwrap();
+    assert!(held.decision().allowed);
+    assert!(!swept.extend().await.unwrap(), "expired");
+    assert_eq!(
+        limiter.acquire_permit("k", 0).await.unwrap().decision().remaining,
+        0
+    );
+    assert!(held.release().await.unwrap());
 }
 
 #[tokio::test]
