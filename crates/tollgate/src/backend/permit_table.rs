@@ -50,6 +50,7 @@ impl PermitEntry {
     /// Applies `op` (a release or an extension of a permit held here) to
     /// the key's permits now; an entry reset or swept out of its table
     /// holds none.
+    #[inline]
     pub(crate) fn apply(&self, op: PermitOp) -> PermitOutcome {
         let now = self.rules.clock.now_nanos();
         op.apply(&mut lock(&self.set), &self.rules.rate, now)

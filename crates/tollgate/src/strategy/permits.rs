@@ -246,7 +246,10 @@ pub enum PermitOp {
 
 impl PermitOp {
     /// Applies the operation to `set` at `now` under `rate` (`L` and the
-    /// `ttl` as its window), as the pure functions define it.
+    /// `ttl` as its window), as the pure functions define it. Inlined, so
+    /// that a caller whose operation is known (a permit's release) keeps
+    /// only its branch.
+    #[inline]
     pub(crate) fn apply(self, set: &mut PermitSet, rate: &super::Rate, now: u64) -> PermitOutcome {
         match self {
             PermitOp::Acquire { id, cost } => acquire(set, rate.limit, rate.window, now, id, cost),
