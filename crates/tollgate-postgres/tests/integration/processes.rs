@@ -10,21 +10,24 @@
 //! `go` on its standard input, then decides and prints what it admitted.
 
 use std::collections::HashMap;
-use std::io::{BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_postgres::PostgresBackend;
-use tollgate_test_support::workers::{next_tagged, Workers};
+use tollgate_test_support::workers::{fields, WorkerTest, Workers};
 
 use crate::support::TestDatabase;
 
 /// The environment variable that turns `worker_process` into a worker.
 const WORKER_URL: &str = "TOLLGATE_POSTGRES_WORKER_URL";
-/// Lines a worker prints for the parent start with this.
-const TAG: &str = "tollgate-worker:";
+
+/// The worker: the ignored test `worker_process`, whose lines for the
+/// parent start with `tollgate-worker:`.
+fn worker() -> WorkerTest {
+    WorkerTest::new(module_path!(), "worker_process", "tollgate-worker:")
+}
+
 /// Concurrent tasks in each worker per policy and key, and requests each.
 const TASKS: usize = 6;
 const REQUESTS: usize = 12;
@@ -78,10 +81,7 @@ fn worker_process() {
             .into_iter()
             .map(|(name, policy)| (name, Arc::new(limiter(&backend, name, policy))))
             .collect();
-        println!("{TAG} ready");
-        let mut go = String::new();
-        std::io::stdin().read_line(&mut go).unwrap();
-        assert_eq!(go.trim(), "go");
+        worker().ready();
         let mut tasks = Vec::new();
         for (name, limiter) in &limiters {
             for (key, cost) in KEYS {
@@ -102,68 +102,20 @@ fn worker_process() {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         for task in tasks {
             let (name, key, admitted) = tokio::time::timeout_at(deadline, task).await.unwrap().unwrap();
-            println!("{TAG} {name} {key} {admitted}");
+            worker().say(format_args!("{name} {key} {admitted}"));
         }
-        println!("{TAG} done");
+        worker().done();
     });
-}
-
-/// The worker's full test name, as the harness knows it.
-fn worker_test_name() -> String {
-    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
-    format!("{module}::worker_process")
 }
 
 /// Runs `n` workers on `url` at once and adds up what each admitted per
 /// policy and key.
 fn run_workers(n: usize, url: &str) -> HashMap<(String, String), u64> {
-    let exe = std::env::current_exe().unwrap();
-    let args = [
-        "--ignored",
-        "--exact",
-        &worker_test_name(),
-        "--nocapture",
-        "--test-threads",
-        "1",
-    ];
-    let mut workers = Workers(Vec::new());
-    for _ in 0..n {
-        let child = Command::new(&exe)
-            .args(args)
-            .env(WORKER_URL, url)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        workers.0.push(child);
-    }
-    let mut outputs: Vec<_> = workers
-        .0
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for out in &mut outputs {
-        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
-    }
-    for child in &mut workers.0 {
-        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    }
+    let workers = Workers::start(&worker(), n, &[(WORKER_URL, url)]);
     let mut admitted = HashMap::new();
-    for out in &mut outputs {
-        loop {
-            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
-            if line == "done" {
-                break;
-            }
-            let fields: Vec<&str> = line.split(' ').collect();
-            let [name, key, units] = fields[..] else {
-                panic!("unexpected worker line {line:?}");
-            };
-            *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
-        }
-    }
-    for child in &mut workers.0 {
-        assert!(child.wait().unwrap().success());
+    for line in workers.finish().concat() {
+        let [name, key, units] = fields(&line);
+        *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
     }
     admitted
 }

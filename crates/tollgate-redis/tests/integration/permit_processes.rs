@@ -12,8 +12,6 @@
 //! connects, says `ready`, waits for `go` on its standard input, then works
 //! and prints what it held.
 
-use std::io::{BufReader, Write};
-use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,13 +19,17 @@ use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use tollgate_test_support::workers::{next_tagged, Workers};
+use tollgate_test_support::workers::{fields, WorkerTest, Workers};
 
 /// The Redis URL a worker connects to, and what it does (`hold` or `crash`).
 const WORKER_URL: &str = "TOLLGATE_PERMIT_WORKER_URL";
 const WORKER_MODE: &str = "TOLLGATE_PERMIT_WORKER_MODE";
-/// Lines a worker prints for the parent start with this.
-const TAG: &str = "tollgate-permit-worker:";
+
+/// The worker: the ignored test `permit_worker`, whose lines for the
+/// parent start with `tollgate-permit-worker:`.
+fn worker() -> WorkerTest {
+    WorkerTest::new(module_path!(), "permit_worker", "tollgate-permit-worker:")
+}
 
 const WORKERS: usize = 4;
 const TASKS: usize = 6;
@@ -71,10 +73,7 @@ fn permit_worker() {
             .connect(&url)
             .await
             .unwrap();
-        println!("{TAG} ready");
-        let mut go = String::new();
-        std::io::stdin().read_line(&mut go).unwrap();
-        assert_eq!(go.trim(), "go");
+        worker().ready();
         match mode.as_str() {
             "hold" => hold(&backend).await,
             _ => crash(&backend).await,
@@ -113,10 +112,10 @@ async fn hold(backend: &RedisBackend) {
     }
     for task in tasks {
         for (key, from, to) in task.await.unwrap() {
-            println!("{TAG} {key} {from} {to}");
+            worker().say(format_args!("{key} {from} {to}"));
         }
     }
-    println!("{TAG} done");
+    worker().done();
 }
 
 /// Takes every slot of the key `crash`, says so, and waits to be killed.
@@ -128,47 +127,14 @@ async fn crash(backend: &RedisBackend) {
         assert!(permit.decision().allowed);
         permits.push(permit);
     }
-    println!("{TAG} held");
+    worker().say("held");
     tokio::time::sleep(Duration::from_secs(60)).await;
     drop(permits);
 }
 
-/// Starts `n` workers in `mode` on `server`, each connected and waiting.
-fn start(server: &RedisServer, mode: &str, n: usize) -> (Workers, Vec<BufReader<ChildStdout>>) {
-    let exe = std::env::current_exe().unwrap();
-    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
-    let name = format!("{module}::permit_worker");
-    let mut workers = Workers(Vec::new());
-    for _ in 0..n {
-        let child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                &name,
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(WORKER_URL, server.url())
-            .env(WORKER_MODE, mode)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        workers.0.push(child);
-    }
-    let mut outputs: Vec<_> = workers
-        .0
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for out in &mut outputs {
-        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
-    }
-    for child in &mut workers.0 {
-        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    }
-    (workers, outputs)
+/// Starts `n` workers in `mode` on `server`, each connected and told to go.
+fn start(server: &RedisServer, mode: &str, n: usize) -> Workers {
+    Workers::start(&worker(), n, &[(WORKER_URL, &server.url()), (WORKER_MODE, mode)])
 }
 
 /// The most units `intervals` (each `[from, to)`) hold at one instant.
@@ -187,26 +153,14 @@ fn most_at_once(intervals: &[(u64, u64)]) -> u64 {
 #[test]
 fn holders_in_four_processes_never_hold_more_than_the_limit() {
     let server = RedisServer::start();
-    let (mut workers, mut outputs) = start(&server, "hold", WORKERS);
+    let workers = start(&server, "hold", WORKERS);
     let mut by_key = std::collections::HashMap::<String, Vec<(u64, u64)>>::new();
-    for out in &mut outputs {
-        loop {
-            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
-            if line == "done" {
-                break;
-            }
-            let fields: Vec<&str> = line.split(' ').collect();
-            let [key, from, to] = fields[..] else {
-                panic!("unexpected worker line {line:?}");
-            };
-            by_key
-                .entry(key.to_owned())
-                .or_default()
-                .push((from.parse().unwrap(), to.parse().unwrap()));
-        }
-    }
-    for child in &mut workers.0 {
-        assert!(child.wait().unwrap().success());
+    for line in workers.finish().concat() {
+        let [key, from, to] = fields(&line);
+        by_key
+            .entry(key.to_owned())
+            .or_default()
+            .push((from.parse().unwrap(), to.parse().unwrap()));
     }
     for key in KEYS {
         let intervals = &by_key[key];
@@ -239,11 +193,10 @@ fn holders_in_four_processes_never_hold_more_than_the_limit() {
 #[test]
 fn a_killed_holder_s_units_come_back_within_the_ttl() {
     let server = RedisServer::start();
-    let (mut workers, mut outputs) = start(&server, "crash", 1);
-    assert_eq!(next_tagged(&mut outputs[0], TAG).as_deref(), Some("held"));
+    let mut workers = start(&server, "crash", 1);
+    workers.expect(0, "held");
     let held = Instant::now();
-    workers.0[0].kill().unwrap();
-    workers.0[0].wait().unwrap();
+    workers.kill(0);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

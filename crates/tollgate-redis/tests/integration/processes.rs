@@ -12,8 +12,6 @@
 
 use crate::support;
 
-use std::io::{BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,13 +20,17 @@ use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use tollgate_test_support::workers::{next_tagged, Workers};
+use tollgate_test_support::workers::{fields, WorkerTest, Workers};
 
 /// The environment variable that turns `worker_process` into a worker: the
 /// Redis URL to use.
 const WORKER_URL: &str = "TOLLGATE_REDIS_WORKER_URL";
-/// Lines a worker prints for the parent start with this.
-const TAG: &str = "tollgate-worker:";
+
+/// The worker: the ignored test `worker_process`, whose lines for the
+/// parent start with `tollgate-worker:`.
+fn worker() -> WorkerTest {
+    WorkerTest::new(module_path!(), "worker_process", "tollgate-worker:")
+}
 
 const WORKERS: usize = 4;
 /// Concurrent tasks in each worker, and requests per task and key.
@@ -96,10 +98,7 @@ fn worker_process() {
             .into_iter()
             .map(|(name, policy)| (name, Arc::new(limiter(&backend, policy))))
             .collect();
-        println!("{TAG} ready");
-        let mut go = String::new();
-        std::io::stdin().read_line(&mut go).unwrap();
-        assert_eq!(go.trim(), "go");
+        worker().ready();
         // A worker never outlives a stuck test for long.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         let mut tasks = Vec::new();
@@ -124,73 +123,20 @@ fn worker_process() {
                 .await
                 .expect("the worker's decisions took over 30 s")
                 .unwrap();
-            println!("{TAG} {name} {key} {admitted}");
+            worker().say(format_args!("{name} {key} {admitted}"));
         }
-        println!("{TAG} done");
+        worker().done();
     });
-}
-
-/// The worker's full test name, as the harness knows it (`module::name`, without
-/// the binary's own crate name).
-fn worker_test_name() -> String {
-    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
-    if module.is_empty() {
-        "worker_process".to_owned()
-    } else {
-        format!("{module}::worker_process")
-    }
 }
 
 #[test]
 fn limits_are_exact_across_processes() {
     let server = RedisServer::start();
-    let exe = std::env::current_exe().unwrap();
-    let mut workers = Workers(Vec::new());
-    for _ in 0..WORKERS {
-        let child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                &worker_test_name(),
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(WORKER_URL, server.url())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        workers.0.push(child);
-    }
-    let mut outputs: Vec<_> = workers
-        .0
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    // Every worker is connected before any of them starts deciding.
-    for out in &mut outputs {
-        assert_eq!(next_tagged(out, TAG).as_deref(), Some("ready"));
-    }
-    for child in &mut workers.0 {
-        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    }
+    let workers = Workers::start(&worker(), WORKERS, &[(WORKER_URL, &server.url())]);
     let mut admitted = std::collections::HashMap::<(String, String), u64>::new();
-    for out in &mut outputs {
-        loop {
-            let line = next_tagged(out, TAG).expect("the worker stopped before printing done");
-            if line == "done" {
-                break;
-            }
-            let fields: Vec<&str> = line.split(' ').collect();
-            let [name, key, units] = fields[..] else {
-                panic!("unexpected worker line {line:?}");
-            };
-            *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
-        }
-    }
-    for child in &mut workers.0 {
-        assert!(child.wait().unwrap().success());
+    for line in workers.finish().concat() {
+        let [name, key, units] = fields(&line);
+        *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
     }
     let requested = (WORKERS * TASKS * REQUESTS) as u64;
     for (name, policy) in policies() {
