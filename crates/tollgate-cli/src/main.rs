@@ -28,6 +28,7 @@ mod report;
 mod serve;
 mod shown;
 mod simulate;
+mod store_replay;
 mod table;
 mod targets;
 mod trace;

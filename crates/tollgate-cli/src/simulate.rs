@@ -15,12 +15,13 @@ use crate::error::CliError;
 use crate::output::Finished;
 use crate::plot;
 use crate::policies::Policies;
-use crate::postgres_replay::PostgresReplay;
+use crate::postgres_replay::PostgresStore;
 use crate::progress::Progress;
 use crate::recorder::{persist, Events, Recorder};
-use crate::redis_replay::RedisReplay;
+use crate::redis_replay::RedisStore;
 use crate::replay::{self, Stats};
 use crate::shown::shown;
+use crate::store_replay::{StoreReplay, StoreRun};
 use crate::targets::Targets;
 use crate::trace::{access_log, csv};
 use crate::trace::{Request, Skipped, Trace, TraceError};
@@ -130,14 +131,7 @@ fn replay_trace(
     let trace = read_trace(args)?;
     let plot_key = args.plot.as_ref().map(|_| plot_key(args, &trace)).transpose()?;
     let replays = policies.replays(&trace);
-    let mut redis = match (&args.backend, &args.redis_url) {
-        (BackendArg::Redis, Some(url)) => Some(RedisReplay::connect(url)?),
-        _ => None,
-    };
-    let mut postgres = match (&args.backend, &args.postgres_url) {
-        (BackendArg::Postgres, Some(url)) => Some(PostgresReplay::connect(url)?),
-        _ => None,
-    };
+    let mut store = connect(args)?;
     let progress = Progress::new((trace.requests.len() as u64).saturating_mul(replays.len() as u64));
     let replayed = replay_all(
         &policies,
@@ -145,20 +139,15 @@ fn replay_trace(
         &replays,
         outputs,
         plot_key,
-        match (redis.as_mut(), postgres.as_mut()) {
-            (Some(redis), _) => Replaying::Redis(redis),
-            (None, Some(postgres)) => Replaying::Postgres(postgres),
-            (None, None) => Replaying::Memory(args.max_delay),
+        match store.as_deref_mut() {
+            Some(store) => Replaying::Store(store),
+            None => Replaying::Memory(args.max_delay),
         },
         &progress,
     );
     drop(progress);
     // The run's keys (or schema) go whatever happened to the replay.
-    let cleaned = match (redis.as_mut(), postgres.as_mut()) {
-        (Some(redis), _) => redis.cleanup().map(|_| ()),
-        (None, Some(postgres)) => postgres.cleanup(),
-        (None, None) => Ok(()),
-    };
+    let cleaned = store.as_mut().map_or(Ok(()), |store| store.cleanup());
     match (cleaned, &replayed) {
         (Err(err), Ok(_)) => return Err(err),
         (Err(err), Err(_)) => eprintln!("error: {err}"),
@@ -291,12 +280,25 @@ fn plot_key(args: &SimulateArgs, trace: &Trace) -> Result<usize, CliError> {
         })
 }
 
+/// The run on the store `--backend` names, at its URL; none in memory
+/// (or without the URL).
+///
+/// # Errors
+///
+/// The store's connection error naming the URL's problem.
+fn connect(args: &SimulateArgs) -> Result<Option<Box<dyn StoreRun>>, CliError> {
+    Ok(match (&args.backend, &args.redis_url, &args.postgres_url) {
+        (BackendArg::Redis, Some(url), _) => Some(Box::new(StoreReplay::<RedisStore>::connect(url)?)),
+        (BackendArg::Postgres, _, Some(url)) => Some(Box::new(StoreReplay::<PostgresStore>::connect(url)?)),
+        _ => None,
+    })
+}
+
 /// Where a replay decides: in memory (waiting up to the duration, when
-/// given, instead of refusing), on Redis or on PostgreSQL.
+/// given, instead of refusing), or on a store (Redis or PostgreSQL).
 enum Replaying<'a> {
     Memory(Option<std::time::Duration>),
-    Redis(&'a mut RedisReplay),
-    Postgres(&'a mut PostgresReplay),
+    Store(&'a mut dyn StoreRun),
 }
 
 /// Runs every replay of `trace` where `replaying` says, writing
@@ -318,50 +320,13 @@ fn replay_all(
     for (targets, output) in replays.iter().zip(outputs) {
         progress.stage(policies.stage(targets));
         let mut recorder = Recorder::new(trace, output, targets.any_compound(), plot_key, progress)?;
-        let sink = |request: &Request, target: usize, decision: &Decision| {
+        let mut sink = |request: &Request, target: usize, decision: &Decision| {
             recorder.record(request, target, decision)
         };
         stats.extend(match &mut replaying {
             Replaying::Memory(None) => replay::replay(trace, targets, sink)?,
             Replaying::Memory(Some(max_delay)) => replay::replay_waiting(trace, targets, *max_delay, sink)?,
-            Replaying::Redis(redis) => {
-                let limiters = redis
-                    .limiters(targets)
-                    .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;
-                replay::replay_through(
-                    trace,
-                    targets,
-                    |request, target, key| {
-                        redis.replay_request(
-                            &limiters[target],
-                            request.line,
-                            request.nanos,
-                            key,
-                            request.cost,
-                        )
-                    },
-                    sink,
-                )?
-            }
-            Replaying::Postgres(postgres) => {
-                let limiters = postgres
-                    .limiters(targets)
-                    .map_err(|(target, err)| policies.limiter_error(targets, target, err))?;
-                replay::replay_through(
-                    trace,
-                    targets,
-                    |request, target, key| {
-                        postgres.replay_request(
-                            &limiters[target],
-                            request.line,
-                            request.nanos,
-                            key,
-                            request.cost,
-                        )
-                    },
-                    sink,
-                )?
-            }
+            Replaying::Store(store) => store.replay(policies, trace, targets, &mut sink)?,
         });
         let (file, key_events) = recorder.finish()?;
         finished.extend(file);
