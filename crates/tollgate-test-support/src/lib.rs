@@ -29,6 +29,9 @@
 //! - [`workers`]: worker processes for the tests across operating-system
 //!   processes (the test binary re-run as an ignored test), and the tagged
 //!   lines they print;
+//! - [`worker_admissions`]: the work of the tests of exact limits across
+//!   processes: each worker's concurrent requests, and what all of them
+//!   admitted;
 //! - [`sources`]: the workspace's production sources, for the tests that
 //!   check rules of its layout.
 //!
@@ -50,4 +53,5 @@ pub mod process_cpu;
 pub mod redis;
 pub mod sources;
 pub mod together_model;
+pub mod worker_admissions;
 pub mod workers;

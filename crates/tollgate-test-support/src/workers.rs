@@ -262,6 +262,19 @@ impl Drop for Workers {
     }
 }
 
+/// In a worker: a multi-threaded runtime of two threads for its work.
+///
+/// # Panics
+///
+/// If the runtime cannot be built.
+pub fn worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the worker's runtime")
+}
+
 /// The `N` space-separated fields of a worker's line.
 ///
 /// # Panics

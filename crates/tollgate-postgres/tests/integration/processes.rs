@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_postgres::PostgresBackend;
-use tollgate_test_support::workers::{fields, WorkerTest, Workers};
+use tollgate_test_support::worker_admissions::{admit_and_say, admitted};
+use tollgate_test_support::workers::{worker_runtime, WorkerTest, Workers};
 
 use crate::support::TestDatabase;
 
@@ -65,12 +66,7 @@ fn worker_process() {
     let Ok(url) = std::env::var(WORKER_URL) else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    worker_runtime().block_on(async {
         let backend = PostgresBackend::builder(url)
             .pool_size(4)
             .timeout(Duration::from_secs(10))
@@ -79,32 +75,11 @@ fn worker_process() {
             .unwrap();
         let limiters: Vec<_> = policies()
             .into_iter()
-            .map(|(name, policy)| (name, Arc::new(limiter(&backend, name, policy))))
+            .map(|(name, policy)| (name.to_owned(), Arc::new(limiter(&backend, name, policy))))
             .collect();
         worker().ready();
-        let mut tasks = Vec::new();
-        for (name, limiter) in &limiters {
-            for (key, cost) in KEYS {
-                for _ in 0..TASKS {
-                    let (name, limiter) = (*name, limiter.clone());
-                    tasks.push(tokio::spawn(async move {
-                        let mut admitted = 0;
-                        for _ in 0..REQUESTS {
-                            if limiter.allow_n(key, cost).await.unwrap().allowed {
-                                admitted += cost;
-                            }
-                        }
-                        (name, key, admitted)
-                    }));
-                }
-            }
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        for task in tasks {
-            let (name, key, admitted) = tokio::time::timeout_at(deadline, task).await.unwrap().unwrap();
-            worker().say(format_args!("{name} {key} {admitted}"));
-        }
-        worker().done();
+        let within = Duration::from_secs(60);
+        admit_and_say(&worker(), &limiters, &KEYS, TASKS, REQUESTS, within).await;
     });
 }
 
@@ -112,12 +87,7 @@ fn worker_process() {
 /// policy and key.
 fn run_workers(n: usize, url: &str) -> HashMap<(String, String), u64> {
     let workers = Workers::start(&worker(), n, &[(WORKER_URL, url)]);
-    let mut admitted = HashMap::new();
-    for line in workers.finish().concat() {
-        let [name, key, units] = fields(&line);
-        *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
-    }
-    admitted
+    admitted(&workers.finish())
 }
 
 #[test]

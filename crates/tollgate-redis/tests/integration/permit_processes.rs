@@ -19,7 +19,7 @@ use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use tollgate_test_support::workers::{fields, WorkerTest, Workers};
+use tollgate_test_support::workers::{fields, worker_runtime, WorkerTest, Workers};
 
 /// The Redis URL a worker connects to, and what it does (`hold` or `crash`).
 const WORKER_URL: &str = "TOLLGATE_PERMIT_WORKER_URL";
@@ -62,12 +62,7 @@ fn permit_worker() {
     let (Ok(url), Ok(mode)) = (std::env::var(WORKER_URL), std::env::var(WORKER_MODE)) else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    worker_runtime().block_on(async {
         let backend = RedisBackend::builder()
             .timeout(Duration::from_secs(5))
             .connect(&url)

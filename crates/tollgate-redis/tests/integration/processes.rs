@@ -20,7 +20,8 @@ use tollgate::{Limit, Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
 
-use tollgate_test_support::workers::{fields, WorkerTest, Workers};
+use tollgate_test_support::worker_admissions::{admit_and_say, admitted};
+use tollgate_test_support::workers::{worker_runtime, WorkerTest, Workers};
 
 /// The environment variable that turns `worker_process` into a worker: the
 /// Redis URL to use.
@@ -83,12 +84,7 @@ fn worker_process() {
     let Ok(url) = std::env::var(WORKER_URL) else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    worker_runtime().block_on(async {
         let backend = RedisBackend::builder()
             .timeout(Duration::from_secs(5))
             .connect(&url)
@@ -99,33 +95,8 @@ fn worker_process() {
             .map(|(name, policy)| (name, Arc::new(limiter(&backend, policy))))
             .collect();
         worker().ready();
-        // A worker never outlives a stuck test for long.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let mut tasks = Vec::new();
-        for (name, limiter) in &limiters {
-            for (key, cost) in KEYS {
-                for _ in 0..TASKS {
-                    let (name, limiter) = (name.clone(), limiter.clone());
-                    tasks.push(tokio::spawn(async move {
-                        let mut admitted = 0;
-                        for _ in 0..REQUESTS {
-                            if limiter.allow_n(key, cost).await.unwrap().allowed {
-                                admitted += cost;
-                            }
-                        }
-                        (name, key, admitted)
-                    }));
-                }
-            }
-        }
-        for task in tasks {
-            let (name, key, admitted) = tokio::time::timeout_at(deadline, task)
-                .await
-                .expect("the worker's decisions took over 30 s")
-                .unwrap();
-            worker().say(format_args!("{name} {key} {admitted}"));
-        }
-        worker().done();
+        let within = Duration::from_secs(30);
+        admit_and_say(&worker(), &limiters, &KEYS, TASKS, REQUESTS, within).await;
     });
 }
 
@@ -133,11 +104,7 @@ fn worker_process() {
 fn limits_are_exact_across_processes() {
     let server = RedisServer::start();
     let workers = Workers::start(&worker(), WORKERS, &[(WORKER_URL, &server.url())]);
-    let mut admitted = std::collections::HashMap::<(String, String), u64>::new();
-    for line in workers.finish().concat() {
-        let [name, key, units] = fields(&line);
-        *admitted.entry((name.to_owned(), key.to_owned())).or_default() += units.parse::<u64>().unwrap();
-    }
+    let admitted = admitted(&workers.finish());
     let requested = (WORKERS * TASKS * REQUESTS) as u64;
     for (name, policy) in policies() {
         let tightest = policy.limits().iter().map(Limit::limit).min().unwrap();
