@@ -1,17 +1,14 @@
 //! A database of the test's own on the PostgreSQL server the tests use
 //! (`TOLLGATE_POSTGRES_URL`, by default the local server as `postgres`),
-//! dropped when the test ends, so tests never see each other's data.
+//! dropped when the test ends, so tests never see each other's data: the
+//! workspace's [`postgres_databases::TestDatabase`], made without blocking
+//! the test's runtime, with its URLs through a proxy or under another host
+//! name and clients for reading what the backend wrote.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_postgres::NoTls;
-
-/// The server the tests use, as an administrator: a URL without a
-/// database name's path, to which the test's database is appended.
-pub(crate) fn server_url() -> String {
-    std::env::var("TOLLGATE_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
-}
+pub(crate) use tollgate_test_support::postgres_databases::{self, server_url};
 
 /// The server's `host:port`, as [`server_url`] names it.
 fn server_host_port() -> String {
@@ -31,27 +28,23 @@ pub(crate) fn server_addr() -> SocketAddr {
         .unwrap_or_else(|| panic!("{host_port}: not an address"))
 }
 
-/// A database made for one test, dropped (with its connections) on drop.
-pub(crate) struct TestDatabase {
-    name: String,
-}
+/// A database made for one test ([`postgres_databases::TestDatabase`]),
+/// dropped (with its connections) on drop.
+pub(crate) struct TestDatabase(postgres_databases::TestDatabase);
 
 impl TestDatabase {
-    /// A new, empty database.
+    /// A new, empty database, made with `psql` on a blocking thread so
+    /// that the test's runtime goes on.
     pub(crate) async fn create() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "tollgate_test_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        admin(&format!("CREATE DATABASE {name}")).await;
-        Self { name }
+        let database = tokio::task::spawn_blocking(postgres_databases::TestDatabase::create)
+            .await
+            .unwrap_or_else(|err| panic!("creating a test database: {err}"));
+        Self(database)
     }
 
     /// The URL of the database.
     pub(crate) fn url(&self) -> String {
-        format!("{}/{}", server_url(), self.name)
+        self.0.url()
     }
 
     /// The database's URL through `addr` (a proxy) in place of the
@@ -70,30 +63,6 @@ impl TestDatabase {
     pub(crate) async fn client(&self) -> tokio_postgres::Client {
         connect(&self.url()).await
     }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        // A runtime of its own: the test's may be gone or single-threaded.
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime")
-                .block_on(admin(&sql));
-        })
-        .join();
-    }
-}
-
-/// Runs `sql` on the server's `postgres` database.
-async fn admin(sql: &str) {
-    let client = connect(&format!("{}/postgres", server_url())).await;
-    client
-        .batch_execute(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// A connection to `url`, its driver running on the current runtime.
