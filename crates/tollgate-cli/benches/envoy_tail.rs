@@ -47,7 +47,10 @@
 //! `APIS=grpc` (or `http`) narrow the cells; `POLICY_FILE=path` serves the memory rows with that tollgate
 //! policy file beside the Envoy file (to measure settings of its own, such
 //! as `top_keys: false`), and `SERVE_ARGS='--grpc-threads 0'` adds
-//! arguments to every `tollgate serve`.
+//! arguments to every `tollgate serve`. `SERVER_CPUS=1` starts every
+//! `tollgate serve` on processor 1 alone (`taskset`); run the bench under
+//! `taskset --cpu-list 0` and give the peer's command its own `taskset`
+//! to keep the client and the servers on separate cores.
 
 mod support;
 

@@ -79,10 +79,20 @@ fn free_addr() -> SocketAddr {
 
 /// Starts `tollgate serve` (this package's binary) with `configs`, its
 /// gRPC API and its HTTP listener on free ports; `SERVE_ARGS` adds
-/// arguments.
+/// arguments, and `SERVER_CPUS` (a `taskset` list such as `1`) runs it on
+/// those processors only, so that a bench run itself under `taskset` keeps
+/// its client off the server's cores.
 pub fn start_tollgate(configs: &[PathBuf]) -> Server {
     let addr = free_addr();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    let binary = env!("CARGO_BIN_EXE_tollgate");
+    let mut command = match std::env::var("SERVER_CPUS") {
+        Ok(cpus) => {
+            let mut taskset = Command::new("taskset");
+            taskset.args(["--cpu-list", &cpus, binary]);
+            taskset
+        }
+        Err(_) => Command::new(binary),
+    };
     command.arg("serve");
     for config in configs {
         command.arg("--config").arg(config);
