@@ -268,6 +268,22 @@ BEGIN
   RETURN cur;
 END $$;
 
+-- The rows of `keys` as a call reads them at `db_now` (read_row), their
+-- states a, b and c as arrays, and the latest end of a block among them
+-- (0 when none).
+CREATE OR REPLACE FUNCTION @schema@.read_rows(
+  keys bytea[], db_now bigint,
+  OUT olds @schema@.state[], OUT sa bigint[], OUT sb bigint[], OUT sc bigint[], OUT ends bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  ends := 0;
+  FOR i IN 1..cardinality(keys) LOOP
+    olds[i] := @schema@.read_row(keys[i], db_now);
+    sa[i] := (olds[i]).a; sb[i] := (olds[i]).b; sc[i] := (olds[i]).c;
+    ends := greatest(ends, coalesce((olds[i]).blocked, 0));
+  END LOOP;
+END $$;
+
 -- Refuses keys and spans that do not fit n limits and one request.
 CREATE OR REPLACE FUNCTION @schema@.check_shape(keys bytea[], spans bigint[], n int) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -385,7 +401,7 @@ DECLARE
   tnow bigint;
   olds @schema@.state[];
   sa bigint[]; sb bigint[]; sc bigint[];
-  ends bigint := 0;
+  ends bigint;
   slot record;
   status int := 0;
   wait bigint := 0;
@@ -397,11 +413,7 @@ BEGIN
   PERFORM @schema@.lock_keys(keys);
   db_now := @schema@.clock();
   tnow := @schema@.decision_time(at, db_now);
-  FOR i IN 1..n LOOP
-    olds[i] := @schema@.read_row(keys[i], db_now);
-    sa[i] := (olds[i]).a; sb[i] := (olds[i]).b; sc[i] := (olds[i]).c;
-    ends := greatest(ends, coalesce((olds[i]).blocked, 0));
-  END LOOP;
+  SELECT * INTO olds, sa, sb, sc, ends FROM @schema@.read_rows(keys, db_now);
   IF ends > tnow THEN
     RETURN @schema@.blocked_reply(kinds, lims, wins, intvs, spans, sa, sb, sc, ends, tnow);
   END IF;
@@ -609,7 +621,7 @@ DECLARE
   olds @schema@.state[];
   sa bigint[]; sb bigint[]; sc bigint[];
   back record;
-  ends bigint := 0;
+  ends bigint;
   lessees bigint := 1;
   extra bigint := 0;
   steps @schema@.step[];
@@ -619,11 +631,7 @@ BEGIN
   PERFORM @schema@.lock_keys(keys);
   db_now := @schema@.clock();
   tnow := @schema@.decision_time(at, db_now);
-  FOR i IN 1..n LOOP
-    olds[i] := @schema@.read_row(keys[i], db_now);
-    sa[i] := (olds[i]).a; sb[i] := (olds[i]).b; sc[i] := (olds[i]).c;
-    ends := greatest(ends, coalesce((olds[i]).blocked, 0));
-  END LOOP;
+  SELECT * INTO olds, sa, sb, sc, ends FROM @schema@.read_rows(keys, db_now);
   back := @schema@.give_back(kinds, lims, wins, intvs, spans, sa, sb, sc, tnow, units, before);
   sa := back.a; sb := back.b; sc := back.c;
   IF want > 0 THEN
