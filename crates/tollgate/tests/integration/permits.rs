@@ -176,6 +176,18 @@ fn concurrency(limit: u64, ttl: u64) -> Policy {
     Policy::new(Strategy::Concurrency, limit, Duration::from_nanos(ttl)).unwrap()
 }
 
+/// A limiter of one unit in flight whose permits live 10 s, on `clock`.
+fn one_unit_for_ten_seconds(clock: &ManualClock) -> Arc<Limiter> {
+    let ttl = Duration::from_secs(10).as_nanos() as u64;
+    Arc::new(
+        Limiter::builder()
+            .clock(clock.clone())
+            .policy(concurrency(1, ttl))
+            .build()
+            .unwrap(),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -220,13 +232,7 @@ async fn a_dropped_permit_frees_its_units_and_a_released_one_frees_them_once() {
 #[tokio::test]
 async fn a_permit_lives_past_its_ttl_only_when_extended() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
-    let limiter = Arc::new(
-        Limiter::builder()
-            .clock(clock.clone())
-            .policy(Policy::new(Strategy::Concurrency, 1, Duration::from_secs(10)).unwrap())
-            .build()
-            .unwrap(),
-    );
+    let limiter = one_unit_for_ten_seconds(&clock);
     let mut kept = limiter.acquire_permit("k", 1).await.unwrap();
     clock.advance(Duration::from_secs(9));
     assert!(kept.extend().await.unwrap());
@@ -245,13 +251,7 @@ async fn a_permit_lives_past_its_ttl_only_when_extended() {
 #[tokio::test]
 async fn a_reset_or_a_sweep_leaves_a_held_permit_nothing_to_release() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
-    let limiter = Arc::new(
-        Limiter::builder()
-            .clock(clock.clone())
-            .policy(Policy::new(Strategy::Concurrency, 1, Duration::from_secs(10)).unwrap())
-            .build()
-            .unwrap(),
-    );
+    let limiter = one_unit_for_ten_seconds(&clock);
     let reset = limiter.acquire_permit("k", 1).await.unwrap();
     limiter.operate("k", Operation::Reset).await.unwrap();
     let after = limiter.acquire_permit("k", 1).await.unwrap();
