@@ -90,13 +90,18 @@ impl PostgresBinding {
             None => Layout::Compound(CompoundKeys::new(scope.prefix, scope.resource, policy.limits())),
         };
         let schema = &options.schema;
+        let decide = if limits.is_one_fixed_window() {
+            "decide_fixed_window"
+        } else {
+            "decide"
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 pool: pool.clone(),
                 options: options.clone(),
                 limits,
                 layout,
-                decide_sql: call_sql(schema, "decide", &["int8[]", "int8"]),
+                decide_sql: call_sql(schema, decide, &["int8[]", "int8"]),
                 operate_sql: call_sql(schema, "operate", &["text", "int8"]),
                 reserve_sql: call_sql(schema, "reserve", &["int8", "int8"]),
                 cancel_sql: call_sql(schema, "cancel", &["int8", "int8", "int8[]"]),

@@ -16,6 +16,14 @@ use crate::install::Installer;
 use crate::schema;
 use crate::tls;
 
+/// How many calls of one policy may be in flight before its decisions wait
+/// to go out together. Two: fewer calls carrying more decisions each cost
+/// the server less per decision; over 64 connections on a 2-core server 2
+/// gave 1.2x the decisions per second of 4 and 1.5x those of 8, at 0.8x
+/// and 0.6x the server's CPU per decision (Intel Xeon, `benches/versus_flexible`,
+/// docs/performance.md).
+const MAX_IN_FLIGHT: usize = 2;
+
 /// The most decisions one batched call carries: each takes a lock, and a
 /// transaction's locks share the server's lock table.
 const MAX_BATCH: usize = 32;
@@ -153,9 +161,9 @@ impl PostgresBackendBuilder {
         self
     }
 
-    /// Whether decisions of one policy that arrive while half the pool's
-    /// connections (at least 2) carry its calls wait to go out together in
-    /// one call (on by default): each is decided exactly as alone, in
+    /// Whether decisions of one policy that arrive while two of its calls
+    /// are in flight wait to go out together in one call, up to 32 (on by
+    /// default): each is decided exactly as alone, in
     /// order, and the database does one transaction for many. Off, every
     /// decision is a call of its own.
     pub fn batch_calls(mut self, on: bool) -> Self {
@@ -217,7 +225,7 @@ impl PostgresBackendBuilder {
             installer: Arc::new(Installer::new(&self.schema, self.unlogged, installed)),
             batcher: self
                 .batch
-                .then(|| Arc::new(Batcher::new((self.pool_size / 2).max(2), MAX_BATCH))),
+                .then(|| Arc::new(Batcher::new(MAX_IN_FLIGHT, MAX_BATCH))),
         };
         PostgresBackend::new(pool, options, self.sweep_interval)
     }

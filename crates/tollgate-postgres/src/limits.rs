@@ -83,6 +83,12 @@ impl Limits {
         })
     }
 
+    /// Whether the policy is one fixed window of fixed length, which the
+    /// schema decides in one statement per call (`decide_fixed_window`).
+    pub(crate) fn is_one_fixed_window(&self) -> bool {
+        self.kinds == [1] && self.calendars.is_empty()
+    }
+
     /// A cost as the functions receive it.
     pub(crate) fn cost(&self, cost: u64) -> i64 {
         cost.min(self.max_limit + 1) as i64

@@ -40,17 +40,21 @@ async fn remaining_of_admitted(limiter: &Arc<Limiter<PostgresBackend>>, per_task
     all
 }
 
-/// The calls of `decide` the database counted, once the backend's
+/// The calls of `decide` and `decide_fixed_window` the database counted, once the backend's
 /// connections have closed (a backend reports its counts when it ends).
 async fn decide_calls(db: &TestDatabase, at_least: i64) -> i64 {
     let client = db.client().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let row = client
-            .query_opt("SELECT calls FROM pg_stat_user_functions WHERE schemaname = 'tollgate' AND funcname = 'decide'", &[])
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_user_functions \
+                 WHERE schemaname = 'tollgate' AND funcname IN ('decide', 'decide_fixed_window')",
+                &[],
+            )
             .await
             .unwrap();
-        let calls = row.map_or(0, |r| r.get::<_, i64>(0));
+        let calls: i64 = row.get(0);
         if calls >= at_least || tokio::time::Instant::now() > deadline {
             return calls;
         }
@@ -58,8 +62,9 @@ async fn decide_calls(db: &TestDatabase, at_least: i64) -> i64 {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_decisions_go_out_together_and_each_decides_as_alone() {
+/// Concurrent decisions of a policy of one `strategy` over a pool of 2
+/// go out in fewer calls than decisions, each decided as alone.
+async fn batched_as_alone(strategy: Strategy) {
     let db = TestDatabase::create().await;
     let name = db.url().rsplit('/').next().unwrap().to_owned();
     db.client()
@@ -76,7 +81,7 @@ async fn concurrent_decisions_go_out_together_and_each_decides_as_alone() {
     let limiter = Arc::new(
         Limiter::builder()
             .backend(backend.clone())
-            .policy(Policy::new(Strategy::FixedWindow, LIMIT, Duration::from_secs(3_600)).unwrap())
+            .policy(Policy::new(strategy, LIMIT, Duration::from_secs(3_600)).unwrap())
             .build()
             .unwrap(),
     );
@@ -92,4 +97,16 @@ async fn concurrent_decisions_go_out_together_and_each_decides_as_alone() {
         "{calls} calls for {} decisions: not batched",
         TASKS * 10
     );
+}
+
+/// A fixed window: `decide_fixed_window`'s loop over a call's requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_fixed_window_decisions_go_out_together_and_each_decides_as_alone() {
+    batched_as_alone(Strategy::FixedWindow).await;
+}
+
+/// A sliding window: the general `decide`'s loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sliding_window_decisions_go_out_together_and_each_decides_as_alone() {
+    batched_as_alone(Strategy::SlidingWindow).await;
 }

@@ -9,6 +9,7 @@ mod bad_network;
 mod batch;
 mod differential;
 mod faults;
+mod fixed_window;
 mod locks;
 mod processes;
 mod schema;
