@@ -101,15 +101,15 @@ impl Backend for PostgresBackend {
         PostgresBinding::new(&self.pool, &self.options, scope)
     }
 
-    /// Decisions, reports (charges), per-key operations, reservations
-    /// and leases, awaited. Requests of several parts are decided call by
-    /// call.
+    /// Decisions, reports (charges), per-key operations, reservations,
+    /// leases and the parts of a request as one step, awaited.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             charges: true,
             operates: true,
             reserves: true,
             leases: true,
+            together: true,
             ..Capabilities::default()
         }
     }

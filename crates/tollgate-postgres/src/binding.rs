@@ -21,6 +21,7 @@ use crate::limits::{operation_amount, Limits};
 
 mod leases;
 mod reservations;
+mod together;
 
 /// The settings a backend hands to each of its bindings.
 #[derive(Clone)]
@@ -55,6 +56,7 @@ struct Shared {
     reserve_sql: String,
     cancel_sql: String,
     lease_sql: String,
+    together_sql: String,
 }
 
 /// Where a policy's state keys live: one namespace for a policy of one
@@ -106,6 +108,7 @@ impl PostgresBinding {
                 reserve_sql: call_sql(schema, "reserve", &["int8", "int8"]),
                 cancel_sql: call_sql(schema, "cancel", &["int8", "int8", "int8[]"]),
                 lease_sql: call_sql(schema, "lease", &["int8"; 6]),
+                together_sql: call_sql(schema, "together", &["int8[]", "bool[]", "int4[]"]),
             }),
         })
     }
@@ -197,16 +200,31 @@ impl Shared {
         keys: &[Vec<u8>],
         own: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, BackendError> {
-        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let spans = self.limits.spans(self.options.clock.as_ref());
+        let l = &self.limits;
+        self.run_on([&l.kinds, &l.lims, &l.wins, &l.intvs, &spans], sql, keys, own)
+            .await
+    }
+
+    /// Runs `sql` as [`run`](Self::run) does, with the limits' numbers
+    /// given (kinds, L, W, T, calendar spans): those of several policies,
+    /// for a call on the parts of a request.
+    async fn run_on(
+        &self,
+        limits: [&(dyn ToSql + Sync); 5],
+        sql: &str,
+        keys: &[Vec<u8>],
+        own: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, BackendError> {
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let grace = self.options.grace_micros.min(i64::MAX as u64) as i64;
         let at = self
             .options
             .clock
             .as_ref()
             .map(|c| Tick::Micros.from_nanos(c.now_nanos()) as i64);
-        let l = &self.limits;
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&l.kinds, &l.lims, &l.wins, &l.intvs, &spans, &keys];
+        let mut params: Vec<&(dyn ToSql + Sync)> = limits.to_vec();
+        params.push(&keys);
         params.extend_from_slice(own);
         params.extend_from_slice(&[&grace, &at]);
         let timeout = self.options.timeout;
@@ -271,8 +289,9 @@ impl Binding for PostgresBinding {
     /// One call of the schema's `decide` for a decision or a report (its
     /// limits decided as one step, in a transaction that locks the key's
     /// rows), one of `operate` for an operation, of `reserve`, `cancel`
-    /// or `lease` for a reservation, its cancel or a lease, and a round
-    /// trip for a reconnection. The rest the backend does not answer.
+    /// or `lease` for a reservation, its cancel or a lease, of `together`
+    /// for the parts of a request on one backend, and a round trip for a
+    /// reconnection. The rest the backend does not answer.
     async fn call(&self, call: Call<'_, Self>) -> Result<Answer, BackendError> {
         Ok(match call {
             Call::Decide { key, cost } => Answer::Decided(self.run(key, cost).await?),
@@ -286,6 +305,10 @@ impl Binding for PostgresBinding {
             }
             Call::Cancel { key, receipt } => Answer::Cancelled(self.cancel(key, receipt).await?),
             Call::Lease { key, ask } => Answer::Leased(self.lease(key, ask).await?),
+            Call::Together(parts) => match Self::together(parts).await {
+                Some(decisions) => Answer::Decisions(decisions?),
+                None => Answer::Apart,
+            },
             Call::Reconnect => {
                 self.shared.ping().await?;
                 Answer::Done

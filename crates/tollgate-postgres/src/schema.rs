@@ -17,11 +17,12 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// The migrations, version 1 first: each brings the schema from the
 /// version before it to its own. `@schema@` stands for the schema's
 /// quoted name, `@unlogged@` for `UNLOGGED` or nothing.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("../sql/1_state.sql"),
     include_str!("../sql/2_strategies.sql"),
     include_str!("../sql/3_decisions.sql"),
     include_str!("../sql/4_fixed_windows.sql"),
+    include_str!("../sql/5_together.sql"),
 ];
 
 /// A schema name the backend accepts: a lowercase letter or underscore,

@@ -40,38 +40,11 @@ async fn remaining_of_admitted(limiter: &Arc<Limiter<PostgresBackend>>, per_task
     all
 }
 
-/// The calls of `decide` and `decide_fixed_window` the database counted, once the backend's
-/// connections have closed (a backend reports its counts when it ends).
-async fn decide_calls(db: &TestDatabase, at_least: i64) -> i64 {
-    let client = db.client().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let row = client
-            .query_one(
-                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_user_functions \
-                 WHERE schemaname = 'tollgate' AND funcname IN ('decide', 'decide_fixed_window')",
-                &[],
-            )
-            .await
-            .unwrap();
-        let calls: i64 = row.get(0);
-        if calls >= at_least || tokio::time::Instant::now() > deadline {
-            return calls;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Concurrent decisions of a policy of one `strategy` over a pool of 2
 /// go out in fewer calls than decisions, each decided as alone.
 async fn batched_as_alone(strategy: Strategy) {
     let db = TestDatabase::create().await;
-    let name = db.url().rsplit('/').next().unwrap().to_owned();
-    db.client()
-        .await
-        .batch_execute(&format!("ALTER DATABASE {name} SET track_functions = 'pl'"))
-        .await
-        .unwrap();
+    db.track_functions().await;
     let backend = PostgresBackend::builder(db.url())
         .pool_size(2)
         .timeout(Duration::from_secs(20))
@@ -90,7 +63,7 @@ async fn batched_as_alone(strategy: Strategy) {
     let seen = remaining_of_admitted(&limiter, 10).await;
     assert_eq!(seen, (0..LIMIT).collect::<Vec<_>>());
     drop((limiter, backend));
-    let calls = decide_calls(&db, 1).await;
+    let calls = db.function_calls(&["decide", "decide_fixed_window"], 1).await;
     assert!(calls > 0, "the database counted no call");
     assert!(
         calls < (TASKS * 10) as i64 / 2,

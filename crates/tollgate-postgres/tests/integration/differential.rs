@@ -27,7 +27,7 @@ use tollgate_postgres::PostgresBackend;
 use crate::support::TestDatabase;
 
 /// 2023-11-14, in nanoseconds since the epoch.
-const START: u64 = 1_700_000_000_000_000_000;
+pub(crate) const START: u64 = 1_700_000_000_000_000_000;
 
 /// What a step of a trace does to its key.
 #[derive(Clone, Copy, Debug)]
@@ -69,7 +69,7 @@ fn any_limit() -> impl proptest::strategy::Strategy<Value = Limit> {
 
 /// A policy of one limit, or a compound policy of two to four (limits
 /// repeating a strategy and window dropped).
-fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+pub(crate) fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     prop_oneof![
         any_limit().prop_map(Policy::from),
         prop::collection::vec(any_limit(), 2..5).prop_map(|mut limits| {
@@ -81,16 +81,16 @@ fn any_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
 }
 
 /// A database, a backend on a manual clock, and a fresh key prefix per case.
-struct Harness {
+pub(crate) struct Harness {
     _db: TestDatabase,
-    rt: tokio::runtime::Runtime,
-    clock: ManualClock,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) clock: ManualClock,
     backend: PostgresBackend,
     case: AtomicU64,
 }
 
 impl Harness {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -119,7 +119,7 @@ impl Harness {
         }
     }
 
-    fn limiter(&self, policy: Policy) -> Limiter<PostgresBackend> {
+    pub(crate) fn limiter(&self, policy: Policy) -> Limiter<PostgresBackend> {
         self.processes(policy, 1, None).remove(0)
     }
 

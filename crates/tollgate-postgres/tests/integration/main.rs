@@ -14,3 +14,4 @@ mod locks;
 mod processes;
 mod schema;
 mod tls;
+mod together;

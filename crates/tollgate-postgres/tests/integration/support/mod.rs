@@ -59,6 +59,41 @@ impl TestDatabase {
         self.url().replacen("127.0.0.1", host, 1)
     }
 
+    /// Has the database count the calls of its PL/pgSQL functions, for the
+    /// connections made from now on.
+    pub(crate) async fn track_functions(&self) {
+        let name = self.url().rsplit('/').next().unwrap().to_owned();
+        self.client()
+            .await
+            .batch_execute(&format!("ALTER DATABASE {name} SET track_functions = 'pl'"))
+            .await
+            .unwrap();
+    }
+
+    /// The calls of the schema `tollgate`'s functions `names` the database
+    /// counted, once they reach `at_least` or after 10 s (a connection
+    /// reports its counts when it ends, or within a second or so).
+    pub(crate) async fn function_calls(&self, names: &[&str], at_least: i64) -> i64 {
+        let client = self.client().await;
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let row = client
+                .query_one(
+                    "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_user_functions \
+                     WHERE schemaname = 'tollgate' AND funcname = ANY($1)",
+                    &[&names],
+                )
+                .await
+                .unwrap();
+            let calls: i64 = row.get(0);
+            if calls >= at_least || tokio::time::Instant::now() > deadline {
+                return calls;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// A client of the database, for reading what the backend wrote.
     pub(crate) async fn client(&self) -> tokio_postgres::Client {
         connect(&self.url()).await
