@@ -13,7 +13,9 @@
 //! (`1,2,64`); a request carries one descriptor with one entry. After a
 //! warm-up of `WARM_UP_MS` (500) the requests of `SECONDS` (3) are
 //! measured; each cell is measured `ROUNDS` times (5) and the medians are
-//! printed: throughput, p50, p99, p99.9 and the server's CPU time per
+//! printed: throughput, p50, p99, p99.9, how evenly the callers were
+//! served (the fewest and the most requests a caller had answered, against
+//! the median caller) and the server's CPU time per
 //! request (user and system, read from `/proc` for the server's process
 //! alone; the client runs in this process, on the same cores).
 //!
@@ -182,6 +184,10 @@ impl Settings {
 #[derive(Clone, Copy, Debug)]
 struct Round {
     per_second: f64,
+    /// The requests each task (each caller; over 64 connections, each
+    /// connection) had answered, the fewest and the most, as shares of the
+    /// median task's: how evenly the server served its callers.
+    task_spread: (f64, f64),
     p50: Duration,
     p99: Duration,
     p999: Duration,
@@ -418,14 +424,21 @@ async fn measure(
     let buckets_after = server.metrics.map(|m| handler_buckets(m, endpoint));
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
+    let mut answered = Vec::with_capacity(tasks.len());
     for task in tasks {
-        all.extend(task.await.expect("a client task"));
+        let latencies = task.await.expect("a client task");
+        answered.push(latencies.len() as f64);
+        all.extend(latencies);
     }
+    let typical = median(answered.iter().copied()).max(1.0);
+    let fewest = answered.iter().copied().fold(f64::INFINITY, f64::min);
+    let most = answered.iter().copied().fold(0.0, f64::max);
     assert!(!all.is_empty(), "no request was answered while measuring");
     all.sort_unstable();
     let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
     Round {
         per_second: all.len() as f64 / elapsed.as_secs_f64(),
+        task_spread: (fewest / typical, most / typical),
         p50: at(0.50),
         p99: at(0.99),
         p999: at(0.999),
@@ -488,6 +501,12 @@ fn print_row(name: &str, rounds: &[Round]) {
         median(rounds.iter().map(|r| us(r.p99) / us(r.p50))),
         median(rounds.iter().map(|r| r.cpu_us)),
         median(rounds.iter().map(|r| r.client_cpu_us)),
+    );
+    println!(
+        "  {:<9} answered per caller: the fewest {:.2}×, the most {:.2}× the median caller's",
+        "",
+        median(rounds.iter().map(|r| r.task_spread.0)),
+        median(rounds.iter().map(|r| r.task_spread.1)),
     );
     let handler: Vec<(f64, f64)> = rounds.iter().filter_map(|r| r.handler).collect();
     if !handler.is_empty() {
