@@ -1,14 +1,17 @@
 //! The contract of deciding together ([`tollgate::together`]) from the pure
 //! strategy functions: what a request of several parts, each with its
-//! [`Role`], must decide and leave, whatever the backend. The core's tests check the in-memory and
-//! store-adapter backends against it, and the Redis backend's tests check
-//! the one-call scripts.
+//! [`Role`], must decide and leave, whatever the backend, and the driver
+//! that holds a backend to it ([`requests_match_the_contract`]): the
+//! core's tests check the in-memory and store-adapter backends, the Redis
+//! backend's tests its one-call scripts, and the PostgreSQL backend's its
+//! one-call function.
 
 use proptest::prelude::*;
 use tollgate::backend::{Backend, Tick};
+use tollgate::clock::{Clock, ManualClock};
 use tollgate::strategy::{decide_all, LimitRate, State};
-use tollgate::together::{Decided, Part, Role};
-use tollgate::{Decision, Limiter};
+use tollgate::together::{self, Decided, Part, Role};
+use tollgate::{Decision, Limiter, Policy};
 
 /// One part of a planned request: a policy index, a key index, a cost and
 /// the part's role.
@@ -40,6 +43,53 @@ pub fn request(policies: usize, keys: usize) -> impl Strategy<Value = (i64, Vec<
             1..5,
         ),
     )
+}
+
+/// Decides `requests` (from [`request`]) in turn on `limiters`, one per
+/// policy of `policies`, over `keys` keys, with
+/// [`allow_all`](together::allow_all) on `rt`, moving `clock` by each
+/// request's step (never below `floor` nanoseconds), and checks each
+/// answer against the contract at `tick`s ([`check_answer`]); then checks
+/// every key's state by a charge-free decision.
+///
+/// # Errors
+///
+/// A [`TestCaseError`] naming the request, or the policy and key, that
+/// differs.
+pub fn requests_match_the_contract<B: Backend>(
+    (rt, clock): (&tokio::runtime::Runtime, &ManualClock),
+    (policies, limiters): (&[Policy], &[Limiter<B>]),
+    keys: usize,
+    requests: &[(i64, Vec<PlanPart>)],
+    (floor, tick): (u64, Tick),
+) -> Result<(), TestCaseError> {
+    let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(tick)).collect();
+    let mut states: States = vec![vec![[None; Policy::MAX_LIMITS]; keys]; policies.len()];
+    let keys: Vec<Vec<u8>> = (0..keys).map(|k| format!("key-{k}").into_bytes()).collect();
+    for (r, (dt, plan)) in requests.iter().enumerate() {
+        let now = clock.now_nanos();
+        clock.set_nanos(now.saturating_add_signed(*dt).max(floor));
+        let parts: Vec<Part<'_, B>> = parts(plan, limiters, &keys);
+        let got = rt
+            .block_on(together::allow_all(&parts))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        check_answer(
+            &got,
+            (&limits, &mut states),
+            plan,
+            (tick.from_nanos(clock.now_nanos()), tick),
+            &format!("request {r} {plan:?} of {policies:?}"),
+        )?;
+    }
+    for (p, limiter) in limiters.iter().enumerate() {
+        for (k, key) in keys.iter().enumerate() {
+            let got = rt.block_on(limiter.allow_n(key, 0)).unwrap();
+            let now = tick.from_nanos(clock.now_nanos());
+            let want = alone(&limits[p], &states[p][k], now, 0, tick).0;
+            prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
+        }
+    }
+    Ok(())
 }
 
 /// The parts of a planned request on `limiters` and `keys`.

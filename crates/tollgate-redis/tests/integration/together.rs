@@ -15,15 +15,13 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tollgate::backend::Tick;
-use tollgate::clock::Clock;
 use tollgate::protection::DenyCache;
 use tollgate::protection::Lease;
-use tollgate::strategy::LimitRate;
 use tollgate::together::{self, Part, Role};
 use tollgate::{Limiter, Policy, Strategy};
 use tollgate_redis::RedisBackend;
 use tollgate_test_support::redis::RedisServer;
-use tollgate_test_support::together_model::{alone, check_answer, parts, request, States};
+use tollgate_test_support::together_model::{request, requests_match_the_contract};
 
 const POLICIES: usize = 3;
 const KEYS: usize = 3;
@@ -45,42 +43,15 @@ fn matches_the_contract(
         .run(&plan, |(policies, requests)| {
             h.clock.set_nanos(START + 987_654_321);
             let limiters: Vec<Limiter<RedisBackend>> = policies.iter().map(|p| h.limiter(*p)).collect();
-            let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Micros)).collect();
-            let mut states: States = vec![vec![[None; tollgate::Policy::MAX_LIMITS]; KEYS]; POLICIES];
-            let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
-            for (r, (dt, plan)) in requests.iter().enumerate() {
-                let now = h.clock.now_nanos();
-                h.clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
-                let parts: Vec<Part<'_, RedisBackend>> = parts(plan, &limiters, &keys);
-                // One script call decides the parts (no lists, leases or
-                // open breakers here); the roles are concluded after it.
-                let got =
-                    h.rt.block_on(together::allow_all(&parts))
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                check_answer(
-                    &got,
-                    (&limits, &mut states),
-                    plan,
-                    (h.clock.now_nanos() / 1_000, Tick::Micros),
-                    &format!("request {r} {plan:?} of {policies:?}"),
-                )?;
-            }
-            // What the requests left: a peek of every key agrees.
-            for (p, limiter) in limiters.iter().enumerate() {
-                for (k, key) in keys.iter().enumerate() {
-                    let got = h.rt.block_on(limiter.allow_n(key, 0)).unwrap();
-                    let want = alone(
-                        &limits[p],
-                        &states[p][k],
-                        h.clock.now_nanos() / 1_000,
-                        0,
-                        Tick::Micros,
-                    )
-                    .0;
-                    prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
-                }
-            }
-            Ok(())
+            // One script call decides each request's parts (no lists,
+            // leases or open breakers here); the roles are concluded after.
+            requests_match_the_contract(
+                (&h.rt, &h.clock),
+                (&policies, &limiters),
+                KEYS,
+                &requests,
+                (START / 2, Tick::Micros),
+            )
         })
         .unwrap();
 }

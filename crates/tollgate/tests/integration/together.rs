@@ -9,16 +9,14 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestRunner};
 use tollgate::backend::store::StoreBackend;
 use tollgate::backend::{Backend, Tick};
-use tollgate::clock::Clock;
 use tollgate::clock::ManualClock;
-use tollgate::strategy::LimitRate;
 use tollgate::testing::MapStore;
 use tollgate::together::{self, Part, Role};
 use tollgate::{Limiter, Policy, Strategy};
-use tollgate_test_support::together_model::{alone, check_answer, parts, request, States};
+use tollgate_test_support::together_model::{request, requests_match_the_contract};
 
 use crate::support;
 
@@ -48,32 +46,13 @@ fn matches_the_contract<B: Backend>(build: impl Fn(Policy, &ManualClock) -> Limi
             let clock = ManualClock::default();
             clock.set_nanos(START);
             let limiters: Vec<Limiter<B>> = policies.iter().map(|p| build(*p, &clock)).collect();
-            let limits: Vec<Vec<LimitRate>> = policies.iter().map(|p| p.limit_rates(Tick::Nanos)).collect();
-            let mut states: States = vec![vec![[None; tollgate::Policy::MAX_LIMITS]; KEYS]; POLICIES];
-            let keys: Vec<Vec<u8>> = (0..KEYS).map(|k| format!("key-{k}").into_bytes()).collect();
-            for (r, (dt, plan)) in requests.iter().enumerate() {
-                let now = clock.now_nanos();
-                clock.set_nanos(now.saturating_add_signed(*dt).max(START / 2));
-                let parts: Vec<Part<'_, B>> = parts(plan, &limiters, &keys);
-                let got = rt
-                    .block_on(together::allow_all(&parts))
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                check_answer(
-                    &got,
-                    (&limits, &mut states),
-                    plan,
-                    (clock.now_nanos(), Tick::Nanos),
-                    &format!("request {r} {plan:?} of {policies:?}"),
-                )?;
-            }
-            for (p, limiter) in limiters.iter().enumerate() {
-                for (k, key) in keys.iter().enumerate() {
-                    let got = rt.block_on(limiter.allow_n(key, 0)).unwrap();
-                    let want = alone(&limits[p], &states[p][k], clock.now_nanos(), 0, Tick::Nanos).0;
-                    prop_assert_eq!(got, want, "state of policy {} key {}", p, k);
-                }
-            }
-            Ok(())
+            requests_match_the_contract(
+                (&rt, &clock),
+                (&policies, &limiters),
+                KEYS,
+                &requests,
+                (START / 2, Tick::Nanos),
+            )
         })
         .unwrap();
 }
