@@ -28,6 +28,13 @@ BEGIN
   END IF;
 END $$;
 
+-- The values of `vals` at the indexes slot[lo..hi]: the states (or block
+-- ends) of a part's keys, from the arrays kept per distinct key.
+CREATE OR REPLACE FUNCTION @schema@.at_slots(vals bigint[], slot int[], lo int, hi int)
+RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT ARRAY(SELECT vals[slot[j]] FROM generate_series(lo, hi) AS j)
+$$;
+
 -- Decides the parts of one request as one step. Part p asks costs[p]
 -- units, denies the request when it denies if decisive[p], and has
 -- counts[p] limits: the next counts[p] entries of kinds, lims, wins, intvs
@@ -101,10 +108,9 @@ BEGIN
     hi := lo + counts[p] - 1;
     part := @schema@.together_part(kinds[lo:hi], lims[lo:hi], wins[lo:hi], intvs[lo:hi],
       spans[4 * lo - 3 : 4 * hi],
-      ARRAY(SELECT ca[slot[j]] FROM generate_series(lo, hi) AS j),
-      ARRAY(SELECT cb[slot[j]] FROM generate_series(lo, hi) AS j),
-      ARRAY(SELECT cc[slot[j]] FROM generate_series(lo, hi) AS j),
-      (SELECT max(ends[slot[j]]) FROM generate_series(lo, hi) AS j), tnow, costs[p], false);
+      @schema@.at_slots(ca, slot, lo, hi), @schema@.at_slots(cb, slot, lo, hi),
+      @schema@.at_slots(cc, slot, lo, hi),
+      (SELECT max(e) FROM unnest(@schema@.at_slots(ends, slot, lo, hi)) AS e), tnow, costs[p], false);
     reply[4 * lo - 3 : 4 * hi] := part.reply;
     FOR j IN lo..hi LOOP
       CONTINUE WHEN part.steps IS NULL;
@@ -128,10 +134,9 @@ BEGIN
       IF p <> denial THEN
         part := @schema@.together_part(kinds[lo:hi], lims[lo:hi], wins[lo:hi], intvs[lo:hi],
           spans[4 * lo - 3 : 4 * hi],
-          ARRAY(SELECT sa[slot[j]] FROM generate_series(lo, hi) AS j),
-          ARRAY(SELECT sb[slot[j]] FROM generate_series(lo, hi) AS j),
-          ARRAY(SELECT sc[slot[j]] FROM generate_series(lo, hi) AS j),
-          (SELECT max(ends[slot[j]]) FROM generate_series(lo, hi) AS j), tnow, costs[p], true);
+          @schema@.at_slots(sa, slot, lo, hi), @schema@.at_slots(sb, slot, lo, hi),
+          @schema@.at_slots(sc, slot, lo, hi),
+          (SELECT max(e) FROM unnest(@schema@.at_slots(ends, slot, lo, hi)) AS e), tnow, costs[p], true);
         reply[4 * lo - 3 : 4 * hi] := part.reply;
       END IF;
       lo := hi + 1;
